@@ -1,0 +1,243 @@
+/* The CPU ops table: the reference every other backend is checked against.
+ *
+ * GEMM goes to CBLAS (OpenBLAS, with as many threads as the device was given;
+ * see blas_tune.h). The element-wise ops are plain loops the compiler
+ * vectorizes; they are memory-bound and small next to the GEMMs of a step. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas_tune.h"
+#include "ops.h"
+
+static void *cpu_alloc(rumor_device_t *d, size_t bytes)
+{
+    (void)d;
+    /* 64-byte alignment for AVX-512 loads; calloc'd semantics. */
+    size_t n = (bytes + 63) & ~(size_t)63;
+    void *p = NULL;
+    if (n == 0)
+        n = 64;
+    if (posix_memalign(&p, 64, n) != 0) {
+        rumor_err_set(RUMOR_ENOMEM, "cpu: cannot allocate %zu bytes", bytes);
+        return NULL;
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+static void cpu_free(rumor_device_t *d, void *p)
+{
+    (void)d;
+    free(p);
+}
+
+static int cpu_copy(rumor_device_t *d, void *dst, const void *src, size_t bytes)
+{
+    (void)d;
+    if (bytes)
+        memmove(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_sync(rumor_device_t *d)
+{
+    (void)d;
+    return 0;
+}
+
+static void cpu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc)
+{
+    rumor_blas_set_threads(d->nthreads);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void cpu_add_bias(rumor_device_t *d, float *y, const float *bias, int rows, int cols)
+{
+    (void)d;
+    for (int r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            yr[c] += bias[c];
+    }
+}
+
+static void cpu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int cols,
+                         float beta)
+{
+    (void)d;
+    if (beta == 0.0f)
+        memset(db, 0, sizeof(float) * (size_t)cols);
+    else if (beta != 1.0f)
+        for (int c = 0; c < cols; c++)
+            db[c] *= beta;
+    for (int r = 0; r < rows; r++) {
+        const float *dyr = dy + (size_t)r * cols;
+        for (int c = 0; c < cols; c++)
+            db[c] += dyr[c];
+    }
+}
+
+static void cpu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void cpu_scale(rumor_device_t *d, float *y, float a, size_t n)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++)
+        y[i] *= a;
+}
+
+static void cpu_relu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void cpu_relu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy,
+                              size_t n)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+
+static void cpu_gelu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
+        y[i] = 0.5f * v * (1.0f + tanhf(u));
+    }
+}
+
+static void cpu_gelu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy,
+                              size_t n)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
+        float t = tanhf(u);
+        float sech2 = 1.0f - t * t;
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * sech2 * du);
+    }
+}
+
+static void cpu_dropout_forward(rumor_device_t *d, float *y, const float *x, size_t n, float p,
+                                uint64_t seed)
+{
+    (void)d;
+    float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    for (size_t i = 0; i < n; i++)
+        y[i] = rumor_rand_uniform(seed, i) >= p ? x[i] * keep_scale : 0.0f;
+}
+
+static void cpu_dropout_backward(rumor_device_t *d, float *dx, const float *dy, size_t n, float p,
+                                 uint64_t seed)
+{
+    cpu_dropout_forward(d, dx, dy, n, p, seed);
+}
+
+static void cpu_softmax_xent_forward(rumor_device_t *d, float *probs, float *losses,
+                                     const float *logits, const int32_t *labels, int batch,
+                                     int classes)
+{
+    (void)d;
+    for (int b = 0; b < batch; b++) {
+        const float *z = logits + (size_t)b * classes;
+        float *p = probs + (size_t)b * classes;
+        float mx = z[0];
+        for (int c = 1; c < classes; c++)
+            mx = z[c] > mx ? z[c] : mx;
+        double sum = 0.0;
+        for (int c = 0; c < classes; c++) {
+            p[c] = expf(z[c] - mx);
+            sum += p[c];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int c = 0; c < classes; c++)
+            p[c] *= inv;
+        /* -log softmax computed from the logits, not from a rounded prob. */
+        losses[b] = (float)(log(sum) - (double)(z[labels[b]] - mx));
+    }
+}
+
+static void cpu_softmax_xent_backward(rumor_device_t *d, float *dlogits, const float *probs,
+                                      const int32_t *labels, int batch, int classes, float scale)
+{
+    (void)d;
+    for (int b = 0; b < batch; b++) {
+        const float *p = probs + (size_t)b * classes;
+        float *g = dlogits + (size_t)b * classes;
+        for (int c = 0; c < classes; c++)
+            g[c] = scale * (p[c] - (c == labels[b] ? 1.0f : 0.0f));
+    }
+}
+
+static void cpu_sgd_step(rumor_device_t *d, float *p, float *mom, const float *g, size_t n,
+                         float lr, float mu, float wd, int nesterov)
+{
+    (void)d;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] + wd * p[i];
+        float step = gi;
+        if (mu != 0.0f) {
+            mom[i] = mu * mom[i] + gi;
+            step = nesterov ? gi + mu * mom[i] : mom[i];
+        }
+        p[i] -= lr * step;
+    }
+}
+
+static void cpu_adamw_step(rumor_device_t *d, float *p, float *m, float *v, const float *g,
+                           size_t n, float lr, float b1, float b2, float eps, float wd, float bc1,
+                           float bc2)
+{
+    (void)d;
+    float inv_bc1 = 1.0f / bc1, inv_bc2 = 1.0f / bc2;
+    for (size_t i = 0; i < n; i++) {
+        p[i] -= lr * wd * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        p[i] -= lr * (m[i] * inv_bc1) / (sqrtf(v[i] * inv_bc2) + eps);
+    }
+}
+
+const rumor_ops_t rumor_cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .gemm = cpu_gemm,
+    .add_bias = cpu_add_bias,
+    .sum_rows = cpu_sum_rows,
+    .axpy = cpu_axpy,
+    .scale = cpu_scale,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .dropout_forward = cpu_dropout_forward,
+    .dropout_backward = cpu_dropout_backward,
+    .softmax_xent_forward = cpu_softmax_xent_forward,
+    .softmax_xent_backward = cpu_softmax_xent_backward,
+    .sgd_step = cpu_sgd_step,
+    .adamw_step = cpu_adamw_step,
+};

@@ -1,0 +1,26 @@
+/* The CUDA backend's entry points, built when configure finds nvcc and cuBLAS.
+ * A binary built with CUDA runs on machines without a GPU or driver: device
+ * discovery then reports zero devices and callers stay on the CPU. */
+#ifndef RUMOR_CUDA_BACKEND_H
+#define RUMOR_CUDA_BACKEND_H
+
+#include "ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Usable GPUs (0 without a driver or GPU). Never fails; the first call probes. */
+int rumor_cuda_device_count(void);
+
+/* Why no GPU is usable ("CUDA driver version is insufficient ...") or "ok". */
+const char *rumor_cuda_status(void);
+
+/* Fills d (name, ops, ctx) for GPU `index`: a stream and a cuBLAS handle. */
+int rumor_cuda_open(rumor_device_t *d, int index);
+void rumor_cuda_close(rumor_device_t *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

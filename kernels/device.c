@@ -1,0 +1,129 @@
+/* Opening devices by spec and picking their ops table (see ops.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blas_tune.h"
+#include "log.h"
+#include "ops.h"
+#ifdef HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
+int rumor_cpu_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int rumor_device_count(rumor_dev_kind kind)
+{
+    if (kind == RUMOR_DEV_CPU)
+        return 1;
+#ifdef HAVE_CUDA
+    return rumor_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+/* Parses the ":N" after a device kind; "" means `dflt`. */
+static int parse_index(const char *spec, const char *rest, int dflt, int *out)
+{
+    if (*rest == '\0') {
+        *out = dflt;
+        return 0;
+    }
+    char *end;
+    long v = strtol(rest + 1, &end, 10);
+    if (rest[0] != ':' || rest[1] == '\0' || *end != '\0' || v < 0 || v > 4096)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "device '%s': expected cpu, cpu:THREADS, cuda, cuda:INDEX or auto",
+                             spec);
+    *out = (int)v;
+    return 0;
+}
+
+static int open_cpu(rumor_device_t *d, int threads)
+{
+    d->kind = RUMOR_DEV_CPU;
+    d->index = 0;
+    d->nthreads = threads > 0 ? threads : rumor_cpu_cores();
+    d->ops = &rumor_cpu_ops;
+    snprintf(d->name, sizeof d->name, "cpu (%d thread%s, OpenBLAS %s)", d->nthreads,
+             d->nthreads == 1 ? "" : "s", rumor_blas_corename());
+    return 0;
+}
+
+static int open_cuda(rumor_device_t *d, const char *spec, int index)
+{
+#ifdef HAVE_CUDA
+    int n = rumor_cuda_device_count();
+    if (n == 0)
+        return rumor_err_set(RUMOR_ENODEV, "device '%s': no CUDA GPU is visible (%s)", spec,
+                             rumor_cuda_status());
+    if (index >= n)
+        return rumor_err_set(RUMOR_ENODEV, "device '%s': only %d CUDA GPU%s visible", spec, n,
+                             n == 1 ? " is" : "s are");
+    d->kind = RUMOR_DEV_CUDA;
+    d->index = index;
+    d->nthreads = 1;
+    RUMOR_CHECK(rumor_cuda_open(d, index));
+    return 0;
+#else
+    (void)d;
+    (void)index;
+    return rumor_err_set(RUMOR_ENOTSUP,
+                         "device '%s': this rumor was built without CUDA (configure --with-cuda)",
+                         spec);
+#endif
+}
+
+int rumor_device_open(const char *spec, rumor_device_t **out)
+{
+    *out = NULL;
+    if (!spec || !*spec)
+        spec = "auto";
+    rumor_device_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return rumor_err_set(RUMOR_ENOMEM, "device: out of memory");
+    int rc, idx;
+    if (strcmp(spec, "auto") == 0) {
+        rc = rumor_device_count(RUMOR_DEV_CUDA) > 0 ? open_cuda(d, spec, 0) : open_cpu(d, 0);
+    } else if (strncmp(spec, "cpu", 3) == 0) {
+        rc = parse_index(spec, spec + 3, 0, &idx);
+        if (rc == 0 && spec[3] == ':' && idx == 0)
+            rc = rumor_err_set(RUMOR_EINVAL, "device '%s': thread count must be at least 1", spec);
+        if (rc == 0)
+            rc = open_cpu(d, idx);
+    } else if (strncmp(spec, "cuda", 4) == 0) {
+        rc = parse_index(spec, spec + 4, 0, &idx);
+        if (rc == 0)
+            rc = open_cuda(d, spec, idx);
+    } else {
+        rc = rumor_err_set(RUMOR_EINVAL,
+                           "device '%s': expected cpu, cpu:THREADS, cuda, cuda:INDEX or auto",
+                           spec);
+    }
+    if (rc < 0) {
+        free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+void rumor_device_close(rumor_device_t **dp)
+{
+    if (!dp || !*dp)
+        return;
+#ifdef HAVE_CUDA
+    if ((*dp)->kind == RUMOR_DEV_CUDA)
+        rumor_cuda_close(*dp);
+#endif
+    free(*dp);
+    *dp = NULL;
+}

@@ -1,0 +1,80 @@
+/* Logging to stderr and the monotonic clock (see log.h). */
+#include "log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static int level_set;
+static rumor_log_level level = RUMOR_LOG_INFO;
+static char tag[64];
+
+int rumor_log_parse_level(const char *name, rumor_log_level *out)
+{
+    static const char *const names[] = { "error", "warn", "info", "debug" };
+    for (int i = 0; i < 4; i++)
+        if (name && strcasecmp(name, names[i]) == 0) {
+            *out = (rumor_log_level)i;
+            return 0;
+        }
+    return rumor_err_set(RUMOR_EINVAL, "log level '%s': expected error, warn, info or debug",
+                         name ? name : "(null)");
+}
+
+rumor_log_level rumor_log_get_level(void)
+{
+    if (!level_set) {
+        rumor_log_level l;
+        const char *env = getenv("RUMOR_LOG");
+        if (env && rumor_log_parse_level(env, &l) == 0)
+            level = l;
+        level_set = 1;
+    }
+    return level;
+}
+
+void rumor_log_set_level(rumor_log_level l)
+{
+    level = l;
+    level_set = 1;
+}
+
+void rumor_log_set_tag(const char *t)
+{
+    pthread_mutex_lock(&log_mu);
+    snprintf(tag, sizeof tag, "%s", t ? t : "");
+    pthread_mutex_unlock(&log_mu);
+}
+
+void rumor_log(rumor_log_level l, const char *fmt, ...)
+{
+    static const char *const names[] = { "error", "warn", "info", "debug" };
+    if (l > rumor_log_get_level())
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&log_mu);
+    fprintf(stderr, "rumor%s%s%s %02d:%02d:%02d.%03ld %s: %s\n", tag[0] ? "[" : "", tag,
+            tag[0] ? "]" : "", tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L,
+            names[l], line);
+    pthread_mutex_unlock(&log_mu);
+}
+
+double rumor_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

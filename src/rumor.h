@@ -1,0 +1,7 @@
+/* rumor: decentralized data-parallel training. One include for everything. */
+#ifndef RUMOR_H
+#define RUMOR_H
+#include "err.h"
+#include "log.h"
+#include "ops.h"
+#endif

@@ -1,0 +1,123 @@
+/* A tiny harness shared by rumor's test programs.
+ *
+ * Each test program checks real things and exits 0 when every check held,
+ * 1 when any failed, and 77 (skip) with a reason when it cannot run here
+ * (no GPU, feature not built, data missing). Checks keep going after a
+ * failure so one run reports them all. */
+#ifndef RUMOR_TESTUTIL_H
+#define RUMOR_TESTUTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tu_failures;
+static int tu_checks;
+
+#define TU_EXIT_SKIP 77
+
+#define CHECK(cond)                                                                \
+    do {                                                                           \
+        tu_checks++;                                                               \
+        if (!(cond)) {                                                             \
+            tu_failures++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
+        }                                                                          \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                          \
+    do {                                                                           \
+        tu_checks++;                                                               \
+        if (!(cond)) {                                                             \
+            tu_failures++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
+            fprintf(stderr, __VA_ARGS__);                                          \
+            fputc('\n', stderr);                                                   \
+        }                                                                          \
+    } while (0)
+
+/* |a-b| <= atol + rtol*|b| */
+#define CHECK_CLOSE(a, b, atol, rtol)                                              \
+    do {                                                                           \
+        double tu_a = (double)(a), tu_b = (double)(b);                             \
+        tu_checks++;                                                               \
+        if (!(fabs(tu_a - tu_b) <= (atol) + (rtol)*fabs(tu_b))) {                  \
+            tu_failures++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s = %.10g, expected %s = %.10g\n",       \
+                    __FILE__, __LINE__, #a, tu_a, #b, tu_b);                       \
+        }                                                                          \
+    } while (0)
+
+/* A call that must succeed (rc >= 0); prints the library's message if not. */
+#define CHECK_OK(call)                                                             \
+    do {                                                                           \
+        int tu_rc = (call);                                                        \
+        tu_checks++;                                                               \
+        if (tu_rc < 0) {                                                           \
+            tu_failures++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s returned %d: %s [%s]\n", __FILE__,      \
+                    __LINE__, #call, tu_rc, rumor_err_msg(), rumor_err_trace());   \
+        }                                                                          \
+    } while (0)
+
+/* A call that must fail with code `want` and a message containing `substr`. */
+#define CHECK_ERR(call, want, substr)                                              \
+    do {                                                                           \
+        rumor_err_clear();                                                         \
+        int tu_rc = (call);                                                        \
+        tu_checks++;                                                               \
+        if (tu_rc != (want) || !strstr(rumor_err_msg(), (substr))) {               \
+            tu_failures++;                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s returned %d \"%s\", expected %d with \"%s\"\n", \
+                    __FILE__, __LINE__, #call, tu_rc, rumor_err_msg(), (int)(want), \
+                    (substr));                                                     \
+        }                                                                          \
+    } while (0)
+
+#define TEST_SKIP(...)                                                             \
+    do {                                                                           \
+        fprintf(stderr, "SKIP: ");                                                 \
+        fprintf(stderr, __VA_ARGS__);                                              \
+        fputc('\n', stderr);                                                       \
+        exit(TU_EXIT_SKIP);                                                        \
+    } while (0)
+
+static inline int tu_finish(const char *name)
+{
+    fprintf(stderr, "%s: %d checks, %d failed\n", name, tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
+
+/* Deterministic test data: xorshift in [-1, 1). */
+static inline float tu_randf(unsigned long long *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+/* A scratch directory unique to this test run (mkdtemp under TMPDIR). */
+static inline const char *tu_tmpdir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/rumor-test-XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            exit(99);
+        }
+    }
+    return dir;
+}
+
+/* Where the Fashion-MNIST files are: $RUMOR_DATA, else Debian's location. */
+static inline const char *tu_fashion_dir(void)
+{
+    const char *d = getenv("RUMOR_DATA");
+    return d && *d ? d : "/usr/share/datasets/fashion-mnist";
+}
+
+#endif
