@@ -1,0 +1,66 @@
+# Helpers for rumor's shell tests (sourced). Tests exit 0 pass, 1 fail, 77 skip.
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+skip() {
+  echo "SKIP: $*" >&2
+  exit 77
+}
+
+finish() {
+  if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed" >&2
+    exit 1
+  fi
+  echo "all checks passed"
+  exit 0
+}
+
+# Fashion-MNIST from $RUMOR_DATA or Debian's dataset-fashion-mnist.
+need_fashion() {
+  FASHION=${RUMOR_DATA:-/usr/share/datasets/fashion-mnist}
+  [ -f "$FASHION/train-images-idx3-ubyte.gz" ] ||
+    skip "Fashion-MNIST not found in $FASHION (apt-get install dataset-fashion-mnist)"
+  : "${RUMOR_BUILDDIR:?RUMOR_BUILDDIR must be set (make check sets it)}"
+}
+
+# expect_rc WANT GOT WHAT [LOGFILE]
+expect_rc() {
+  if [ "$2" -ne "$1" ]; then
+    fail "$3: exit status $2, expected $1"
+    [ -n "${4:-}" ] && sed 's/^/  | /' "$4" | tail -20 >&2
+  fi
+  return 0
+}
+
+expect_num_ge() { awk "BEGIN{exit !($1 >= $2)}" || fail "$3: $1 < $2"; }
+expect_num_lt() { awk "BEGIN{exit !($1 < $2)}" || fail "$3: $1 >= $2"; }
+expect_num_close() {
+  awk "BEGIN{d=$1-$2; if (d<0) d=-d; exit !(d <= $3)}" || fail "$4: $1 vs $2 (tolerance $3)"
+}
+
+# expect_count FILE PATTERN N: PATTERN occurs on exactly N lines.
+expect_count() {
+  n=$(grep -c -- "$2" "$1")
+  [ "$n" -eq "$3" ] || fail "$1: $n lines with $2, expected $3"
+}
+
+# run_expect RC SUBSTRING CMD...: CMD exits RC and its stderr+stdout contains
+# SUBSTRING; a signal death (rc > 128) is always a failure.
+run_expect() {
+  want=$1; substr=$2; shift 2
+  out=$("$@" 2>&1 </dev/null)
+  rc=$?
+  if [ $rc -gt 128 ]; then
+    fail "$*: killed by signal $((rc - 128))"
+  elif [ $rc -ne "$want" ]; then
+    fail "$*: exit status $rc, expected $want; output: $(echo "$out" | tail -3)"
+  elif ! printf '%s' "$out" | grep -qF -- "$substr"; then
+    fail "$*: output lacks '$substr': $(echo "$out" | tail -3)"
+  fi
+  return 0
+}
