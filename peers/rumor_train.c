@@ -17,6 +17,7 @@
 #include "model.h"
 #include "optim.h"
 #include "progress.h"
+#include "step.h"
 
 /* Fashion-MNIST's training-set pixel mean and standard deviation (of x/255):
  * inputs are standardized with them so one learning rate suits every layer. */
@@ -44,7 +45,8 @@ static const char usage[] =
     "  --model SPEC           mlp:D0-D1-...-Dn[:relu|:gelu][:dropout=P]\n"
     "                         (default: mlp:784-256-256-10)\n"
     "  --device SPEC          cpu, cpu:THREADS, cuda, cuda:N or auto (default: cpu)\n"
-    "  --threads N            CPU threads for the math (default: all cores)\n"
+    "  --threads N            CPU worker threads; each takes a share of every batch\n"
+    "                         with one BLAS thread (default: all cores)\n"
     "\n"
     "Optimization:\n"
     "  --epochs N             passes over the shard (default: 10)\n"
@@ -244,6 +246,7 @@ struct run {
     rumor_dataset_t *train_full, *train, *test;
     rumor_loader_t *loader;
     rumor_model_t *model;
+    rumor_step_t *step;
     rumor_optim_t *opt;
     rumor_metrics_t metrics;
 };
@@ -252,6 +255,7 @@ static void run_free(struct run *r)
 {
     rumor_metrics_close(&r->metrics);
     rumor_optim_destroy(&r->opt);
+    rumor_step_destroy(&r->step);
     rumor_model_destroy(&r->model);
     rumor_loader_destroy(&r->loader);
     rumor_dataset_destroy(&r->train);
@@ -324,6 +328,9 @@ int main(int argc, char **argv)
                       o.model, r.model->in_dim, r.model->classes, r.train->dim, r.train->classes);
         return fail(&r, "model");
     }
+    /* One worker per CPU thread, each with one BLAS thread (see step.h). */
+    if (rumor_step_create(r.model, r.dev->kind == RUMOR_DEV_CPU ? r.dev->nthreads : 1, &r.step) < 0)
+        return fail(&r, "workers");
     rumor_optim_config_t oc;
     rumor_optim_config_default(&oc);
     if (rumor_optim_parse_kind(o.optimizer, &oc.kind) < 0) {
@@ -349,7 +356,8 @@ int main(int argc, char **argv)
         return fail(&r, "metrics");
 
     if (!o.quiet) {
-        printf("rumor-train: %s, %zu parameters, %s\n", o.model, r.model->nparams, r.dev->name);
+        printf("rumor-train: %s, %zu parameters, %s, %d worker%s\n", o.model, r.model->nparams,
+               r.dev->name, rumor_step_workers(r.step), rumor_step_workers(r.step) == 1 ? "" : "s");
         printf("rumor-train: %d training examples (shard %d of %d%s), %d test, loaded in %.2f s\n",
                r.train->n, o.rank, o.world, o.shuffle_labels ? ", labels shuffled" : "",
                r.test->n, rumor_now() - t0);
@@ -377,18 +385,15 @@ int main(int argc, char **argv)
         int b;
         while ((b = rumor_loader_next(r.loader, &x, &y)) > 0) {
             float loss;
-            if (rumor_model_forward(r.model, x, y, b, 1, &loss) < 0)
-                return fail(&r, "forward");
+            if (rumor_step_grads(r.step, x, y, b, &loss) < 0)
+                return fail(&r, "training step");
             if (!isfinite(loss)) {
                 rumor_err_set(RUMOR_EINVAL, "loss is %g at step %ld: lower --lr (now %g)",
                               (double)loss, step, (double)oc.lr);
                 return fail(&r, "training diverged");
             }
-            rumor_model_zero_grad(r.model);
-            if (rumor_model_backward(r.model) < 0)
-                return fail(&r, "backward");
             float lr = rumor_optim_lr_at(&oc, r.opt->t);
-            if (rumor_optim_step(r.opt, r.model->params, r.model->grads) < 0)
+            if (rumor_step_update(r.step, r.opt) < 0)
                 return fail(&r, "optimizer step");
             step++;
             examples += b;

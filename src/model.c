@@ -179,6 +179,7 @@ int rumor_model_create(rumor_device_t *dev, const char *spec, int max_batch, uin
         b->count = m->nlayers - b->first;
     }
     m->nparams = off;
+    m->owns_params = 1;
     int rc = alloc_buffers(m);
     if (rc == 0)
         rc = rumor_model_init_params(m, seed);
@@ -202,7 +203,8 @@ void rumor_model_destroy(rumor_model_t **mp)
     free(m->act);
     for (int i = 0; i < 2; i++)
         ops->free(m->dev, m->dbuf[i]);
-    ops->free(m->dev, m->params);
+    if (m->owns_params)
+        ops->free(m->dev, m->params);
     ops->free(m->dev, m->grads);
     ops->free(m->dev, m->probs);
     ops->free(m->dev, m->losses);
@@ -214,6 +216,20 @@ void rumor_model_destroy(rumor_model_t **mp)
     free(m->blocks);
     free(m);
     *mp = NULL;
+}
+
+int rumor_model_create_replica(const rumor_model_t *m, rumor_device_t *dev, int max_batch,
+                               int stream, rumor_model_t **out)
+{
+    if (dev->kind != RUMOR_DEV_CPU || m->dev->kind != RUMOR_DEV_CPU)
+        return rumor_err_set(RUMOR_ENOTSUP, "model: replicas share host memory (CPU only)");
+    RUMOR_CHECK(rumor_model_create(dev, m->spec, max_batch, m->seed, out));
+    rumor_model_t *r = *out;
+    dev->ops->free(dev, r->params);
+    r->params = m->params;
+    r->owns_params = 0;
+    r->seed = m->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)stream;
+    return 0;
 }
 
 /* Weights of a linear layer followed by an activation: He-uniform,
@@ -303,14 +319,19 @@ int rumor_model_forward(rumor_model_t *m, const float *x, const int32_t *labels,
 
 int rumor_model_backward(rumor_model_t *m)
 {
+    /* the gradient of the mean loss: dlogits = (probs - onehot) / B */
+    return rumor_model_backward_scaled(m, m->batch > 0 ? 1.0f / (float)m->batch : 0.0f);
+}
+
+int rumor_model_backward_scaled(rumor_model_t *m, float scale)
+{
     rumor_device_t *d = m->dev;
     const rumor_ops_t *ops = d->ops;
     int B = m->batch;
     if (B < 1)
         return rumor_err_set(RUMOR_ESTATE, "model: backward without a forward");
-    /* dlogits = (probs - onehot) / B: the gradient of the mean loss. */
     float *dy = m->dbuf[0], *dx = m->dbuf[1];
-    ops->softmax_xent_backward(d, dy, m->probs, m->labels, B, m->classes, 1.0f / (float)B);
+    ops->softmax_xent_backward(d, dy, m->probs, m->labels, B, m->classes, scale);
     for (int l = m->nlayers - 1; l >= 0; l--) {
         const rumor_layer_t *L = &m->layers[l];
         const float *in = m->act[l];

@@ -66,6 +66,7 @@ typedef struct rumor_model {
     int training;        /* whether the last forward used dropout */
     uint64_t seed;       /* init and dropout seed */
     uint64_t dropout_calls; /* advances the dropout stream each forward */
+    int owns_params;     /* 0 for a replica sharing another model's params */
 } rumor_model_t;
 
 /* Builds a model from a spec and initializes its parameters from `seed` (the
@@ -76,6 +77,13 @@ typedef struct rumor_model {
 int rumor_model_create(rumor_device_t *dev, const char *spec, int max_batch, uint64_t seed,
                        rumor_model_t **out) RUMOR_WUR;
 void rumor_model_destroy(rumor_model_t **mp);
+
+/* A replica of m for a worker thread: the same layers and offsets, reading
+ * m's parameter buffer (not copied), with its own gradients and activations
+ * on `dev` (which must share m's memory: the CPU). Dropout draws from a
+ * stream of its own (stream 0 is m's). Destroy replicas before m. */
+int rumor_model_create_replica(const rumor_model_t *m, rumor_device_t *dev, int max_batch,
+                               int stream, rumor_model_t **out) RUMOR_WUR;
 
 /* Re-initializes parameters from seed: He-uniform for linear layers followed
  * by an activation, U(+-1/sqrt(I)) for the output layer, biases zero. */
@@ -90,6 +98,9 @@ int rumor_model_forward(rumor_model_t *m, const float *x, const int32_t *labels,
 /* Backward pass of the last forward: grads += d(mean loss)/d(params).
  * Call rumor_model_zero_grad first unless accumulating micro-batches. */
 int rumor_model_backward(rumor_model_t *m);
+/* The same with the loss taken as sum(losses) * scale: workers that each see
+ * part of a batch of B pass scale = 1/B, so their gradients simply add up. */
+int rumor_model_backward_scaled(rumor_model_t *m, float scale);
 void rumor_model_zero_grad(rumor_model_t *m);
 
 /* The last forward's predictions: number of rows whose argmax equals the label. */

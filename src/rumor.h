@@ -4,4 +4,5 @@
 #include "err.h"
 #include "log.h"
 #include "ops.h"
+#include "data.h"
 #endif

@@ -1,0 +1,699 @@
+/* Data: IDX reading (zlib reads gzip'd and plain files alike), datasets,
+ * shards, batch loaders and seeded permutations (see data.h). */
+#include "data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* The first allocation for an IDX file's data; it then doubles as bytes
+ * arrive, so a header that lies about its size costs at most twice what the
+ * file really holds. Fashion-MNIST's train images (47 MB) take 3 steps. */
+#define IDX_FIRST_ALLOC ((size_t)16 << 20)
+/* How much we read past the declared data to tell trailing bytes from a
+ * gzip trailer that fails its check. */
+#define IDX_TRAILING_MAX ((size_t)1 << 20)
+
+/* Asks for 2 MiB pages over the aligned interior of a large fresh buffer.
+ * First-touch page faults, not inflating, dominate loading Fashion-MNIST
+ * (188 MB of floats; several times the inflate time in a VM); huge pages
+ * cut their number 512-fold. Only a hint: failure changes nothing. */
+static void hint_huge(void *p, size_t n)
+{
+#if defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (!p || n < 2 * huge)
+        return;
+    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~(huge - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
+/* What a caller expects of an IDX file, for precise messages. */
+typedef struct idx_expect {
+    uint32_t magic;   /* 0: any supported file */
+    const char *kind; /* "an image file" */
+    const char *unit; /* "pixel" in "N pixel bytes expected" */
+} idx_expect;
+
+static const idx_expect any_file = { 0, "an IDX file", "data" };
+static const idx_expect image_file = { RUMOR_IDX_MAGIC_IMAGES, "an image file", "pixel" };
+static const idx_expect label_file = { RUMOR_IDX_MAGIC_LABELS, "a label file", "label" };
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static const char *dtype_name(int dtype)
+{
+    switch (dtype) {
+    case 0x08: return "unsigned byte";
+    case 0x09: return "signed byte";
+    case 0x0B: return "int16";
+    case 0x0C: return "int32";
+    case 0x0D: return "float32";
+    case 0x0E: return "float64";
+    default: return "unknown";
+    }
+}
+
+/* zlib's messages for a gzdopen'ed file start with "<fd:N>: "; the caller
+ * prints the real path instead. */
+static const char *zmsg(const char *msg)
+{
+    if (!msg)
+        return "";
+    if (strncmp(msg, "<fd:", 4) == 0) {
+        const char *p = strstr(msg, ": ");
+        if (p)
+            return p + 2;
+    }
+    return msg;
+}
+
+/* Reads until want bytes or the stream stops (end or error); returns how many
+ * arrived. zlib keeps any error for gz_status. */
+static size_t gz_read_full(gzFile f, unsigned char *buf, size_t want)
+{
+    size_t got = 0;
+    while (got < want) {
+        size_t ask = want - got;
+        if (ask > ((size_t)1 << 30))
+            ask = (size_t)1 << 30;
+        int r = gzread(f, buf + got, (unsigned)ask);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+/* After the stream stopped: 0 when it simply ended (a short plain file, or a
+ * gzip file whose intact content is short), 1 when a gzip stream was cut
+ * off, or a negative rc (message naming path) for a read or data error. */
+static int gz_status(const char *path, gzFile f)
+{
+    int zerr = Z_OK;
+    const char *msg = gzerror(f, &zerr);
+    switch (zerr) {
+    case Z_OK: return 0;
+    case Z_BUF_ERROR: return 1; /* zlib: "unexpected end of file" */
+    case Z_DATA_ERROR:
+        return rumor_err_set(RUMOR_EFORMAT, "%s: gzip data corrupt: %s", path, zmsg(msg));
+    case Z_MEM_ERROR:
+        return rumor_err_set(RUMOR_ENOMEM, "%s: out of memory in zlib", path);
+    case Z_ERRNO:
+        return rumor_err_set(RUMOR_ESYS, "%s: read failed: %s", path, zmsg(msg));
+    default:
+        return rumor_err_set(RUMOR_EIO, "%s: zlib error %d: %s", path, zerr, zmsg(msg));
+    }
+}
+
+/* Reads a header field of n bytes; a short read is a truncation error that
+ * says how much of the header (hdr_total bytes) was there. */
+static int read_header(const char *path, gzFile f, unsigned char *buf, size_t n,
+                       size_t before, size_t hdr_total)
+{
+    size_t got = gz_read_full(f, buf, n);
+    if (got == n)
+        return 0;
+    int st = gz_status(path, f);
+    if (st < 0)
+        return st;
+    return rumor_err_set(RUMOR_EIO, "%s: truncated: %zu header bytes expected, %zu read%s", path,
+                         hdr_total, before + got, st ? " (gzip stream ends early)" : "");
+}
+
+/* Checks the 4 magic bytes: against ex->magic when the caller expects one
+ * kind of file, else against what this reader supports. */
+static int check_magic(const char *path, const unsigned char m[4], const idx_expect *ex)
+{
+    uint32_t magic = be32(m);
+    char why[96] = "";
+    if (!m[0] && !m[1] && m[2] != 0x08)
+        snprintf(why, sizeof why, "; dtype 0x%02x (%s) not supported: only 0x08 (unsigned byte)",
+                 m[2], dtype_name(m[2]));
+    if (ex->magic) {
+        if (magic != ex->magic)
+            return rumor_err_set(RUMOR_EFORMAT, "%s: bad magic 0x%08x (expected 0x%08x for %s)%s",
+                                 path, (unsigned)magic, (unsigned)ex->magic, ex->kind, why);
+        return 0;
+    }
+    if (m[0] || m[1])
+        return rumor_err_set(RUMOR_EFORMAT,
+                             "%s: bad magic 0x%08x (an IDX file starts with two zero bytes)",
+                             path, (unsigned)magic);
+    if (m[2] != 0x08)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: bad magic 0x%08x%s", path, (unsigned)magic, why);
+    if (m[3] < 1 || m[3] > RUMOR_IDX_MAX_DIMS)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: bad magic 0x%08x: %d dims (1 to %d supported)",
+                             path, (unsigned)magic, m[3], RUMOR_IDX_MAX_DIMS);
+    return 0;
+}
+
+/* Checks that no dim is zero and that their product stays within
+ * RUMOR_IDX_MAX_BYTES; sets out->size. */
+static int check_dims(const char *path, rumor_idx_t *out)
+{
+    char shape[RUMOR_IDX_MAX_DIMS * 12];
+    size_t len = 0;
+    for (int i = 0; i < out->ndims; i++)
+        len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%u", i ? "x" : "",
+                                (unsigned)out->dims[i]);
+    uint64_t size = 1;
+    for (int i = 0; i < out->ndims; i++) {
+        if (out->dims[i] == 0)
+            return rumor_err_set(RUMOR_EFORMAT, "%s: dims %s: dimension %d is zero", path,
+                                 shape, i);
+    }
+    for (int i = 0; i < out->ndims; i++) {
+        size *= out->dims[i]; /* <= 2^31 * 2^32 before the check: no overflow */
+        if (size > RUMOR_IDX_MAX_BYTES)
+            return rumor_err_set(RUMOR_EFORMAT,
+                                 "%s: dims %s: too large (more than %zu bytes of data)", path,
+                                 shape, RUMOR_IDX_MAX_BYTES);
+    }
+    out->size = (size_t)size;
+    return 0;
+}
+
+/* Reads the declared data into a buffer that grows with what arrives. */
+static int read_data(const char *path, gzFile f, const idx_expect *ex, rumor_idx_t *out)
+{
+    size_t cap = out->size < IDX_FIRST_ALLOC ? out->size : IDX_FIRST_ALLOC;
+    size_t got = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf)
+        return rumor_err_set(RUMOR_ENOMEM, "%s: cannot allocate %zu bytes", path, cap);
+    hint_huge(buf, cap);
+    for (;;) {
+        size_t n = gz_read_full(f, buf + got, cap - got);
+        got += n;
+        if (got < cap || cap == out->size)
+            break;
+        size_t ncap = cap * 2 < out->size ? cap * 2 : out->size;
+        unsigned char *nbuf = realloc(buf, ncap);
+        if (!nbuf) {
+            free(buf);
+            return rumor_err_set(RUMOR_ENOMEM, "%s: cannot allocate %zu bytes", path, ncap);
+        }
+        buf = nbuf;
+        hint_huge(buf + cap, ncap - cap);
+        cap = ncap;
+    }
+    if (got < out->size) {
+        free(buf);
+        int st = gz_status(path, f);
+        if (st < 0)
+            return st;
+        return rumor_err_set(RUMOR_EIO, "%s: truncated: %zu %s bytes expected, %zu read%s", path,
+                             out->size, ex->unit, got, st ? " (gzip stream ends early)" : "");
+    }
+    out->data = buf;
+    return 0;
+}
+
+/* After the data: the stream must end here, and a gzip stream must pass its
+ * CRC and length check (which zlib makes when it reaches the trailer). */
+static int check_end(const char *path, gzFile f)
+{
+    unsigned char extra[4096];
+    size_t nextra = 0;
+    int r;
+    while (nextra < IDX_TRAILING_MAX && (r = gzread(f, extra, sizeof extra)) > 0)
+        nextra += (size_t)r;
+    int st = gz_status(path, f);
+    if (st < 0)
+        return st;
+    if (nextra)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: %zu%s trailing bytes after the declared data",
+                             path, nextra, nextra >= IDX_TRAILING_MAX ? " or more" : "");
+    if (st)
+        return rumor_err_set(RUMOR_EIO,
+                             "%s: truncated: gzip stream ends before its trailer (CRC unchecked)",
+                             path);
+    return 0;
+}
+
+/* Reads and checks one IDX file (see rumor_idx_read); ex adds an expected
+ * magic and the words for messages. *out is empty on failure. */
+static int idx_read(const char *path, const idx_expect *ex, rumor_idx_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return rumor_err_set(RUMOR_EINVAL, "IDX path is NULL");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rumor_err_sys(RUMOR_ESYS, "%s: cannot open", path);
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return rumor_err_set(RUMOR_ENOMEM, "%s: cannot open a zlib stream", path);
+    }
+    gzbuffer(f, 1 << 18);
+
+    unsigned char hdr[4 + 4 * RUMOR_IDX_MAX_DIMS];
+    int rc = read_header(path, f, hdr, 4, 0, 4);
+    if (rc == 0)
+        rc = check_magic(path, hdr, ex);
+    if (rc == 0) {
+        out->dtype = hdr[2];
+        out->ndims = hdr[3];
+        size_t hlen = 4 + 4 * (size_t)out->ndims;
+        rc = read_header(path, f, hdr + 4, hlen - 4, 4, hlen);
+    }
+    if (rc == 0) {
+        for (int i = 0; i < out->ndims; i++)
+            out->dims[i] = be32(hdr + 4 + 4 * i);
+        rc = check_dims(path, out);
+    }
+    if (rc == 0)
+        rc = read_data(path, f, ex, out);
+    if (rc == 0)
+        rc = check_end(path, f);
+    gzclose_r(f); /* closes fd; nothing left to report on a read stream */
+    if (rc < 0)
+        rumor_idx_free(out);
+    return rc;
+}
+
+/* Public reader: any supported IDX file. */
+int rumor_idx_read(const char *path, rumor_idx_t *out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_idx_read: out is NULL");
+    return idx_read(path, &any_file, out);
+}
+
+/* Frees the data and zeroes the struct; the struct itself is the caller's. */
+void rumor_idx_free(rumor_idx_t *idx)
+{
+    if (!idx)
+        return;
+    free(idx->data);
+    memset(idx, 0, sizeof *idx);
+}
+
+/* ------------------------------------------------------------- datasets */
+
+/* Allocates a zeroed dataset; nothing is left allocated on failure. */
+int rumor_dataset_create(int n, int rows, int cols, int classes, rumor_dataset_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_create: out is NULL");
+    *out = NULL;
+    if (n < 0 || rows < 1 || cols < 1 || classes < 1)
+        return rumor_err_set(RUMOR_EINVAL, "dataset shape n=%d rows=%d cols=%d classes=%d invalid",
+                             n, rows, cols, classes);
+    if ((int64_t)rows * cols > INT32_MAX || (int64_t)n * rows * cols > (int64_t)RUMOR_IDX_MAX_BYTES)
+        return rumor_err_set(RUMOR_EINVAL, "dataset of %d x %d x %d is too large", n, rows, cols);
+    rumor_dataset_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a dataset");
+    d->n = n;
+    d->rows = rows;
+    d->cols = cols;
+    d->dim = rows * cols;
+    d->classes = classes;
+    /* one more element so that n = 0 never asks malloc for 0 bytes */
+    d->x = calloc((size_t)n * (size_t)d->dim + 1, sizeof *d->x);
+    d->y = calloc((size_t)n + 1, sizeof *d->y);
+    if (d->x)
+        hint_huge(d->x, ((size_t)n * (size_t)d->dim + 1) * sizeof *d->x);
+    if (!d->x || !d->y) {
+        rumor_dataset_destroy(&d);
+        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a dataset of %d x %d floats", n,
+                             rows * cols);
+    }
+    *out = d;
+    return 0;
+}
+
+/* Reads both files, checks them against each other and converts pixels to
+ * floats in one pass. Both IDX buffers are freed before returning. */
+int rumor_dataset_load_files(const char *images_path, const char *labels_path,
+                             rumor_dataset_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_load_files: out is NULL");
+    *out = NULL;
+    rumor_idx_t im, lb;
+    memset(&lb, 0, sizeof lb);
+    int rc;
+    RUMOR_CHECK_GOTO(idx_read(images_path, &image_file, &im), rc, done);
+    RUMOR_CHECK_GOTO(idx_read(labels_path, &label_file, &lb), rc, done);
+    if (im.dims[0] != lb.dims[0]) {
+        rc = rumor_err_set(RUMOR_EFORMAT,
+                           "images and labels disagree: %u images in %s, %u labels in %s",
+                           (unsigned)im.dims[0], images_path, (unsigned)lb.dims[0], labels_path);
+        goto done;
+    }
+    int n = (int)im.dims[0];
+    for (int i = 0; i < n; i++) {
+        if (lb.data[i] >= RUMOR_DATASET_CLASSES) {
+            rc = rumor_err_set(RUMOR_EFORMAT, "%s: label %d at index %d out of range [0,%d)",
+                               labels_path, lb.data[i], i, RUMOR_DATASET_CLASSES);
+            goto done;
+        }
+    }
+    rumor_dataset_t *d;
+    RUMOR_CHECK_GOTO(rumor_dataset_create(n, (int)im.dims[1], (int)im.dims[2],
+                                          RUMOR_DATASET_CLASSES, &d), rc, done);
+    size_t total = im.size;
+    const uint8_t *px = im.data;
+    float *x = d->x;
+    for (size_t i = 0; i < total; i++)
+        x[i] = (float)px[i] / 255.0f;
+    for (int i = 0; i < n; i++)
+        d->y[i] = lb.data[i];
+    *out = d;
+    rc = 0;
+done:
+    rumor_idx_free(&im);
+    rumor_idx_free(&lb);
+    return rc;
+}
+
+/* Builds dir/base.gz, or dir/base when only that exists, into path. */
+static int split_path(const char *dir, const char *base, char *path, size_t size)
+{
+    struct stat st;
+    if ((size_t)snprintf(path, size, "%s/%s.gz", dir, base) >= size)
+        return rumor_err_set(RUMOR_EINVAL, "%s: directory name too long", dir);
+    if (stat(path, &st) == 0 || errno != ENOENT)
+        return 0; /* open reports any other problem */
+    char plain[4096];
+    snprintf(plain, sizeof plain, "%s/%s", dir, base);
+    if (stat(plain, &st) == 0) {
+        snprintf(path, size, "%s", plain);
+        return 0;
+    }
+    errno = ENOENT;
+    return rumor_err_sys(RUMOR_ESYS, "%s: cannot open (nor %s)%s", path, plain,
+                         strcmp(dir, "/usr/share/datasets/fashion-mnist") == 0
+                             ? " (Debian: apt-get install dataset-fashion-mnist)"
+                             : "");
+}
+
+/* Maps a split name to its files and loads them. */
+int rumor_dataset_load(const char *dir, const char *split, rumor_dataset_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_load: out is NULL");
+    *out = NULL;
+    if (!dir || !split)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_load: dir or split is NULL");
+    const char *prefix;
+    if (strcmp(split, "train") == 0)
+        prefix = "train";
+    else if (strcmp(split, "test") == 0 || strcmp(split, "t10k") == 0)
+        prefix = "t10k";
+    else
+        return rumor_err_set(RUMOR_EINVAL, "unknown split \"%s\" (train or test)", split);
+    char base[32], images[4096], labels[4096];
+    snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
+    RUMOR_CHECK(split_path(dir, base, images, sizeof images));
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
+    RUMOR_CHECK(split_path(dir, base, labels, sizeof labels));
+    RUMOR_CHECK(rumor_dataset_load_files(images, labels, out));
+    return 0;
+}
+
+/* Copies the chosen rows into a new dataset of full's shape. */
+int rumor_dataset_subset(const rumor_dataset_t *full, const int *idx, int k,
+                         rumor_dataset_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_subset: out is NULL");
+    *out = NULL;
+    if (!full || k < 0 || (k > 0 && !idx))
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_subset: bad arguments (k=%d)", k);
+    for (int i = 0; i < k; i++)
+        if (idx[i] < 0 || idx[i] >= full->n)
+            return rumor_err_set(RUMOR_EINVAL, "subset index %d at %d out of range [0,%d)",
+                                 idx[i], i, full->n);
+    rumor_dataset_t *d;
+    RUMOR_CHECK(rumor_dataset_create(k, full->rows, full->cols, full->classes, &d));
+    size_t dim = (size_t)full->dim;
+    for (int i = 0; i < k; i++) {
+        memcpy(d->x + (size_t)i * dim, full->x + (size_t)idx[i] * dim, dim * sizeof *d->x);
+        d->y[i] = full->y[idx[i]];
+    }
+    *out = d;
+    return 0;
+}
+
+/* Strided pick from a seeded permutation (see data.h). */
+int rumor_dataset_shard(const rumor_dataset_t *full, int rank, int world, uint64_t seed,
+                        rumor_dataset_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_shard: out is NULL");
+    *out = NULL;
+    if (!full)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_shard: dataset is NULL");
+    if (world < 1 || rank < 0 || rank >= world)
+        return rumor_err_set(RUMOR_EINVAL, "shard rank %d of world %d invalid", rank, world);
+    if (world > full->n)
+        return rumor_err_set(RUMOR_EINVAL, "world %d exceeds the %d examples: a shard would be empty",
+                             world, full->n);
+    int *perm = malloc((size_t)full->n * sizeof *perm);
+    if (!perm)
+        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a permutation of %d", full->n);
+    rumor_permutation(full->n, seed, perm);
+    int k = full->n / world + (rank < full->n % world);
+    for (int j = 0; j < k; j++) /* in place: rank + j*world >= j */
+        perm[j] = perm[rank + (size_t)j * (size_t)world];
+    int rc = rumor_dataset_subset(full, perm, k, out);
+    free(perm);
+    if (rc < 0)
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
+    return 0;
+}
+
+/* Two-pass mean and std in double precision. */
+int rumor_dataset_stats(const rumor_dataset_t *d, double *mean, double *std)
+{
+    if (!d || !mean || !std || d->n < 1)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_stats: empty or NULL dataset");
+    size_t total = (size_t)d->n * (size_t)d->dim;
+    double s = 0.0, ss = 0.0;
+    for (size_t i = 0; i < total; i++)
+        s += d->x[i];
+    double m = s / (double)total;
+    for (size_t i = 0; i < total; i++) {
+        double e = d->x[i] - m;
+        ss += e * e;
+    }
+    *mean = m;
+    *std = sqrt(ss / (double)total);
+    return 0;
+}
+
+/* Standardizes in place; refuses scalars that would fill d with inf/NaN. */
+int rumor_dataset_normalize(rumor_dataset_t *d, float mean, float std)
+{
+    if (!d)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_dataset_normalize: dataset is NULL");
+    if (!isfinite(mean) || !isfinite(std) || !(std > 0.0f))
+        return rumor_err_set(RUMOR_EINVAL, "normalize: mean %g, std %g: need finite, std > 0",
+                             (double)mean, (double)std);
+    size_t total = (size_t)d->n * (size_t)d->dim;
+    float inv = 1.0f / std;
+    for (size_t i = 0; i < total; i++)
+        d->x[i] = (d->x[i] - mean) * inv;
+    return 0;
+}
+
+/* Frees everything the dataset owns. */
+void rumor_dataset_destroy(rumor_dataset_t **dp)
+{
+    if (!dp || !*dp)
+        return;
+    free((*dp)->x);
+    free((*dp)->y);
+    free(*dp);
+    *dp = NULL;
+}
+
+/* ---------------------------------------------------------------- loader */
+
+struct rumor_loader {
+    const rumor_dataset_t *d; /* borrowed */
+    int batch, shuffle, drop_last;
+    uint64_t seed;
+    int epoch;  /* of the next batch */
+    int pos;    /* next position in order */
+    int end;    /* positions used per epoch: n, or n rounded down to batches */
+    int *order; /* (n) this epoch's example order */
+    float *x;   /* (batch, dim) */
+    int32_t *y; /* (batch) */
+};
+
+/* The permutation seed of an epoch: seed and epoch both pass through
+ * splitmix64, so nearby seeds or epochs give unrelated orders. */
+static uint64_t epoch_seed(uint64_t seed, int epoch)
+{
+    uint64_t s = seed;
+    uint64_t h = rumor_splitmix64(&s);
+    s = h ^ (uint64_t)(uint32_t)epoch;
+    return rumor_splitmix64(&s);
+}
+
+static void loader_order(rumor_loader_t *l)
+{
+    if (l->shuffle) {
+        rumor_permutation(l->d->n, epoch_seed(l->seed, l->epoch), l->order);
+    } else {
+        for (int i = 0; i < l->d->n; i++)
+            l->order[i] = i;
+    }
+}
+
+/* Allocates the loader, its order and batch buffers; NULL on failure. */
+int rumor_loader_create(const rumor_dataset_t *d, int batch, uint64_t seed, int shuffle,
+                        int drop_last, rumor_loader_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_loader_create: out is NULL");
+    *out = NULL;
+    if (!d || d->n < 1)
+        return rumor_err_set(RUMOR_EINVAL, "loader: empty or NULL dataset");
+    if (batch < 1)
+        return rumor_err_set(RUMOR_EINVAL, "loader: batch %d must be >= 1", batch);
+    if (drop_last && batch > d->n)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "loader: batch %d > %d examples with drop_last: no batch at all",
+                             batch, d->n);
+    if (batch > d->n)
+        batch = d->n; /* no batch can be larger; saves memory */
+    rumor_loader_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a loader");
+    l->d = d;
+    l->batch = batch;
+    l->shuffle = shuffle != 0;
+    l->drop_last = drop_last != 0;
+    l->seed = seed;
+    l->end = l->drop_last ? d->n / batch * batch : d->n;
+    l->order = malloc((size_t)d->n * sizeof *l->order);
+    l->x = malloc((size_t)batch * (size_t)d->dim * sizeof *l->x);
+    l->y = malloc((size_t)batch * sizeof *l->y);
+    if (!l->order || !l->x || !l->y) {
+        rumor_loader_destroy(&l);
+        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a loader for batch %d of %d", batch,
+                             d->dim);
+    }
+    loader_order(l);
+    *out = l;
+    return 0;
+}
+
+/* Copies the next batch's rows into x and y (each large enough for a full
+ * batch); at the end of an epoch returns 0 and reshuffles for the next. */
+int rumor_loader_next_into(rumor_loader_t *l, float *x, int32_t *y)
+{
+    if (!l || !x || !y)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_loader_next: NULL argument");
+    if (l->pos >= l->end) {
+        if (l->epoch == INT32_MAX)
+            return rumor_err_set(RUMOR_ESTATE, "loader: epoch counter exhausted");
+        l->epoch++;
+        l->pos = 0;
+        loader_order(l);
+        return 0;
+    }
+    int b = l->end - l->pos < l->batch ? l->end - l->pos : l->batch;
+    size_t dim = (size_t)l->d->dim;
+    for (int i = 0; i < b; i++) {
+        int k = l->order[l->pos + i];
+        memcpy(x + (size_t)i * dim, l->d->x + (size_t)k * dim, dim * sizeof *x);
+        y[i] = l->d->y[k];
+    }
+    l->pos += b;
+    return b;
+}
+
+/* Same into the loader's own buffers. */
+int rumor_loader_next(rumor_loader_t *l, const float **x, const int32_t **y)
+{
+    if (!l || !x || !y)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_loader_next: NULL argument");
+    int b = rumor_loader_next_into(l, l->x, l->y);
+    *x = b > 0 ? l->x : NULL;
+    *y = b > 0 ? l->y : NULL;
+    return b;
+}
+
+int rumor_loader_epoch(const rumor_loader_t *l) { return l ? l->epoch : 0; }
+
+int rumor_loader_batches_per_epoch(const rumor_loader_t *l)
+{
+    return l ? (l->end + l->batch - 1) / l->batch : 0;
+}
+
+int rumor_loader_batch(const rumor_loader_t *l) { return l ? l->batch : 0; }
+
+/* Frees the loader's buffers; the dataset stays the caller's. */
+void rumor_loader_destroy(rumor_loader_t **lp)
+{
+    if (!lp || !*lp)
+        return;
+    free((*lp)->order);
+    free((*lp)->x);
+    free((*lp)->y);
+    free(*lp);
+    *lp = NULL;
+}
+
+/* ------------------------------------------------------------ randomness */
+
+uint64_t rumor_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A uniform draw in [0, bound): rejects the 2^64 mod bound lowest values so
+ * that every residue is equally likely. */
+static uint64_t draw_below(uint64_t *state, uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound;
+    for (;;) {
+        uint64_t r = rumor_splitmix64(state);
+        if (r >= threshold)
+            return r % bound;
+    }
+}
+
+/* Fisher–Yates from the top (see data.h). */
+int rumor_permutation(int n, uint64_t seed, int *out)
+{
+    if (n < 0 || (n > 0 && !out))
+        return rumor_err_set(RUMOR_EINVAL, "rumor_permutation: n=%d or out NULL", n);
+    for (int i = 0; i < n; i++)
+        out[i] = i;
+    uint64_t s = seed;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)draw_below(&s, (uint64_t)i + 1);
+        int t = out[i];
+        out[i] = out[j];
+        out[j] = t;
+    }
+    return 0;
+}

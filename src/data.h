@@ -1,0 +1,152 @@
+/* Data: IDX files (plain or gzip'd, as Debian's dataset-fashion-mnist ships
+ * them), datasets in memory, sharding by (rank, world) and shuffled batches.
+ *
+ * Every file error names the file and what is wrong with it
+ * ("…/train-images-idx3-ubyte.gz: truncated: 47040000 pixel bytes expected,
+ * 1234 read"); nothing read from a file is trusted before it is checked, and
+ * memory grows with the bytes actually read, never with what a header claims.
+ *
+ * Randomness (shuffles, shards) comes from splitmix64 and an unbiased
+ * Fisher–Yates, so the same seed gives the same order on every platform. */
+#ifndef RUMOR_DATA_H
+#define RUMOR_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ IDX */
+
+#define RUMOR_IDX_MAX_DIMS 4
+/* Largest data an IDX file may declare (product of its dims, in bytes). */
+#define RUMOR_IDX_MAX_BYTES ((size_t)INT32_MAX)
+#define RUMOR_IDX_MAGIC_IMAGES 0x00000803u /* ubyte, 3 dims (n, rows, cols) */
+#define RUMOR_IDX_MAGIC_LABELS 0x00000801u /* ubyte, 1 dim (n) */
+
+/* One IDX file in memory. Only dtype 0x08 (unsigned byte) is supported. */
+typedef struct rumor_idx {
+    int dtype;                           /* 0x08 */
+    int ndims;                           /* 1..RUMOR_IDX_MAX_DIMS */
+    uint32_t dims[RUMOR_IDX_MAX_DIMS];   /* dims[ndims..] are 0 */
+    size_t size;                         /* bytes of data: product of dims */
+    uint8_t *data;                       /* (dims[0], ..., dims[ndims-1]), owned */
+} rumor_idx_t;
+
+/* Reads an IDX file, gzip'd or plain (told apart by content, not name).
+ * Checks the magic, dtype, dims (non-zero, product <= RUMOR_IDX_MAX_BYTES),
+ * that the data is all there and that nothing follows it. On success *out
+ * owns its data (free with rumor_idx_free); on failure *out is empty and the
+ * error is RUMOR_ESYS (cannot open/read), RUMOR_EIO (truncated), RUMOR_EFORMAT
+ * (bad header, corrupt gzip, trailing bytes) or RUMOR_ENOMEM. */
+int rumor_idx_read(const char *path, rumor_idx_t *out) RUMOR_WUR;
+
+/* Frees idx->data and zeroes *idx; safe on a zeroed or already freed idx. */
+void rumor_idx_free(rumor_idx_t *idx);
+
+/* -------------------------------------------------------------- datasets */
+
+#define RUMOR_DATASET_CLASSES 10
+
+typedef struct rumor_dataset {
+    int n;          /* examples */
+    int rows, cols; /* image shape (28x28) */
+    int dim;        /* rows*cols features */
+    int classes;    /* 10 */
+    float *x;       /* (n, dim) row-major, pixel/255 in [0,1], owned */
+    int32_t *y;     /* (n) labels in [0, classes), owned */
+} rumor_dataset_t;
+
+/* A zero-filled dataset of n examples of rows x cols, for synthetic data and
+ * subsets. *out is NULL on failure (RUMOR_EINVAL, RUMOR_ENOMEM). */
+int rumor_dataset_create(int n, int rows, int cols, int classes, rumor_dataset_t **out) RUMOR_WUR;
+
+/* Loads the "train" or "test" ("t10k" also accepted) split from dir:
+ * {train,t10k}-images-idx3-ubyte and -labels-idx1-ubyte, each tried with
+ * ".gz" first, then plain. Errors as rumor_dataset_load_files; a missing file
+ * names the .gz path. *out is NULL on failure. */
+int rumor_dataset_load(const char *dir, const char *split, rumor_dataset_t **out) RUMOR_WUR;
+
+/* Loads an (images, labels) pair of IDX files (magic 0x803 and 0x801).
+ * Fails, naming the file, on anything rumor_idx_read rejects, a wrong magic,
+ * a label outside [0, RUMOR_DATASET_CLASSES) (RUMOR_EFORMAT) or counts that
+ * disagree (RUMOR_EFORMAT). The new dataset is the caller's; NULL on failure. */
+int rumor_dataset_load_files(const char *images_path, const char *labels_path,
+                             rumor_dataset_t **out) RUMOR_WUR;
+
+/* A copy of the examples idx[0..k) of full, in that order (indices checked). */
+int rumor_dataset_subset(const rumor_dataset_t *full, const int *idx, int k,
+                         rumor_dataset_t **out) RUMOR_WUR;
+
+/* Shard `rank` of `world`: the examples perm[k] for k % world == rank, in
+ * increasing k, where perm = rumor_permutation(full->n, seed). Every peer
+ * must pass the same seed; then the shards are disjoint, cover the dataset
+ * and their sizes differ by at most one (the first n % world ranks get one
+ * more). world > full->n (an empty shard) is RUMOR_EINVAL. *out is a new
+ * dataset owned by the caller, NULL on failure. */
+int rumor_dataset_shard(const rumor_dataset_t *full, int rank, int world, uint64_t seed,
+                        rumor_dataset_t **out) RUMOR_WUR;
+
+/* Mean and standard deviation of all of d's pixels (population std), in
+ * double precision; for standardizing with rumor_dataset_normalize. */
+int rumor_dataset_stats(const rumor_dataset_t *d, double *mean, double *std);
+
+/* x = (x - mean) / std for every pixel (the same scalars for every feature).
+ * A std that is not finite and > 0, or a non-finite mean, is RUMOR_EINVAL and
+ * leaves d unchanged. */
+int rumor_dataset_normalize(rumor_dataset_t *d, float mean, float std);
+
+/* Frees the dataset and sets *dp to NULL; safe on NULL and twice. */
+void rumor_dataset_destroy(rumor_dataset_t **dp);
+
+/* ----------------------------------------------------------------- loader */
+
+/* Batches over a dataset, reshuffled each epoch with the permutation seeded by
+ * (seed, epoch). It borrows the dataset, which must outlive it. */
+typedef struct rumor_loader rumor_loader_t;
+
+/* batch >= 1. shuffle = 0 keeps the dataset's order. drop_last = 1 skips a
+ * last partial batch (and then batch > n is RUMOR_EINVAL: no batch at all);
+ * drop_last = 0 ends an epoch with it. An empty dataset is RUMOR_EINVAL.
+ * *out is NULL on failure. */
+int rumor_loader_create(const rumor_dataset_t *d, int batch, uint64_t seed, int shuffle,
+                        int drop_last, rumor_loader_t **out) RUMOR_WUR;
+
+/* The next batch, copied into the loader's buffers: *x (b, dim) and *y (b).
+ * Returns b > 0, or 0 at the end of an epoch (then *x = *y = NULL, the epoch
+ * counter advances and the next call starts the next epoch). The pointers are
+ * valid until the next call or destroy. */
+int rumor_loader_next(rumor_loader_t *l, const float **x, const int32_t **y);
+
+/* Same, copying into the caller's buffers x (batch*dim floats) and y (batch),
+ * batch as rumor_loader_batch returns it. */
+int rumor_loader_next_into(rumor_loader_t *l, float *x, int32_t *y);
+
+/* The epoch the next batch comes from: 0 at first, +1 after each 0 return. */
+int rumor_loader_epoch(const rumor_loader_t *l);
+int rumor_loader_batches_per_epoch(const rumor_loader_t *l);
+/* The full batch size: create's batch, capped at n (the last batch of an
+ * epoch may be smaller). Buffers for next_into need this many rows. */
+int rumor_loader_batch(const rumor_loader_t *l);
+
+/* Frees the loader (not the dataset) and sets *lp to NULL; safe twice. */
+void rumor_loader_destroy(rumor_loader_t **lp);
+
+/* ------------------------------------------------------------ randomness */
+
+/* Writes a seeded uniformly random permutation of [0, n) into out[0..n):
+ * Fisher–Yates driven by splitmix64, with unbiased bounded draws, so the
+ * result depends only on (n, seed). n >= 0. */
+int rumor_permutation(int n, uint64_t seed, int *out);
+
+/* splitmix64: advances *state and returns the next 64 random bits. */
+uint64_t rumor_splitmix64(uint64_t *state);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
