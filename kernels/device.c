@@ -92,7 +92,17 @@ int rumor_device_open(const char *spec, rumor_device_t **out)
         return rumor_err_set(RUMOR_ENOMEM, "device: out of memory");
     int rc, idx;
     if (strcmp(spec, "auto") == 0) {
-        rc = rumor_device_count(RUMOR_DEV_CUDA) > 0 ? open_cuda(d, spec, 0) : open_cpu(d, 0);
+        /* The first GPU when one works; the CPU otherwise, saying why. */
+        rc = -1;
+        if (rumor_device_count(RUMOR_DEV_CUDA) > 0) {
+            rc = open_cuda(d, spec, 0);
+            if (rc < 0)
+                rumor_info("device auto: %s; using the CPU", rumor_err_msg());
+        }
+        if (rc < 0) {
+            memset(d, 0, sizeof *d);
+            rc = open_cpu(d, 0);
+        }
     } else if (strncmp(spec, "cpu", 3) == 0) {
         rc = parse_index(spec, spec + 3, 0, &idx);
         if (rc == 0 && spec[3] == ':' && idx == 0)

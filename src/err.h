@@ -38,6 +38,14 @@ typedef enum rumor_rc {
 #define RUMOR_WUR
 #endif
 
+/* Discards a result the callee marks warn_unused_result, where the caller
+ * has already checked the inputs that could make it fail. */
+#define RUMOR_IGNORE(call)                                                    \
+    do {                                                                      \
+        if ((call) < 0) {                                                     \
+        }                                                                     \
+    } while (0)
+
 /* A short name for a code: "invalid argument", "timed out", ... */
 const char *rumor_strerror(int rc);
 

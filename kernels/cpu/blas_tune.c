@@ -13,6 +13,7 @@
 /* Exported by OpenBLAS but not declared in Debian's cblas.h. */
 char *openblas_get_corename(void);
 void openblas_set_num_threads(int n);
+int openblas_get_num_threads(void);
 
 const char *rumor_blas_corename(void)
 {
@@ -50,43 +51,65 @@ const char *rumor_blas_better_core(void)
     return NULL;
 }
 
+/* OPENBLAS_CORETYPE already set does not stop the restart: a Haswell value
+ * exported by a site profile or a container image (as on the machines this
+ * was measured on) halves GEMM speed as surely as OpenBLAS's own fallback.
+ * RUMOR_BLAS_AUTOTUNE=0 is the way to keep slower kernels on purpose, and
+ * RUMOR_BLAS_AUTOTUNED_FROM marks the restarted process so it never loops,
+ * even when this OpenBLAS ignores the core it was asked for. */
 void rumor_blas_autotune(int argc, char **argv)
 {
     (void)argc;
-    const char *env = getenv("RUMOR_BLAS_AUTOTUNE");
+    const char *core = rumor_blas_corename();
+    const char *from = getenv("RUMOR_BLAS_AUTOTUNED_FROM");
+    const char *set = getenv("OPENBLAS_CORETYPE");
     const char *better = rumor_blas_better_core();
-    if (getenv("OPENBLAS_CORETYPE")) {
-        /* The user chose, or this is the re-executed process. */
-        rumor_debug("OpenBLAS core %s (OPENBLAS_CORETYPE=%s)", rumor_blas_corename(),
-                    getenv("OPENBLAS_CORETYPE"));
+    if (from) {
+        if (better)
+            rumor_warn("OpenBLAS runs %s kernels although restarted with OPENBLAS_CORETYPE=%s",
+                       core, set ? set : "(unset)");
+        else
+            rumor_debug("OpenBLAS core %s (autotuned from %s)", core, from);
         return;
     }
     if (!better) {
-        rumor_debug("OpenBLAS core %s", rumor_blas_corename());
+        rumor_debug("OpenBLAS core %s%s%s", core, set ? ", OPENBLAS_CORETYPE=" : "",
+                    set ? set : "");
         return;
     }
-    if (env && strcmp(env, "0") == 0) {
+    const char *opt = getenv("RUMOR_BLAS_AUTOTUNE");
+    if (opt && strcmp(opt, "0") == 0) {
         rumor_info("OpenBLAS runs %s kernels; this CPU supports %s (RUMOR_BLAS_AUTOTUNE=0 keeps them)",
-                   rumor_blas_corename(), better);
+                   core, better);
         return;
     }
-    rumor_debug("OpenBLAS chose %s kernels on an AVX-512 CPU: restarting with "
-                "OPENBLAS_CORETYPE=%s", rumor_blas_corename(), better);
+    if (!argv || !argv[0])
+        return; /* nothing to restart with */
+    if (set)
+        rumor_info("OPENBLAS_CORETYPE=%s runs %s kernels, slower than this CPU supports: "
+                   "restarting with %s (RUMOR_BLAS_AUTOTUNE=0 keeps %s)",
+                   set, core, better, core);
+    else
+        rumor_debug("OpenBLAS chose %s kernels on an AVX-512 CPU: restarting with "
+                    "OPENBLAS_CORETYPE=%s", core, better);
+    setenv("RUMOR_BLAS_AUTOTUNED_FROM", core, 1);
     setenv("OPENBLAS_CORETYPE", better, 1);
     fflush(NULL);
     execv("/proc/self/exe", argv);
-    /* Only reached when exec failed: carry on with the slower kernels. */
-    rumor_warn("could not restart with OPENBLAS_CORETYPE=%s (%s kernels stay)", better,
-               rumor_blas_corename());
+    /* Only reached when exec failed: carry on with the slower kernels.
+     * OPENBLAS_CORETYPE stays, so child processes get the better ones. */
+    unsetenv("RUMOR_BLAS_AUTOTUNED_FROM");
+    rumor_warn("could not restart with OPENBLAS_CORETYPE=%s (%s kernels stay)", better, core);
 }
 
+/* Asks OpenBLAS for its current count rather than remembering the last one
+ * set here: a cached copy goes stale when anything else sets the count
+ * (a direct openblas_set_num_threads, a benchmark), and is a data race
+ * between worker threads that each run their own GEMMs. */
 void rumor_blas_set_threads(int n)
 {
-    static int current = -1; /* OpenBLAS keeps one process-wide count */
     if (n < 1)
         n = 1;
-    if (n != current) {
+    if (openblas_get_num_threads() != n)
         openblas_set_num_threads(n);
-        current = n;
-    }
 }
