@@ -1,0 +1,273 @@
+/* The rumor-topo binary, run as a user would: --json fields against closed
+ * forms computed here, the weights file round trip through the CLI, the
+ * cost section against a hand computation, recommend's ranking, the help
+ * pages, and bad input exiting non-zero with a message naming the problem. */
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "testutil.h"
+
+static const double PI = 3.14159265358979323846;
+static char bin[1024], errpath[600];
+static char out[1 << 20], errtext[1 << 16];
+
+/* Runs rumor-topo with args; returns the exit status, fills out/errtext. */
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "RUMOR_LOG=warn RUMOR_BLAS_AUTOTUNE=0 OPENBLAS_NUM_THREADS=1 '%s' %s 2>'%s'",
+             bin, args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        perror("popen");
+        exit(99);
+    }
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    FILE *e = fopen(errpath, "r");
+    len = e ? fread(errtext, 1, sizeof errtext - 1, e) : 0;
+    errtext[len] = 0;
+    if (e)
+        fclose(e);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static cJSON *run_json(const char *args)
+{
+    int rc = run(args);
+    CHECKF(rc == 0, "rumor-topo %s: exit %d: %s", args, rc, errtext);
+    cJSON *j = cJSON_Parse(out);
+    CHECKF(j != NULL, "rumor-topo %s: output is not JSON: %.200s", args, out);
+    return j;
+}
+
+static void test_json_closed_forms(void)
+{
+    cJSON *j = run_json("analyze ring:16 --json");
+    double l2 = 1.0 / 3 + 2.0 / 3 * cos(2 * PI / 16), ln = -1.0 / 3;
+    CHECK(num(j, "n") == 16 && num(j, "edges") == 16);
+    CHECK(num(j, "degree_min") == 2 && num(j, "degree_max") == 2);
+    CHECK_CLOSE(num(j, "lambda2"), l2, 1e-12, 0);
+    CHECK_CLOSE(num(j, "lambda_min"), ln, 1e-12, 0);
+    CHECK_CLOSE(num(j, "rho"), l2, 1e-12, 0);
+    CHECK_CLOSE(num(j, "spectral_gap"), 1 - l2, 1e-12, 0);
+    CHECK(num(j, "rounds_to_1e-6") == ceil(log(1e6) / log(1 / l2)));
+    const cJSON *sim = cJSON_GetObjectItemCaseSensitive(j, "simulation");
+    CHECK(sim && num(sim, "final_error") <= 1e-6 && fabs(num(sim, "measured_rate") - l2) < 1e-3);
+    cJSON_Delete(j);
+
+    j = run_json("analyze hypercube:4 --json --no-sim");
+    CHECK_CLOSE(num(j, "lambda2"), 3.0 / 5, 1e-12, 0);
+    CHECK_CLOSE(num(j, "lambda_min"), -3.0 / 5, 1e-12, 0);
+    CHECK(num(j, "rounds_to_1e-6") == ceil(log(1e6) / log(5.0 / 3)));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(j, "simulation"));
+    cJSON_Delete(j);
+
+    j = run_json("analyze complete:8 --json");
+    CHECK_CLOSE(num(j, "rho"), 0, 1e-12, 0);
+    CHECK(num(j, "rounds_to_1e-6") == 1 && num(j, "exact_after") == 1);
+    cJSON_Delete(j);
+
+    j = run_json("analyze onepeer-exp:16 --json");
+    CHECK(num(j, "exact_after") == 4 && num(j, "rho") == 0 && num(j, "period") == 4);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "lambda2")));
+    cJSON_Delete(j);
+
+    /* the sparse path gives the same answer */
+    j = run_json("analyze ring:40 --json --method lanczos --no-sim");
+    CHECK_CLOSE(num(j, "lambda2"), 1.0 / 3 + 2.0 / 3 * cos(2 * PI / 40), 1e-9, 0);
+    cJSON_Delete(j);
+
+    /* Petersen graph from a file: W = (I + A)/4, A has eigenvalues 3, 1, -2 */
+    char args[1200];
+    const char *src = getenv("RUMOR_SRCDIR");
+    snprintf(args, sizeof args, "analyze 'file:%s/tests/data/topo/petersen.txt' --json",
+             src && *src ? src : "..");
+    j = run_json(args);
+    CHECK(num(j, "n") == 10 && num(j, "edges") == 15);
+    CHECK_CLOSE(num(j, "lambda2"), 0.5, 1e-12, 0);
+    CHECK_CLOSE(num(j, "lambda_min"), -0.25, 1e-12, 0);
+    cJSON_Delete(j);
+
+    j = run_json("compare ring:8 torus:3x3 --json");
+    CHECK(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 2);
+    CHECK(num(cJSON_GetArrayItem(j, 0), "n") == 8 && num(cJSON_GetArrayItem(j, 1), "n") == 9);
+    CHECK_CLOSE(num(cJSON_GetArrayItem(j, 1), "lambda2"), (1 + 2 + 2 * cos(2 * PI / 3)) / 5, 1e-12,
+                0);
+    cJSON_Delete(j);
+}
+
+static void test_weights_roundtrip(void)
+{
+    char args[1200], wpath[600];
+    snprintf(wpath, sizeof wpath, "%s/t.w", tu_tmpdir());
+    snprintf(args, sizeof args, "weights grid:3x4 --weights fmmc -o '%s'", wpath);
+    CHECK(run(args) == 0);
+    cJSON *a = run_json("analyze grid:3x4 --weights fmmc --json --no-sim");
+    cJSON *m = run_json("analyze grid:3x4 --json --no-sim");
+    snprintf(args, sizeof args, "analyze grid:3x4 --weights 'file:%s' --json --no-sim", wpath);
+    cJSON *b = run_json(args);
+    CHECK(num(a, "rho") == num(b, "rho")); /* %.17g: the very same W */
+    CHECK(num(a, "rho") <= num(m, "rho"));
+    const cJSON *wn = cJSON_GetObjectItemCaseSensitive(b, "weights");
+    CHECK(cJSON_IsString(wn) && !strcmp(wn->valuestring, "file"));
+    cJSON_Delete(a), cJSON_Delete(b), cJSON_Delete(m);
+    CHECK(run("weights ring:3 -o -") == 0);
+    CHECK(!strncmp(out, "rumor-weights 1 n=3 period=1\n", 29));
+    CHECK(strstr(out, "\n0 1 0.33333333333333331\n") != NULL);
+    unlink(wpath);
+}
+
+static void test_cost(void)
+{
+    char lpath[600], args[1200];
+    snprintf(lpath, sizeof lpath, "%s/r.links", tu_tmpdir());
+    FILE *f = fopen(lpath, "w");
+    fputs("default 10Gbit 1ms\nnic all 1Gbit\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "analyze ring:4 --model-bytes 100MB --links '%s' --json", lpath);
+    cJSON *j = run_json(args);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "cost");
+    CHECK(c != NULL);
+    CHECK_CLOSE(num(c, "round_seconds"), 1e-3 + 100e6 / 62.5e6, 1e-12, 1e-12);
+    CHECK(num(c, "bytes_per_peer_max") == 200e6);
+    CHECK_CLOSE(num(c, "seconds_to_eps"), num(c, "round_seconds") * num(j, "rounds_to_eps"), 0,
+                1e-12);
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "analyze ring:4 --model-bytes 100MB --links '%s'", lpath);
+    CHECK(run(args) == 0 && strstr(out, "per round     1.6 s") && strstr(out, "links from"));
+    unlink(lpath);
+}
+
+static void test_recommend(void)
+{
+    cJSON *j = run_json("recommend --peers 16 --model-bytes 10MB --json");
+    int n = cJSON_GetArraySize(j), ranked = 0, sorted = 1;
+    double prev = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(j, i), *c = cJSON_GetObjectItemCaseSensitive(e, "cost");
+        if (cJSON_GetObjectItemCaseSensitive(e, "excluded"))
+            continue;
+        ranked++;
+        double t = num(c, "seconds_to_eps");
+        sorted &= t >= prev;
+        prev = t;
+    }
+    CHECK(ranked >= 10 && sorted);
+    cJSON_Delete(j);
+    /* one message a round: only the one-peer graphs remain */
+    j = run_json("recommend --peers 16 --model-bytes 10MB --max-degree 1 --json");
+    int ok = 1, kept = 0;
+    for (int i = 0; i < cJSON_GetArraySize(j); i++) {
+        const cJSON *e = cJSON_GetArrayItem(j, i), *c = cJSON_GetObjectItemCaseSensitive(e, "cost");
+        if (cJSON_GetObjectItemCaseSensitive(e, "excluded"))
+            continue;
+        kept++;
+        ok &= num(c, "messages_per_peer_max") <= 1;
+    }
+    CHECK(ok && kept >= 2);
+    cJSON_Delete(j);
+    CHECK(run("recommend --peers 24 --model-bytes 50MB --max-degree 2") == 0);
+    CHECK(strstr(out, "rank") && strstr(out, "best: ") && strstr(out, "not ranked:"));
+}
+
+static void test_outputs(void)
+{
+    char svg[600], args[1200];
+    snprintf(svg, sizeof svg, "%s/g.svg", tu_tmpdir());
+    snprintf(args, sizeof args, "analyze torus:4x4 --svg '%s'", svg);
+    CHECK(run(args) == 0 && strstr(out, "lambda_2"));
+    FILE *f = fopen(svg, "r");
+    char head[64] = "";
+    CHECK(f && fgets(head, sizeof head, f) && !strncmp(head, "<svg", 4));
+    if (f)
+        fclose(f);
+    unlink(svg);
+    CHECK(run("analyze ring:5 --dot") == 0 && !strncmp(out, "graph \"ring:5\"", 14) &&
+          strstr(out, "0 -- 1 [label=\"0.333\"]"));
+    CHECK(run("analyze onepeer-exp:4 --dot") == 0 && !strncmp(out, "digraph", 7));
+}
+
+static void test_help(void)
+{
+    static const char *const cmds[] = { "--help", "analyze --help", "compare --help",
+                                        "recommend --help", "weights --help", "help analyze" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int rc = run(cmds[i]);
+        CHECKF(rc == 0 && strstr(out, "SYNOPSIS") && strstr(out, "EXIT STATUS"),
+               "rumor-topo %s: exit %d", cmds[i], rc);
+    }
+    CHECK(run("analyze --help") == 0 && strstr(out, "--model-bytes") && strstr(out, "EXAMPLES"));
+    CHECK(run("--help") == 0 && strstr(out, "rreg:N:D[:seed=S]") && strstr(out, "bestconst"));
+}
+
+/* Bad input: the exit status and a message naming the problem. */
+static void bad(const char *args, int code, const char *want)
+{
+    int rc = run(args);
+    CHECKF(rc == code && strstr(errtext, want), "rumor-topo %s: exit %d (want %d), stderr '%s' "
+                                                "lacks '%s'",
+           args, rc, code, errtext, want);
+}
+
+static void test_errors(void)
+{
+    char epath[600], args[1200];
+    snprintf(epath, sizeof epath, "%s/bad.txt", tu_tmpdir());
+    FILE *f = fopen(epath, "w");
+    fputs("0 1\n1 x\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "analyze 'file:%s'", epath);
+    bad(args, 1, "bad.txt:2: peer ids '1' 'x' are not integers");
+    unlink(epath);
+    bad("analyze ring:abc", 1, "spec 'ring:abc': N 'abc' is not an integer");
+    bad("analyze hexagon:6", 1, "unknown family 'hexagon'");
+    bad("analyze ring:9999999", 1, "1048576");
+    bad("analyze star:5 --weights uniform", 1, "uniform weights need a regular graph");
+    bad("analyze ring:8 --weights file:/nonexistent.w", 1, "/nonexistent.w: No such file");
+    bad("analyze ring:8 --links /nonexistent.links --model-bytes 1MB", 1, "/nonexistent.links");
+    bad("analyze", 2, "expected a SPEC");
+    bad("analyze ring:8 ring:9", 2, "expected one SPEC");
+    bad("analyze ring:8 --frobnicate", 2, "unknown option '--frobnicate'");
+    bad("analyze ring:8 --model-bytes lots", 2, "size 'lots'");
+    bad("analyze ring:8 --eps 2", 2, "--eps '2'");
+    bad("analyze ring:8 --method magic", 2, "unknown method 'magic'");
+    bad("analyze ring:8 --weights", 2, "needs a value");
+    bad("analyze ring:8 --links x.links", 2, "--links needs --model-bytes");
+    bad("recommend --peers 8", 2, "--peers and --model-bytes are required");
+    bad("recommend --peers 1 --model-bytes 1MB", 2, "--peers '1'");
+    bad("weights ring:8", 2, "-o FILE is required");
+    bad("weights ring:8 -o /nonexistent-dir/w", 1, "/nonexistent-dir/w");
+    bad("transmogrify", 2, "unknown command 'transmogrify'");
+    CHECK(run("") == 2);
+}
+
+int main(void)
+{
+    const char *b = getenv("RUMOR_BUILDDIR");
+    snprintf(bin, sizeof bin, "%s/rumor-topo", b && *b ? b : ".");
+    if (access(bin, X_OK) != 0)
+        TEST_SKIP("%s not built", bin);
+    snprintf(errpath, sizeof errpath, "%s/stderr", tu_tmpdir());
+    test_json_closed_forms();
+    test_weights_roundtrip();
+    test_cost();
+    test_recommend();
+    test_outputs();
+    test_help();
+    test_errors();
+    unlink(errpath);
+    rmdir(tu_tmpdir());
+    return tu_finish("test_topo_cli");
+}

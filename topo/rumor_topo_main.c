@@ -1,0 +1,484 @@
+/* rumor-topo: generate, weight and analyze gossip topologies.
+ *
+ *   rumor-topo analyze SPEC [options]      one report (text, --json, --dot, --svg)
+ *   rumor-topo compare SPEC SPEC ...       side by side
+ *   rumor-topo recommend --peers N --model-bytes B [--links F] [--max-degree K]
+ *   rumor-topo weights SPEC -o FILE        export W for rumor-peer
+ *
+ * Exit status: 0 success, 1 bad input or failed analysis (the message says
+ * what and where), 2 bad command line. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas_tune.h"
+#include "log.h"
+#include "report.h"
+
+#define EXIT_INPUT 1
+#define EXIT_USAGE 2
+
+static const char SPEC_HELP[] =
+    "TOPOLOGY SPECS\n"
+    "  ring:N               cycle of N peers (N >= 2)\n"
+    "  torus:RxC            2-D torus, R x C peers (R, C >= 2)\n"
+    "  grid:RxC             2-D grid without wrap-around\n"
+    "  hypercube:D          2^D peers, i ~ i xor 2^k (1 <= D <= 20)\n"
+    "  exp:N                static exponential graph, undirected: i ~ i +- 2^k mod N\n"
+    "  exp:N:directed       the same as published by Ying et al. (2021): i receives from\n"
+    "                       i + 2^k mod N, weights 1/(1+ceil(log2 N)) (fixed)\n"
+    "  onepeer-exp:N        one-peer exponential graph (time-varying): at round k peer i\n"
+    "                       averages with i + 2^(k mod tau); exact after tau = log2 N rounds\n"
+    "                       when N is a power of two\n"
+    "  complete:N           every pair\n"
+    "  star:N               peer 0 linked to every other\n"
+    "  rreg:N:D[:seed=S]    random D-regular graph (seeded, connected)\n"
+    "  er:N:P[:seed=S]      Erdos-Renyi G(N, P) (seeded, connected)\n"
+    "  ws:N:K:P[:seed=S]    Watts-Strogatz small world: ring lattice of degree K (even),\n"
+    "                       rewired with probability P (seeded, connected)\n"
+    "  base:N:K             Base-(K+1) graph (Takezawa et al. 2023): time-varying, at most K\n"
+    "                       messages a peer a round, exact averaging after one period, any N\n"
+    "  file:PATH            edge list ('i j' or 'i j w' lines, '#' comments, optional\n"
+    "                       'n N' line) or JSON ({\"n\":N,\"edges\":[[i,j],[i,j,w],...]} or\n"
+    "                       networkx node-link); weights on edges become W\n"
+    "  Seeds default to 1; N is at most 1048576. The same spec means the same graph and\n"
+    "  weights in rumor-peer.\n";
+
+static const char WEIGHTS_HELP[] =
+    "WEIGHTS (--weights)\n"
+    "  mh           Metropolis-Hastings: W_ij = 1/(1+max(d_i,d_j)), W_ii = 1 - sum (default)\n"
+    "  maxdeg       W_ij = 1/(1+d_max)\n"
+    "  uniform      W_ij = 1/(1+d) (regular graphs only)\n"
+    "  bestconst    best constant edge weight (Xiao & Boyd 2004); self-weights may be < 0\n"
+    "  fmmc         fastest mixing Markov chain (Boyd, Diaconis & Xiao 2004), projected\n"
+    "               subgradient from mh; never worse than mh\n"
+    "  file:PATH    a weights file as written by 'rumor-topo weights'\n"
+    "  Time-varying specs (onepeer-exp, base, exp:N:directed) carry their own weights.\n";
+
+static const char ANALYZE_HELP[] =
+    "NAME\n"
+    "  rumor-topo analyze - spectral gap, mixing rate and cost of one topology\n\n"
+    "SYNOPSIS\n"
+    "  rumor-topo analyze SPEC [--weights W] [--model-bytes N] [--links FILE] [--eps E]\n"
+    "                     [--method M] [--sim-rounds R | --no-sim] [--json | --dot]\n"
+    "                     [--svg FILE]\n\n"
+    "DESCRIPTION\n"
+    "  Builds the topology SPEC with its mixing matrix W and reports the graph (peers,\n"
+    "  links, degrees), the spectrum (lambda_2, lambda_n, rho = max(|lambda_2|,\n"
+    "  |lambda_n|), spectral gap 1 - rho; for time-varying or non-symmetric W, the\n"
+    "  contraction of one period's product), the rounds to eps-consensus\n"
+    "  (log(1/eps)/log(1/rho)), a consensus simulation from a random vector (measured\n"
+    "  against predicted decay) and, given a model size, the bytes per round and the\n"
+    "  predicted time per round and to eps-consensus on a described network.\n\n"
+    "OPTIONS\n"
+    "  -w, --weights W      mixing weights (see WEIGHTS); default mh\n"
+    "  -b, --model-bytes N  model size in bytes (units: K, M, G, KiB, MiB, GiB, ...);\n"
+    "                       enables the traffic and time sections\n"
+    "  -l, --links FILE     the network: bandwidth and latency per link or per site\n"
+    "                       (see LINK FILE); default 10 Gbit/s links and NICs, 50 us\n"
+    "  -e, --eps E          consensus target, 0 < E < 1 (default 1e-6)\n"
+    "  -m, --method M       auto (dense up to 2048 peers, then sparse), dense, lanczos\n"
+    "                       (ours, thick-restart), arpack\n"
+    "      --sim-rounds R   simulate at most R rounds (default: rounds to eps, <= 1000)\n"
+    "      --no-sim         skip the simulation\n"
+    "  -j, --json           print a JSON object instead of the report (fields: spec, n,\n"
+    "                       edges, degree_min, degree_max, lambda2, lambda_min, rho,\n"
+    "                       spectral_gap, rounds_to_eps, rounds_to_1e-6, exact_after,\n"
+    "                       simulation{...}, cost{...})\n"
+    "  -d, --dot            print the graph in graphviz format (weights as labels)\n"
+    "  -s, --svg FILE       draw the graph, the spectrum and the consensus decay\n"
+    "  -h, --help           this help\n\n"
+    "LINK FILE\n"
+    "  default BW LAT            every pair not described otherwise\n"
+    "  nic PEERS BW              NIC of those peers, shared by their links (else unlimited)\n"
+    "  site NAME PEERS           a group of peers (machine, rack, region)\n"
+    "  intra NAME BW LAT         links inside a site\n"
+    "  inter NAME NAME BW LAT    links between two sites\n"
+    "  link I J BW LAT           one pair; wins over the rest\n"
+    "  compute TIME              local compute per round (overlaps communication)\n"
+    "  PEERS: all | 0-15,32,40-47; BW: 10Gbit, 100Mbit, 1.25GB (bytes), optional /s;\n"
+    "  LAT/TIME: 800ns, 50us, 2ms, 0.1s. '#' starts a comment.\n\n"
+    "EXAMPLES\n"
+    "  rumor-topo analyze ring:16\n"
+    "  rumor-topo analyze torus:8x8 --weights fmmc --json\n"
+    "  rumor-topo analyze exp:1024 --model-bytes 100MB --links cluster.links\n"
+    "  rumor-topo analyze base:24:2 --svg base24.svg\n"
+    "  rumor-topo analyze file:edges.txt --dot | dot -Tpng > g.png\n\n"
+    "EXIT STATUS\n"
+    "  0 success; 1 invalid spec, file, weights or failed analysis; 2 bad command line.\n";
+
+static const char COMPARE_HELP[] =
+    "NAME\n"
+    "  rumor-topo compare - several topologies side by side\n\n"
+    "SYNOPSIS\n"
+    "  rumor-topo compare SPEC SPEC ... [--weights W] [--model-bytes N] [--links FILE]\n"
+    "                     [--eps E] [--method M] [--json]\n\n"
+    "DESCRIPTION\n"
+    "  Analyzes each SPEC (as 'analyze' does, without the simulation) and prints one row\n"
+    "  each: peers, links, degree range, rho, spectral gap, rounds to eps and, with\n"
+    "  --model-bytes, the bytes each peer sends per round, time per round and time to\n"
+    "  eps. --weights applies to every static SPEC. --json prints an array of the\n"
+    "  objects 'analyze --json' prints.\n\n"
+    "OPTIONS\n"
+    "  -w, --weights W, -b, --model-bytes N, -l, --links FILE, -e, --eps E,\n"
+    "  -m, --method M, -j, --json, -h, --help: as for analyze.\n\n"
+    "EXAMPLES\n"
+    "  rumor-topo compare ring:64 torus:8x8 hypercube:6 exp:64 onepeer-exp:64 base:64:3\n"
+    "  rumor-topo compare rreg:1024:4 exp:1024 --model-bytes 25MB --json\n\n"
+    "EXIT STATUS\n"
+    "  0 success; 1 invalid spec, file, weights or failed analysis; 2 bad command line.\n";
+
+static const char RECOMMEND_HELP[] =
+    "NAME\n"
+    "  rumor-topo recommend - rank topologies by predicted time to consensus\n\n"
+    "SYNOPSIS\n"
+    "  rumor-topo recommend --peers N --model-bytes B [--links FILE] [--max-degree K]\n"
+    "                       [--eps E] [--method M] [--json]\n\n"
+    "DESCRIPTION\n"
+    "  Builds the candidate topologies for N peers (ring, torus, hypercube, exp,\n"
+    "  exp:directed, onepeer-exp, base:N:1..4, rreg:N:3,4,6,8, complete, star),\n"
+    "  predicts for each the rounds to eps-consensus and the time per round on the\n"
+    "  network, and ranks them by predicted time to eps, saying why. Candidates that\n"
+    "  send more than K messages a peer a round, or do not exist for N, are listed\n"
+    "  apart with the reason.\n\n"
+    "OPTIONS\n"
+    "  -n, --peers N        number of peers (required)\n"
+    "  -b, --model-bytes B  model size (required)\n"
+    "  -l, --links FILE     the network (see 'rumor-topo analyze --help')\n"
+    "  -k, --max-degree K   at most K messages per peer per round\n"
+    "  -e, --eps E, -m, --method M, -j, --json, -h, --help: as for analyze.\n\n"
+    "EXAMPLES\n"
+    "  rumor-topo recommend --peers 64 --model-bytes 100MB\n"
+    "  rumor-topo recommend --peers 48 --model-bytes 1.2GB --links two-racks.links -k 4\n\n"
+    "EXIT STATUS\n"
+    "  0 success; 1 invalid input or failed analysis; 2 bad command line.\n";
+
+static const char WEIGHTSCMD_HELP[] =
+    "NAME\n"
+    "  rumor-topo weights - export the mixing matrix for rumor-peer\n\n"
+    "SYNOPSIS\n"
+    "  rumor-topo weights SPEC [--weights W] -o FILE\n\n"
+    "DESCRIPTION\n"
+    "  Writes W (every round's W for a time-varying SPEC) as a weights file:\n"
+    "    rumor-weights 1 n=N period=P\n"
+    "    round K           (before each round's entries when P > 1)\n"
+    "    i j w             W_ij with %.17g; every non-zero, diagonal included\n"
+    "  '#' starts a comment. Peer i mixes x_i <- sum_j W_ij x_j, so the lines starting\n"
+    "  with i are all that peer i needs. The file reads back exactly ('--weights\n"
+    "  file:FILE'), and is checked: non-negative, rows and columns summing to 1.\n\n"
+    "OPTIONS\n"
+    "  -o, --output FILE    where to write ('-' for standard output); required\n"
+    "  -w, --weights W      as for analyze (default mh)\n"
+    "  -h, --help           this help\n\n"
+    "EXAMPLES\n"
+    "  rumor-topo weights torus:4x4 --weights fmmc -o torus.w\n"
+    "  rumor-topo analyze torus:4x4 --weights file:torus.w\n\n"
+    "EXIT STATUS\n"
+    "  0 success; 1 invalid spec or weights, or the file cannot be written; 2 bad\n"
+    "  command line.\n";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "NAME\n"
+            "  rumor-topo - generate, weight and analyze gossip topologies for D-PSGD\n\n"
+            "SYNOPSIS\n"
+            "  rumor-topo analyze SPEC [options]\n"
+            "  rumor-topo compare SPEC SPEC ... [options]\n"
+            "  rumor-topo recommend --peers N --model-bytes B [--links FILE] [--max-degree K]\n"
+            "  rumor-topo weights SPEC [--weights W] -o FILE\n"
+            "  rumor-topo COMMAND --help\n\n"
+            "DESCRIPTION\n"
+            "  D-PSGD converges at a rate set by the mixing matrix W of its topology: the\n"
+            "  closer rho = max(|lambda_2|, |lambda_n|) is to 1, the longer peers take to\n"
+            "  agree, while denser graphs cost more bytes a round. rumor-topo computes both\n"
+            "  and predicts time to consensus on a described network.\n\n"
+            "%s\n%s\n"
+            "EXIT STATUS\n"
+            "  0 success; 1 invalid input or failed analysis; 2 bad command line.\n\n"
+            "SEE ALSO\n"
+            "  rumor-topo(1), docs/rumor-topo.md\n",
+            SPEC_HELP, WEIGHTS_HELP);
+}
+
+/* Options shared by analyze, compare and recommend. */
+typedef struct {
+    const char *weights, *links, *svg, *out;
+    double model_bytes, eps;
+    rumor_eig_method method;
+    int json, dot, sim_rounds, peers, max_degree;
+} opts_t;
+
+static int fail(void)
+{
+    fprintf(stderr, "rumor-topo: %s\n", rumor_err_msg());
+    return EXIT_INPUT;
+}
+
+static int bad_usage(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "rumor-topo %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'rumor-topo %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+/* Parses argv for `cmd`; returns -1 to go on, else an exit status. */
+static int parse_opts(const char *cmd, const char *help, int argc, char **argv, opts_t *o)
+{
+    static const struct option lo[] = {
+        { "weights", required_argument, 0, 'w' }, { "model-bytes", required_argument, 0, 'b' },
+        { "links", required_argument, 0, 'l' },   { "eps", required_argument, 0, 'e' },
+        { "method", required_argument, 0, 'm' },  { "json", no_argument, 0, 'j' },
+        { "dot", no_argument, 0, 'd' },           { "svg", required_argument, 0, 's' },
+        { "sim-rounds", required_argument, 0, 'R' }, { "no-sim", no_argument, 0, 'N' },
+        { "peers", required_argument, 0, 'n' },   { "max-degree", required_argument, 0, 'k' },
+        { "output", required_argument, 0, 'o' },  { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 }
+    };
+    memset(o, 0, sizeof *o);
+    optind = 1;
+    opterr = 0;
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, ":w:b:l:e:m:jds:n:k:o:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'w': o->weights = optarg; break;
+        case 'l': o->links = optarg; break;
+        case 's': o->svg = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'd': o->dot = 1; break;
+        case 'N': o->sim_rounds = -1; break;
+        case 'h': fputs(help, stdout); return 0;
+        case 'b':
+            if (rumor_topo_parse_bytes(optarg, &o->model_bytes) < 0)
+                return bad_usage(cmd, "--model-bytes: %s", rumor_err_msg());
+            break;
+        case 'e':
+            o->eps = strtod(optarg, &end);
+            if (*end || !(o->eps > 0 && o->eps < 1))
+                return bad_usage(cmd, "--eps '%s': expected a number in (0, 1)", optarg);
+            break;
+        case 'm':
+            if (rumor_eig_parse_method(optarg, &o->method) < 0)
+                return bad_usage(cmd, "--method: %s", rumor_err_msg());
+            break;
+        case 'R':
+            o->sim_rounds = (int)strtol(optarg, &end, 10);
+            if (*end || o->sim_rounds < 1 || o->sim_rounds > 1000000)
+                return bad_usage(cmd, "--sim-rounds '%s': expected 1 to 1000000", optarg);
+            break;
+        case 'n':
+            o->peers = (int)strtol(optarg, &end, 10);
+            if (*end || o->peers < 2 || o->peers > RUMOR_TOPO_MAX_NODES)
+                return bad_usage(cmd, "--peers '%s': expected 2 to 1048576", optarg);
+            break;
+        case 'k':
+            o->max_degree = (int)strtol(optarg, &end, 10);
+            if (*end || o->max_degree < 1)
+                return bad_usage(cmd, "--max-degree '%s': expected a positive integer", optarg);
+            break;
+        case ':': return bad_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
+        default: return bad_usage(cmd, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (o->links && !(o->model_bytes > 0) && strcmp(cmd, "weights"))
+        return bad_usage(cmd, "--links needs --model-bytes (time per round depends on it)%s", "");
+    return -1;
+}
+
+/* Parses a spec, applies --weights, analyzes and prices it. */
+static int make_result(const char *spec, const opts_t *o, int sim, rumor_topo_result_t *r)
+{
+    rumor_topo_t *t = NULL;
+    RUMOR_CHECK(rumor_topo_parse(spec, &t));
+    if (o->weights) {
+        int rc = rumor_topo_set_weights(t, o->weights);
+        if (rc < 0) {
+            rumor_topo_destroy(&t);
+            return rc;
+        }
+    }
+    rumor_links_t *links = NULL;
+    char network[160] = "";
+    if (o->links) {
+        int rc = rumor_links_load(o->links, t->n, &links);
+        if (rc < 0) {
+            rumor_topo_destroy(&t);
+            return rc;
+        }
+        snprintf(network, sizeof network, "links from %.140s", o->links);
+    }
+    rumor_analyze_opts_t ao = { .method = o->method, .eps = o->eps,
+                                .sim_rounds = sim ? o->sim_rounds : -1 };
+    int rc = rumor_topo_result_make(t, &ao, o->model_bytes, links, network, r);
+    rumor_links_destroy(&links);
+    if (rc < 0)
+        rumor_topo_result_free(r);
+    return rc;
+}
+
+static int cmd_analyze(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_opts("analyze", ANALYZE_HELP, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc - 1)
+        return bad_usage("analyze", optind >= argc ? "expected a SPEC%s" : "expected one SPEC, got '%s' too",
+                         optind >= argc ? "" : argv[optind + 1]);
+    if (o.json && o.dot)
+        return bad_usage("analyze", "--json and --dot exclude each other%s", "");
+    rumor_topo_result_t r;
+    if (make_result(argv[optind], &o, !o.dot, &r) < 0)
+        return fail();
+    rc = 0;
+    if (o.svg && rumor_topo_write_svg(o.svg, &r) < 0)
+        rc = fail();
+    if (o.dot)
+        rumor_topo_print_dot(stdout, r.topo);
+    else if (o.json) {
+        if (rumor_topo_print_json(stdout, &r, 1, 0) < 0)
+            rc = fail();
+    } else
+        rumor_topo_print_report(stdout, &r);
+    rumor_topo_result_free(&r);
+    return rc;
+}
+
+static int cmd_compare(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_opts("compare", COMPARE_HELP, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    int count = argc - optind;
+    if (count < 1)
+        return bad_usage("compare", "expected one or more SPECs%s", "");
+    if (o.dot || o.svg)
+        return bad_usage("compare", "--dot and --svg belong to 'analyze'%s", "");
+    rumor_topo_result_t *r = calloc((size_t)count, sizeof *r);
+    if (!r)
+        return fail();
+    rc = 0;
+    int done = 0;
+    for (; done < count; done++)
+        if (make_result(argv[optind + done], &o, 0, &r[done]) < 0) {
+            rc = fail();
+            break;
+        }
+    if (!rc) {
+        if (o.json) {
+            if (rumor_topo_print_json(stdout, r, count, 1) < 0)
+                rc = fail();
+        } else
+            rumor_topo_print_compare(stdout, r, count);
+    }
+    for (int i = 0; i < done; i++)
+        rumor_topo_result_free(&r[i]);
+    free(r);
+    return rc;
+}
+
+static int cmd_recommend(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_opts("recommend", RECOMMEND_HELP, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc)
+        return bad_usage("recommend", "unexpected argument '%s'", argv[optind]);
+    if (!o.peers || !(o.model_bytes > 0))
+        return bad_usage("recommend", "--peers and --model-bytes are required%s", "");
+    rumor_recommend_opts_t ro = { .peers = o.peers, .model_bytes = o.model_bytes,
+                                  .links_path = o.links, .max_degree = o.max_degree,
+                                  .eps = o.eps, .method = o.method };
+    rumor_topo_result_t *r = NULL;
+    int count = 0;
+    if (rumor_topo_recommend(&ro, &r, &count) < 0)
+        return fail();
+    if (o.json) {
+        if (rumor_topo_print_json(stdout, r, count, 1) < 0)
+            rc = fail();
+        else
+            rc = 0;
+    } else {
+        rumor_topo_print_recommend(stdout, &ro, r, count);
+        rc = 0;
+    }
+    for (int i = 0; i < count; i++)
+        rumor_topo_result_free(&r[i]);
+    free(r);
+    return rc;
+}
+
+static int cmd_weights(int argc, char **argv)
+{
+    opts_t o;
+    int rc = parse_opts("weights", WEIGHTSCMD_HELP, argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc - 1)
+        return bad_usage("weights", "expected one SPEC%s", "");
+    if (!o.out)
+        return bad_usage("weights", "-o FILE is required%s", "");
+    rumor_topo_t *t = NULL;
+    if (rumor_topo_parse(argv[optind], &t) < 0)
+        return fail();
+    if (o.weights && rumor_topo_set_weights(t, o.weights) < 0) {
+        rumor_topo_destroy(&t);
+        return fail();
+    }
+    char comment[256];
+    snprintf(comment, sizeof comment, "rumor-topo weights %.160s --weights %s", t->spec,
+             rumor_mix_scheme_name(t->scheme));
+    if (!strcmp(o.out, "-"))
+        rc = rumor_mix_write(stdout, t->w, t->period, comment);
+    else
+        rc = rumor_mix_save(o.out, t->w, t->period, comment);
+    rumor_topo_destroy(&t);
+    return rc < 0 ? fail() : 0;
+}
+
+int main(int argc, char **argv)
+{
+    rumor_blas_autotune(argc, argv);
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        if (argc > 2 && strcmp(cmd, "help") == 0) { /* "help analyze" */
+            static char prog[] = "rumor-topo", flag[] = "--help";
+            static char *sub[4];
+            sub[0] = prog, sub[1] = argv[2], sub[2] = flag, sub[3] = NULL;
+            argv = sub;
+            argc = 3;
+            cmd = sub[1];
+        } else {
+            usage(stdout);
+            return 0;
+        }
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("rumor-topo %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "analyze"))
+        return cmd_analyze(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare"))
+        return cmd_compare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "recommend"))
+        return cmd_recommend(argc - 1, argv + 1);
+    if (!strcmp(cmd, "weights"))
+        return cmd_weights(argc - 1, argv + 1);
+    fprintf(stderr, "rumor-topo: unknown command '%s' (expected analyze, compare, recommend or "
+                    "weights)\nTry 'rumor-topo --help'.\n",
+            cmd);
+    return EXIT_USAGE;
+}
