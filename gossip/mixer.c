@@ -1,0 +1,316 @@
+/* The D-PSGD mixer and its comm thread (see mixer.h).
+ *
+ * Threads: the caller's thread calls the API; the comm thread owns the
+ * transport and runs the loop in comm_main(). They share `struct
+ * rumor_mixer` under `mu`: the caller posts a request (send round k, close
+ * round k, all-reduce) and waits on `cv`; the comm thread serves it between
+ * polls and signals. A PAIR socket over inproc wakes the comm thread from
+ * zmq_poll when a request is posted. */
+#include "mixer.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "mixer_int.h"
+
+/* ------------------------------------------------------------ buffers */
+
+/* A free parameter-sized buffer: a recycled one whose sends are done, or a
+ * new one (steady state recycles; a new one appears only while an old
+ * buffer is still held by a slow neighbour's send queue). */
+rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m)
+{
+    for (int i = 0; i < m->nbufs; i++) {
+        rumor_sendbuf_t *b = m->bufs[i];
+        if (m->buf_state[i] == BUF_RETIRED && b->pins == 0 &&
+            atomic_load_explicit(&b->refs, memory_order_acquire) == 0)
+            m->buf_state[i] = BUF_FREE;
+        if (m->buf_state[i] == BUF_FREE) {
+            m->buf_state[i] = BUF_USED;
+            return b;
+        }
+    }
+    if (m->nbufs == MX_MAX_BUFS) {
+        rumor_err_set(RUMOR_ENOMEM, "mixer: %d parameter buffers in flight", MX_MAX_BUFS);
+        return NULL;
+    }
+    rumor_sendbuf_t *b = calloc(1, sizeof *b);
+    float *data = NULL;
+    if (!b || posix_memalign((void **)&data, 64, m->n * sizeof(float) + 64) != 0) {
+        free(b);
+        rumor_err_set(RUMOR_ENOMEM, "mixer: cannot allocate %zu parameters", m->n);
+        return NULL;
+    }
+    b->data = data;
+    b->n = m->n;
+    b->pins = 0;
+    atomic_init(&b->refs, 0);
+    m->bufs[m->nbufs] = b;
+    m->buf_state[m->nbufs++] = BUF_USED;
+    if (m->nbufs > 4)
+        rumor_debug("mixer: %d parameter buffers (a send queue holds old ones)", m->nbufs);
+    return b;
+}
+
+void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b)
+{
+    for (int i = 0; i < m->nbufs; i++)
+        if (m->bufs[i] == b)
+            m->buf_state[i] = BUF_RETIRED;
+}
+
+/* ------------------------------------------------------------- slots */
+
+/* Makes `s` the receive state of round r: its weights and a zeroed
+ * accumulator. Returns 0 or an error (no buffer). */
+int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
+{
+    s->round = r;
+    s->buf = mx_buf_get(m);
+    if (!s->buf)
+        return RUMOR_ENOMEM;
+    memset(s->buf->data, 0, m->n * sizeof(float));
+    memset(s->wsum, 0, m->nchunks * sizeof(double));
+    memset(s->got, 0, (size_t)m->npeers * m->nchunks);
+    for (int j = 0; j < m->npeers; j++) {
+        s->w_of[j] = 0.0;
+        s->chunks_from[j] = 0;
+    }
+    int cap = m->npeers;
+    int k = rumor_topo_neighbors(m->topo, m->self, r, m->tmp_nbrs, m->tmp_w, cap);
+    if (k < 0)
+        return k;
+    s->nin = k;
+    for (int i = 0; i < k; i++) {
+        s->w_of[m->tmp_nbrs[i]] = m->tmp_w[i];
+        s->in[i] = m->tmp_nbrs[i];
+    }
+    s->complete = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------- the public API */
+
+static void *comm_thread(void *arg);
+
+int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor_mixer_t **out)
+{
+    *out = NULL;
+    const rumor_topo_t *t = cfg->topo;
+    if (!t || cfg->self < 0 || cfg->self >= t->n)
+        return rumor_err_set(RUMOR_EINVAL, "mixer: peer %d is not a node of the topology",
+                             cfg->self);
+    if (cfg->nparams == 0)
+        return rumor_err_set(RUMOR_EINVAL, "mixer: empty parameter space");
+    rumor_mixer_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    m->cfg = *cfg;
+    m->topo = t;
+    m->self = cfg->self;
+    m->npeers = t->n;
+    m->n = cfg->nparams;
+    m->chunk = cfg->chunk_elems ? cfg->chunk_elems : RUMOR_WIRE_CHUNK_DEFAULT;
+    if (m->chunk > m->n)
+        m->chunk = m->n;
+    m->nchunks = (size_t)rumor_wire_nchunks(m->n, m->chunk);
+    m->timeout = cfg->round_timeout > 0 ? cfg->round_timeout : 10.0;
+    m->swarm = cfg->swarm ? cfg->swarm : rumor_wire_swarm_id("rumor");
+    if (cfg->incarnation) {
+        m->incarnation = cfg->incarnation;
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        m->incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    }
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    int rc = mx_alloc_state(m, cfg);
+    rumor_transport_opts_t to = { 0 };
+    to.listen = cfg->listen ? cfg->listen : cfg->endpoints[cfg->self];
+    to.max_msg_size = rumor_wire_max_msg_size(m->chunk);
+    to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
+    to.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+    if (rc == 0)
+        rc = rumor_transport_create(&to, m->npeers, &m->tr);
+    for (int j = 0; rc == 0 && j < m->npeers; j++)
+        if (m->talks_to[j])
+            rc = rumor_transport_connect(m->tr, j, cfg->endpoints[j]);
+    if (rc == 0) {
+        m->params = mx_buf_get(m);
+        if (!m->params)
+            rc = RUMOR_ENOMEM;
+        else
+            memcpy(m->params->data, init, m->n * sizeof(float));
+    }
+    for (int i = 0; rc == 0 && i < 2; i++)
+        rc = mx_slot_open(m, &m->slot[i], i);
+    if (rc == 0)
+        rc = mx_wake_open(m);
+    if (rc == 0 && pthread_create(&m->thread, NULL, comm_thread, m) != 0)
+        rc = rumor_err_set(RUMOR_ESYS, "mixer: cannot start the comm thread");
+    else if (rc == 0)
+        m->thread_started = 1;
+    if (rc < 0) {
+        rumor_mixer_destroy(&m, 0);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void rumor_mixer_destroy(rumor_mixer_t **mp, double grace)
+{
+    if (!mp || !*mp)
+        return;
+    rumor_mixer_t *m = *mp;
+    if (m->thread_started) {
+        pthread_mutex_lock(&m->mu);
+        m->req_stop = 1;
+        m->stop_deadline = rumor_now() + (grace > 0 ? grace : 0);
+        pthread_mutex_unlock(&m->mu);
+        mx_wake(m);
+        pthread_join(m->thread, NULL);
+    }
+    mx_wake_close(m);
+    rumor_transport_destroy(&m->tr);
+    mx_free_state(m);
+    pthread_mutex_destroy(&m->mu);
+    pthread_cond_destroy(&m->cv);
+    free(m);
+    *mp = NULL;
+}
+
+const char *rumor_mixer_endpoint(const rumor_mixer_t *m) { return rumor_transport_endpoint(m->tr); }
+
+float *rumor_mixer_params(rumor_mixer_t *m) { return m->params->data; }
+
+void rumor_mixer_set_timeout(rumor_mixer_t *m, double s)
+{
+    pthread_mutex_lock(&m->mu);
+    m->timeout = s > 0 ? s : m->timeout;
+    pthread_mutex_unlock(&m->mu);
+}
+
+int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
+{
+    double deadline = rumor_now() + timeout;
+    pthread_mutex_lock(&m->mu);
+    m->req_hello = 1;
+    m->barrier_run = 1;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    pthread_mutex_lock(&m->mu);
+    while (m->nready < m->ntalk && rumor_now() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+    }
+    int ready = m->nready;
+    pthread_mutex_unlock(&m->mu);
+    if (ready < m->ntalk)
+        for (int j = 0; j < m->npeers; j++)
+            if (m->talks_to[j] && !m->ready[j])
+                rumor_warn("peer %d (%s) did not answer within %.0f s: treated as absent until "
+                           "it does",
+                           j, m->cfg.endpoints[j], timeout);
+    return ready;
+}
+
+int rumor_mixer_round_begin(rumor_mixer_t *m, long k)
+{
+    pthread_mutex_lock(&m->mu);
+    if (k != m->next_send) {
+        pthread_mutex_unlock(&m->mu);
+        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld begun, expected %ld", k,
+                             m->next_send);
+    }
+    m->req_send = k;
+    m->req_send_buf = m->params;
+    m->round_start = rumor_now();
+    m->next_send = k + 1;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    return 0;
+}
+
+int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st)
+{
+    double t0 = rumor_now();
+    pthread_mutex_lock(&m->mu);
+    if (k != m->next_send - 1 || m->req_close >= 0) {
+        pthread_mutex_unlock(&m->mu);
+        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld ended out of order", k);
+    }
+    m->req_close = k;
+    m->close_deadline = m->round_start + m->timeout;
+    m->closed_rc = 1; /* pending */
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    pthread_mutex_lock(&m->mu);
+    while (m->closed_rc == 1)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int rc = m->closed_rc;
+    if (rc == 0) {
+        m->params = m->closed_buf;
+        if (st) {
+            *st = m->closed_stats;
+            st->wait_s = rumor_now() - t0;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc < 0)
+        return rc;
+    *params = m->params->data;
+    return 0;
+}
+
+int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout)
+{
+    if (n != m->n)
+        return rumor_err_set(RUMOR_EINVAL, "all-reduce of %zu floats in a space of %zu", n, m->n);
+    pthread_mutex_lock(&m->mu);
+    m->ar.buf = buf;
+    m->ar.tag = tag;
+    m->ar.timeout = timeout;
+    m->ar.rc = 1; /* pending */
+    m->ar.requested = 1;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    pthread_mutex_lock(&m->mu);
+    while (m->ar.rc == 1)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int rc = m->ar.rc;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", m->ar.err);
+    pthread_mutex_unlock(&m->mu);
+    if (rc < 0)
+        return rumor_err_set(rc, "%s", msg);
+    return 0;
+}
+
+void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = m->wire_stats_pub;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ------------------------------------------------------ the comm thread */
+
+static void *comm_thread(void *arg)
+{
+    mx_comm_main(arg);
+    return NULL;
+}

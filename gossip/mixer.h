@@ -1,0 +1,110 @@
+/* The D-PSGD mixer: one peer's side of gossip averaging (Lian et al. 2017).
+ *
+ * Round k: the peer sends its parameters x_i(k) to its out-neighbours while
+ * it computes its gradient at the same x_i(k); chunks of the neighbours'
+ * x_j(k) are accumulated as they arrive (acc += W_ij * chunk) into one
+ * buffer; when every in-neighbour's chunks are in, or the round's deadline
+ * passes, the mix is finished: x = acc + (1 - w_c) x_i(k) for each chunk c,
+ * where w_c is the weight that actually arrived for chunk c. A neighbour that
+ * missed the deadline is thus absent for that round and its weight moves to
+ * the self-weight: the row stays stochastic, the round never hangs. The
+ * caller then applies its optimizer step to the mixed parameters.
+ *
+ * A comm thread owns the sockets, so sending, receiving and accumulating
+ * overlap the caller's gradient computation. Parameters live in buffers the
+ * mixer owns and rotates (the current x, the accumulator of this round and of
+ * the next, a retired x still being sent): about 3-4 model copies whatever
+ * the degree, allocated once. rumor_mixer_round_end hands back the buffer
+ * that now holds the parameters; the caller's model must point at it.
+ *
+ * Messages from another swarm or model, from an old incarnation of a peer,
+ * for a round already mixed or more than one ahead, malformed, duplicated, or
+ * holding NaN or Inf are dropped and counted, never applied. */
+#ifndef RUMOR_MIXER_H
+#define RUMOR_MIXER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "topology.h"
+#include "wire.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rumor_mixer_config {
+    const rumor_topo_t *topo;  /* not owned; must outlive the mixer */
+    int self;                  /* this peer's node in topo, [0, topo->n) */
+    const char *const *endpoints; /* topo->n endpoints peers send to */
+    const char *listen;        /* bind address (default: endpoints[self]) */
+    const uint64_t *ids;       /* topo->n peer ids (default: node + 1) */
+    uint64_t swarm;            /* rumor_wire_swarm_id of the swarm name */
+    uint64_t incarnation;      /* default: the realtime clock in ns at create */
+    size_t nparams;            /* elements of the flat parameter space */
+    size_t chunk_elems;        /* default RUMOR_WIRE_CHUNK_DEFAULT (4 MiB of f32) */
+    double round_timeout;      /* seconds a round waits for neighbours (default 10) */
+    int heartbeat_ivl_ms, heartbeat_timeout_ms; /* default 500, 2000 */
+} rumor_mixer_config_t;
+
+typedef struct rumor_mixer rumor_mixer_t;
+
+typedef struct rumor_round_stats {
+    long round;
+    int in_neighbors;          /* whom this round waited for */
+    int complete;              /* of those, how many sent everything in time */
+    int timed_out;             /* the deadline ended the round */
+    double wait_s;             /* time round_end waited for the network */
+    double disagreement;       /* ||mix - x_i(k)||_2: this peer's distance to its neighbourhood */
+    double self_weight;        /* effective W_ii, averaged over chunks */
+    uint64_t bytes_sent, bytes_received; /* totals since create */
+} rumor_round_stats_t;
+
+/* Binds, connects to every peer this one may talk to, starts the comm
+ * thread, and copies `init` (nparams floats) into the first parameter
+ * buffer. */
+int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init,
+                       rumor_mixer_t **out) RUMOR_WUR;
+
+/* Tells the neighbours this peer is leaving, waits (at most `grace` seconds)
+ * for sends in flight, stops the thread, closes the sockets; nulls *mp. */
+void rumor_mixer_destroy(rumor_mixer_t **mp, double grace);
+
+/* The endpoint actually bound ("tcp://127.0.0.1:41234"). */
+const char *rumor_mixer_endpoint(const rumor_mixer_t *m);
+
+/* The buffer holding the current parameters x_i(k) (nparams floats). */
+float *rumor_mixer_params(rumor_mixer_t *m);
+
+/* Waits until every peer this one exchanges with in any round has answered
+ * a HELLO, or `timeout` seconds pass. Returns how many are ready; the rest
+ * are logged and treated as absent until they appear. */
+int rumor_mixer_barrier(rumor_mixer_t *m, double timeout);
+
+/* Round k (k = 0, 1, ... in order): starts sending rumor_mixer_params(). */
+int rumor_mixer_round_begin(rumor_mixer_t *m, long k);
+
+/* Waits for round k to complete or time out, then mixes. On return
+ * *params points at the mixed parameters (also rumor_mixer_params()); the
+ * previous buffer must no longer be used. st may be NULL. */
+int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st);
+
+/* Sets the per-round deadline (seconds). */
+void rumor_mixer_set_timeout(rumor_mixer_t *m, double seconds);
+
+/* Ring all-reduce over every peer of the topology (ring order by node):
+ * buf (n floats, host memory) becomes the mean of all peers' buf. `tag`
+ * tells calls apart (the training round) and must grow from call to call.
+ * Fails with RUMOR_ETIMEOUT when a step waits longer than `timeout`
+ * seconds (a peer is gone): buf then holds partial sums and must not be
+ * used. The caller's buffer must stay untouched until the call returns. */
+int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout);
+
+/* What was dropped and why, since create. */
+void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,703 @@
+/* The mixer's comm thread: receiving, accumulating, sending, closing rounds,
+ * the HELLO handshake and the ring all-reduce (see mixer.h, mixer_int.h).
+ * Everything here runs on the comm thread except the wake helpers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "mixer_int.h"
+
+
+/* --------------------------------------------------------- set-up */
+
+static int cmp_u64_node(const void *a, const void *b, void *ctx)
+{
+    const uint64_t *ids = ctx;
+    uint64_t x = ids[*(const int *)a], y = ids[*(const int *)b];
+    return (x > y) - (x < y);
+}
+
+int mx_node_of(const rumor_mixer_t *m, uint64_t id)
+{
+    int lo = 0, hi = m->npeers - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (m->sorted_ids[mid] == id)
+            return m->sorted_node[mid];
+        if (m->sorted_ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static void mark_talk(rumor_mixer_t *m, int j)
+{
+    if (j != m->self && !m->talks_to[j]) {
+        m->talks_to[j] = 1;
+        m->ntalk++;
+    }
+}
+
+int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
+{
+    int N = m->npeers;
+    m->ids = calloc((size_t)N, sizeof *m->ids);
+    m->sorted_ids = calloc((size_t)N, sizeof *m->sorted_ids);
+    m->sorted_node = calloc((size_t)N, sizeof *m->sorted_node);
+    m->known_inc = calloc((size_t)N, sizeof *m->known_inc);
+    m->talks_to = calloc((size_t)N, 1);
+    m->ready = calloc((size_t)N, 1);
+    m->heard = calloc((size_t)N, 1);
+    m->absent = calloc((size_t)N, 1);
+    m->scratch = malloc(m->chunk * sizeof(float) + 64);
+    m->tmp_nbrs = calloc((size_t)N, sizeof *m->tmp_nbrs);
+    m->tmp_w = calloc((size_t)N, sizeof *m->tmp_w);
+    m->out_nbrs = calloc((size_t)N, sizeof *m->out_nbrs);
+    m->sendq = calloc((size_t)N, sizeof *m->sendq);
+    m->ar.recv = calloc((size_t)(2 * N), sizeof *m->ar.recv);
+    m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
+    if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
+        !m->ready || !m->heard || !m->absent || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
+        !m->hold)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    for (int i = 0; i < 2; i++) {
+        struct mx_slot *s = &m->slot[i];
+        s->round = -1;
+        s->wsum = calloc(m->nchunks, sizeof *s->wsum);
+        s->got = calloc((size_t)N * m->nchunks, 1);
+        s->w_of = calloc((size_t)N, sizeof *s->w_of);
+        s->chunks_from = calloc((size_t)N, sizeof *s->chunks_from);
+        s->in = calloc((size_t)N, sizeof *s->in);
+        if (!s->wsum || !s->got || !s->w_of || !s->chunks_from || !s->in)
+            return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    }
+    for (int j = 0; j < N; j++) {
+        m->ids[j] = cfg->ids ? cfg->ids[j] : (uint64_t)j + 1;
+        if (m->ids[j] == 0)
+            return rumor_err_set(RUMOR_EINVAL, "mixer: peer %d has id 0", j);
+        m->sorted_node[j] = j;
+    }
+    qsort_r(m->sorted_node, (size_t)N, sizeof(int), cmp_u64_node, m->ids);
+    for (int j = 0; j < N; j++) {
+        m->sorted_ids[j] = m->ids[m->sorted_node[j]];
+        if (j > 0 && m->sorted_ids[j] == m->sorted_ids[j - 1])
+            return rumor_err_set(RUMOR_EINVAL, "mixer: two peers share the id %llu",
+                                 (unsigned long long)m->sorted_ids[j]);
+    }
+    /* Everyone this peer exchanges with in some round of the period, plus
+     * its ring neighbours for the all-reduce. */
+    int period = m->topo->period > 0 ? m->topo->period : 1;
+    for (int r = 0; r < period; r++) {
+        int k = rumor_topo_neighbors(m->topo, m->self, r, m->tmp_nbrs, NULL, N);
+        for (int i = 0; i < k && i < N; i++)
+            mark_talk(m, m->tmp_nbrs[i]);
+        k = rumor_topo_out_neighbors(m->topo, m->self, r, m->tmp_nbrs, NULL, N);
+        for (int i = 0; i < k && i < N; i++)
+            mark_talk(m, m->tmp_nbrs[i]);
+    }
+    if (N > 1) {
+        mark_talk(m, (m->self + 1) % N);
+        mark_talk(m, (m->self + N - 1) % N);
+    }
+    m->cur = 0;
+    m->req_send = -1;
+    m->req_close = -1;
+    m->wake_fd[0] = m->wake_fd[1] = -1;
+    atomic_init(&m->ar.ref.refs, 0);
+    m->ar.last_tag = -1;
+    return 0;
+}
+
+void mx_free_state(rumor_mixer_t *m)
+{
+    for (int i = 0; i < m->nhold; i++) {
+        zmq_msg_close(&m->hold[i].hdr);
+        zmq_msg_close(&m->hold[i].payload);
+    }
+    for (int i = 0; i < m->nbufs; i++) {
+        free(m->bufs[i]->data);
+        free(m->bufs[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(m->slot[i].wsum);
+        free(m->slot[i].got);
+        free(m->slot[i].w_of);
+        free(m->slot[i].chunks_from);
+        free(m->slot[i].in);
+    }
+    free(m->ids);
+    free(m->sorted_ids);
+    free(m->sorted_node);
+    free(m->known_inc);
+    free(m->talks_to);
+    free(m->ready);
+    free(m->heard);
+    free(m->absent);
+    free(m->scratch);
+    free(m->tmp_nbrs);
+    free(m->tmp_w);
+    free(m->out_nbrs);
+    free(m->sendq);
+    free(m->ar.recv);
+    free(m->hold);
+}
+
+/* The caller wakes the comm thread through a pipe that zmq_poll watches. */
+int mx_wake_open(rumor_mixer_t *m)
+{
+    if (pipe(m->wake_fd) != 0)
+        return rumor_err_sys(RUMOR_ESYS, "mixer: pipe");
+    for (int i = 0; i < 2; i++)
+        fcntl(m->wake_fd[i], F_SETFL, fcntl(m->wake_fd[i], F_GETFL) | O_NONBLOCK);
+    return 0;
+}
+
+void mx_wake_close(rumor_mixer_t *m)
+{
+    for (int i = 0; i < 2; i++)
+        if (m->wake_fd[i] >= 0)
+            close(m->wake_fd[i]);
+}
+
+void mx_wake(rumor_mixer_t *m)
+{
+    char c = 1;
+    if (write(m->wake_fd[1], &c, 1) < 0 && errno != EAGAIN)
+        rumor_warn("mixer: wake-up failed: %s", strerror(errno));
+}
+
+static void drain_wake(rumor_mixer_t *m)
+{
+    char buf[64];
+    while (read(m->wake_fd[0], buf, sizeof buf) > 0)
+        ;
+}
+
+/* ------------------------------------------------------- headers */
+
+void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type)
+{
+    memset(h, 0, sizeof *h);
+    h->type = (uint8_t)type;
+    h->swarm = m->swarm;
+    h->sender = m->ids[m->self];
+    h->incarnation = m->incarnation;
+    h->space = m->n;
+}
+
+static int send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
+{
+    rumor_wire_hdr_t h;
+    uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+    mx_fill_hdr(m, &h, type);
+    h.aux = aux;
+    rumor_wire_encode(&h, bytes);
+    return rumor_transport_send(m->tr, peer, bytes, sizeof bytes, NULL, NULL, 0);
+}
+
+void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what)
+{
+    rumor_wire_stats_count(&m->wire_stats, verdict);
+    if (verdict != 0)
+        rumor_debug("dropped %s from peer %d: %s (%s)", what, node,
+                    rumor_wire_reject_name(verdict), rumor_err_msg());
+}
+
+/* ------------------------------------------------------- D-PSGD rounds */
+
+static int ensure_slot(rumor_mixer_t *m, long r)
+{
+    struct mx_slot *s = &m->slot[r & 1];
+    if (s->round == r && s->buf)
+        return 0;
+    return mx_slot_open(m, s, r);
+}
+
+/* A PARAMS chunk: accumulate W_ij * chunk into its round's slot. */
+static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const float *data)
+{
+    long r = (long)h->round;
+    if (h->round > (uint64_t)m->cur + 1) {
+        rumor_err_set(RUMOR_EPROTO, "round %llu while at %ld", (unsigned long long)h->round, m->cur);
+        mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "params");
+        return;
+    }
+    if (r < m->cur) {
+        rumor_err_set(RUMOR_EPROTO, "round %ld already mixed (at %ld)", r, m->cur);
+        mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "params");
+        return;
+    }
+    if (ensure_slot(m, r) < 0) {
+        rumor_warn("mixer: %s", rumor_err_msg());
+        return;
+    }
+    struct mx_slot *s = &m->slot[r & 1];
+    double w = s->w_of[node];
+    if (w == 0.0) {
+        rumor_err_set(RUMOR_EPROTO, "peer %d is not an in-neighbour in round %ld", node, r);
+        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "params");
+        return;
+    }
+    uint64_t off, len;
+    if (h->nchunks != m->nchunks || rumor_wire_chunk_range(m->n, m->chunk, h->chunk, &off, &len) < 0 ||
+        off != h->offset || len != h->length) {
+        rumor_err_set(RUMOR_EPROTO, "chunk %u/%u at [%llu, +%llu) is not on this peer's chunk grid",
+                      h->chunk, h->nchunks, (unsigned long long)h->offset,
+                      (unsigned long long)h->length);
+        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "params");
+        return;
+    }
+    uint8_t *got = &s->got[(size_t)node * m->nchunks + h->chunk];
+    if (*got) {
+        rumor_err_set(RUMOR_EPROTO, "chunk %u of round %ld again", h->chunk, r);
+        mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "params");
+        return;
+    }
+    if ((uintptr_t)data % sizeof(float) != 0) {
+        /* libzmq may hand small frames out at any byte offset */
+        memcpy(m->scratch, data, len * sizeof(float));
+        data = m->scratch;
+    }
+    if (!rumor_wire_payload_finite(data, len)) {
+        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in chunk %u of round %ld", h->chunk, r);
+        mx_count(m, -RUMOR_WIRE_NONFINITE, node, "params");
+        return;
+    }
+    float *acc = s->buf->data + off;
+    float wf = (float)w;
+    for (uint64_t i = 0; i < len; i++)
+        acc[i] += wf * data[i];
+    s->wsum[h->chunk] += w;
+    *got = 1;
+    if (++s->chunks_from[node] == (int)m->nchunks)
+        s->complete++;
+    mx_count(m, 0, node, "params");
+}
+
+/* Whether round cur can close: every in-neighbour sent all its chunks, or
+ * is absent (sent nothing last round, or never answered HELLO) and has sent
+ * nothing this round either. An absent peer that sends again is waited for
+ * again. */
+static int round_done(const rumor_mixer_t *m, const struct mx_slot *s)
+{
+    if (s->round != m->cur)
+        return 0;
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (s->chunks_from[j] == (int)m->nchunks)
+            continue;
+        if (m->absent[j] && s->chunks_from[j] == 0)
+            continue;
+        return 0;
+    }
+    return 1;
+}
+
+/* Finishes round cur: x = acc + (1 - w_c) x_i(k) per chunk, hands the
+ * buffer to the caller and moves on to round cur + 1. */
+static void close_round(rumor_mixer_t *m, int timed_out)
+{
+    long k = m->cur;
+    if (ensure_slot(m, k) < 0) {
+        pthread_mutex_lock(&m->mu);
+        m->closed_rc = rumor_err_code() ? rumor_err_code() : RUMOR_ENOMEM;
+        m->req_close = -1;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    struct mx_slot *s = &m->slot[k & 1];
+    const float *x = m->params->data;
+    float *acc = s->buf->data;
+    double dis = 0, selfw = 0;
+    for (size_t c = 0; c < m->nchunks; c++) {
+        uint64_t off, len;
+        RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
+        float a = (float)(1.0 - s->wsum[c]);
+        double d2 = 0;
+        for (uint64_t i = off; i < off + len; i++) {
+            float v = acc[i] + a * x[i];
+            float d = v - x[i];
+            d2 += (double)d * d;
+            acc[i] = v;
+        }
+        dis += d2;
+        selfw += 1.0 - s->wsum[c];
+    }
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (s->chunks_from[j] == (int)m->nchunks)
+            continue;
+        if (!m->absent[j])
+            rumor_info("round %ld: peer %d sent %d of %zu chunks before the deadline; its "
+                       "weight %.3g went to the self-weight%s",
+                       k, j, s->chunks_from[j], m->nchunks, s->w_of[j],
+                       s->chunks_from[j] == 0 ? " (not waited for until it sends again)" : "");
+        if (s->chunks_from[j] == 0)
+            m->absent[j] = 1;
+    }
+    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
+    pthread_mutex_lock(&m->mu);
+    rumor_round_stats_t *st = &m->closed_stats;
+    memset(st, 0, sizeof *st);
+    st->round = k;
+    st->in_neighbors = s->nin;
+    st->complete = s->complete;
+    st->timed_out = timed_out;
+    st->disagreement = sqrt(dis);
+    st->self_weight = selfw / (double)m->nchunks;
+    st->bytes_sent = ts->bytes_sent;
+    st->bytes_received = ts->bytes_received;
+    mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
+    m->closed_buf = s->buf;
+    m->closed_rc = 0;
+    m->req_close = -1;
+    m->wire_stats_pub = m->wire_stats;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    /* The caller now owns s->buf as its parameters; the slot waits, empty,
+     * for round k + 2. */
+    s->buf = NULL;
+    s->round = -1;
+    m->cur = k + 1;
+}
+
+/* Queues round k's parameters for its out-neighbours. Rounds older than
+ * k - 1 still queued for a peer are dropped: that peer has moved past them
+ * or is gone. Absent peers get nothing until they show up again. */
+static void start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
+{
+    for (int j = 0; j < m->npeers; j++) {
+        struct mx_sendq *q = &m->sendq[j];
+        while (q->n > 0 && q->round[0] < k - 1) {
+            q->buf[0]->pins--;
+            q->round[0] = q->round[1];
+            q->buf[0] = q->buf[1];
+            q->next[0] = q->next[1];
+            q->n--;
+        }
+    }
+    int n = rumor_topo_out_neighbors(m->topo, m->self, k, m->out_nbrs, NULL, m->npeers);
+    n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
+    for (int i = 0; i < n; i++) {
+        int j = m->out_nbrs[i];
+        struct mx_sendq *q = &m->sendq[j];
+        if (m->absent[j] || q->n == 2)
+            continue;
+        q->round[q->n] = k;
+        q->buf[q->n] = buf;
+        q->next[q->n] = 0;
+        q->n++;
+        buf->pins++;
+    }
+}
+
+/* Hands as many chunks to ZeroMQ as each peer's queue takes, oldest round
+ * first. */
+static void pump_sends(rumor_mixer_t *m)
+{
+    for (int j = 0; j < m->npeers; j++) {
+        struct mx_sendq *q = &m->sendq[j];
+        while (q->n > 0) {
+            size_t c = q->next[0];
+            if (c == m->nchunks) {
+                q->buf[0]->pins--;
+                q->round[0] = q->round[1];
+                q->buf[0] = q->buf[1];
+                q->next[0] = q->next[1];
+                q->n--;
+                continue;
+            }
+            uint64_t off, len;
+            RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
+            rumor_wire_hdr_t h;
+            uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+            mx_fill_hdr(m, &h, RUMOR_WIRE_PARAMS);
+            h.dtype = RUMOR_WIRE_DT_F32;
+            h.round = (uint64_t)q->round[0];
+            h.chunk = (uint32_t)c;
+            h.nchunks = (uint32_t)m->nchunks;
+            h.offset = off;
+            h.length = len;
+            rumor_wire_encode(&h, bytes);
+            int rc = rumor_transport_send(m->tr, j, bytes, sizeof bytes, q->buf[0],
+                                          q->buf[0]->data + off, len * sizeof(float));
+            if (rc != 0) {
+                if (rc < 0)
+                    rumor_warn("mixer: %s", rumor_err_msg());
+                break;
+            }
+            q->next[0]++;
+        }
+    }
+}
+
+static int sends_queued(const rumor_mixer_t *m)
+{
+    for (int j = 0; j < m->npeers; j++)
+        if (m->sendq[j].n > 0)
+            return 1;
+    return 0;
+}
+
+/* Drops every queued send (leaving). */
+static void drop_sends(rumor_mixer_t *m)
+{
+    for (int j = 0; j < m->npeers; j++) {
+        struct mx_sendq *q = &m->sendq[j];
+        for (int i = 0; i < q->n; i++)
+            q->buf[i]->pins--;
+        q->n = 0;
+    }
+}
+
+/* ------------------------------------------------------- HELLO */
+
+/* HELLO's aux: 0 "I have not heard you", 1 "I have heard you", 2 "a reply:
+ * I have heard you" (never answered, so two peers do not ping-pong). Every
+ * HELLO that is not a reply gets one, so a peer still in its barrier (or
+ * restarted) hears back even after this one stopped its own HELLOs. */
+static void on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
+{
+    m->heard[node] = 1;
+    if (h->aux != 2 && m->talks_to[node])
+        (void)send_control(m, node, RUMOR_WIRE_HELLO, 2);
+    if (h->aux >= 1 && !m->ready[node]) {
+        pthread_mutex_lock(&m->mu);
+        m->ready[node] = 1;
+        if (m->talks_to[node])
+            m->nready++;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+    }
+}
+
+static void send_hellos(rumor_mixer_t *m)
+{
+    double now = rumor_now();
+    if (!m->hello_active || now < m->next_hello)
+        return;
+    m->next_hello = now + 0.1;
+    for (int j = 0; j < m->npeers; j++)
+        if (m->talks_to[j])
+            (void)send_control(m, j, RUMOR_WIRE_HELLO, m->heard[j]);
+}
+
+/* ------------------------------------------------------- receiving */
+
+/* Reads one message (up to 2 frames kept; more are drained and rejected),
+ * judges it and acts on it. Returns 0 when the socket had nothing. */
+static int recv_one(rumor_mixer_t *m)
+{
+    void *pull = rumor_transport_pull(m->tr);
+    zmq_msg_t part[2];
+    zmq_msg_init(&part[0]);
+    if (zmq_msg_recv(&part[0], pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&part[0]);
+        return 0;
+    }
+    size_t frames = 1, sizes[2] = { 0, 0 }, total = zmq_msg_size(&part[0]);
+    zmq_msg_init(&part[1]);
+    while (zmq_msg_more(frames == 1 ? &part[0] : &part[1])) {
+        zmq_msg_t *dst = &part[1];
+        zmq_msg_t extra;
+        if (frames >= 2) {
+            zmq_msg_init(&extra);
+            dst = &extra;
+        }
+        if (zmq_msg_recv(dst, pull, 0) < 0)
+            break;
+        total += zmq_msg_size(dst);
+        if (frames < 2)
+            sizes[0] = zmq_msg_size(dst);
+        int more = zmq_msg_more(dst);
+        if (dst != &part[1])
+            zmq_msg_close(dst);
+        frames++;
+        if (!more)
+            break;
+    }
+    rumor_transport_count_received(m->tr, total);
+    rumor_wire_hdr_t h;
+    int node = -1;
+    int v = rumor_wire_decode(zmq_msg_data(&part[0]), zmq_msg_size(&part[0]), &h);
+    if (v == 0) {
+        rumor_wire_expect_t e = { .swarm = m->swarm, .space = m->n, .self = m->ids[m->self],
+                                  .max_chunk = m->chunk };
+        v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
+        if (v == 0 && frames > 2) {
+            rumor_err_set(RUMOR_EPROTO, "%zu frames", frames);
+            v = -RUMOR_WIRE_BAD_FRAMES;
+        }
+    }
+    if (v == 0 && (node = mx_node_of(m, h.sender)) < 0) {
+        rumor_err_set(RUMOR_EPROTO, "unknown sender id %llu", (unsigned long long)h.sender);
+        v = -RUMOR_WIRE_UNKNOWN_SENDER;
+    }
+    if (v == 0 && h.incarnation < m->known_inc[node]) {
+        rumor_err_set(RUMOR_EPROTO, "incarnation %llu after %llu", (unsigned long long)h.incarnation,
+                      (unsigned long long)m->known_inc[node]);
+        v = -RUMOR_WIRE_OLD_INCARNATION;
+    }
+    if (v != 0) {
+        mx_count(m, v, node, "message");
+    } else {
+        m->absent[node] = 0;
+        if (h.incarnation > m->known_inc[node]) {
+            if (m->known_inc[node] != 0)
+                rumor_info("peer %d restarted (incarnation %llu)", node,
+                           (unsigned long long)h.incarnation);
+            m->known_inc[node] = h.incarnation;
+        }
+        switch (h.type) {
+        case RUMOR_WIRE_PARAMS:
+            on_params(m, &h, node, zmq_msg_data(&part[1]));
+            break;
+        case RUMOR_WIRE_GRADS:
+            if (on_grads(m, &h, node, &part[0], &part[1]))
+                return 1; /* held: the parts now belong to the hold queue */
+            break;
+        case RUMOR_WIRE_HELLO:
+            on_hello(m, &h, node);
+            mx_count(m, 0, node, "hello");
+            break;
+        case RUMOR_WIRE_LEAVE:
+            rumor_info("peer %d is leaving", node);
+            mx_count(m, 0, node, "leave");
+            break;
+        default:
+            mx_count(m, 0, node, "message"); /* valid, not used by this peer yet */
+            break;
+        }
+    }
+    zmq_msg_close(&part[0]);
+    zmq_msg_close(&part[1]);
+    return 1;
+}
+
+/* ------------------------------------------------------- the loop */
+
+/* Takes the caller's requests (under mu). */
+static void take_requests(rumor_mixer_t *m)
+{
+    pthread_mutex_lock(&m->mu);
+    if (m->req_send >= 0) {
+        if (m->req_send == 0 && m->barrier_run)
+            for (int j = 0; j < m->npeers; j++)
+                if (m->talks_to[j] && !m->ready[j])
+                    m->absent[j] = 1;
+        start_send(m, m->req_send, m->req_send_buf);
+        if (m->req_send >= 1)
+            m->hello_active = 0; /* everyone who was coming has come */
+        m->req_send = -1;
+    }
+    if (m->req_hello) {
+        m->hello_active = 1;
+        m->req_hello = 0;
+    }
+    if (m->ar.requested) {
+        m->ar.requested = 0;
+        ar_start(m);
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+static int all_sends_done(rumor_mixer_t *m)
+{
+    for (int i = 0; i < m->nbufs; i++)
+        if (atomic_load(&m->bufs[i]->refs) != 0)
+            return 0;
+    return atomic_load(&m->ar.ref.refs) == 0;
+}
+
+void mx_comm_main(rumor_mixer_t *m)
+{
+    zmq_pollitem_t *items = calloc((size_t)m->npeers + 2, sizeof *items);
+    if (!items) {
+        rumor_error("mixer: out of memory in the comm thread");
+        return;
+    }
+    int stopping = 0;
+    for (;;) {
+        take_requests(m);
+        pthread_mutex_lock(&m->mu);
+        int stop = m->req_stop;
+        double stop_deadline = m->stop_deadline;
+        long want_close = m->req_close;
+        double close_deadline = m->close_deadline;
+        pthread_mutex_unlock(&m->mu);
+        /* Stopping: neighbours still need this peer's last round, so
+         * queued chunks go out first (within the grace period), then LEAVE
+         * (behind them: each connection is FIFO), then ZeroMQ lets go. */
+        if (stop && !stopping)
+            stopping = 1;
+        if (stopping == 1 && (!sends_queued(m) || rumor_now() >= stop_deadline)) {
+            drop_sends(m);
+            for (int j = 0; j < m->npeers; j++)
+                if (m->talks_to[j])
+                    (void)send_control(m, j, RUMOR_WIRE_LEAVE, 0);
+            stopping = 2;
+        }
+        if (stopping == 2 && (all_sends_done(m) || rumor_now() >= stop_deadline))
+            break;
+
+        pump_sends(m);
+        send_hellos(m);
+        ar_progress(m);
+
+        double now = rumor_now();
+        if (want_close >= 0 && want_close == m->cur) {
+            struct mx_slot *s = &m->slot[m->cur & 1];
+            int complete = round_done(m, s);
+            if (complete || now >= close_deadline) {
+                close_round(m, !complete);
+                continue;
+            }
+        }
+
+        /* Poll: wake pipe, PULL, and PUSH sockets with chunks waiting. */
+        int ni = 0;
+        items[ni].socket = NULL;
+        items[ni].fd = m->wake_fd[0];
+        items[ni++].events = ZMQ_POLLIN;
+        items[ni].socket = rumor_transport_pull(m->tr);
+        items[ni++].events = ZMQ_POLLIN;
+        for (int j = 0; j < m->npeers; j++)
+            if (m->sendq[j].n > 0 && rumor_transport_push(m->tr, j)) {
+                items[ni].socket = rumor_transport_push(m->tr, j);
+                items[ni].events = ZMQ_POLLOUT;
+                ni++;
+            }
+        ar_poll_items(m, items, &ni);
+        double wait = 0.05;
+        if (want_close >= 0 && close_deadline - now < wait)
+            wait = close_deadline - now;
+        if (m->ar.active && m->ar.step_deadline - now < wait)
+            wait = m->ar.step_deadline - now;
+        if (m->hello_active && m->next_hello - now < wait)
+            wait = m->next_hello - now;
+        if (stopping)
+            wait = 0.01;
+        long ms = wait > 0 ? (long)(wait * 1000.0) + 1 : 0;
+        if (zmq_poll(items, ni, ms) < 0 && zmq_errno() != EINTR) {
+            rumor_error("mixer: zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        if (items[0].revents)
+            drain_wake(m);
+        /* Drain what arrived, bounded so sends and closes are not starved. */
+        for (int k = 0; k < 256 && recv_one(m); k++)
+            ;
+        pthread_mutex_lock(&m->mu);
+        m->wire_stats_pub = m->wire_stats;
+        pthread_mutex_unlock(&m->mu);
+    }
+    free(items);
+}

@@ -1,0 +1,157 @@
+/* The mixer's internals, shared by mixer.c (the API, run by the caller's
+ * thread) and mixer_comm.c (the comm thread). Not installed. */
+#ifndef RUMOR_MIXER_INT_H
+#define RUMOR_MIXER_INT_H
+
+#include <pthread.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "mixer.h"
+#include "transport.h"
+
+#define MX_MAX_BUFS 8
+#define MX_HOLD_MAX 4096 /* all-reduce messages held before their call starts */
+
+enum { BUF_FREE = 0, BUF_USED, BUF_RETIRED };
+
+/* The receive state of one round. */
+struct mx_slot {
+    long round;
+    rumor_sendbuf_t *buf;      /* accumulator: sum of W_ij x_j chunks received */
+    double *wsum;              /* (nchunks) weight received per chunk */
+    uint8_t *got;              /* (npeers * nchunks) chunk c from peer j received */
+    double *w_of;              /* (npeers) W_ij this round; 0 for non-neighbours */
+    int *chunks_from;          /* (npeers) chunks received from j */
+    int nin;                   /* in-neighbours this round */
+    int *in;                   /* (npeers) their nodes */
+    int complete;              /* in-neighbours whose chunks are all in */
+};
+
+/* The ring all-reduce in progress (served by the comm thread). */
+struct mx_allreduce {
+    int requested;             /* posted by the caller, not yet started */
+    int active;
+    float *buf;
+    long tag;
+    double timeout;
+    int rc;                    /* 1 pending, 0 done, < 0 failed */
+    char err[256];
+    /* progress */
+    int step;                  /* 0 .. 2(N-1)-1: reduce-scatter then all-gather */
+    size_t send_chunk;         /* next chunk of this step's segment to send */
+    size_t *recv;              /* (2N) chunks received for each step: data for
+                                * a later step can arrive while this peer still
+                                * sends (it is applied at once, see mixer_ring.c) */
+    double step_deadline;
+    int sent_all;              /* this step's segment fully handed to ZeroMQ */
+    rumor_sendbuf_t ref;       /* counts sends from buf */
+    int finishing;             /* result known; waiting for sends to let go */
+    int replayed;              /* held messages of this call applied */
+    int result;
+    long last_tag;             /* tag of the last finished call (-1 none) */
+};
+
+struct mx_sendq {
+    int n;                     /* entries, 0..2 */
+    long round[2];
+    rumor_sendbuf_t *buf[2];
+    size_t next[2];            /* next chunk to hand to ZeroMQ */
+};
+
+/* A message kept for an all-reduce that has not started here yet. */
+struct mx_held {
+    zmq_msg_t hdr, payload;
+    rumor_wire_hdr_t h;
+};
+
+struct rumor_mixer {
+    rumor_mixer_config_t cfg;
+    const rumor_topo_t *topo;
+    int self, npeers;
+    size_t n, chunk, nchunks;
+    uint64_t swarm, incarnation;
+    uint64_t *ids;             /* (npeers) peer ids; sorted copy below for lookup */
+    uint64_t *sorted_ids;
+    int *sorted_node;
+    uint64_t *known_inc;       /* (npeers) newest incarnation seen */
+    uint8_t *talks_to;         /* (npeers) exchanges with j in some round */
+    int ntalk;
+    uint8_t *ready;            /* (npeers) j answered our HELLO */
+    uint8_t *heard;            /* (npeers) we received a HELLO from j */
+    uint8_t *absent;           /* (npeers) sent nothing last round: not waited for */
+    float *scratch;            /* (chunk) aligned copy of an unaligned payload */
+    int nready;
+    int *tmp_nbrs;
+    double *tmp_w;
+    rumor_transport_t *tr;
+    int wake_fd[2];            /* pipe: the caller wakes the comm thread */
+
+    rumor_sendbuf_t *bufs[MX_MAX_BUFS];
+    int buf_state[MX_MAX_BUFS];
+    int nbufs;
+    rumor_sendbuf_t *params;   /* current x_i(k): the caller's */
+
+    struct mx_slot slot[2];    /* rounds cur and cur + 1 */
+    long cur;                  /* the round being received into slot[cur & 1] */
+
+    /* sending (comm thread): per peer, the rounds still to send, oldest
+     * first; a round stays queued while the peer may still use it (until
+     * the round after next is queued), so a slow neighbour gets every
+     * chunk of round k even after this peer moved on to k + 1. */
+    struct mx_sendq *sendq;    /* (npeers) */
+    int *out_nbrs;             /* scratch (npeers) */
+    int barrier_run;           /* rumor_mixer_barrier was called */
+
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* requests from the caller (under mu) */
+    long next_send;            /* the round round_begin expects next */
+    long req_send;             /* -1 none */
+    rumor_sendbuf_t *req_send_buf;
+    long req_close;            /* -1 none */
+    double close_deadline, round_start, timeout;
+    int req_hello, req_stop;
+    double stop_deadline;
+    /* results to the caller (under mu) */
+    int closed_rc;
+    rumor_sendbuf_t *closed_buf;
+    rumor_round_stats_t closed_stats;
+    rumor_wire_stats_t wire_stats_pub;
+
+    rumor_wire_stats_t wire_stats; /* comm thread's own */
+    struct mx_allreduce ar;
+    struct mx_held *hold;      /* (MX_HOLD_MAX) */
+    int nhold;
+    double next_hello;
+    int hello_active;
+};
+
+/* mixer.c */
+rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m);
+void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b);
+int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);
+
+/* mixer_comm.c */
+int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg);
+void mx_free_state(rumor_mixer_t *m);
+int mx_wake_open(rumor_mixer_t *m);
+void mx_wake_close(rumor_mixer_t *m);
+void mx_wake(rumor_mixer_t *m);
+void mx_comm_main(rumor_mixer_t *m);
+int mx_node_of(const rumor_mixer_t *m, uint64_t id);
+void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);
+void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what);
+
+/* mixer_ring.c: the ring all-reduce, driven by the comm thread */
+void ar_start(rumor_mixer_t *m);
+void ar_progress(rumor_mixer_t *m);
+void ar_poll_items(rumor_mixer_t *m, zmq_pollitem_t *items, int *ni);
+/* Handles a GRADS message; returns 1 when it was kept for later (the
+ * parts were moved out), 0 when it was used or rejected. */
+int on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
+             zmq_msg_t *payload);
+
+#endif

@@ -1,0 +1,286 @@
+/* The ring all-reduce (C-PSGD baseline and the swarm's average), run by
+ * the mixer's comm thread over the same sockets as gossip.
+ *
+ * N peers in ring order by node; the buffer is cut into N segments. In
+ * reduce-scatter step t (0 <= t < N-1) a peer sends segment (r - t) to its
+ * successor and adds the segment (r - t - 1) it receives from its
+ * predecessor; after N-1 steps it holds the full sum of segment r + 1. In
+ * all-gather step t' it sends segment (r + 1 - t') and copies the segment
+ * (r - t') it receives. Segments go in chunks of at most `chunk` elements,
+ * zero-copy out of the caller's buffer; the call returns only when ZeroMQ
+ * has let go of every chunk. A predecessor may run ahead of a peer that has
+ * not called yet: its messages are kept (zero-copy, at most a model's worth)
+ * until the call starts. Each step has a deadline: a missing peer fails the
+ * call with RUMOR_ETIMEOUT instead of hanging it. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mixer_int.h"
+
+static size_t seg_lo(const rumor_mixer_t *m, int s)
+{
+    return (size_t)((unsigned __int128)m->n * (unsigned)s / (unsigned)m->npeers);
+}
+
+static size_t seg_len(const rumor_mixer_t *m, int s) { return seg_lo(m, s + 1) - seg_lo(m, s); }
+
+static size_t seg_chunks(const rumor_mixer_t *m, int s)
+{
+    return (size_t)rumor_wire_nchunks(seg_len(m, s), m->chunk);
+}
+
+static int modn(const rumor_mixer_t *m, long v)
+{
+    long n = m->npeers;
+    return (int)(((v % n) + n) % n);
+}
+
+static int steps(const rumor_mixer_t *m) { return 2 * (m->npeers - 1); }
+
+/* Segments sent and received at step t. */
+static int send_seg(const rumor_mixer_t *m, int t)
+{
+    int N = m->npeers, r = m->self;
+    return t < N - 1 ? modn(m, r - t) : modn(m, r + 1 - (t - (N - 1)));
+}
+
+static int recv_seg(const rumor_mixer_t *m, int t)
+{
+    int N = m->npeers, r = m->self;
+    return t < N - 1 ? modn(m, r - t - 1) : modn(m, r - (t - (N - 1)));
+}
+
+static void begin_step(rumor_mixer_t *m)
+{
+    struct mx_allreduce *a = &m->ar;
+    a->send_chunk = 0;
+    a->sent_all = a->step >= steps(m) || seg_chunks(m, send_seg(m, a->step)) == 0;
+    a->step_deadline = rumor_now() + a->timeout;
+}
+
+/* Called under mu when the caller posts a request. */
+void ar_start(rumor_mixer_t *m)
+{
+    struct mx_allreduce *a = &m->ar;
+    a->active = 1;
+    a->finishing = 0;
+    a->replayed = 0;
+    a->step = 0;
+    memset(a->recv, 0, sizeof(size_t) * (size_t)(2 * m->npeers));
+    a->err[0] = '\0';
+    begin_step(m);
+}
+
+static void finish(rumor_mixer_t *m, int rc)
+{
+    struct mx_allreduce *a = &m->ar;
+    a->finishing = 1;
+    a->result = rc;
+    if (rc < 0 && atomic_load(&a->ref.refs) > 0) {
+        /* Chunks stuck in the successor's queue: dropping the socket lets
+         * ZeroMQ release them, so the caller gets its buffer back. */
+        int next = (m->self + 1) % m->npeers;
+        (void)rumor_transport_connect(m->tr, next, m->cfg.endpoints[next]);
+    }
+}
+
+/* Applies one GRADS chunk of step t >= the current step. Data for a later
+ * step arrives when this peer's own sends lag (its successor's queue is
+ * full) while its predecessor goes on. Applying it at once is safe: the
+ * segment a later step adds into (or copies over) is not one this peer is
+ * sending now. In reduce-scatter, step t writes segment r-t-1, which is
+ * sent only at step t+1; in all-gather, step t' writes segment r-t', last
+ * sent in reduce-scatter step t', which the successor must have received
+ * for the ring to have got this far. */
+static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const float *data)
+{
+    struct mx_allreduce *a = &m->ar;
+    int t = (int)h->aux;
+    int ag = t >= m->npeers - 1;
+    if (t < a->step) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d while at step %d", t, a->step);
+        return -RUMOR_WIRE_STALE_ROUND;
+    }
+    if (t >= steps(m) || ag != !!(h->flags & RUMOR_WIRE_F_ALLGATHER)) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d with the wrong phase flag", t);
+        return -RUMOR_WIRE_BAD_FLAGS;
+    }
+    int s = recv_seg(m, t);
+    size_t nch = seg_chunks(m, s);
+    uint64_t off, len;
+    if (h->nchunks != nch || h->chunk >= nch ||
+        rumor_wire_chunk_range(seg_len(m, s), m->chunk, h->chunk, &off, &len) < 0 ||
+        seg_lo(m, s) + off != h->offset || len != h->length) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce chunk %u/%u at %llu is not part of segment %d",
+                      h->chunk, h->nchunks, (unsigned long long)h->offset, s);
+        return -RUMOR_WIRE_BAD_RANGE;
+    }
+    size_t *counter = &a->recv[t];
+    if (*counter >= nch) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d: more chunks than %zu", t, nch);
+        return -RUMOR_WIRE_DUPLICATE;
+    }
+    if (!rumor_wire_payload_finite(data, len)) {
+        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in all-reduce step %d", t);
+        return -RUMOR_WIRE_NONFINITE;
+    }
+    float *dst = a->buf + h->offset;
+    if (ag)
+        memcpy(dst, data, len * sizeof(float));
+    else
+        for (uint64_t i = 0; i < len; i++)
+            dst[i] += data[i];
+    (*counter)++;
+    return 0;
+}
+
+int on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
+             zmq_msg_t *payload)
+{
+    struct mx_allreduce *a = &m->ar;
+    int prev = modn(m, m->self - 1);
+    if (node != prev) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce data from peer %d, not the predecessor %d", node,
+                      prev);
+        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "grads");
+        return 0;
+    }
+    long tag = (long)h->round;
+    int current = a->active && !a->finishing && tag == a->tag;
+    if (!current) {
+        if (tag <= a->last_tag || (a->active && tag < a->tag)) {
+            rumor_err_set(RUMOR_EPROTO, "all-reduce %ld already done", tag);
+            mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "grads");
+            return 0;
+        }
+        if (m->nhold == MX_HOLD_MAX) {
+            rumor_err_set(RUMOR_EPROTO, "all-reduce %ld: %d messages already held", tag,
+                          MX_HOLD_MAX);
+            mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "grads");
+            return 0;
+        }
+        struct mx_held *k = &m->hold[m->nhold++];
+        zmq_msg_init(&k->hdr);
+        zmq_msg_init(&k->payload);
+        zmq_msg_move(&k->hdr, hdr);
+        zmq_msg_move(&k->payload, payload);
+        k->h = *h;
+        return 1;
+    }
+    mx_count(m, apply(m, h, zmq_msg_data(payload)), node, "grads");
+    return 0;
+}
+
+/* Replays held messages that belong to the call now running, in order. */
+static void replay_held(rumor_mixer_t *m)
+{
+    int kept = 0, prev = modn(m, m->self - 1);
+    for (int i = 0; i < m->nhold; i++) {
+        struct mx_held *k = &m->hold[i];
+        if ((long)k->h.round == m->ar.tag)
+            mx_count(m, apply(m, &k->h, zmq_msg_data(&k->payload)), prev, "grads");
+        else if ((long)k->h.round > m->ar.tag) {
+            m->hold[kept++] = *k; /* a later call's: keep (struct copy moves it) */
+            continue;
+        } else
+            mx_count(m, -RUMOR_WIRE_STALE_ROUND, prev, "grads");
+        zmq_msg_close(&k->hdr);
+        zmq_msg_close(&k->payload);
+    }
+    m->nhold = kept;
+}
+
+static void pump(rumor_mixer_t *m)
+{
+    struct mx_allreduce *a = &m->ar;
+    int next = (m->self + 1) % m->npeers;
+    int s = send_seg(m, a->step);
+    size_t nch = seg_chunks(m, s);
+    while (a->send_chunk < nch) {
+        uint64_t off, len;
+        RUMOR_IGNORE(rumor_wire_chunk_range(seg_len(m, s), m->chunk, a->send_chunk, &off, &len));
+        off += seg_lo(m, s);
+        rumor_wire_hdr_t h;
+        uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+        mx_fill_hdr(m, &h, RUMOR_WIRE_GRADS);
+        h.dtype = RUMOR_WIRE_DT_F32;
+        h.round = (uint64_t)a->tag;
+        h.aux = (uint32_t)a->step;
+        h.flags = a->step >= m->npeers - 1 ? RUMOR_WIRE_F_ALLGATHER : 0;
+        h.chunk = (uint32_t)a->send_chunk;
+        h.nchunks = (uint32_t)nch;
+        h.offset = off;
+        h.length = len;
+        rumor_wire_encode(&h, bytes);
+        int rc = rumor_transport_send(m->tr, next, bytes, sizeof bytes, &a->ref, a->buf + off,
+                                      len * sizeof(float));
+        if (rc != 0) {
+            if (rc < 0)
+                rumor_warn("all-reduce: %s", rumor_err_msg());
+            return;
+        }
+        a->send_chunk++;
+    }
+    a->sent_all = 1;
+}
+
+void ar_progress(rumor_mixer_t *m)
+{
+    struct mx_allreduce *a = &m->ar;
+    if (!a->active)
+        return;
+    if (a->finishing) {
+        /* The result is known; hand the buffer back once ZeroMQ let go. */
+        if (atomic_load(&a->ref.refs) > 0 && rumor_now() < a->step_deadline + 5.0)
+            return;
+        if (a->result == 0)
+            for (size_t i = 0; i < m->n; i++)
+                a->buf[i] *= 1.0f / (float)m->npeers;
+        pthread_mutex_lock(&m->mu);
+        a->rc = a->result;
+        a->active = 0;
+        a->last_tag = a->tag;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    if (!a->replayed) {
+        replay_held(m);
+        a->replayed = 1;
+    }
+    for (;;) {
+        if (a->step >= steps(m)) {
+            finish(m, 0);
+            return;
+        }
+        if (!a->sent_all)
+            pump(m);
+        size_t need = seg_chunks(m, recv_seg(m, a->step));
+        if (a->sent_all && a->recv[a->step] >= need) {
+            a->step++;
+            begin_step(m);
+            continue;
+        }
+        break;
+    }
+    if (rumor_now() > a->step_deadline) {
+        snprintf(a->err, sizeof a->err,
+                 "all-reduce %ld: step %d of %d got %zu of %zu chunks from peer %d within %.1f s",
+                 a->tag, a->step + 1, steps(m), a->recv[a->step],
+                 seg_chunks(m, recv_seg(m, a->step)), modn(m, m->self - 1), a->timeout);
+        finish(m, RUMOR_ETIMEOUT);
+    }
+}
+
+void ar_poll_items(rumor_mixer_t *m, zmq_pollitem_t *items, int *ni)
+{
+    struct mx_allreduce *a = &m->ar;
+    void *s = rumor_transport_push(m->tr, (m->self + 1) % m->npeers);
+    if (a->active && !a->finishing && !a->sent_all && s) {
+        items[*ni].socket = s;
+        items[*ni].fd = 0;
+        items[*ni].events = ZMQ_POLLOUT;
+        (*ni)++;
+    }
+}
