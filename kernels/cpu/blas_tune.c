@@ -86,7 +86,7 @@ void rumor_blas_autotune(int argc, char **argv)
     if (!argv || !argv[0])
         return; /* nothing to restart with */
     if (set)
-        rumor_info("OPENBLAS_CORETYPE=%s runs %s kernels, slower than this CPU supports: "
+        rumor_debug("OPENBLAS_CORETYPE=%s runs %s kernels, slower than this CPU supports: "
                    "restarting with %s (RUMOR_BLAS_AUTOTUNE=0 keeps %s)",
                    set, core, better, core);
     else

@@ -1,0 +1,145 @@
+/* Training options shared by rumor-train and rumor-peer (see trainopts.h). */
+#include "trainopts.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* Fashion-MNIST's training-set pixel mean and standard deviation (of x/255):
+ * inputs are standardized with them so one learning rate suits every layer. */
+#define FASHION_MEAN 0.2860f
+#define FASHION_STD 0.3530f
+
+const char rumor_train_opts_help[] =
+    "Data:\n"
+    "  --data DIR             directory of the IDX files, gzip'd or plain\n"
+    "                         (default: /usr/share/datasets/fashion-mnist)\n"
+    "  --train-limit N        use at most N examples of the training shard\n"
+    "  --shuffle-labels       permute the training labels: a control run that must\n"
+    "                         not learn (test accuracy near 10%)\n"
+    "\n"
+    "Model and device:\n"
+    "  --model SPEC           mlp:D0-D1-...-Dn[:relu|:gelu][:dropout=P]\n"
+    "                         (default: mlp:784-256-256-10)\n"
+    "  --device SPEC          cpu, cpu:THREADS, cuda, cuda:N or auto (default: cpu)\n"
+    "  --threads N            CPU worker threads; each takes a share of every batch\n"
+    "                         with one BLAS thread\n"
+    "\n"
+    "Optimization:\n"
+    "  --epochs N             passes over the training shard (default: 10)\n"
+    "  --batch N              examples per step (default: 128)\n"
+    "  --optimizer NAME       sgd or adamw (default: sgd)\n"
+    "  --lr X                 peak learning rate (default: 0.05 for sgd, 0.001 for adamw)\n"
+    "  --momentum X           SGD momentum (default: 0.9)\n"
+    "  --no-nesterov          plain momentum instead of Nesterov's\n"
+    "  --weight-decay X       SGD: L2 penalty; AdamW: decoupled decay\n"
+    "                         (default: 5e-4 for sgd, 0.01 for adamw)\n"
+    "  --beta1 X, --beta2 X   AdamW moment decay rates (default: 0.9, 0.999)\n"
+    "  --warmup-epochs X      linear warm-up length (default: 0.2)\n"
+    "  --schedule NAME        cosine (decay to --min-lr-ratio at the end) or\n"
+    "                         constant (default: cosine)\n"
+    "  --min-lr-ratio X       final learning rate / peak (default: 0.01)\n"
+    "  --seed N               initialization, shuffling and dropout seed (default: 1)\n"
+    "\n"
+    "Output:\n"
+    "  --metrics FILE         write JSON lines (start, progress, epoch and done\n"
+    "                         events); - for standard output\n"
+    "  --progress SECS        seconds between progress lines (default: 0.5 on a\n"
+    "                         terminal, 10 otherwise)\n"
+    "  -q, --quiet            print only the final result\n"
+    "  --log-level LEVEL      error, warn, info or debug (default: info; or RUMOR_LOG)\n"
+    "  -c, --config FILE      read options from an INI file first: one 'key = value'\n"
+    "                         a line, keys named like the long options (any\n"
+    "                         section); flags on the command line win\n"
+    "  -h, --help             show this help and exit\n"
+    "  -V, --version          show the version and exit\n";
+
+void rumor_train_opts_default(struct rumor_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->data = "/usr/share/datasets/fashion-mnist";
+    o->model = "mlp:784-256-256-10";
+    o->optimizer = "sgd";
+    o->schedule = "cosine";
+    o->epochs = 10;
+    o->batch = 128;
+    o->nesterov = 1;
+    o->lr = o->weight_decay = -1; /* per optimizer */
+    o->momentum = 0.9;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->warmup_epochs = 0.2;
+    o->min_lr_ratio = 0.01;
+    o->progress = -1;
+    o->seed = 1;
+}
+
+void rumor_train_opts_apply_log(const struct rumor_train_opts *o)
+{
+    rumor_log_level l;
+    if (o->log_level && rumor_log_parse_level(o->log_level, &l) == 0)
+        rumor_log_set_level(l);
+}
+
+int rumor_train_opts_optim(const struct rumor_train_opts *o, long steps_per_epoch,
+                           rumor_optim_config_t *c)
+{
+    rumor_optim_config_default(c);
+    RUMOR_CHECK(rumor_optim_parse_kind(o->optimizer, &c->kind));
+    int adamw = c->kind == RUMOR_OPT_ADAMW;
+    c->lr = (float)(o->lr > 0 ? o->lr : adamw ? 1e-3 : 0.05);
+    c->weight_decay = (float)(o->weight_decay >= 0 ? o->weight_decay : adamw ? 0.01 : 5e-4);
+    c->momentum = (float)o->momentum;
+    c->nesterov = o->nesterov && o->momentum > 0;
+    c->beta1 = (float)o->beta1;
+    c->beta2 = (float)o->beta2;
+    c->warmup_steps = (long)(o->warmup_epochs * (double)steps_per_epoch);
+    c->total_steps = strcmp(o->schedule, "cosine") == 0 ? steps_per_epoch * o->epochs : 0;
+    c->min_lr_ratio = (float)o->min_lr_ratio;
+    return 0;
+}
+
+/* Permutes the labels among the examples (a control that must not learn). */
+static int shuffle_labels(rumor_dataset_t *d, uint64_t seed)
+{
+    int *perm = malloc(sizeof(int) * (size_t)d->n);
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)d->n);
+    int rc = perm && y ? rumor_permutation(d->n, seed, perm)
+                       : rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    if (rc == 0) {
+        for (int i = 0; i < d->n; i++)
+            y[i] = d->y[perm[i]];
+        memcpy(d->y, y, sizeof(int32_t) * (size_t)d->n);
+    }
+    free(perm);
+    free(y);
+    return rc;
+}
+
+int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
+                          rumor_dataset_t **train, rumor_dataset_t **test)
+{
+    rumor_dataset_t *full = NULL;
+    *train = *test = NULL;
+    int rc = rumor_dataset_load(o->data, "train", &full);
+    if (rc == 0)
+        rc = rumor_dataset_load(o->data, "test", test);
+    if (rc == 0)
+        rc = rumor_dataset_shard(full, rank, world, (uint64_t)o->seed, train);
+    rumor_dataset_destroy(&full);
+    if (rc == 0 && o->train_limit && o->train_limit < (*train)->n)
+        (*train)->n = (int)o->train_limit;
+    if (rc == 0 && o->shuffle_labels)
+        rc = shuffle_labels(*train, (uint64_t)o->seed ^ 0x5eedULL);
+    if (rc == 0)
+        rc = rumor_dataset_normalize(*train, FASHION_MEAN, FASHION_STD);
+    if (rc == 0)
+        rc = rumor_dataset_normalize(*test, FASHION_MEAN, FASHION_STD);
+    if (rc < 0) {
+        rumor_dataset_destroy(train);
+        rumor_dataset_destroy(test);
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
+    }
+    return 0;
+}

@@ -1,0 +1,70 @@
+/* The training options rumor-train and rumor-peer share: data, model,
+ * device, optimizer and schedule, as one struct, one block of option-table
+ * entries and one block of --help text, plus the set-up both binaries do
+ * with them (load and shard the data, configure the optimizer). */
+#ifndef RUMOR_TRAINOPTS_H
+#define RUMOR_TRAINOPTS_H
+
+#include <stddef.h>
+
+#include "data.h"
+#include "optim.h"
+#include "options.h"
+
+struct rumor_train_opts {
+    const char *data, *model, *device, *optimizer, *schedule, *metrics, *log_level;
+    int threads, epochs, batch, nesterov, shuffle_labels, quiet;
+    long train_limit, seed;
+    double lr, momentum, weight_decay, beta1, beta2, warmup_epochs, min_lr_ratio, progress;
+};
+
+/* Option-table entries for a struct that holds the training options in a
+ * member `m` (use inside a rumor_opt_t array). */
+#define RUMOR_TRAIN_OPTIONS(type, m)                                                        \
+    { "data", 0, RUMOR_OPT_STR, offsetof(type, m.data), 0, 0, NULL, 0 },                    \
+    { "train-limit", 0, RUMOR_OPT_LONG, offsetof(type, m.train_limit), 1, 2147483647.0, NULL, 0 }, \
+    { "shuffle-labels", 0, RUMOR_OPT_FLAG, offsetof(type, m.shuffle_labels), 0, 0, NULL, 1 }, \
+    { "model", 0, RUMOR_OPT_STR, offsetof(type, m.model), 0, 0, NULL, 0 },                  \
+    { "device", 0, RUMOR_OPT_STR, offsetof(type, m.device), 0, 0, NULL, 0 },                \
+    { "threads", 0, RUMOR_OPT_INT, offsetof(type, m.threads), 1, 1024, NULL, 0 },           \
+    { "epochs", 0, RUMOR_OPT_INT, offsetof(type, m.epochs), 1, 100000, NULL, 0 },           \
+    { "batch", 0, RUMOR_OPT_INT, offsetof(type, m.batch), 1, 65536, NULL, 0 },              \
+    { "optimizer", 0, RUMOR_OPT_CHOICE, offsetof(type, m.optimizer), 0, 0, "sgd|adamw", 0 }, \
+    { "lr", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.lr), 1e-12, 1e3, NULL, 0 },               \
+    { "momentum", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.momentum), 0, 0.999999, NULL, 0 },  \
+    { "no-nesterov", 0, RUMOR_OPT_FLAG, offsetof(type, m.nesterov), 0, 0, NULL, 0 },        \
+    { "weight-decay", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.weight_decay), 0, 10, NULL, 0 }, \
+    { "beta1", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.beta1), 0, 0.999999, NULL, 0 },        \
+    { "beta2", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.beta2), 0, 0.999999999, NULL, 0 },     \
+    { "warmup-epochs", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.warmup_epochs), 0, 1e6, NULL, 0 }, \
+    { "schedule", 0, RUMOR_OPT_CHOICE, offsetof(type, m.schedule), 0, 0, "cosine|constant", 0 }, \
+    { "min-lr-ratio", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.min_lr_ratio), 0, 1, NULL, 0 }, \
+    { "seed", 0, RUMOR_OPT_LONG, offsetof(type, m.seed), 0, 2147483647.0, NULL, 0 },        \
+    { "metrics", 0, RUMOR_OPT_STR, offsetof(type, m.metrics), 0, 0, NULL, 0 },              \
+    { "progress", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.progress), 0, 1e6, NULL, 0 },       \
+    { "quiet", 'q', RUMOR_OPT_FLAG, offsetof(type, m.quiet), 0, 0, NULL, 1 },               \
+    { "log-level", 0, RUMOR_OPT_CHOICE, offsetof(type, m.log_level), 0, 0, "error|warn|info|debug", 0 }
+
+/* --help text for those options (sections "Data", "Model and device",
+ * "Optimization", "Output"). */
+extern const char rumor_train_opts_help[];
+
+/* Defaults: Fashion-MNIST from Debian's package, mlp:784-256-256-10 on the
+ * CPU, 10 epochs of batch 128, SGD with Nesterov momentum 0.9, warm-up 0.2
+ * epochs then cosine to 1% (lr and weight decay per optimizer, below). */
+void rumor_train_opts_default(struct rumor_train_opts *o);
+
+/* Applies --log-level (if given). */
+void rumor_train_opts_apply_log(const struct rumor_train_opts *o);
+
+/* The optimizer configuration: SGD lr 0.05 and weight decay 5e-4, AdamW lr
+ * 1e-3 and decay 0.01 unless given; warm-up and cosine over `total_steps`. */
+int rumor_train_opts_optim(const struct rumor_train_opts *o, long steps_per_epoch,
+                           rumor_optim_config_t *out);
+
+/* Loads Fashion-MNIST's training shard `rank` of `world` (standardized,
+ * limited and label-shuffled as asked) and the full test set. */
+int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
+                          rumor_dataset_t **train, rumor_dataset_t **test);
+
+#endif
