@@ -300,6 +300,14 @@ int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag,
     return 0;
 }
 
+void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received)
+{
+    pthread_mutex_lock(&m->mu);
+    *sent = m->pub_sent;
+    *received = m->pub_received;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out)
 {
     pthread_mutex_lock(&m->mu);

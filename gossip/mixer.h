@@ -101,6 +101,9 @@ void rumor_mixer_set_timeout(rumor_mixer_t *m, double seconds);
  * used. The caller's buffer must stay untouched until the call returns. */
 int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout);
 
+/* Bytes sent and received (headers included) since create. */
+void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received);
+
 /* What was dropped and why, since create. */
 void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out);
 

@@ -353,8 +353,8 @@ static void close_round(rumor_mixer_t *m, int timed_out)
     st->timed_out = timed_out;
     st->disagreement = sqrt(dis);
     st->self_weight = selfw / (double)m->nchunks;
-    st->bytes_sent = ts->bytes_sent;
-    st->bytes_received = ts->bytes_received;
+    st->bytes_sent = m->pub_sent = ts->bytes_sent;
+    st->bytes_received = m->pub_received = ts->bytes_received;
     mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
     m->closed_buf = s->buf;
     m->closed_rc = 0;
@@ -584,6 +584,17 @@ static int recv_one(rumor_mixer_t *m)
 
 /* ------------------------------------------------------- the loop */
 
+/* Makes the comm thread's counters visible to the caller. */
+static void publish(rumor_mixer_t *m)
+{
+    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
+    pthread_mutex_lock(&m->mu);
+    m->wire_stats_pub = m->wire_stats;
+    m->pub_sent = ts->bytes_sent;
+    m->pub_received = ts->bytes_received;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* Takes the caller's requests (under mu). */
 static void take_requests(rumor_mixer_t *m)
 {
@@ -695,9 +706,7 @@ void mx_comm_main(rumor_mixer_t *m)
         /* Drain what arrived, bounded so sends and closes are not starved. */
         for (int k = 0; k < 256 && recv_one(m); k++)
             ;
-        pthread_mutex_lock(&m->mu);
-        m->wire_stats_pub = m->wire_stats;
-        pthread_mutex_unlock(&m->mu);
+        publish(m);
     }
     free(items);
 }

@@ -120,6 +120,7 @@ struct rumor_mixer {
     rumor_sendbuf_t *closed_buf;
     rumor_round_stats_t closed_stats;
     rumor_wire_stats_t wire_stats_pub;
+    uint64_t pub_sent, pub_received; /* transport counters, published */
 
     rumor_wire_stats_t wire_stats; /* comm thread's own */
     struct mx_allreduce ar;

@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 
     /* ---- data: load, shard, standardize */
     double t0 = rumor_now();
-    if (rumor_train_opts_data(&o, opts.rank, opts.world, &r.train, &r.test) < 0)
+    if (rumor_train_opts_data(&o, opts.rank, opts.world, &r.train, &r.test, NULL) < 0)
         return fail(&r, "data");
     if (rumor_loader_create(r.train, o.batch, (uint64_t)o.seed, 1, 0, &r.loader) < 0)
         return fail(&r, "loader");

@@ -28,9 +28,10 @@ const char rumor_train_opts_help[] =
     "\n"
     "Optimization:\n"
     "  --epochs N             passes over the training shard (default: 10)\n"
-    "  --batch N              examples per step (default: 128)\n"
+    "  --batch N              examples per step (default: 128; rumor-peer: 64)\n"
     "  --optimizer NAME       sgd or adamw (default: sgd)\n"
-    "  --lr X                 peak learning rate (default: 0.05 for sgd, 0.001 for adamw)\n"
+    "  --lr X                 peak learning rate (default: 0.05 for sgd, rumor-peer 0.1;\n"
+    "                         0.001 for adamw)\n"
     "  --momentum X           SGD momentum (default: 0.9)\n"
     "  --no-nesterov          plain momentum instead of Nesterov's\n"
     "  --weight-decay X       SGD: L2 penalty; AdamW: decoupled decay\n"
@@ -66,6 +67,7 @@ void rumor_train_opts_default(struct rumor_train_opts *o)
     o->batch = 128;
     o->nesterov = 1;
     o->lr = o->weight_decay = -1; /* per optimizer */
+    o->sgd_lr = 0.05;
     o->momentum = 0.9;
     o->beta1 = 0.9;
     o->beta2 = 0.999;
@@ -88,7 +90,7 @@ int rumor_train_opts_optim(const struct rumor_train_opts *o, long steps_per_epoc
     rumor_optim_config_default(c);
     RUMOR_CHECK(rumor_optim_parse_kind(o->optimizer, &c->kind));
     int adamw = c->kind == RUMOR_OPT_ADAMW;
-    c->lr = (float)(o->lr > 0 ? o->lr : adamw ? 1e-3 : 0.05);
+    c->lr = (float)(o->lr > 0 ? o->lr : adamw ? 1e-3 : o->sgd_lr);
     c->weight_decay = (float)(o->weight_decay >= 0 ? o->weight_decay : adamw ? 0.01 : 5e-4);
     c->momentum = (float)o->momentum;
     c->nesterov = o->nesterov && o->momentum > 0;
@@ -118,7 +120,7 @@ static int shuffle_labels(rumor_dataset_t *d, uint64_t seed)
 }
 
 int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
-                          rumor_dataset_t **train, rumor_dataset_t **test)
+                          rumor_dataset_t **train, rumor_dataset_t **test, int *smallest)
 {
     rumor_dataset_t *full = NULL;
     *train = *test = NULL;
@@ -127,6 +129,11 @@ int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
         rc = rumor_dataset_load(o->data, "test", test);
     if (rc == 0)
         rc = rumor_dataset_shard(full, rank, world, (uint64_t)o->seed, train);
+    if (rc == 0 && smallest) {
+        *smallest = full->n / world;
+        if (o->train_limit && o->train_limit < *smallest)
+            *smallest = (int)o->train_limit;
+    }
     rumor_dataset_destroy(&full);
     if (rc == 0 && o->train_limit && o->train_limit < (*train)->n)
         (*train)->n = (int)o->train_limit;

@@ -16,6 +16,7 @@ struct rumor_train_opts {
     int threads, epochs, batch, nesterov, shuffle_labels, quiet;
     long train_limit, seed;
     double lr, momentum, weight_decay, beta1, beta2, warmup_epochs, min_lr_ratio, progress;
+    double sgd_lr;   /* the default --lr for sgd (binaries differ: see their --help) */
 };
 
 /* Option-table entries for a struct that holds the training options in a
@@ -57,14 +58,16 @@ void rumor_train_opts_default(struct rumor_train_opts *o);
 /* Applies --log-level (if given). */
 void rumor_train_opts_apply_log(const struct rumor_train_opts *o);
 
-/* The optimizer configuration: SGD lr 0.05 and weight decay 5e-4, AdamW lr
- * 1e-3 and decay 0.01 unless given; warm-up and cosine over `total_steps`. */
+/* The optimizer configuration: SGD lr o->sgd_lr and weight decay 5e-4,
+ * AdamW lr 1e-3 and decay 0.01 unless given; warm-up and cosine over `total_steps`. */
 int rumor_train_opts_optim(const struct rumor_train_opts *o, long steps_per_epoch,
                            rumor_optim_config_t *out);
 
 /* Loads Fashion-MNIST's training shard `rank` of `world` (standardized,
- * limited and label-shuffled as asked) and the full test set. */
+ * limited and label-shuffled as asked) and the full test set. *smallest (may
+ * be NULL) gets the size of the smallest shard after --train-limit, which
+ * every peer computes alike: peers run rounds in lockstep. */
 int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
-                          rumor_dataset_t **train, rumor_dataset_t **test);
+                          rumor_dataset_t **train, rumor_dataset_t **test, int *smallest);
 
 #endif

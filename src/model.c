@@ -404,6 +404,14 @@ int rumor_model_evaluate(rumor_model_t *m, const float *x, const int32_t *y, int
     return 0;
 }
 
+void rumor_model_bind_params(rumor_model_t *m, float *params)
+{
+    if (m->owns_params && m->params != params)
+        m->dev->ops->free(m->dev, m->params);
+    m->owns_params = 0;
+    m->params = params;
+}
+
 int rumor_model_get_params(const rumor_model_t *m, float *host)
 {
     return m->dev->ops->download(m->dev, host, m->params, m->nparams * sizeof(float));

@@ -111,6 +111,11 @@ int rumor_model_correct(rumor_model_t *m);
 int rumor_model_evaluate(rumor_model_t *m, const float *x, const int32_t *y, int n,
                          double *accuracy, double *loss);
 
+/* Points the model at a parameter buffer it does not own (nparams floats of
+ * the model's device memory), freeing its own buffer the first time: the
+ * gossip mixer owns and rotates the buffers of a peer's parameters. */
+void rumor_model_bind_params(rumor_model_t *m, float *params);
+
 /* Copies the whole parameter buffer to/from host memory (nparams floats). */
 int rumor_model_get_params(const rumor_model_t *m, float *host);
 int rumor_model_set_params(rumor_model_t *m, const float *host);

@@ -76,6 +76,14 @@ void rumor_step_destroy(rumor_step_t **sp)
 
 int rumor_step_workers(const rumor_step_t *s) { return s->n; }
 
+void rumor_step_bind_params(rumor_step_t *s, float *params)
+{
+    rumor_model_bind_params(s->model, params);
+    if (s->replicas)
+        for (int w = 0; w < s->n; w++)
+            s->replicas[w]->params = params; /* replicas never own theirs */
+}
+
 /* Worker w: forward and backward on its rows of the batch. */
 static void grads_job(void *arg, int w, int n)
 {

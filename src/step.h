@@ -31,6 +31,10 @@ int rumor_step_workers(const rumor_step_t *s);
  * y, evaluated at m->params; *loss = that mean loss. Dropout on. */
 int rumor_step_grads(rumor_step_t *s, const float *x, const int32_t *y, int batch, float *loss);
 
+/* Points the model and every worker's replica at `params` (see
+ * rumor_model_bind_params). */
+void rumor_step_bind_params(rumor_step_t *s, float *params);
+
 /* Applies the optimizer to the whole model at its scheduled rate (o->t += 1),
  * the buffer split among the workers. */
 int rumor_step_update(rumor_step_t *s, rumor_optim_t *o);

@@ -1,0 +1,103 @@
+#!/bin/sh
+# Runs a swarm of rumor-peer processes on this machine, over loopback, and
+# prints each peer's accuracy and the swarm average's at the end.
+#
+# Usage: examples/local-swarm.sh [-n PEERS] [-t TOPOLOGY] [-p BASEPORT]
+#                                [-d RUNDIR] [-q] [--] [rumor-peer options...]
+#   -n PEERS      number of peers (default 8)
+#   -t TOPOLOGY   ring, torus:2x4, exp, onepeer-exp, complete, ... (default ring)
+#   -p BASEPORT   peers listen on BASEPORT, BASEPORT+1, ... (default: a free range)
+#   -d RUNDIR     where logs and metrics go (default: a new directory in /tmp)
+#   -q            do not show peer 0's progress live
+# Everything after the options (or after --) goes to every rumor-peer, e.g.
+#   examples/local-swarm.sh -n 4 -t complete -- --epochs 3 --mode allreduce
+# The rumor-peer binary: $RUMOR_PEER, else build/rumor-peer next to this
+# script's checkout, else rumor-peer on the PATH.
+set -eu
+
+n=8 topo=ring base= rundir= quiet=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) n=$2; shift 2 ;;
+    -t) topo=$2; shift 2 ;;
+    -p) base=$2; shift 2 ;;
+    -d) rundir=$2; shift 2 ;;
+    -q) quiet=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    *) break ;;
+  esac
+done
+case "$n" in ''|*[!0-9]*) echo "local-swarm: -n '$n': expected a number of peers" >&2; exit 2 ;; esac
+[ "$n" -ge 1 ] || { echo "local-swarm: -n must be at least 1" >&2; exit 2; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+peer=${RUMOR_PEER:-}
+if [ -z "$peer" ]; then
+  if [ -x "$here/../build/rumor-peer" ]; then peer="$here/../build/rumor-peer"
+  else peer=$(command -v rumor-peer || true); fi
+fi
+[ -n "$peer" ] && [ -x "$peer" ] || { echo "local-swarm: rumor-peer not found (build it, or set RUMOR_PEER)" >&2; exit 1; }
+
+# A free range of ports: try random bases until every port is unused.
+port_free() { ! (ss -Htln 2>/dev/null | awk '{print $4}' | grep -q ":$1\$"); }
+if [ -z "$base" ]; then
+  tries=0
+  while :; do
+    base=$(( 20000 + ($(od -An -N2 -tu2 /dev/urandom) % 30000) ))
+    ok=1; i=0
+    while [ $i -lt "$n" ]; do port_free $((base + i)) || { ok=0; break; }; i=$((i + 1)); done
+    [ $ok = 1 ] && break
+    tries=$((tries + 1)); [ $tries -lt 50 ] || { echo "local-swarm: no free port range" >&2; exit 1; }
+  done
+fi
+peers=
+i=0
+while [ $i -lt "$n" ]; do
+  peers="${peers:+$peers,}tcp://127.0.0.1:$((base + i))"
+  i=$((i + 1))
+done
+[ -n "$rundir" ] || rundir=$(mktemp -d "${TMPDIR:-/tmp}/rumor-swarm-XXXXXX")
+mkdir -p "$rundir"
+
+pids=
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null || true; done
+}
+trap 'cleanup; exit 130' INT TERM
+echo "local-swarm: $n peers on $topo over loopback (ports $base-$((base + n - 1))), logs in $rundir"
+
+r=1
+while [ $r -lt "$n" ]; do
+  "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" "$@" \
+    >"$rundir/peer-$r.log" 2>&1 &
+  pids="$pids $!"
+  r=$((r + 1))
+done
+status=0
+if [ -n "$quiet" ]; then
+  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" "$@" \
+    >"$rundir/peer-0.log" 2>&1 || status=1
+else
+  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" "$@" 2>&1 |
+    tee "$rundir/peer-0.log" | grep -v '^peer 0:' || true
+  grep -q '^peer 0: done' "$rundir/peer-0.log" || status=1
+fi
+for p in $pids; do wait "$p" || status=1; done
+trap - INT TERM
+
+# The table: each peer's own model and the swarm average.
+echo
+printf '%-6s %10s %10s %10s %s\n' peer local average seconds note
+r=0
+while [ $r -lt "$n" ]; do
+  log="$rundir/peer-$r.log"
+  local_acc=$(sed -n "s/^peer $r: local test accuracy \(.*\)%/\1/p" "$log")
+  avg_acc=$(sed -n "s/^peer $r: swarm average test accuracy \(.*\)%/\1/p" "$log")
+  secs=$(sed -n "s/^peer $r: done: [0-9]* rounds in \([0-9.]*\) s.*/\1/p" "$log")
+  note=
+  [ -n "$local_acc" ] || { note="failed: $(grep -m1 'rumor-peer' "$log" | tail -c 120 || true)"; status=1; }
+  printf '%-6s %9s%% %9s%% %10s %s\n' "$r" "${local_acc:--}" "${avg_acc:--}" "${secs:--}" "$note"
+  r=$((r + 1))
+done
+exit $status
