@@ -39,12 +39,13 @@ if [ -z "$peer" ]; then
 fi
 [ -n "$peer" ] && [ -x "$peer" ] || { echo "local-swarm: rumor-peer not found (build it, or set RUMOR_PEER)" >&2; exit 1; }
 
-# A free range of ports: try random bases until every port is unused.
+# A free range of ports below Linux's ephemeral range (32768-60999, where
+# outgoing connections take theirs): random bases until every port is unused.
 port_free() { ! (ss -Htln 2>/dev/null | awk '{print $4}' | grep -q ":$1\$"); }
 if [ -z "$base" ]; then
   tries=0
   while :; do
-    base=$(( 20000 + ($(od -An -N2 -tu2 /dev/urandom) % 30000) ))
+    base=$(( 10000 + ($(od -An -N2 -tu2 /dev/urandom) % (22000 - n)) ))
     ok=1; i=0
     while [ $i -lt "$n" ]; do port_free $((base + i)) || { ok=0; break; }; i=$((i + 1)); done
     [ $ok = 1 ] && break

@@ -72,11 +72,16 @@ void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b)
 int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
 {
     s->round = r;
+    s->x = r == m->sent_round && m->sent_buf ? m->sent_buf->data : NULL;
     s->buf = mx_buf_get(m);
     if (!s->buf)
         return RUMOR_ENOMEM;
-    memset(s->buf->data, 0, m->n * sizeof(float));
+    /* no memset: a chunk's first arrival (or its mix) writes it whole */
     memset(s->wsum, 0, m->nchunks * sizeof(double));
+    memset(s->arrivals, 0, m->nchunks * sizeof(int));
+    memset(s->done, 0, m->nchunks);
+    s->ndone = 0;
+    s->dis = s->selfw = 0;
     memset(s->got, 0, (size_t)m->npeers * m->nchunks);
     for (int j = 0; j < m->npeers; j++) {
         s->w_of[j] = 0.0;
@@ -150,7 +155,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
             memcpy(m->params->data, init, m->n * sizeof(float));
     }
     for (int i = 0; rc == 0 && i < 2; i++)
-        rc = mx_slot_open(m, &m->slot[i], i);
+        rc = mx_slot_open(m, &m->slot[i % m->nslots], i);
     if (rc == 0)
         rc = mx_wake_open(m);
     if (rc == 0 && pthread_create(&m->thread, NULL, comm_thread, m) != 0)

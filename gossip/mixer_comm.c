@@ -67,15 +67,27 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         !m->ready || !m->heard || !m->absent || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
         !m->hold)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-    for (int i = 0; i < 2; i++) {
+    /* A peer waits only for its in-neighbours: on a directed or
+     * time-varying graph one it sends to can fall up to a period behind, so
+     * rounds up to a period ahead are accepted (at most 8: memory). */
+    int period_slots = (m->topo->period > 0 ? m->topo->period : 1) + 1;
+    m->nslots = period_slots < 2 ? 2 : period_slots > 8 ? 8 : period_slots;
+    m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
+    if (!m->slot)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    m->sent_round = -1;
+    for (int i = 0; i < m->nslots; i++) {
         struct mx_slot *s = &m->slot[i];
         s->round = -1;
+        s->arrivals = calloc(m->nchunks, sizeof *s->arrivals);
+        s->done = calloc(m->nchunks, 1);
         s->wsum = calloc(m->nchunks, sizeof *s->wsum);
         s->got = calloc((size_t)N * m->nchunks, 1);
         s->w_of = calloc((size_t)N, sizeof *s->w_of);
         s->chunks_from = calloc((size_t)N, sizeof *s->chunks_from);
         s->in = calloc((size_t)N, sizeof *s->in);
-        if (!s->wsum || !s->got || !s->w_of || !s->chunks_from || !s->in)
+        if (!s->wsum || !s->got || !s->w_of || !s->chunks_from || !s->in || !s->arrivals ||
+            !s->done)
             return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     }
     for (int j = 0; j < N; j++) {
@@ -125,13 +137,16 @@ void mx_free_state(rumor_mixer_t *m)
         free(m->bufs[i]->data);
         free(m->bufs[i]);
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; m->slot && i < m->nslots; i++) {
+        free(m->slot[i].arrivals);
+        free(m->slot[i].done);
         free(m->slot[i].wsum);
         free(m->slot[i].got);
         free(m->slot[i].w_of);
         free(m->slot[i].chunks_from);
         free(m->slot[i].in);
     }
+    free(m->slot);
     free(m->ids);
     free(m->sorted_ids);
     free(m->sorted_node);
@@ -212,9 +227,89 @@ void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what)
 
 /* ------------------------------------------------------- D-PSGD rounds */
 
+/* The inner loops run in blocks of 16 so that gcc -O2 vectorizes them. */
+#define BLK 16
+
+/* y = a x (first arrival of a chunk) or y += a x */
+static void axpy(float *restrict y, float a, const float *restrict x, size_t n, int first)
+{
+    size_t i = 0;
+    if (first) {
+        for (; i + BLK <= n; i += BLK)
+            for (int j = 0; j < BLK; j++)
+                y[i + j] = a * x[i + j];
+        for (; i < n; i++)
+            y[i] = a * x[i];
+        return;
+    }
+    for (; i + BLK <= n; i += BLK)
+        for (int j = 0; j < BLK; j++)
+            y[i + j] += a * x[i + j];
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+/* Mixes chunk c of slot s: acc = acc + (1 - w_c) x, or x itself when no
+ * neighbour's chunk arrived; adds |acc - x|^2 to the slot's disagreement. */
+static void mix_chunk(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    uint64_t off, len;
+    RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
+    float *restrict acc = s->buf->data + off;
+    const float *restrict x = s->x + off;
+    if (s->arrivals[c] == 0) {
+        memcpy(acc, x, len * sizeof(float));
+    } else {
+        float a = (float)(1.0 - s->wsum[c]);
+        float lanes[BLK] = { 0 };
+        size_t i = 0;
+        for (; i + BLK <= len; i += BLK)
+            for (int j = 0; j < BLK; j++) {
+                float v = acc[i + j] + a * x[i + j];
+                float d = v - x[i + j];
+                lanes[j] += d * d;
+                acc[i + j] = v;
+            }
+        double d2 = 0;
+        for (; i < len; i++) {
+            float v = acc[i] + a * x[i];
+            float d = v - x[i];
+            d2 += (double)d * d;
+            acc[i] = v;
+        }
+        for (int j = 0; j < BLK; j++)
+            d2 += lanes[j];
+        s->dis += d2;
+    }
+    s->selfw += 1.0 - s->wsum[c];
+    s->done[c] = 1;
+    s->ndone++;
+}
+
+/* Whether chunk c of slot s has everything it will get: every in-neighbour
+ * that is not absent sent it. */
+static int chunk_ready(const rumor_mixer_t *m, const struct mx_slot *s, size_t c)
+{
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (!s->got[(size_t)j * m->nchunks + c] && !(m->absent[j] && s->chunks_from[j] == 0))
+            return 0;
+    }
+    return 1;
+}
+
+/* Mixes a chunk as soon as it is complete and this peer's own x(round) is
+ * known: while it is in cache, and while the caller still computes, instead
+ * of in one pass when the round closes. */
+static void mix_if_ready(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    if (s->x && !s->done[c] && chunk_ready(m, s, c))
+        mix_chunk(m, s, c);
+}
+
 static int ensure_slot(rumor_mixer_t *m, long r)
 {
-    struct mx_slot *s = &m->slot[r & 1];
+    struct mx_slot *s = &m->slot[r % m->nslots];
     if (s->round == r && s->buf)
         return 0;
     return mx_slot_open(m, s, r);
@@ -224,7 +319,7 @@ static int ensure_slot(rumor_mixer_t *m, long r)
 static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const float *data)
 {
     long r = (long)h->round;
-    if (h->round > (uint64_t)m->cur + 1) {
+    if (h->round >= (uint64_t)m->cur + (uint64_t)m->nslots) {
         rumor_err_set(RUMOR_EPROTO, "round %llu while at %ld", (unsigned long long)h->round, m->cur);
         mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "params");
         return;
@@ -238,7 +333,7 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
         rumor_warn("mixer: %s", rumor_err_msg());
         return;
     }
-    struct mx_slot *s = &m->slot[r & 1];
+    struct mx_slot *s = &m->slot[r % m->nslots];
     double w = s->w_of[node];
     if (w == 0.0) {
         rumor_err_set(RUMOR_EPROTO, "peer %d is not an in-neighbour in round %ld", node, r);
@@ -260,6 +355,12 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
         mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "params");
         return;
     }
+    if (s->done[h->chunk]) {
+        /* an absent peer came back after this chunk was mixed without it */
+        rumor_err_set(RUMOR_EPROTO, "chunk %u of round %ld was already mixed", h->chunk, r);
+        mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "params");
+        return;
+    }
     if ((uintptr_t)data % sizeof(float) != 0) {
         /* libzmq may hand small frames out at any byte offset */
         memcpy(m->scratch, data, len * sizeof(float));
@@ -270,15 +371,14 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
         mx_count(m, -RUMOR_WIRE_NONFINITE, node, "params");
         return;
     }
-    float *acc = s->buf->data + off;
-    float wf = (float)w;
-    for (uint64_t i = 0; i < len; i++)
-        acc[i] += wf * data[i];
+    axpy(s->buf->data + off, (float)w, data, len, s->arrivals[h->chunk] == 0);
+    s->arrivals[h->chunk]++;
     s->wsum[h->chunk] += w;
     *got = 1;
     if (++s->chunks_from[node] == (int)m->nchunks)
         s->complete++;
     mx_count(m, 0, node, "params");
+    mix_if_ready(m, s, h->chunk);
 }
 
 /* Whether round cur can close: every in-neighbour sent all its chunks, or
@@ -300,8 +400,9 @@ static int round_done(const rumor_mixer_t *m, const struct mx_slot *s)
     return 1;
 }
 
-/* Finishes round cur: x = acc + (1 - w_c) x_i(k) per chunk, hands the
- * buffer to the caller and moves on to round cur + 1. */
+/* Finishes round cur: mixes the chunks not mixed yet (x = acc + (1 - w_c) x
+ * where w_c is the weight that arrived), hands the buffer to the caller and
+ * moves on to round cur + 1. */
 static void close_round(rumor_mixer_t *m, int timed_out)
 {
     long k = m->cur;
@@ -313,24 +414,12 @@ static void close_round(rumor_mixer_t *m, int timed_out)
         pthread_mutex_unlock(&m->mu);
         return;
     }
-    struct mx_slot *s = &m->slot[k & 1];
-    const float *x = m->params->data;
-    float *acc = s->buf->data;
-    double dis = 0, selfw = 0;
-    for (size_t c = 0; c < m->nchunks; c++) {
-        uint64_t off, len;
-        RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
-        float a = (float)(1.0 - s->wsum[c]);
-        double d2 = 0;
-        for (uint64_t i = off; i < off + len; i++) {
-            float v = acc[i] + a * x[i];
-            float d = v - x[i];
-            d2 += (double)d * d;
-            acc[i] = v;
-        }
-        dis += d2;
-        selfw += 1.0 - s->wsum[c];
-    }
+    struct mx_slot *s = &m->slot[k % m->nslots];
+    s->x = m->params->data;
+    for (size_t c = 0; c < m->nchunks; c++)
+        if (!s->done[c])
+            mix_chunk(m, s, c);
+    double dis = s->dis, selfw = s->selfw;
     for (int i = 0; i < s->nin; i++) {
         int j = s->in[i];
         if (s->chunks_from[j] == (int)m->nchunks)
@@ -363,20 +452,29 @@ static void close_round(rumor_mixer_t *m, int timed_out)
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
     /* The caller now owns s->buf as its parameters; the slot waits, empty,
-     * for round k + 2. */
+     * for round k + nslots. */
     s->buf = NULL;
     s->round = -1;
     m->cur = k + 1;
 }
 
-/* Queues round k's parameters for its out-neighbours. Rounds older than
- * k - 1 still queued for a peer are dropped: that peer has moved past them
- * or is gone. Absent peers get nothing until they show up again. */
+/* Queues round k's parameters for its out-neighbours. Rounds a window or
+ * more behind k still queued for a peer are dropped: that peer has moved
+ * past them or is gone. Absent peers get nothing until they show up again. */
 static void start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
 {
+    /* x(k) is known now: chunks of round k that are complete can be mixed */
+    m->sent_round = k;
+    m->sent_buf = buf;
+    struct mx_slot *s = &m->slot[k % m->nslots];
+    if (s->round == k && s->buf) {
+        s->x = buf->data;
+        for (size_t c = 0; c < m->nchunks; c++)
+            mix_if_ready(m, s, c);
+    }
     for (int j = 0; j < m->npeers; j++) {
         struct mx_sendq *q = &m->sendq[j];
-        while (q->n > 0 && q->round[0] < k - 1) {
+        while (q->n > 0 && q->round[0] < k - m->nslots + 1) {
             q->buf[0]->pins--;
             q->round[0] = q->round[1];
             q->buf[0] = q->buf[1];
@@ -665,7 +763,7 @@ void mx_comm_main(rumor_mixer_t *m)
 
         double now = rumor_now();
         if (want_close >= 0 && want_close == m->cur) {
-            struct mx_slot *s = &m->slot[m->cur & 1];
+            struct mx_slot *s = &m->slot[m->cur % m->nslots];
             int complete = round_done(m, s);
             if (complete || now >= close_deadline) {
                 close_round(m, !complete);

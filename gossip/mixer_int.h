@@ -18,8 +18,14 @@ enum { BUF_FREE = 0, BUF_USED, BUF_RETIRED };
 /* The receive state of one round. */
 struct mx_slot {
     long round;
-    rumor_sendbuf_t *buf;      /* accumulator: sum of W_ij x_j chunks received */
+    rumor_sendbuf_t *buf;      /* accumulator: sum of W_ij x_j chunks received;
+                                * a chunk no neighbour sent yet is garbage */
+    const float *x;            /* this peer's own x(round), once round_begin */
     double *wsum;              /* (nchunks) weight received per chunk */
+    int *arrivals;             /* (nchunks) neighbours' chunks received */
+    uint8_t *done;             /* (nchunks) mixed: acc = x(round+1) there */
+    int ndone;
+    double dis, selfw;         /* sums over the chunks mixed so far */
     uint8_t *got;              /* (npeers * nchunks) chunk c from peer j received */
     double *w_of;              /* (npeers) W_ij this round; 0 for non-neighbours */
     int *chunks_from;          /* (npeers) chunks received from j */
@@ -92,14 +98,18 @@ struct rumor_mixer {
     int nbufs;
     rumor_sendbuf_t *params;   /* current x_i(k): the caller's */
 
-    struct mx_slot slot[2];    /* rounds cur and cur + 1 */
-    long cur;                  /* the round being received into slot[cur & 1] */
+    struct mx_slot *slot;      /* (nslots) rounds cur .. cur + nslots - 1 */
+    int nslots;                /* a directed or time-varying graph lets a peer
+                                * run up to a period ahead of one it sends to */
+    long cur;                  /* the round being received into slot[cur % nslots] */
 
     /* sending (comm thread): per peer, the rounds still to send, oldest
      * first; a round stays queued while the peer may still use it (until
      * the round after next is queued), so a slow neighbour gets every
      * chunk of round k even after this peer moved on to k + 1. */
     struct mx_sendq *sendq;    /* (npeers) */
+    long sent_round;           /* the newest round round_begin handed over */
+    rumor_sendbuf_t *sent_buf; /* its parameters, x(sent_round) */
     int *out_nbrs;             /* scratch (npeers) */
     int barrier_run;           /* rumor_mixer_barrier was called */
 

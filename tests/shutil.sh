@@ -64,3 +64,17 @@ run_expect() {
   fi
   return 0
 }
+
+# free_endpoints N: N loopback endpoints on free ports below Linux's
+# ephemeral range (32768-60999), where outgoing connections take their ports.
+free_endpoints() {
+  _n=$1; _list=; _i=0; _tries=0
+  while [ $_i -lt "$_n" ]; do
+    _p=$(( 10000 + $(od -An -N2 -tu2 /dev/urandom) % 22000 ))
+    _tries=$((_tries + 1)); [ $_tries -lt 1000 ] || { echo "no free port" >&2; return 1; }
+    ss -Htln 2>/dev/null | awk '{print $4}' | grep -q ":$_p\$" && continue
+    case ",$_list," in *":$_p,"*) continue ;; esac
+    _list="${_list:+$_list,}tcp://127.0.0.1:$_p"; _i=$((_i + 1))
+  done
+  echo "$_list"
+}

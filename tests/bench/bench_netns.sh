@@ -1,0 +1,247 @@
+#!/bin/sh
+# bench_netns.sh: wall-clock per epoch of D-PSGD (ring, onepeer-exp) against the
+# ring all-reduce baseline, 8 rumor-peer processes in network namespaces whose
+# links are limited to 100 Mbit/s each way with tbf (examples/netns-swarm.sh).
+# With Debian's python3-torch present it also runs PyTorch DDP (gloo) on the
+# same links (examples/ddp_baseline.py).
+#
+# Prints "bench: NAME = VALUE UNIT" lines. Exits 77 (skip) when not root, when
+# `ip netns` or tbf does not work, or when rumor-peer is not built.
+#
+# Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (set by make bench);
+#   RUMOR_BENCH_NETNS_EPOCHS (default 2), RUMOR_BENCH_NETNS_PEERS (default 8),
+#   RUMOR_BENCH_NETNS_RATE (default 100mbit), RUMOR_BENCH_NETNS_BATCH (default
+#   128 per peer), RUMOR_BENCH_NETNS_DDP=0 to skip
+#   DDP, RUMOR_BENCH_NETNS_KEEP=1 to keep the run directory,
+#   RUMOR_BENCH_NETNS_RUN_TIMEOUT seconds before a swarm is killed
+#   (default 60 + 45 per epoch). A swarm that fails or times out is reported
+#   and the bench exits 1 after the other runs.
+#
+# What to expect (MLP 784-256-256-10: 269,322 parameters, 1.08 MB; a shard of
+# 7,500 examples = 58 rounds of batch 128 per epoch; a link carries ~95.5 Mbit/s
+# of TCP payload):
+#   D-PSGD ring    sends its 1.08 MB to 2 neighbours a round: 2.16 MB up per
+#                  peer, ~0.18 s a round on the wire, ~10.5 s an epoch.
+#   onepeer-exp    sends to 1 peer a round: 1.08 MB, ~0.09 s, ~5.3 s an epoch.
+#   ring all-reduce  2(N-1)/N x 1.08 MB = 1.89 MB up per peer (~0.16 s a round,
+#                  ~9.2 s an epoch) but in 2(N-1) = 14 dependent steps, each
+#                  paying a latency and the slowest peer.
+# So on bandwidth alone the ring all-reduce beats ring D-PSGD by a little and
+# onepeer-exp beats both by ~2x; D-PSGD's gains are elsewhere (no global
+# barrier: slow or missing peers, and overlapping the send with the gradient).
+# On a 2-vCPU machine the 8 peers also share 2 cores, which adds compute time.
+if [ -z "${BASH_VERSION:-}" ]; then
+    command -v bash >/dev/null 2>&1 || { echo "bench_netns: needs bash"; exit 77; }
+    exec bash "$0" "$@"
+fi
+set -eu
+set -o pipefail
+
+SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILDDIR=${RUMOR_BUILDDIR:-$SRCDIR/build}
+EPOCHS=${RUMOR_BENCH_NETNS_EPOCHS:-2}
+NODES=${RUMOR_BENCH_NETNS_PEERS:-8}
+RATE=${RUMOR_BENCH_NETNS_RATE:-100mbit}
+TAG=netns_$RATE
+# each swarm is killed after this long (a run takes ~45 s here with 2 epochs)
+RUN_TIMEOUT=${RUMOR_BENCH_NETNS_RUN_TIMEOUT:-$(( 60 + 45 * EPOCHS ))}
+SWARM=$SRCDIR/examples/netns-swarm.sh
+BIN=$BUILDDIR/rumor-peer
+
+skip() { echo "bench_netns: skipped: $*"; exit 77; }
+
+[ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces (run make bench as root)"
+command -v ip >/dev/null 2>&1 || skip "the ip command (iproute2) is not installed"
+command -v tc >/dev/null 2>&1 || skip "the tc command (iproute2) is not installed"
+[ -f "$SWARM" ] || skip "$SWARM not found (set RUMOR_SRCDIR)"
+[ -x "$BIN" ] || skip "$BIN not built (set RUMOR_BUILDDIR)"
+probe=rumor-benchprobe-$$
+if ! ip netns add "$probe" 2>/dev/null; then skip "'ip netns add' does not work here"; fi
+if ! ip -n "$probe" link add v0 type veth peer name v1 2>/dev/null ||
+   ! ip netns exec "$probe" tc qdisc add dev v0 root tbf rate "$RATE" burst 128k latency 50ms 2>/dev/null; then
+    ip netns del "$probe" 2>/dev/null || true
+    skip "veth pairs or tbf shaping do not work in a network namespace here"
+fi
+ip netns del "$probe"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rumor-bench-netns.XXXXXX")
+PREFIX=rumor-$$
+SWARM_PID=
+cleanup() {
+    if [ -n "$SWARM_PID" ]; then    # it removes its namespaces on TERM
+        kill -TERM "$SWARM_PID" 2>/dev/null || true
+        wait "$SWARM_PID" 2>/dev/null || true
+    fi
+    bash "$SWARM" --cleanup --prefix "$PREFIX-link" >/dev/null 2>&1 || true
+    if [ "${RUMOR_BENCH_NETNS_KEEP:-0}" = 1 ]; then echo "bench_netns: run directory kept: $WORK"
+    else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+bench() { printf 'bench: %s = %s %s\n' "$1" "$2" "$3"; }
+
+# ---- the link itself: TCP payload rate through the tbf shaping, if python3 is here
+PY=$(command -v python3 || true)
+if [ -n "$PY" ]; then
+    cat > "$WORK/tput.py" <<'EOF'
+import socket, sys, time
+mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if mode == "server":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port)); s.listen(1); s.settimeout(20); c, _ = s.accept(); c.settimeout(20)
+    n, t0 = 0, None
+    while True:
+        b = c.recv(1 << 20)
+        if not b: break
+        if t0 is None: t0 = time.time()
+        n += len(b)
+    print("%.1f" % (n * 8 / (time.time() - t0) / 1e6))
+else:
+    for _ in range(50):
+        try: c = socket.create_connection((host, port)); break
+        except OSError: time.sleep(0.1)
+    buf, end = b"x" * (1 << 20), time.time() + float(sys.argv[4])
+    while time.time() < end: c.sendall(buf)
+    c.close()
+EOF
+    if bash "$SWARM" -n 2 --rate "$RATE" --prefix "$PREFIX-link" --setup-only >/dev/null 2>&1; then
+        ip netns exec "$PREFIX-link-1" "$PY" "$WORK/tput.py" server 10.77.0.2 5201 > "$WORK/tput.out" 2>&1 &
+        sp=$!
+        ip netns exec "$PREFIX-link-0" "$PY" "$WORK/tput.py" client 10.77.0.2 5201 4 >/dev/null 2>&1 || true
+        wait "$sp" || true
+        LINK=$(tail -n 1 "$WORK/tput.out")
+        case $LINK in *[!0-9.]*|'') echo "bench_netns: link test failed: $(cat "$WORK/tput.out")"; LINK= ;; esac
+        [ -n "$LINK" ] && bench "${TAG}_link_tcp" "$LINK" "Mbit/s"
+        bash "$SWARM" --cleanup --prefix "$PREFIX-link" >/dev/null 2>&1 || true
+    fi
+fi
+LINK_MBIT=${LINK:-95.5}
+
+# ---- one swarm run: NAME BIN ARGS...  (logs and metrics in $WORK/NAME)
+run_swarm() {
+    local name=$1 bin=$2 rc=0
+    shift 2
+    echo "-- $name: $NODES peers, $RATE links: $*"
+    # in the background, so that a signal reaches our trap (and the swarm) at once
+    bash "$SWARM" -n "$NODES" --rate "$RATE" --prefix "$PREFIX" --bin "$bin" \
+        --run-dir "$WORK/$name" --no-follow --timeout "$RUN_TIMEOUT" -- "$@" \
+        > "$WORK/$name.out" 2>&1 &
+    SWARM_PID=$!
+    wait "$SWARM_PID" || rc=$?
+    SWARM_PID=
+    # the table and the per-epoch summary
+    sed -n '/^peer  exit/,$p' "$WORK/$name.out"
+    if [ "$rc" -ne 0 ]; then
+        echo "bench_netns: the $name swarm failed (exit $rc); the end of each peer's log:"
+        grep -E 'error|netns-swarm' "$WORK/$name.out" | grep -v '^netns-swarm.sh: \(creating\|run directory\|starting\)' || true
+        for f in "$WORK/$name"/peer*.log; do echo "== $f"; tail -n 3 "$f"; done
+        return 1
+    fi
+}
+
+# per-epoch wall time of a run: for each epoch the slowest peer's
+# epoch_seconds (the swarm finishes an epoch when its last peer does), then
+# the mean over the epochs
+epoch_s() {
+    cat "$WORK/$1"/peer*.jsonl | awk '
+        /"event": *"epoch"/ {
+            e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
+            s = $0; sub(/.*"epoch_seconds": */, "", s); sub(/[,}].*/, "", s)
+            if (!(e in mx) || s + 0 > mx[e]) mx[e] = s + 0
+        }
+        END { for (e in mx) { t += mx[e]; n++ } if (n) printf "%.2f\n", t / n }'
+}
+# mean over peers of a number in the done events
+done_mean() {
+    cat "$WORK/$1"/peer*.jsonl | awk -v f="$2" '
+        /"event": *"done"/ {
+            k = "\"" f "\":"; i = index($0, k); if (!i) next
+            s = substr($0, i + length(k)); sub(/^ */, "", s); sub(/[,}].*/, "", s)
+            t += s; n++
+        }
+        END { if (n) printf "%.6f\n", t / n }'
+}
+# mean over peers of bytes_sent / rounds, in MB
+sent_per_round() {
+    cat "$WORK/$1"/peer*.jsonl | awk '
+        /"event": *"done"/ && /"bytes_sent":/ {
+            b = $0; sub(/.*"bytes_sent": */, "", b); sub(/[,}].*/, "", b)
+            r = $0; sub(/.*"rounds": */, "", r); sub(/[,}].*/, "", r)
+            if (r > 0 && b > 0) { t += b / r; n++ }
+        }
+        END { if (n) printf "%.3f\n", t / n / 1e6 }'
+}
+rounds_per_epoch() {
+    awk '/"event": *"epoch"/ && /"epoch": *1[,}]/ { r = $0; sub(/.*"round": */, "", r); sub(/[,}].*/, "", r); print r; exit }' \
+        "$WORK/$1/peer0.jsonl"
+}
+pct() { awk -v x="$1" 'BEGIN { if (x != "" && x >= 0) printf "%.2f", 100 * x }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'; }
+
+report() {  # NAME LABEL
+    local e acc mb r bound
+    e=$(epoch_s "$1"); acc=$(pct "$(done_mean "$1" average_accuracy)")
+    [ -n "$e" ] && bench "${TAG}_$2_epoch_s" "$e" s
+    [ -n "$acc" ] && bench "${TAG}_$2_accuracy" "$acc" %
+    mb=$(sent_per_round "$1"); r=$(rounds_per_epoch "$1")
+    if [ -n "$mb" ] && [ -n "$r" ]; then
+        bench "${TAG}_$2_sent_per_round" "$mb" "MB/peer"
+        # the time the payload alone needs on one link, per epoch
+        bound=$(awk -v mb="$mb" -v r="$r" -v l="$LINK_MBIT" 'BEGIN { printf "%.2f", mb * 8 * r / l }')
+        bench "${TAG}_$2_link_bound_epoch_s" "$bound" s
+    fi
+    LAST_E=$e
+}
+
+LAST_E=
+# the batch is pinned so that the figures do not move with rumor-peer's default
+BATCH=${RUMOR_BENCH_NETNS_BATCH:-128}
+COMMON=(--epochs "$EPOCHS" --batch "$BATCH" --seed 1)
+T_START=$(date +%s)
+FAILED=
+EPOCH_dpsgd_ring='' EPOCH_dpsgd_onepeer='' EPOCH_allreduce=''
+if run_swarm dpsgd_ring "$BIN" --mode dpsgd --topology ring "${COMMON[@]}" --progress 5; then
+    report dpsgd_ring dpsgd_ring; EPOCH_dpsgd_ring=$LAST_E
+else FAILED="$FAILED dpsgd_ring"; fi
+if run_swarm dpsgd_onepeer "$BIN" --mode dpsgd --topology onepeer-exp "${COMMON[@]}" --progress 5; then
+    report dpsgd_onepeer dpsgd_onepeer; EPOCH_dpsgd_onepeer=$LAST_E
+else FAILED="$FAILED dpsgd_onepeer"; fi
+if run_swarm allreduce "$BIN" --mode allreduce "${COMMON[@]}" --progress 5; then
+    report allreduce allreduce; EPOCH_allreduce=$LAST_E
+else FAILED="$FAILED allreduce"; fi
+
+EPOCH_ddp_gloo=
+if [ "${RUMOR_BENCH_NETNS_DDP:-1}" != 0 ]; then
+    TPY=
+    for p in /usr/bin/python3 "$PY"; do
+        [ -n "$p" ] && [ -x "$p" ] && "$p" -c 'import torch, numpy, torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null && { TPY=$p; break; }
+    done
+    if [ -z "$TPY" ]; then
+        echo "bench_netns: PyTorch DDP baseline skipped: no python3 with torch (gloo) and numpy (apt-get install python3-torch)"
+    else
+        printf '#!/bin/sh\nexec %s %s "$@"\n' "$TPY" "$SRCDIR/examples/ddp_baseline.py" > "$WORK/ddp-peer"
+        chmod +x "$WORK/ddp-peer"
+        if run_swarm ddp_gloo "$WORK/ddp-peer" "${COMMON[@]}"; then
+            report ddp_gloo ddp_gloo; EPOCH_ddp_gloo=$LAST_E
+        else
+            echo "bench_netns: the DDP baseline failed; its figures are left out"
+        fi
+    fi
+fi
+
+r=$(ratio "$EPOCH_allreduce" "$EPOCH_dpsgd_ring"); [ -n "$r" ] && bench "${TAG}_allreduce_vs_dpsgd_ring" "$r" x
+r=$(ratio "$EPOCH_allreduce" "$EPOCH_dpsgd_onepeer"); [ -n "$r" ] && bench "${TAG}_allreduce_vs_dpsgd_onepeer" "$r" x
+if [ -n "$EPOCH_ddp_gloo" ]; then
+    r=$(ratio "$EPOCH_ddp_gloo" "$EPOCH_dpsgd_ring"); [ -n "$r" ] && bench "${TAG}_ddp_gloo_vs_dpsgd_ring" "$r" x
+    r=$(ratio "$EPOCH_ddp_gloo" "$EPOCH_dpsgd_onepeer"); [ -n "$r" ] && bench "${TAG}_ddp_gloo_vs_dpsgd_onepeer" "$r" x
+    r=$(ratio "$EPOCH_ddp_gloo" "$EPOCH_allreduce"); [ -n "$r" ] && bench "${TAG}_ddp_gloo_vs_allreduce" "$r" x
+fi
+echo "bench_netns: $NODES peers, $EPOCHS epochs a run, $(( $(date +%s) - T_START )) s in all;" \
+     "epoch_s = mean over epochs of the slowest peer's epoch (training only, no evaluation);" \
+     "ratios > 1 mean the second one is faster"
+if [ -n "$FAILED" ]; then
+    echo "bench_netns: FAILED runs (no figures for them):$FAILED"
+    exit 1
+fi
