@@ -121,7 +121,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     m->self = cfg->self;
     m->npeers = t->n;
     m->n = cfg->nparams;
-    m->chunk = cfg->chunk_elems ? cfg->chunk_elems : RUMOR_WIRE_CHUNK_DEFAULT;
+    m->chunk = cfg->chunk_elems ? cfg->chunk_elems : RUMOR_MIXER_CHUNK;
     if (m->chunk > m->n)
         m->chunk = m->n;
     m->nchunks = (size_t)rumor_wire_nchunks(m->n, m->chunk);

@@ -214,7 +214,7 @@ static int simple_base(sched_t *s, const int *ids, long sid, int m, int k, int s
             rest %= pw;
         }
     long first[64];
-    int ready[64];
+    int ready[64] = { 0 };
     first[0] = 0;
     for (int l = 0; l < L; l++) {
         long size = (long)a[l] * (long)pow(b, p[l]);
