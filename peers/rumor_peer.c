@@ -240,18 +240,9 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->start_timeout = 60;
     o->chunk_mb = 1;
     o->eval_every = 1;
-    switch (rumor_opts_parse("rumor-peer", option_table, o, argc, argv)) {
-    case RUMOR_OPTS_HELP:
-        fputs(usage_head, stdout);
-        fputs(rumor_train_opts_help, stdout);
-        fputs(usage_tail, stdout);
-        return 0;
-    case RUMOR_OPTS_VERSION:
-        printf("rumor-peer (rumor) %s\n", PACKAGE_VERSION);
-        return 0;
-    case RUMOR_OPTS_ERROR:
-        return 2;
-    }
+    int rc = rumor_train_opts_parse("rumor-peer", option_table, o, argc, argv, usage_head, usage_tail);
+    if (rc >= 0)
+        return rc;
     if (o->rank < 0) {
         fprintf(stderr, "rumor-peer: --rank is required\nTry 'rumor-peer --help' for more "
                         "information.\n");
@@ -353,11 +344,8 @@ int main(int argc, char **argv)
     /* The same seed on every peer: every peer starts from the same model. */
     if (rumor_model_create(p.dev, o.model, o.batch, (uint64_t)o.seed, &p.model) < 0)
         return fail(&p, rank, "model");
-    if (p.model->in_dim != p.train->dim || p.model->classes != p.train->classes) {
-        rumor_err_set(RUMOR_EINVAL, "'%s' takes %d inputs and %d classes; the data have %d and %d",
-                      o.model, p.model->in_dim, p.model->classes, p.train->dim, p.train->classes);
+    if (rumor_train_opts_check_model(p.model, p.train) < 0)
         return fail(&p, rank, "model");
-    }
     if (rumor_step_create(p.model, p.dev->nthreads, &p.step) < 0)
         return fail(&p, rank, "workers");
     rumor_optim_config_t oc;

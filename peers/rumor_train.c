@@ -65,18 +65,9 @@ static int parse_args(int argc, char **argv, struct options *o)
     memset(o, 0, sizeof *o);
     rumor_train_opts_default(&o->t);
     o->world = 1;
-    switch (rumor_opts_parse("rumor-train", option_table, o, argc, argv)) {
-    case RUMOR_OPTS_HELP:
-        fputs(usage_head, stdout);
-        fputs(rumor_train_opts_help, stdout);
-        fputs(usage_tail, stdout);
-        return 0;
-    case RUMOR_OPTS_VERSION:
-        printf("rumor-train (rumor) %s\n", PACKAGE_VERSION);
-        return 0;
-    case RUMOR_OPTS_ERROR:
-        return 2;
-    }
+    int rc = rumor_train_opts_parse("rumor-train", option_table, o, argc, argv, usage_head, usage_tail);
+    if (rc >= 0)
+        return rc;
     if (o->rank >= o->world) {
         fprintf(stderr, "rumor-train: --rank %d must be less than --world %d\n", o->rank, o->world);
         return 2;
@@ -146,11 +137,8 @@ int main(int argc, char **argv)
     /* ---- model and optimizer */
     if (rumor_model_create(r.dev, o.model, o.batch, (uint64_t)o.seed, &r.model) < 0)
         return fail(&r, "model");
-    if (r.model->in_dim != r.train->dim || r.model->classes != r.train->classes) {
-        rumor_err_set(RUMOR_EINVAL, "'%s' takes %d inputs and %d classes; the data have %d and %d",
-                      o.model, r.model->in_dim, r.model->classes, r.train->dim, r.train->classes);
+    if (rumor_train_opts_check_model(r.model, r.train) < 0)
         return fail(&r, "model");
-    }
     /* One worker per CPU thread, each with one BLAS thread (see step.h). */
     if (rumor_step_create(r.model, r.dev->kind == RUMOR_DEV_CPU ? r.dev->nthreads : 1, &r.step) < 0)
         return fail(&r, "workers");

@@ -1,6 +1,9 @@
 /* Training options shared by rumor-train and rumor-peer (see trainopts.h). */
 #include "trainopts.h"
 
+#include "config.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +58,33 @@ const char rumor_train_opts_help[] =
     "                         section); flags on the command line win\n"
     "  -h, --help             show this help and exit\n"
     "  -V, --version          show the version and exit\n";
+
+int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst, int argc,
+                           char **argv, const char *help_head, const char *help_tail)
+{
+    switch (rumor_opts_parse(prog, table, dst, argc, argv)) {
+    case RUMOR_OPTS_HELP:
+        fputs(help_head, stdout);
+        fputs(rumor_train_opts_help, stdout);
+        fputs(help_tail, stdout);
+        return 0;
+    case RUMOR_OPTS_VERSION:
+        printf("%s (rumor) %s\n", prog, PACKAGE_VERSION);
+        return 0;
+    case RUMOR_OPTS_ERROR:
+        return 2;
+    }
+    return -1;
+}
+
+int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d)
+{
+    if (m->in_dim != d->dim || m->classes != d->classes)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "'%s' takes %d inputs and %d classes; the data have %d and %d",
+                             m->spec, m->in_dim, m->classes, d->dim, d->classes);
+    return 0;
+}
 
 void rumor_train_opts_default(struct rumor_train_opts *o)
 {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "data.h"
+#include "model.h"
 #include "optim.h"
 #include "options.h"
 
@@ -49,6 +50,15 @@ struct rumor_train_opts {
 /* --help text for those options (sections "Data", "Model and device",
  * "Optimization", "Output"). */
 extern const char rumor_train_opts_help[];
+
+/* Parses the command line with rumor_opts_parse and handles --help (prints
+ * head, the training options' help, tail) and --version. Returns -1 to go
+ * on, else the exit status (0 after help or version, 2 on bad usage). */
+int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst, int argc,
+                           char **argv, const char *help_head, const char *help_tail);
+
+/* Checks that a model fits the data (inputs and classes). */
+int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d);
 
 /* Defaults: Fashion-MNIST from Debian's package, mlp:784-256-256-10 on the
  * CPU, 10 epochs of batch 128, SGD with Nesterov momentum 0.9, warm-up 0.2
