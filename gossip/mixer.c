@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "log.h"
@@ -154,8 +155,8 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         else
             memcpy(m->params->data, init, m->n * sizeof(float));
     }
-    for (int i = 0; rc == 0 && i < 2; i++)
-        rc = mx_slot_open(m, &m->slot[i % m->nslots], i);
+    for (long r = m->cur; rc == 0 && r < m->cur + 2; r++)
+        rc = mx_slot_open(m, &m->slot[r % m->nslots], r);
     if (rc == 0)
         rc = mx_wake_open(m);
     if (rc == 0 && pthread_create(&m->thread, NULL, comm_thread, m) != 0)
@@ -195,6 +196,15 @@ void rumor_mixer_destroy(rumor_mixer_t **mp, double grace)
 const char *rumor_mixer_endpoint(const rumor_mixer_t *m) { return rumor_transport_endpoint(m->tr); }
 
 float *rumor_mixer_params(rumor_mixer_t *m) { return m->params->data; }
+
+void rumor_mixer_hurry(rumor_mixer_t *m)
+{
+    atomic_store(&m->hurry, 1);
+    char c = 1;
+    if (write(m->wake_fd[1], &c, 1) < 0) {
+        /* the pipe is full: the comm thread is awake already */
+    }
+}
 
 void rumor_mixer_set_timeout(rumor_mixer_t *m, double s)
 {

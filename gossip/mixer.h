@@ -51,6 +51,7 @@ typedef struct rumor_mixer_config {
     size_t nparams;            /* elements of the flat parameter space */
     size_t chunk_elems;        /* default RUMOR_MIXER_CHUNK (1 MiB of f32) */
     double round_timeout;      /* seconds a round waits for neighbours (default 10) */
+    long first_round;          /* the round to start at (a resumed peer's), default 0 */
     int heartbeat_ivl_ms, heartbeat_timeout_ms; /* default 500, 2000 */
 } rumor_mixer_config_t;
 
@@ -95,6 +96,11 @@ int rumor_mixer_round_begin(rumor_mixer_t *m, long k);
  * *params points at the mixed parameters (also rumor_mixer_params()); the
  * previous buffer must no longer be used. st may be NULL. */
 int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st);
+
+/* Makes the round in progress end now (as if its deadline had passed) and
+ * every later round end without waiting: for a peer that must leave (a
+ * preemption notice). Async-signal-safe: call it from a signal handler. */
+void rumor_mixer_hurry(rumor_mixer_t *m);
 
 /* Sets the per-round deadline (seconds). */
 void rumor_mixer_set_timeout(rumor_mixer_t *m, double seconds);

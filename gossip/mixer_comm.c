@@ -118,7 +118,8 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         mark_talk(m, (m->self + 1) % N);
         mark_talk(m, (m->self + N - 1) % N);
     }
-    m->cur = 0;
+    m->cur = cfg->first_round > 0 ? cfg->first_round : 0;
+    m->next_send = m->cur;
     m->req_send = -1;
     m->req_close = -1;
     m->wake_fd[0] = m->wake_fd[1] = -1;
@@ -667,6 +668,9 @@ static int recv_one(rumor_mixer_t *m)
             mx_count(m, 0, node, "hello");
             break;
         case RUMOR_WIRE_LEAVE:
+            /* not waited for from now on; it is waited for again when it
+             * sends (a restart) */
+            m->absent[node] = 1;
             rumor_info("peer %d is leaving", node);
             mx_count(m, 0, node, "leave");
             break;
@@ -762,6 +766,8 @@ void mx_comm_main(rumor_mixer_t *m)
         ar_progress(m);
 
         double now = rumor_now();
+        if (atomic_load(&m->hurry))
+            close_deadline = now;
         if (want_close >= 0 && want_close == m->cur) {
             struct mx_slot *s = &m->slot[m->cur % m->nslots];
             int complete = round_done(m, s);

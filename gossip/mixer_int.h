@@ -92,6 +92,7 @@ struct rumor_mixer {
     double *tmp_w;
     rumor_transport_t *tr;
     int wake_fd[2];            /* pipe: the caller wakes the comm thread */
+    atomic_int hurry;          /* rumor_mixer_hurry: rounds end at once */
 
     rumor_sendbuf_t *bufs[MX_MAX_BUFS];
     int buf_state[MX_MAX_BUFS];

@@ -12,12 +12,15 @@
 
 #include <malloc.h>
 #include <math.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "blas_tune.h"
+#include "checkpoint.h"
 #include "log.h"
 #include "mixer.h"
 #include "model.h"
@@ -61,6 +64,16 @@ static const char usage_head[] =
     "  --chunk-mb X           message size for parameters (default: 1)\n"
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
     "  --no-average           skip the swarm-average evaluation at the end\n"
+    "\n"
+    "Preemption and checkpoints:\n"
+    "  --checkpoint-dir DIR   write checkpoints (safetensors) there at the end of every\n"
+    "                         epoch, every --checkpoint-every rounds and when leaving;\n"
+    "                         at start, resume from the newest one that loads\n"
+    "  --checkpoint-every N   also every N rounds (default: 0, epochs only)\n"
+    "  --keep-checkpoints K   keep the newest K (default: 3)\n"
+    "  --leave-timeout SECS   on SIGTERM or SIGINT: end the round at once, checkpoint,\n"
+    "                         tell the neighbours, exit 0; forced exit (status 1)\n"
+    "                         after this many seconds (default: 10)\n"
     "\n";
 
 static const char usage_tail[] =
@@ -81,9 +94,10 @@ static const char usage_tail[] =
 
 struct options {
     struct rumor_train_opts t;
-    int rank, eval_every, no_average;
-    const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode;
-    double round_timeout, start_timeout, chunk_mb;
+    int rank, eval_every, no_average, keep_checkpoints;
+    long checkpoint_every;
+    const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
+    double round_timeout, start_timeout, chunk_mb, leave_timeout;
 };
 
 static const rumor_opt_t option_table[] = {
@@ -100,6 +114,10 @@ static const rumor_opt_t option_table[] = {
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 256, NULL, 0 },
     { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, eval_every), 1, 100000, NULL, 0 },
     { "no-average", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_average), 0, 0, NULL, 1 },
+    { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
+    { "checkpoint-every", 0, RUMOR_OPT_LONG, offsetof(struct options, checkpoint_every), 0, 1e12, NULL, 0 },
+    { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
+    { "leave-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, leave_timeout), 0.1, 3600, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -240,6 +258,8 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->start_timeout = 60;
     o->chunk_mb = 1;
     o->eval_every = 1;
+    o->keep_checkpoints = 3;
+    o->leave_timeout = 10;
     int rc = rumor_train_opts_parse("rumor-peer", option_table, o, argc, argv, usage_head, usage_tail);
     if (rc >= 0)
         return rc;
@@ -261,6 +281,62 @@ static int evaluate(struct peer *p, float *params, double *acc, double *loss)
     int rc = rumor_model_evaluate(p->model, p->test->x, p->test->y, p->test->n, acc, loss);
     p->model->params = own;
     return rc;
+}
+
+/* ------------------------------------------------------ preemption */
+
+static volatile sig_atomic_t leave_signal;
+static rumor_mixer_t *volatile hurry_mixer;
+static unsigned leave_alarm_s = 10;
+
+/* SIGTERM/SIGINT: end the round at once and leave; a watchdog alarm bounds
+ * how long leaving may take. Only async-signal-safe calls here. */
+static void on_leave_signal(int sig)
+{
+    if (leave_signal)
+        return;
+    leave_signal = sig;
+    if (hurry_mixer)
+        rumor_mixer_hurry(hurry_mixer);
+    alarm(leave_alarm_s);
+}
+
+static void on_leave_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "rumor-peer: leaving took longer than --leave-timeout; exiting now\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {
+        /* nothing more to do */
+    }
+    _exit(1);
+}
+
+static void catch_leave_signals(double timeout)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_leave_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_leave_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    leave_alarm_s = timeout < 1 ? 1 : (unsigned)ceil(timeout);
+}
+
+/* Writes a checkpoint of the peer's state after `round` rounds. */
+static int save_checkpoint(struct peer *p, const struct options *opts, long round, int epoch)
+{
+    rumor_ckpt_info_t ci;
+    memset(&ci, 0, sizeof ci);
+    ci.round = round;
+    ci.epoch = epoch;
+    ci.optim_t = p->opt->t;
+    ci.rank = opts->rank;
+    snprintf(ci.model, sizeof ci.model, "%s", p->model->spec);
+    snprintf(ci.optimizer, sizeof ci.optimizer, "%s", opts->t.optimizer);
+    snprintf(ci.swarm, sizeof ci.swarm, "%s", opts->swarm);
+    return rumor_ckpt_save(opts->checkpoint_dir, p->model, p->opt, &ci, opts->keep_checkpoints);
 }
 
 int main(int argc, char **argv)
@@ -360,6 +436,23 @@ int main(int argc, char **argv)
         return fail(&p, rank, "memory");
     }
 
+    /* ---- resume from the newest checkpoint that loads */
+    long first_round = 0;
+    if (opts.checkpoint_dir) {
+        rumor_ckpt_info_t ci;
+        char path[1024];
+        int lrc = rumor_ckpt_load_latest(opts.checkpoint_dir, p.model, p.opt, &ci, path,
+                                         sizeof path);
+        if (lrc < 0)
+            return fail(&p, rank, "checkpoint");
+        if (lrc == 0) {
+            first_round = ci.round < total_rounds ? ci.round : total_rounds;
+            if (!o.quiet)
+                printf("rumor-peer %d/%d: resumed from %s at round %ld\n", rank, N, path,
+                       first_round);
+        }
+    }
+
     /* ---- the swarm */
     int dpsgd = strcmp(opts.mode, "dpsgd") == 0;
     rumor_mixer_config_t mc = { 0 };
@@ -373,8 +466,11 @@ int main(int argc, char **argv)
     if (mc.chunk_elems < 1)
         mc.chunk_elems = 1;
     mc.round_timeout = opts.round_timeout;
+    mc.first_round = first_round;
     if (rumor_mixer_create(&mc, p.model->params, &p.mixer) < 0)
         return fail(&p, rank, "swarm");
+    hurry_mixer = p.mixer;
+    catch_leave_signals(opts.leave_timeout);
     rumor_step_bind_params(p.step, rumor_mixer_params(p.mixer));
     int nb = rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0);
     if (!o.quiet) {
@@ -399,11 +495,27 @@ int main(int argc, char **argv)
     rumor_progress_t prog;
     rumor_progress_begin(&prog, stdout, total_rounds, o.progress, o.quiet);
     double start = rumor_now(), wait_total = 0, acc = 0, tloss = 0, last_dis = 0;
-    long k = 0, examples = 0, allreduce_failures = 0;
+    long k = first_round, examples = 0, allreduce_failures = 0;
     rumor_round_stats_t st = { 0 };
-    for (int epoch = 1; epoch <= o.epochs; epoch++) {
+    /* A resumed peer replays its loader to the round it stopped at, so it
+     * draws the batches it would have drawn. */
+    for (long i = 0; i < first_round; i++) {
+        const float *x;
+        const int32_t *y;
+        (void)rumor_loader_next(p.loader, &x, &y);
+        if (i % per_epoch == per_epoch - 1)
+            while (rumor_loader_next(p.loader, &x, &y) > 0)
+                ;
+    }
+    int leaving = 0, epoch = (int)(first_round / per_epoch) + 1;
+    for (; epoch <= o.epochs && !leaving; epoch++) {
         double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
-        for (long b = 0; b < per_epoch; b++, k++) {
+        long b0 = k - (long)(epoch - 1) * per_epoch;
+        for (long b = b0; b < per_epoch; b++, k++) {
+            if (leave_signal) {
+                leaving = 1;
+                break;
+            }
             const float *x;
             const int32_t *y;
             int bs = rumor_loader_next(p.loader, &x, &y);
@@ -452,6 +564,10 @@ int main(int argc, char **argv)
                 return fail(&p, rank, "optimizer step");
             loss_sum += loss;
             examples += bs;
+            if (opts.checkpoint_dir && opts.checkpoint_every > 0 &&
+                (k + 1) % opts.checkpoint_every == 0 && !leave_signal &&
+                save_checkpoint(&p, &opts, k + 1, epoch) < 0)
+                rumor_warn("checkpoint at round %ld: %s", k + 1, rumor_err_msg());
             rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
             double el = rumor_now() - start;
             if (rumor_progress_update(
@@ -468,6 +584,8 @@ int main(int argc, char **argv)
                                     (unsigned long long)st.bytes_sent,
                                     (unsigned long long)st.bytes_received, wait_total);
         }
+        if (leaving)
+            break;
         /* finish the loader's epoch (a shard may hold one batch more) */
         const float *x;
         const int32_t *y;
@@ -491,8 +609,25 @@ int main(int argc, char **argv)
                             "\"epoch_seconds\":%.3f",
                             epoch, k, loss_sum / per_epoch, evaluated ? acc : -1.0,
                             dpsgd ? dis_sum / per_epoch : 0.0, rumor_now() - start, epoch_s);
+        if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k, epoch) < 0)
+            rumor_warn("checkpoint at the end of epoch %d: %s", epoch, rumor_err_msg());
     }
     double seconds = rumor_now() - start;
+
+    /* ---- preempted: checkpoint, tell the neighbours, exit 0 */
+    if (leaving) {
+        int crc = opts.checkpoint_dir ? save_checkpoint(&p, &opts, k, epoch) : 0;
+        if (crc < 0)
+            fprintf(stderr, "rumor-peer %d: checkpoint while leaving: %s\n", rank, rumor_err_msg());
+        printf("peer %d: left at round %ld on signal %d after %.1f s%s%s\n", rank, k,
+               (int)leave_signal, seconds, opts.checkpoint_dir && crc == 0 ? "; checkpoint in " : "",
+               opts.checkpoint_dir && crc == 0 ? opts.checkpoint_dir : "");
+        rumor_metrics_write(&p.metrics, "\"event\":\"leave\",\"rank\":%d,\"round\":%ld,"
+                                        "\"signal\":%d,\"checkpoint\":%s",
+                            rank, k, (int)leave_signal, crc == 0 && opts.checkpoint_dir ? "true" : "false");
+        peer_free(&p); /* flushes queued chunks, then LEAVE */
+        return crc < 0 ? 1 : 0;
+    }
 
     /* ---- the swarm's average model: all-reduce of the parameters */
     double avg_acc = -1, avg_loss = 0;

@@ -5,4 +5,5 @@
 #include "log.h"
 #include "ops.h"
 #include "data.h"
+#include "checkpoint.h"
 #endif

@@ -1,0 +1,88 @@
+/* Checkpoints: a model's parameters (and optimizer state) as safetensors files.
+ *
+ * A checkpoint is DIR/ckpt-<round, 12 digits>.safetensors, readable by
+ * PyTorch and Hugging Face tools (safetensors.torch.load_file): an 8-byte
+ * little-endian header length N, N bytes of JSON padded with spaces to a
+ * multiple of 8, then the data section. One F32 tensor per layer parameter:
+ * the k-th linear layer's "fc{k}.weight" (out, in) and "fc{k}.bias" (out), in
+ * the order of the flat buffer, so the parameter data is that buffer verbatim;
+ * then, when an optimizer was given, "optim.m" (nparams) and for AdamW
+ * "optim.v" (nparams). The "__metadata__" strings record the format, model
+ * spec, round, epoch, optimizer and its step count, rank, incarnation, swarm,
+ * and "blake2b": the hex BLAKE2b-256 digest of the whole data section.
+ *
+ * Writes are atomic (temp file, fsync, rename, fsync of the directory: a
+ * SIGKILL at any moment leaves either the previous set of checkpoints or the
+ * new one, never a partial file under a final name). Loads check every byte
+ * of structure and the digest before touching the model, so a corrupt or
+ * truncated file is an error that leaves the model as it was, and
+ * rumor_ckpt_load_latest falls back to the previous checkpoint. */
+#ifndef RUMOR_CHECKPOINT_H
+#define RUMOR_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* rumor_ckpt_load_latest's return when DIR holds no loadable checkpoint. */
+#define RUMOR_CKPT_NONE 1
+
+/* The largest header a load accepts (the spec's own limit is 100 MB; ours
+ * are a few hundred bytes per layer). */
+#define RUMOR_CKPT_MAX_HEADER (1u << 20)
+
+typedef struct rumor_ckpt_info {
+    long round;           /* rounds completed; names the file */
+    int epoch;
+    long optim_t;         /* save: ignored (o->t is written); load: restored into o->t */
+    int rank;
+    uint64_t incarnation;
+    char model[128];      /* load: the file's model spec (save writes m->spec) */
+    char optimizer[16];   /* load: "sgd", "adamw" or "none" (save derives it from o) */
+    char swarm[64];       /* free text, written and read back */
+} rumor_ckpt_info_t;
+
+/* Writes DIR/ckpt-<round>.safetensors atomically: the data goes to a fresh
+ * DIR/.ckpt-<round>.<pid>.<n>.tmp (O_EXCL, mode 0644), which is fsynced,
+ * renamed over the final name, and the directory fsynced. Then removes stale
+ * .ckpt-*.tmp files (left by a writer that was killed) and all but `keep`
+ * checkpoints: the one just written and the keep-1 highest other rounds.
+ * Creates DIR (mode 0755) if missing. o may be NULL (parameters only). On
+ * failure the temp file is removed and no final-named file is changed. */
+int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t *o,
+                    const rumor_ckpt_info_t *info, int keep) RUMOR_WUR;
+
+/* Loads one checkpoint file into m, and into o when o is not NULL and the
+ * file holds optimizer state (its kind must then match o's; o->t is restored
+ * from the metadata). Checks the header length (<= RUMOR_CKPT_MAX_HEADER and
+ * within the file), the JSON, the format and model spec, every tensor's name,
+ * dtype, shape and offsets against m's layout, the data length, the BLAKE2b
+ * digest and that every value is finite. On any failure m and o are left
+ * unchanged and the error names the file and the problem. info may be NULL. */
+int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
+                    rumor_ckpt_info_t *info) RUMOR_WUR;
+
+/* Loads the newest loadable checkpoint of DIR: tries them highest round
+ * first, warning (rumor_warn, with the reason) about each one that fails.
+ * Returns 0 and copies the file's path to path_out (if not NULL) when one
+ * loaded; RUMOR_CKPT_NONE when DIR is missing, empty or nothing in it loads
+ * (the last error then says why); a negative code when DIR cannot be read. */
+int rumor_ckpt_load_latest(const char *dir, rumor_model_t *m, rumor_optim_t *o,
+                           rumor_ckpt_info_t *info, char *path_out, size_t path_len) RUMOR_WUR;
+
+/* Lists DIR's checkpoints ("DIR/ckpt-....safetensors"), highest round first,
+ * into a new array the caller frees with rumor_ckpt_list_free. A missing DIR
+ * gives an empty list. */
+int rumor_ckpt_list(const char *dir, char ***paths, int *n) RUMOR_WUR;
+void rumor_ckpt_list_free(char ***paths, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

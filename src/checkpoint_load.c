@@ -1,0 +1,318 @@
+/* Reading one checkpoint: every structural check, then the data read into a
+ * staging buffer while it is hashed, the digest and the values checked, and
+ * only then copied into the model and optimizer. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint_int.h"
+#include "err.h"
+
+/* Reads exactly len bytes; returns the number read (less at end of file) or -1. */
+static ssize_t ckpt_read_full(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, (char *)buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* A metadata string, or NULL (with the error set) when missing or not a string. */
+static const char *meta_get(const cJSON *meta, const char *path, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(meta, key);
+    if (!cJSON_IsString(it) || !it->valuestring) {
+        rumor_err_set(RUMOR_EFORMAT, "%s: metadata \"%s\" missing", path, key);
+        return NULL;
+    }
+    return it->valuestring;
+}
+
+/* A metadata integer in [lo, hi], written in decimal and nothing else. */
+static int meta_int(const cJSON *meta, const char *path, const char *key, long long lo,
+                    long long hi, long long *out)
+{
+    const char *s = meta_get(meta, path, key);
+    if (!s)
+        return RUMOR_EFORMAT;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: metadata \"%s\" is \"%s\", not an integer in "
+                             "[%lld, %lld]", path, key, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+/* A JSON number that is an exact integer in [0, 2^53]. */
+static int json_u64(const cJSON *it, uint64_t *out)
+{
+    if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0) || it->valuedouble > JSON_MAX_INT ||
+        it->valuedouble != floor(it->valuedouble))
+        return -1;
+    *out = (uint64_t)it->valuedouble;
+    return 0;
+}
+
+/* Checks one header entry against the expected layout t[0..nt). */
+static int check_tensor(const char *path, const cJSON *e, struct ckpt_tensor *t, int nt, uint64_t total)
+{
+    const char *name = e->string;
+    struct ckpt_tensor *x = NULL;
+    for (int k = 0; k < nt && !x; k++)
+        if (!strcmp(t[k].name, name))
+            x = &t[k];
+    if (!x)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: unknown tensor \"%s\"", path, name);
+    if (x->seen++)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\" appears twice", path, name);
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsObject(e) || !cJSON_IsString(dtype) || !cJSON_IsArray(shape) ||
+        !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": needs dtype, shape and two "
+                             "data_offsets", path, name);
+    if (strcmp(dtype->valuestring, "F32"))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": dtype %.16s, expected F32", path,
+                             name, dtype->valuestring);
+    int nd = cJSON_GetArraySize(shape);
+    uint64_t count = 1, dim, bytes, b, en;
+    int same = nd == x->ndim;
+    for (int d = 0; d < nd; d++) {
+        if (json_u64(cJSON_GetArrayItem(shape, d), &dim) < 0 ||
+            __builtin_mul_overflow(count, dim, &count))
+            return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": shape[%d] is not a size or "
+                                 "the element count overflows", path, name, d);
+        same = same && dim == x->shape[d];
+    }
+    if (!same)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": shape has %d dims or other sizes "
+                             "than the model's [%" PRIu64 "%s%.0" PRIu64 "]", path, name, nd,
+                             x->shape[0], x->ndim > 1 ? "," : "", x->ndim > 1 ? x->shape[1] : 0);
+    if (json_u64(cJSON_GetArrayItem(offs, 0), &b) < 0 ||
+        json_u64(cJSON_GetArrayItem(offs, 1), &en) < 0)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": data_offsets are not integers in "
+                             "[0, 2^53]", path, name);
+    if (__builtin_mul_overflow(count, 4, &bytes) || b > en || en - b != bytes)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
+                             "] do not span its %" PRIu64 " elements", path, name, b, en, count);
+    if (en > total)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
+                             "] out of range (data section %" PRIu64 " bytes)", path, name, b, en,
+                             total);
+    if (b != x->begin)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64
+                             "], expected [%" PRIu64 ", %" PRIu64 "] (tensors overlap or are out "
+                             "of order)", path, name, b, en, x->begin, x->end);
+    return 0;
+}
+
+/* Parses and checks the header (metadata and every tensor) against m and o.
+ * Fills info, the file's optimizer ("none"/"sgd"/"adamw"), its digest and
+ * the data section's length. */
+static int check_header(const char *path, const cJSON *root, const rumor_model_t *m,
+                        const rumor_optim_t *o, rumor_ckpt_info_t *ci, unsigned char digest[32],
+                        uint64_t *total)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    if (!cJSON_IsObject(root) || !cJSON_IsObject(meta))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: header has no __metadata__ object", path);
+    const char *fmt = meta_get(meta, path, "format"), *spec = meta_get(meta, path, "model");
+    const char *opt = meta_get(meta, path, "optimizer"), *swarm = meta_get(meta, path, "swarm");
+    const char *hex = meta_get(meta, path, "blake2b");
+    if (!fmt || !spec || !opt || !swarm || !hex)
+        return RUMOR_EFORMAT;
+    if (strcmp(fmt, CKPT_FORMAT))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
+                             CKPT_FORMAT);
+    if (strcmp(spec, m->spec))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: a checkpoint of model \"%.128s\", this model is "
+                             "\"%s\"", path, spec, m->spec);
+    long long np, round, epoch, ot, rank, inc;
+    RUMOR_CHECK(meta_int(meta, path, "nparams", 0, LLONG_MAX, &np));
+    RUMOR_CHECK(meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round));
+    RUMOR_CHECK(meta_int(meta, path, "epoch", INT_MIN, INT_MAX, &epoch));
+    RUMOR_CHECK(meta_int(meta, path, "optim_t", 0, LONG_MAX, &ot));
+    RUMOR_CHECK(meta_int(meta, path, "rank", INT_MIN, INT_MAX, &rank));
+    RUMOR_CHECK(meta_int(meta, path, "incarnation", 0, LLONG_MAX, &inc));
+    if ((unsigned long long)np != m->nparams)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: %lld parameters, the model has %zu", path, np,
+                             m->nparams);
+    int has_m = strcmp(opt, "none") != 0, has_v = !strcmp(opt, "adamw");
+    if (has_m && !has_v && strcmp(opt, "sgd"))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: unknown optimizer \"%.16s\"", path, opt);
+    if (o && has_m && has_v != (o->cfg.kind == RUMOR_OPT_ADAMW))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: holds %s state, the optimizer is %s (load with "
+                             "no optimizer to take the parameters only)", path, opt,
+                             o->cfg.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd");
+    size_t dlen;
+    if (strlen(hex) != 64 || sodium_hex2bin(digest, 32, hex, 64, NULL, &dlen, NULL) < 0 || dlen != 32)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: metadata \"blake2b\" is not 64 hex digits", path);
+
+    struct ckpt_tensor *t;
+    int nt, rc = 0;
+    RUMOR_CHECK(ckpt_layout(m, has_m, has_v, &t, &nt, total));
+    for (const cJSON *e = root->child; e && rc == 0; e = e->next)
+        if (e != meta)
+            rc = check_tensor(path, e, t, nt, *total);
+    for (int k = 0; k < nt && rc == 0; k++)
+        if (!t[k].seen)
+            rc = rumor_err_set(RUMOR_EFORMAT, "%s: tensor \"%s\" missing", path, t[k].name);
+    free(t);
+    if (rc < 0)
+        return rc;
+    memset(ci, 0, sizeof *ci);
+    ci->round = (long)round;
+    ci->epoch = (int)epoch;
+    ci->optim_t = (long)ot;
+    ci->rank = (int)rank;
+    ci->incarnation = (uint64_t)inc;
+    snprintf(ci->model, sizeof ci->model, "%s", spec);
+    snprintf(ci->optimizer, sizeof ci->optimizer, "%s", opt);
+    snprintf(ci->swarm, sizeof ci->swarm, "%s", swarm);
+    return 0;
+}
+
+/* Reads the data section into a new buffer, hashing it on the way, and
+ * checks the digest and that every value is finite. *out is the caller's. */
+static int read_data(const char *path, int fd, uint64_t total, const unsigned char want[32],
+                     const rumor_model_t *m, float **out)
+{
+    float *buf = malloc(total);
+    if (!buf)
+        return rumor_err_set(RUMOR_ENOMEM, "%s: no memory for %" PRIu64 " bytes", path, total);
+    crypto_generichash_state st;
+    unsigned char got[32];
+    crypto_generichash_init(&st, NULL, 0, sizeof got);
+    for (uint64_t off = 0; off < total;) {
+        size_t chunk = total - off < (1u << 20) ? (size_t)(total - off) : (1u << 20);
+        ssize_t r = ckpt_read_full(fd, (char *)buf + off, chunk);
+        if (r != (ssize_t)chunk) {
+            free(buf);
+            return r < 0 ? rumor_err_sys(RUMOR_EIO, "%s: read failed", path)
+                         : rumor_err_set(RUMOR_EIO, "%s: truncated while reading", path);
+        }
+        crypto_generichash_update(&st, (const unsigned char *)buf + off, chunk);
+        off += chunk;
+    }
+    crypto_generichash_final(&st, got, sizeof got);
+    if (sodium_memcmp(got, want, 32) != 0) {
+        free(buf);
+        return rumor_err_set(RUMOR_EFORMAT, "%s: digest mismatch (file corrupt)", path);
+    }
+    size_t n = (size_t)(total / 4);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(buf[i])) {
+            free(buf);
+            return rumor_err_set(RUMOR_EFORMAT, "%s: non-finite value at element %zu of %s", path,
+                                 i % m->nparams, i < m->nparams ? "the parameters" :
+                                 i < 2 * m->nparams ? "optim.m" : "optim.v");
+        }
+    *out = buf;
+    return 0;
+}
+
+int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o, rumor_ckpt_info_t *info)
+{
+    if (!path || !m)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint load: bad argument");
+    if (o && o->n != m->nparams)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint load: optimizer has %zu values, model %zu",
+                             o->n, m->nparams);
+    if (sodium_init() < 0)
+        return rumor_err_set(RUMOR_ESYS, "checkpoint load: libsodium failed to initialize");
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    if (fd < 0)
+        return rumor_err_sys(RUMOR_ESYS, "%s: cannot open", path);
+    char *hdr = NULL;
+    cJSON *root = NULL;
+    float *data = NULL;
+    struct stat sb;
+    unsigned char len8[8], digest[32];
+    rumor_ckpt_info_t ci;
+    uint64_t size, hlen = 0, total;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        rc = rumor_err_set(RUMOR_EIO, "%s: not a regular file", path);
+        goto out;
+    }
+    size = (uint64_t)sb.st_size;
+    if (size < 8 || ckpt_read_full(fd, len8, 8) != 8) {
+        rc = rumor_err_set(RUMOR_EIO, "%s: truncated: %" PRIu64 " bytes, less than the 8-byte "
+                           "header length", path, size);
+        goto out;
+    }
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen > RUMOR_CKPT_MAX_HEADER) {
+        rc = rumor_err_set(RUMOR_EFORMAT, "%s: header length %" PRIu64 " exceeds the %u-byte "
+                           "limit", path, hlen, RUMOR_CKPT_MAX_HEADER);
+        goto out;
+    }
+    if (hlen > size - 8) {
+        rc = rumor_err_set(RUMOR_EIO, "%s: truncated: header %" PRIu64 " bytes, file has %" PRIu64,
+                           path, hlen, size);
+        goto out;
+    }
+    if (!(hdr = malloc(hlen + 1))) {
+        rc = rumor_err_set(RUMOR_ENOMEM, "%s: no memory for the header", path);
+        goto out;
+    }
+    if (ckpt_read_full(fd, hdr, hlen) != (ssize_t)hlen) {
+        rc = rumor_err_sys(RUMOR_EIO, "%s: reading the header failed", path);
+        goto out;
+    }
+    hdr[hlen] = '\0';
+    const char *end = NULL;
+    if (memchr(hdr, '\0', hlen) || !(root = cJSON_ParseWithOpts(hdr, &end, 1))) {
+        rc = rumor_err_set(RUMOR_EFORMAT, "%s: header is not valid JSON (near byte %td)", path,
+                           end ? end - hdr : (ptrdiff_t)strnlen(hdr, hlen));
+        goto out;
+    }
+    RUMOR_CHECK_GOTO(check_header(path, root, m, o, &ci, digest, &total), rc, out);
+    if (size - 8 - hlen != total) {
+        rc = size - 8 - hlen < total
+                 ? rumor_err_set(RUMOR_EIO, "%s: truncated: data section %" PRIu64 " bytes, file "
+                                 "has %" PRIu64 " after the header", path, total, size - 8 - hlen)
+                 : rumor_err_set(RUMOR_EFORMAT, "%s: %" PRIu64 " bytes after the data section",
+                                 path, size - 8 - hlen - total);
+        goto out;
+    }
+    RUMOR_CHECK_GOTO(read_data(path, fd, total, digest, m, &data), rc, out);
+    /* All checked: only now do m and o change. */
+    RUMOR_CHECK_GOTO(rumor_model_set_params(m, data), rc, out);
+    if (o && strcmp(ci.optimizer, "none")) {
+        size_t bytes = m->nparams * sizeof(float);
+        RUMOR_CHECK_GOTO(o->dev->ops->upload(o->dev, o->m, data + m->nparams, bytes), rc, out);
+        if (o->v)
+            RUMOR_CHECK_GOTO(o->dev->ops->upload(o->dev, o->v, data + 2 * m->nparams, bytes), rc,
+                             out);
+        o->t = ci.optim_t;
+    }
+    if (info)
+        *info = ci;
+out:
+    close(fd);
+    free(data);
+    cJSON_Delete(root);
+    free(hdr);
+    return rc;
+}
