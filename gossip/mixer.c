@@ -237,7 +237,7 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     if (ready < m->ntalk)
         for (int j = 0; j < m->npeers; j++)
             if (m->talks_to[j] && !m->ready[j])
-                rumor_warn("peer %d (%s) did not answer within %.0f s: treated as absent until "
+                rumor_warn("peer %d (%s) did not answer within %.1f s: treated as absent until "
                            "it does",
                            j, m->cfg.endpoints[j], timeout);
     return ready;

@@ -702,11 +702,14 @@ static void take_requests(rumor_mixer_t *m)
 {
     pthread_mutex_lock(&m->mu);
     if (m->req_send >= 0) {
-        if (m->req_send == 0 && m->barrier_run)
+        /* the first round (0, or a resumed peer's): whoever did not answer
+         * HELLO is absent until it sends */
+        if (!m->sent_any && m->barrier_run)
             for (int j = 0; j < m->npeers; j++)
                 if (m->talks_to[j] && !m->ready[j])
                     m->absent[j] = 1;
         start_send(m, m->req_send, m->req_send_buf);
+        m->sent_any = 1;
         if (m->req_send >= 1)
             m->hello_active = 0; /* everyone who was coming has come */
         m->req_send = -1;
@@ -769,6 +772,10 @@ void mx_comm_main(rumor_mixer_t *m)
         if (atomic_load(&m->hurry))
             close_deadline = now;
         if (want_close >= 0 && want_close == m->cur) {
+            /* a round nobody sent to has no slot yet: open it, or a peer
+             * whose neighbours are all absent would wait out every deadline */
+            if (ensure_slot(m, m->cur) < 0)
+                rumor_warn("mixer: %s", rumor_err_msg());
             struct mx_slot *s = &m->slot[m->cur % m->nslots];
             int complete = round_done(m, s);
             if (complete || now >= close_deadline) {

@@ -113,6 +113,7 @@ struct rumor_mixer {
     rumor_sendbuf_t *sent_buf; /* its parameters, x(sent_round) */
     int *out_nbrs;             /* scratch (npeers) */
     int barrier_run;           /* rumor_mixer_barrier was called */
+    int sent_any;              /* the first round's send was taken */
 
     pthread_t thread;
     int thread_started;
