@@ -339,9 +339,9 @@ int rumor_model_backward_scaled(rumor_model_t *m, float scale)
         switch (L->kind) {
         case RUMOR_LAYER_LINEAR:
             /* dW (O,I) += dy^T (O,B) in (B,I); db (O) += sum_B dy */
-            ops->gemm(d, 1, 0, L->out, L->in, B, 1.0f, dy, L->out, in, L->in, 1.0f,
-                      m->grads + L->w_off, L->in);
-            ops->sum_rows(d, m->grads + L->b_off, dy, B, L->out, 1.0f);
+            ops->gemm(d, 1, 0, L->out, L->in, B, 1.0f, dy, L->out, in, L->in,
+                      m->grad_overwrite ? 0.0f : 1.0f, m->grads + L->w_off, L->in);
+            ops->sum_rows(d, m->grads + L->b_off, dy, B, L->out, m->grad_overwrite ? 0.0f : 1.0f);
             if (l > 0) /* dx (B,I) = dy (B,O) W (O,I) */
                 ops->gemm(d, 0, 0, B, L->in, L->out, 1.0f, dy, L->out, m->params + L->w_off,
                           L->in, 0.0f, dx, L->in);

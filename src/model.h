@@ -67,6 +67,7 @@ typedef struct rumor_model {
     uint64_t seed;       /* init and dropout seed */
     uint64_t dropout_calls; /* advances the dropout stream each forward */
     int owns_params;     /* 0 for a replica sharing another model's params */
+    int grad_overwrite;  /* backward writes grads (=) instead of adding (+=) */
 } rumor_model_t;
 
 /* Builds a model from a spec and initializes its parameters from `seed` (the
@@ -95,8 +96,9 @@ int rumor_model_init_params(rumor_model_t *m, uint64_t seed);
 int rumor_model_forward(rumor_model_t *m, const float *x, const int32_t *labels, int batch,
                         int training, float *loss);
 
-/* Backward pass of the last forward: grads += d(mean loss)/d(params).
- * Call rumor_model_zero_grad first unless accumulating micro-batches. */
+/* Backward pass of the last forward: grads += d(mean loss)/d(params), or
+ * grads = ... when m->grad_overwrite is set (no zeroing pass needed). Call
+ * rumor_model_zero_grad first when accumulating micro-batches. */
 int rumor_model_backward(rumor_model_t *m);
 /* The same with the loss taken as sum(losses) * scale: workers that each see
  * part of a batch of B pass scale = 1/B, so their gradients simply add up. */

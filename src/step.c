@@ -99,7 +99,7 @@ static void grads_job(void *arg, int w, int n)
     int rc = rumor_model_forward(r, s->x + lo * (size_t)r->in_dim, s->y + lo, (int)(hi - lo), 1,
                                  &loss);
     if (rc == 0) {
-        rumor_model_zero_grad(r);
+        r->grad_overwrite = 1; /* each linear layer's gradient is written once */
         rc = rumor_model_backward_scaled(r, 1.0f / (float)s->batch);
     }
     s->loss_sum[w] = (double)loss * (double)(hi - lo);
@@ -115,8 +115,11 @@ static void reduce_job(void *arg, int w, int n)
     float *g = s->model->grads;
     if (hi <= lo)
         return;
-    memcpy(g + lo, s->replicas[0]->grads + lo, (hi - lo) * sizeof(float));
-    for (int v = 1; v < n; v++) {
+    /* one pass for the first two replicas, then one a replica more */
+    const float *g0 = s->replicas[0]->grads, *g1 = s->replicas[1]->grads;
+    for (size_t i = lo; i < hi; i++)
+        g[i] = g0[i] + g1[i];
+    for (int v = 2; v < n; v++) {
         const float *gv = s->replicas[v]->grads;
         for (size_t i = lo; i < hi; i++)
             g[i] += gv[i];
@@ -128,8 +131,11 @@ int rumor_step_grads(rumor_step_t *s, const float *x, const int32_t *y, int batc
     rumor_model_t *m = s->model;
     if (s->n == 1) {
         RUMOR_CHECK(rumor_model_forward(m, x, y, batch, 1, loss));
-        rumor_model_zero_grad(m);
-        return rumor_model_backward(m);
+        int saved = m->grad_overwrite;
+        m->grad_overwrite = 1;
+        int rc = rumor_model_backward(m);
+        m->grad_overwrite = saved;
+        return rc;
     }
     if (batch < 1 || batch > m->max_batch)
         return rumor_err_set(RUMOR_EINVAL, "step: batch %d out of range [1, %d]", batch,
