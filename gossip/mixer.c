@@ -127,6 +127,12 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         m->chunk = m->n;
     m->nchunks = (size_t)rumor_wire_nchunks(m->n, m->chunk);
     m->timeout = cfg->round_timeout > 0 ? cfg->round_timeout : 10.0;
+    if (m->cfg.min_round_timeout <= 0)
+        m->cfg.min_round_timeout = 0.5;
+    if (m->cfg.min_round_timeout > m->timeout)
+        m->cfg.min_round_timeout = m->timeout;
+    if (m->cfg.staleness <= 0)
+        m->cfg.staleness = 8;
     m->swarm = cfg->swarm ? cfg->swarm : rumor_wire_swarm_id("rumor");
     if (cfg->incarnation) {
         m->incarnation = cfg->incarnation;
@@ -155,7 +161,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         else
             memcpy(m->params->data, init, m->n * sizeof(float));
     }
-    for (long r = m->cur; rc == 0 && r < m->cur + 2; r++)
+    for (long r = m->cur; rc == 0 && !cfg->async && r < m->cur + 2; r++)
         rc = mx_slot_open(m, &m->slot[r % m->nslots], r);
     if (rc == 0)
         rc = mx_wake_open(m);
@@ -269,7 +275,8 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
         return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld ended out of order", k);
     }
     m->req_close = k;
-    m->close_deadline = m->round_start + m->timeout;
+    m->cur_deadline = m->cfg.async ? 0 : mx_deadline(m);
+    m->close_deadline = m->round_start + m->cur_deadline;
     m->closed_rc = 1; /* pending */
     pthread_mutex_unlock(&m->mu);
     mx_wake(m);
@@ -277,12 +284,9 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
     while (m->closed_rc == 1)
         pthread_cond_wait(&m->cv, &m->mu);
     int rc = m->closed_rc;
-    if (rc == 0) {
-        m->params = m->closed_buf;
-        if (st) {
-            *st = m->closed_stats;
-            st->wait_s = rumor_now() - t0;
-        }
+    if (rc == 0 && st) {
+        *st = m->closed_stats;
+        st->wait_s = rumor_now() - t0;
     }
     pthread_mutex_unlock(&m->mu);
     if (rc < 0)
@@ -313,6 +317,73 @@ int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag,
     if (rc < 0)
         return rumor_err_set(rc, "%s", msg);
     return 0;
+}
+
+long rumor_mixer_swarm_round(rumor_mixer_t *m)
+{
+    pthread_mutex_lock(&m->mu);
+    long r = m->swarm_round_pub;
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int rumor_mixer_jump(rumor_mixer_t *m, long round)
+{
+    pthread_mutex_lock(&m->mu);
+    if (m->req_close >= 0 || round < m->next_send) {
+        long ns = m->next_send;
+        pthread_mutex_unlock(&m->mu);
+        return rumor_err_set(RUMOR_ESTATE, "mixer: jump to round %ld from %ld", round, ns);
+    }
+    if (round == m->next_send) {
+        pthread_mutex_unlock(&m->mu);
+        return 0;
+    }
+    m->req_jump = round;
+    m->next_send = round;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    pthread_mutex_lock(&m->mu);
+    while (m->req_jump >= 0)
+        pthread_cond_wait(&m->cv, &m->mu);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+int rumor_mixer_catch_up(rumor_mixer_t *m, long *round, float **params, double timeout)
+{
+    pthread_mutex_lock(&m->mu);
+    if (m->req_close >= 0 || m->cu.active || m->cu.requested) {
+        pthread_mutex_unlock(&m->mu);
+        return rumor_err_set(RUMOR_ESTATE, "mixer: catch-up during a round");
+    }
+    m->cu.deadline = rumor_now() + timeout;
+    m->cu.rc = 1;
+    m->cu.requested = 1;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    pthread_mutex_lock(&m->mu);
+    while (m->cu.rc == 1)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int rc = m->cu.rc;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", m->cu.err);
+    if (rc == 0) {
+        m->next_send = m->cu.round;
+        *round = m->cu.round;
+        *params = m->params->data;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc < 0)
+        return rumor_err_set(rc, "%s", msg);
+    return 0;
+}
+
+void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = m->counters_pub;
+    pthread_mutex_unlock(&m->mu);
 }
 
 void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received)

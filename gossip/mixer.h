@@ -50,7 +50,16 @@ typedef struct rumor_mixer_config {
     uint64_t incarnation;      /* default: the realtime clock in ns at create */
     size_t nparams;            /* elements of the flat parameter space */
     size_t chunk_elems;        /* default RUMOR_MIXER_CHUNK (1 MiB of f32) */
-    double round_timeout;      /* seconds a round waits for neighbours (default 10) */
+    double round_timeout;      /* the longest a round waits for neighbours (default 10 s):
+                                * the deadline adapts to observed round times
+                                * (4 x their 90th percentile) within
+                                * [min_round_timeout, round_timeout] */
+    double min_round_timeout;  /* default 0.5 s; equal to round_timeout: fixed deadline */
+    int async;                 /* asynchronous gossip (AD-PSGD, Lian et al. 2018):
+                                * a round never waits; it mixes the newest
+                                * parameters each neighbour sent, once each,
+                                * if at most `staleness` rounds old */
+    int staleness;             /* async: oldest round mixed, k - staleness (default 8) */
     long first_round;          /* the round to start at (a resumed peer's), default 0 */
     int heartbeat_ivl_ms, heartbeat_timeout_ms; /* default 500, 2000 */
 } rumor_mixer_config_t;
@@ -65,6 +74,18 @@ typedef struct rumor_round_stats {
     double wait_s;             /* time round_end waited for the network */
     double disagreement;       /* ||mix - x_i(k)||_2: this peer's distance to its neighbourhood */
     double self_weight;        /* effective W_ii, averaged over chunks */
+    double deadline_s;         /* the deadline this round had, from round_begin */
+    double round_s;            /* round_begin to the end of the mix */
+    long swarm_round;          /* newest round a neighbour is known to be at (-1 none) */
+    long behind_round;         /* a neighbour that dropped this peer's parameters
+                                * as stale said it is at this round (-1 none):
+                                * this peer left behind */
+    int window;                /* rounds received ahead of the current one: a
+                                * neighbour at swarm_round >= next_round + window
+                                * has left this peer behind */
+    long next_round;           /* the round to begin next: round + 1, or later
+                                * after rumor_mixer_jump / async clock moves */
+    int max_staleness;         /* async: oldest contribution mixed, in rounds */
     uint64_t bytes_sent, bytes_received; /* totals since create */
 } rumor_round_stats_t;
 
@@ -96,6 +117,40 @@ int rumor_mixer_round_begin(rumor_mixer_t *m, long k);
  * *params points at the mixed parameters (also rumor_mixer_params()); the
  * previous buffer must no longer be used. st may be NULL. */
 int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st);
+
+/* The newest round a neighbour is known to be at (from its messages and
+ * HELLO answers), -1 when none is known yet. */
+long rumor_mixer_swarm_round(rumor_mixer_t *m);
+
+/* Moves this peer's round counter forward to `round` (> the last round
+ * ended) without mixing: for a peer that fell a few rounds behind its
+ * neighbours (frozen, cut off): it keeps its parameters and the rounds in
+ * between are skipped, so it takes part in the swarm's current rounds
+ * again. Call between round_end and round_begin. */
+int rumor_mixer_jump(rumor_mixer_t *m, long round);
+
+/* State transfer for a late joiner, a restarted peer, or one too far
+ * behind: asks the neighbours ahead of this peer for their parameters,
+ * each for its own contiguous part of the space (joiners spread over their
+ * neighbours), checks each part's BLAKE2b-256 digest, installs them as this
+ * peer's parameters and moves to the round after the newest one received.
+ * A neighbour that does not answer within a few seconds is replaced by
+ * another. Call between round_end and round_begin (or before the first
+ * round). On success *round is the round to begin next and *params the new
+ * parameters; RUMOR_ETIMEOUT when no neighbour served the state in
+ * `timeout` seconds (the parameters are then unchanged). */
+int rumor_mixer_catch_up(rumor_mixer_t *m, long *round, float **params, double timeout);
+
+/* Counters of the catch-up mechanisms since create. */
+typedef struct rumor_mixer_counters {
+    uint64_t jumps, rounds_skipped;
+    uint64_t state_fetches, state_bytes_fetched, state_served, state_bytes_served;
+    uint64_t digest_failures;
+    uint64_t stale_applied;    /* contributions from another round or an old
+                                * incarnation that reached a mix: a self-check,
+                                * always 0 */
+} rumor_mixer_counters_t;
+void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 
 /* Makes the round in progress end now (as if its deadline had passed) and
  * every later round end without waiting: for a peer that must leave (a

@@ -3,6 +3,7 @@
  * Everything here runs on the comm thread except the wake helpers. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,9 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->wake_fd[0] = m->wake_fd[1] = -1;
     atomic_init(&m->ar.ref.refs, 0);
     m->ar.last_tag = -1;
+    RUMOR_CHECK(mx_state_alloc(m));
+    if (m->cfg.async)
+        RUMOR_CHECK(mx_async_alloc(m));
     return 0;
 }
 
@@ -163,6 +167,8 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->sendq);
     free(m->ar.recv);
     free(m->hold);
+    mx_state_free(m);
+    mx_async_free(m);
 }
 
 /* The caller wakes the comm thread through a pipe that zmq_poll watches. */
@@ -208,14 +214,22 @@ void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type)
     h->space = m->n;
 }
 
+/* A header-only message; its round field says which round this peer is
+ * receiving, so a neighbour learns whether it fell behind. */
 static int send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
 {
     rumor_wire_hdr_t h;
     uint8_t bytes[RUMOR_WIRE_HDR_LEN];
     mx_fill_hdr(m, &h, type);
     h.aux = aux;
+    h.round = m->cur > 0 ? (uint64_t)m->cur : 0;
     rumor_wire_encode(&h, bytes);
     return rumor_transport_send(m->tr, peer, bytes, sizeof bytes, NULL, NULL, 0);
+}
+
+int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux)
+{
+    return send_control(m, peer, type, aux);
 }
 
 void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what)
@@ -321,15 +335,21 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
 {
     long r = (long)h->round;
     if (h->round >= (uint64_t)m->cur + (uint64_t)m->nslots) {
+        /* this peer fell behind (or the sender runs ahead): the caller
+         * learns it from swarm_round and jumps or catches up */
+        mx_heard_round(m, node, r);
         rumor_err_set(RUMOR_EPROTO, "round %llu while at %ld", (unsigned long long)h->round, m->cur);
         mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "params");
         return;
     }
     if (r < m->cur) {
+        mx_heard_round(m, node, r);
+        mx_tell_behind(m, node);
         rumor_err_set(RUMOR_EPROTO, "round %ld already mixed (at %ld)", r, m->cur);
         mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "params");
         return;
     }
+    mx_heard_round(m, node, r);
     if (ensure_slot(m, r) < 0) {
         rumor_warn("mixer: %s", rumor_err_msg());
         return;
@@ -372,6 +392,8 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
         mx_count(m, -RUMOR_WIRE_NONFINITE, node, "params");
         return;
     }
+    if (r == m->cur)
+        m->absent[node] = 0; /* sending the round being received: wait for it */
     axpy(s->buf->data + off, (float)w, data, len, s->arrivals[h->chunk] == 0);
     s->arrivals[h->chunk]++;
     s->wsum[h->chunk] += w;
@@ -433,30 +455,59 @@ static void close_round(rumor_mixer_t *m, int timed_out)
         if (s->chunks_from[j] == 0)
             m->absent[j] = 1;
     }
-    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
-    pthread_mutex_lock(&m->mu);
-    rumor_round_stats_t *st = &m->closed_stats;
-    memset(st, 0, sizeof *st);
-    st->round = k;
-    st->in_neighbors = s->nin;
-    st->complete = s->complete;
-    st->timed_out = timed_out;
-    st->disagreement = sqrt(dis);
-    st->self_weight = selfw / (double)m->nchunks;
-    st->bytes_sent = m->pub_sent = ts->bytes_sent;
-    st->bytes_received = m->pub_received = ts->bytes_received;
-    mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
-    m->closed_buf = s->buf;
-    m->closed_rc = 0;
-    m->req_close = -1;
-    m->wire_stats_pub = m->wire_stats;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
+    for (int i = 0; i < s->nin; i++)
+        if (s->chunks_from[s->in[i]] == (int)m->nchunks)
+            m->absent[s->in[i]] = 0;
+    rumor_sendbuf_t *out = s->buf;
     /* The caller now owns s->buf as its parameters; the slot waits, empty,
      * for round k + nslots. */
     s->buf = NULL;
     s->round = -1;
-    m->cur = k + 1;
+    m->round_staleness = 0;
+    mx_publish_close(m, k, out, s->nin, s->complete, timed_out, dis, selfw / (double)m->nchunks);
+}
+
+/* Hands the mixed parameters of round k to the caller and moves on to
+ * round k + 1 (or later: an asynchronous peer follows its neighbours'
+ * clock, see mixer_async.c, which sets m->cur itself beforehand). */
+void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
+                      int timed_out, double dis, double selfw)
+{
+    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
+    if (m->cur <= k)
+        m->cur = k + 1;
+    pthread_mutex_lock(&m->mu);
+    double elapsed = rumor_now() - m->round_start;
+    if (!m->cfg.async && !atomic_load(&m->hurry))
+        mx_record_round_time(m, elapsed);
+    rumor_round_stats_t *st = &m->closed_stats;
+    memset(st, 0, sizeof *st);
+    st->round = k;
+    st->in_neighbors = nin;
+    st->complete = complete;
+    st->timed_out = timed_out;
+    st->disagreement = sqrt(dis);
+    st->self_weight = selfw;
+    st->deadline_s = m->cur_deadline;
+    st->round_s = elapsed;
+    st->swarm_round = mx_swarm_round(m);
+    st->next_round = m->cur;
+    st->window = m->nslots;
+    st->behind_round = m->told_behind;
+    m->told_behind = -1;
+    st->max_staleness = m->round_staleness;
+    st->bytes_sent = m->pub_sent = ts->bytes_sent;
+    st->bytes_received = m->pub_received = ts->bytes_received;
+    mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
+    m->params = out;
+    m->closed_buf = out;
+    m->closed_rc = 0;
+    m->req_close = -1;
+    m->next_send = m->cur;
+    m->wire_stats_pub = m->wire_stats;
+    m->counters_pub = m->counters;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* Queues round k's parameters for its out-neighbours. Rounds a window or
@@ -488,7 +539,9 @@ static void start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
     for (int i = 0; i < n; i++) {
         int j = m->out_nbrs[i];
         struct mx_sendq *q = &m->sendq[j];
-        if (m->absent[j] || q->n == 2)
+        /* absent peers get x(k) too: a peer that comes back (thawed,
+         * reconnected) learns the swarm's round from it */
+        if (q->n == 2)
             continue;
         q->round[q->n] = k;
         q->buf[q->n] = buf;
@@ -560,13 +613,17 @@ static void drop_sends(rumor_mixer_t *m)
 /* ------------------------------------------------------- HELLO */
 
 /* HELLO's aux: 0 "I have not heard you", 1 "I have heard you", 2 "a reply:
- * I have heard you" (never answered, so two peers do not ping-pong). Every
- * HELLO that is not a reply gets one, so a peer still in its barrier (or
- * restarted) hears back even after this one stopped its own HELLOs. */
+ * I have heard you", 3 "your round was stale here: I am at `round`" (2 and
+ * 3 are never answered, so two peers do not ping-pong). Every HELLO that is
+ * not a reply gets one, so a peer still in its barrier (or restarted) hears
+ * back even after this one stopped its own HELLOs. */
 static void on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
     m->heard[node] = 1;
-    if (h->aux != 2 && m->talks_to[node])
+    if (h->aux == 3 && m->talks_to[node] && h->round > (uint64_t)m->told_behind &&
+        h->round < (uint64_t)m->cur + 100000000ULL)
+        m->told_behind = (long)h->round;
+    if (h->aux < 2 && m->talks_to[node])
         (void)send_control(m, node, RUMOR_WIRE_HELLO, 2);
     if (h->aux >= 1 && !m->ready[node]) {
         pthread_mutex_lock(&m->mu);
@@ -591,12 +648,12 @@ static void send_hellos(rumor_mixer_t *m)
 
 /* ------------------------------------------------------- receiving */
 
-/* Reads one message (up to 2 frames kept; more are drained and rejected),
+/* Reads one message (up to 3 frames kept; more are drained and rejected),
  * judges it and acts on it. Returns 0 when the socket had nothing. */
 static int recv_one(rumor_mixer_t *m)
 {
     void *pull = rumor_transport_pull(m->tr);
-    zmq_msg_t part[2];
+    zmq_msg_t part[3];
     zmq_msg_init(&part[0]);
     if (zmq_msg_recv(&part[0], pull, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&part[0]);
@@ -604,24 +661,22 @@ static int recv_one(rumor_mixer_t *m)
     }
     size_t frames = 1, sizes[2] = { 0, 0 }, total = zmq_msg_size(&part[0]);
     zmq_msg_init(&part[1]);
-    while (zmq_msg_more(frames == 1 ? &part[0] : &part[1])) {
-        zmq_msg_t *dst = &part[1];
+    zmq_msg_init(&part[2]);
+    int more = zmq_msg_more(&part[0]);
+    while (more) {
         zmq_msg_t extra;
-        if (frames >= 2) {
+        zmq_msg_t *dst = frames <= 2 ? &part[frames] : &extra;
+        if (dst == &extra)
             zmq_msg_init(&extra);
-            dst = &extra;
-        }
         if (zmq_msg_recv(dst, pull, 0) < 0)
             break;
         total += zmq_msg_size(dst);
-        if (frames < 2)
-            sizes[0] = zmq_msg_size(dst);
-        int more = zmq_msg_more(dst);
-        if (dst != &part[1])
+        if (frames <= 2)
+            sizes[frames - 1] = zmq_msg_size(dst);
+        more = zmq_msg_more(dst);
+        if (dst == &extra)
             zmq_msg_close(dst);
         frames++;
-        if (!more)
-            break;
     }
     rumor_transport_count_received(m->tr, total);
     rumor_wire_hdr_t h;
@@ -631,7 +686,7 @@ static int recv_one(rumor_mixer_t *m)
         rumor_wire_expect_t e = { .swarm = m->swarm, .space = m->n, .self = m->ids[m->self],
                                   .max_chunk = m->chunk };
         v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
-        if (v == 0 && frames > 2) {
+        if (v == 0 && frames > 3) {
             rumor_err_set(RUMOR_EPROTO, "%zu frames", frames);
             v = -RUMOR_WIRE_BAD_FRAMES;
         }
@@ -648,22 +703,37 @@ static int recv_one(rumor_mixer_t *m)
     if (v != 0) {
         mx_count(m, v, node, "message");
     } else {
-        m->absent[node] = 0;
         if (h.incarnation > m->known_inc[node]) {
-            if (m->known_inc[node] != 0)
+            if (m->known_inc[node] != 0) {
                 rumor_info("peer %d restarted (incarnation %llu)", node,
                            (unsigned long long)h.incarnation);
+                m->peer_round[node] = -1; /* its new life starts over */
+                if (m->cfg.async)
+                    mx_async_forget(m, node);
+            }
             m->known_inc[node] = h.incarnation;
         }
         switch (h.type) {
         case RUMOR_WIRE_PARAMS:
-            on_params(m, &h, node, zmq_msg_data(&part[1]));
+            if (m->cfg.async)
+                mx_async_on_params(m, &h, node, zmq_msg_data(&part[1]));
+            else
+                on_params(m, &h, node, zmq_msg_data(&part[1]));
+            break;
+        case RUMOR_WIRE_STATE_REQ:
+            mx_on_state_req(m, &h, node);
+            break;
+        case RUMOR_WIRE_STATE_CHUNK:
+            mx_on_state_chunk(m, &h, node, &part[1], &part[2], frames == 3);
             break;
         case RUMOR_WIRE_GRADS:
-            if (on_grads(m, &h, node, &part[0], &part[1]))
+            if (on_grads(m, &h, node, &part[0], &part[1])) {
+                zmq_msg_close(&part[2]);
                 return 1; /* held: the parts now belong to the hold queue */
+            }
             break;
         case RUMOR_WIRE_HELLO:
+            mx_heard_round(m, node, (long)(h.round > (uint64_t)LONG_MAX / 2 ? 0 : h.round));
             on_hello(m, &h, node);
             mx_count(m, 0, node, "hello");
             break;
@@ -681,6 +751,7 @@ static int recv_one(rumor_mixer_t *m)
     }
     zmq_msg_close(&part[0]);
     zmq_msg_close(&part[1]);
+    zmq_msg_close(&part[2]);
     return 1;
 }
 
@@ -694,6 +765,8 @@ static void publish(rumor_mixer_t *m)
     m->wire_stats_pub = m->wire_stats;
     m->pub_sent = ts->bytes_sent;
     m->pub_received = ts->bytes_received;
+    m->swarm_round_pub = mx_swarm_round(m);
+    m->counters_pub = m->counters;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -721,6 +794,15 @@ static void take_requests(rumor_mixer_t *m)
     if (m->ar.requested) {
         m->ar.requested = 0;
         ar_start(m);
+    }
+    if (m->req_jump >= 0) {
+        mx_do_jump(m, m->req_jump);
+        m->req_jump = -1;
+        pthread_cond_broadcast(&m->cv);
+    }
+    if (m->cu.requested) {
+        m->cu.requested = 0;
+        m->cu.active = 1;
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -767,11 +849,16 @@ void mx_comm_main(rumor_mixer_t *m)
         pump_sends(m);
         send_hellos(m);
         ar_progress(m);
+        mx_state_progress(m);
 
         double now = rumor_now();
         if (atomic_load(&m->hurry))
             close_deadline = now;
         if (want_close >= 0 && want_close == m->cur) {
+            if (m->cfg.async) {
+                mx_async_close(m); /* never waits */
+                continue;
+            }
             /* a round nobody sent to has no slot yet: open it, or a peer
              * whose neighbours are all absent would wait out every deadline */
             if (ensure_slot(m, m->cur) < 0)
@@ -792,7 +879,8 @@ void mx_comm_main(rumor_mixer_t *m)
         items[ni].socket = rumor_transport_pull(m->tr);
         items[ni++].events = ZMQ_POLLIN;
         for (int j = 0; j < m->npeers; j++)
-            if (m->sendq[j].n > 0 && rumor_transport_push(m->tr, j)) {
+            if ((m->sendq[j].n > 0 || mx_state_wants_pollout(m, j)) &&
+                rumor_transport_push(m->tr, j)) {
                 items[ni].socket = rumor_transport_push(m->tr, j);
                 items[ni].events = ZMQ_POLLOUT;
                 ni++;

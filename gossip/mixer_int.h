@@ -65,6 +65,56 @@ struct mx_sendq {
     size_t next[2];            /* next chunk to hand to ZeroMQ */
 };
 
+/* State transfer, the requesting side: the space is cut into contiguous
+ * parts of whole chunks, one per source neighbour. */
+#define MX_MAX_PARTS 8
+struct mx_part {
+    int src;                   /* node serving it, -1 none yet */
+    uint32_t req_id;
+    size_t lo, hi;             /* chunks [lo, hi) */
+    size_t got;                /* chunks received */
+    uint8_t *have;             /* (nchunks) chunk received, indexed by chunk */
+    long round;                /* the source's round of that state, -1 none yet */
+    uint8_t digest[32];
+    int have_digest, done, asked;
+    double last_progress;
+};
+
+struct mx_catchup {
+    int requested, active;
+    double deadline;
+    int rc;                    /* 1 pending, 0 done, < 0 failed */
+    long round;                /* result: the round to begin next */
+    char err[256];
+    rumor_sendbuf_t *buf;      /* the state being assembled */
+    int nparts;
+    struct mx_part part[MX_MAX_PARTS];
+    uint8_t *tried;            /* (npeers) sources asked already this catch-up */
+    int *cand;                 /* (npeers) scratch: possible sources */
+    double next_hello;
+};
+
+/* State transfer, the serving side. */
+#define MX_MAX_SERVES 8
+struct mx_serve {
+    int node;                  /* -1 free */
+    uint32_t req_id;
+    size_t next, end;          /* chunks still to send: [next, end) */
+    long round;
+    rumor_sendbuf_t *buf;      /* pinned snapshot x(round) */
+    uint8_t digest[32];
+};
+
+/* Asynchronous mode: the newest chunk each in-neighbour sent. */
+struct mx_async {
+    float **latest;            /* (npeers) n floats for in-neighbours, else NULL */
+    long *lround;              /* (npeers * nchunks) round of that chunk, -1 none */
+    uint8_t *fresh;            /* (npeers * nchunks) not mixed yet */
+    uint64_t *linc;            /* (npeers) incarnation the chunks came from */
+};
+
+#define MX_DEADLINE_SAMPLES 32
+
 /* A message kept for an all-reduce that has not started here yet. */
 struct mx_held {
     zmq_msg_t hdr, payload;
@@ -140,6 +190,25 @@ struct rumor_mixer {
     int nhold;
     double next_hello;
     int hello_active;
+
+    /* catching up (mixer_state.c) */
+    long *peer_round;          /* (npeers) newest round heard from j, -1 none */
+    double *stale_reply;       /* (npeers) when j was last told it is behind */
+    long req_jump;             /* -1 none (under mu) */
+    long swarm_round_pub;      /* mx_swarm_round, published under mu */
+    long told_behind;          /* newest round a "you are behind" HELLO named, -1 none */
+    struct mx_catchup cu;
+    struct mx_serve serve[MX_MAX_SERVES];
+    rumor_mixer_counters_t counters; /* comm thread's own; published under mu */
+    rumor_mixer_counters_t counters_pub;
+    uint32_t next_req_id;
+    /* adaptive deadline: round times seen (under mu) */
+    double samples[MX_DEADLINE_SAMPLES];
+    int nsamples;
+    double cur_deadline;
+    /* asynchronous mode (mixer_async.c) */
+    struct mx_async as;
+    int round_staleness;       /* of the round being closed */
 };
 
 /* mixer.c */
@@ -157,6 +226,33 @@ void mx_comm_main(rumor_mixer_t *m);
 int mx_node_of(const rumor_mixer_t *m, uint64_t id);
 void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);
 void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what);
+
+/* mixer_state.c: round tracking, jumps, state transfer, deadlines */
+int mx_state_alloc(rumor_mixer_t *m);
+void mx_state_free(rumor_mixer_t *m);
+void mx_heard_round(rumor_mixer_t *m, int node, long round);
+long mx_swarm_round(const rumor_mixer_t *m);
+void mx_do_jump(rumor_mixer_t *m, long round);
+void mx_tell_behind(rumor_mixer_t *m, int node);
+void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
+void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
+                       zmq_msg_t *body, int nbody);
+void mx_state_progress(rumor_mixer_t *m);
+int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
+void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
+double mx_deadline(rumor_mixer_t *m);                        /* under mu */
+int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);
+
+/* mixer_async.c */
+int mx_async_alloc(rumor_mixer_t *m);
+void mx_async_free(rumor_mixer_t *m);
+void mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const float *data);
+void mx_async_close(rumor_mixer_t *m);
+void mx_async_forget(rumor_mixer_t *m, int node); /* j restarted: its chunks are void */
+
+/* mixer_comm.c, shared with the files above */
+void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
+                      int timed_out, double dis, double selfw);
 
 /* mixer_ring.c: the ring all-reduce, driven by the comm thread */
 void ar_start(rumor_mixer_t *m);

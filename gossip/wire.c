@@ -65,6 +65,8 @@ static const char *const reject_names[RUMOR_WIRE_NREJECT] = {
     [RUMOR_WIRE_UNKNOWN_SENDER] = "unknown_sender",
     [RUMOR_WIRE_DUPLICATE] = "duplicate",
     [RUMOR_WIRE_BAD_IDENTITY] = "bad_identity",
+    [RUMOR_WIRE_BAD_DIGEST] = "bad_digest",
+    [RUMOR_WIRE_UNEXPECTED] = "unexpected",
 };
 
 /* -------------------------------------------------- little-endian bytes */
@@ -380,23 +382,24 @@ const char *rumor_wire_type_name(int type)
 
 const char *rumor_wire_reject_name(int reason)
 {
-    if (reason < 0)
-        reason = -reason;
-    return reason >= 0 && reason < RUMOR_WIRE_NREJECT ? reject_names[reason] : "unknown";
+    /* the range first: negating INT_MIN would overflow */
+    if (reason <= -RUMOR_WIRE_NREJECT || reason >= RUMOR_WIRE_NREJECT)
+        return "unknown";
+    return reject_names[reason < 0 ? -reason : reason];
 }
 
 /* ---------------------------------------------------------------- stats */
 
 int rumor_wire_stats_count(rumor_wire_stats_t *s, int verdict)
 {
-    int r = verdict < 0 ? -verdict : verdict;
     if (verdict == RUMOR_WIRE_ACCEPT) {
         s->accepted++;
         return 0;
     }
-    if (r <= 0 || r >= RUMOR_WIRE_NREJECT)
+    /* the range first: negating INT_MIN would overflow */
+    if (verdict <= -RUMOR_WIRE_NREJECT || verdict >= RUMOR_WIRE_NREJECT)
         return rumor_err_set(RUMOR_EINVAL, "wire stats: %d is not a reject reason", verdict);
-    s->rejected[r]++;
+    s->rejected[verdict < 0 ? -verdict : verdict]++;
     return 0;
 }
 

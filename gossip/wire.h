@@ -106,6 +106,8 @@ enum rumor_wire_reject {
     RUMOR_WIRE_UNKNOWN_SENDER,  /* not a current neighbour */
     RUMOR_WIRE_DUPLICATE,       /* chunk already received this round */
     RUMOR_WIRE_BAD_IDENTITY,    /* sender id != id of the authenticated key */
+    RUMOR_WIRE_BAD_DIGEST,      /* transferred state does not match its digest */
+    RUMOR_WIRE_UNEXPECTED,      /* a well-formed message this peer did not ask for */
     RUMOR_WIRE_NREJECT
 };
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "blas_tune.h"
 #include "checkpoint.h"
@@ -57,9 +58,23 @@ static const char usage_head[] =
     "                         ring:N) (default: ring)\n"
     "  --weights SCHEME       mh, maxdeg, uniform, bestconst, fmmc or file:W from\n"
     "                         'rumor-topo weights' (default: mh)\n"
-    "  --mode MODE            dpsgd (gossip) or allreduce (ring all-reduce of\n"
-    "                         gradients, the centralized baseline) (default: dpsgd)\n"
-    "  --round-timeout SECS   how long a round waits for neighbours (default: 10)\n"
+    "  --mode MODE            dpsgd (gossip, synchronous rounds), async (gossip that\n"
+    "                         never waits: AD-PSGD, for swarms with stragglers) or\n"
+    "                         allreduce (ring all-reduce of gradients, the\n"
+    "                         centralized baseline) (default: dpsgd)\n"
+    "  --round-timeout SECS   the longest a round waits for neighbours (default: 10);\n"
+    "                         the deadline adapts to the round times seen: 4x their\n"
+    "                         90th percentile, at least --min-round-timeout\n"
+    "  --min-round-timeout SECS\n"
+    "                         the shortest deadline (default: 0.5; set it equal to\n"
+    "                         --round-timeout for a fixed deadline)\n"
+    "  --staleness N          async: mix a neighbour's parameters only if at most N\n"
+    "                         rounds old (default: 8)\n"
+    "  --catch-up-rounds N    a peer more than N rounds behind its neighbours (frozen,\n"
+    "                         cut off, restarted) fetches their state; fewer, and it\n"
+    "                         skips ahead keeping its parameters (default: 50)\n"
+    "  --throttle F           testing: run F times slower than this machine can\n"
+    "                         (sleeps after each gradient), to play a straggler\n"
     "  --start-timeout SECS   how long to wait for neighbours at start (default: 60)\n"
     "  --chunk-mb X           message size for parameters (default: 1)\n"
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
@@ -94,10 +109,10 @@ static const char usage_tail[] =
 
 struct options {
     struct rumor_train_opts t;
-    int rank, eval_every, no_average, keep_checkpoints;
-    long checkpoint_every;
+    int rank, eval_every, no_average, keep_checkpoints, staleness;
+    long checkpoint_every, catch_up_rounds;
     const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
-    double round_timeout, start_timeout, chunk_mb, leave_timeout;
+    double round_timeout, min_round_timeout, start_timeout, chunk_mb, leave_timeout, throttle;
 };
 
 static const rumor_opt_t option_table[] = {
@@ -108,8 +123,12 @@ static const rumor_opt_t option_table[] = {
     { "swarm", 0, RUMOR_OPT_STR, offsetof(struct options, swarm), 0, 0, NULL, 0 },
     { "topology", 0, RUMOR_OPT_STR, offsetof(struct options, topology), 0, 0, NULL, 0 },
     { "weights", 0, RUMOR_OPT_STR, offsetof(struct options, weights), 0, 0, NULL, 0 },
-    { "mode", 0, RUMOR_OPT_CHOICE, offsetof(struct options, mode), 0, 0, "dpsgd|allreduce", 0 },
+    { "mode", 0, RUMOR_OPT_CHOICE, offsetof(struct options, mode), 0, 0, "dpsgd|async|allreduce", 0 },
     { "round-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, round_timeout), 0.01, 86400, NULL, 0 },
+    { "min-round-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, min_round_timeout), 0.001, 86400, NULL, 0 },
+    { "staleness", 0, RUMOR_OPT_INT, offsetof(struct options, staleness), 1, 1 << 20, NULL, 0 },
+    { "catch-up-rounds", 0, RUMOR_OPT_LONG, offsetof(struct options, catch_up_rounds), 0, 1e9, NULL, 0 },
+    { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 256, NULL, 0 },
     { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, eval_every), 1, 100000, NULL, 0 },
@@ -255,6 +274,10 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->topology = "ring";
     o->mode = "dpsgd";
     o->round_timeout = 10;
+    o->min_round_timeout = 0.5;
+    o->staleness = 8;
+    o->catch_up_rounds = 50;
+    o->throttle = 1;
     o->start_timeout = 60;
     o->chunk_mb = 1;
     o->eval_every = 1;
@@ -322,6 +345,15 @@ static void catch_leave_signals(double timeout)
     sa.sa_handler = on_leave_alarm;
     sigaction(SIGALRM, &sa, NULL);
     leave_alarm_s = timeout < 1 ? 1 : (unsigned)ceil(timeout);
+}
+
+static void rumor_sleep(double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && !leave_signal)
+        ;
 }
 
 /* Writes a checkpoint of the peer's state after `round` rounds. */
@@ -438,6 +470,7 @@ int main(int argc, char **argv)
 
     /* ---- resume from the newest checkpoint that loads */
     long first_round = 0;
+    int resumed = 0;
     if (opts.checkpoint_dir) {
         rumor_ckpt_info_t ci;
         char path[1024];
@@ -447,6 +480,7 @@ int main(int argc, char **argv)
             return fail(&p, rank, "checkpoint");
         if (lrc == 0) {
             first_round = ci.round < total_rounds ? ci.round : total_rounds;
+            resumed = 1;
             if (!o.quiet)
                 printf("rumor-peer %d/%d: resumed from %s at round %ld\n", rank, N, path,
                        first_round);
@@ -454,7 +488,8 @@ int main(int argc, char **argv)
     }
 
     /* ---- the swarm */
-    int dpsgd = strcmp(opts.mode, "dpsgd") == 0;
+    int async = strcmp(opts.mode, "async") == 0;
+    int dpsgd = strcmp(opts.mode, "dpsgd") == 0 || async;
     rumor_mixer_config_t mc = { 0 };
     mc.topo = p.topo;
     mc.self = rank;
@@ -466,6 +501,9 @@ int main(int argc, char **argv)
     if (mc.chunk_elems < 1)
         mc.chunk_elems = 1;
     mc.round_timeout = opts.round_timeout;
+    mc.min_round_timeout = opts.min_round_timeout;
+    mc.async = async;
+    mc.staleness = opts.staleness;
     mc.first_round = first_round;
     if (rumor_mixer_create(&mc, p.model->params, &p.mixer) < 0)
         return fail(&p, rank, "swarm");
@@ -475,7 +513,8 @@ int main(int argc, char **argv)
     int nb = rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0);
     if (!o.quiet) {
         printf("rumor-peer %d/%d: %s on %s, listening on %s\n", rank, N,
-               dpsgd ? "D-PSGD" : "ring all-reduce", p.topo->desc, rumor_mixer_endpoint(p.mixer));
+               async ? "asynchronous D-PSGD" : dpsgd ? "D-PSGD" : "ring all-reduce", p.topo->desc,
+               rumor_mixer_endpoint(p.mixer));
         printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
                rank, N, o.model, p.model->nparams, p.model->nparams * 4.0 / 1e6, p.dev->name, nb,
                nb == 1 ? "" : "s");
@@ -491,15 +530,40 @@ int main(int argc, char **argv)
                         "\"ready\":%d",
                         rank, N, opts.mode, spec, o.model, p.model->nparams, total_rounds, ready);
 
-    /* ---- training: D-PSGD (Lian et al. 2017, Algorithm 1) or all-reduce */
+    /* ---- a late joiner or a restarted peer fetches the swarm's state */
+    long k = first_round;
+    float *params = rumor_mixer_params(p.mixer);
+    long catch_ups = 0;
+    if (dpsgd) {
+        long sr = rumor_mixer_swarm_round(p.mixer);
+        if (sr > k + opts.catch_up_rounds || (!resumed && sr > k + 1)) {
+            long nk;
+            if (!o.quiet)
+                printf("rumor-peer %d/%d: the swarm is at round %ld: fetching its state\n", rank,
+                       N, sr);
+            if (rumor_mixer_catch_up(p.mixer, &nk, &params, opts.start_timeout) < 0)
+                rumor_warn("catching up: %s; training from round %ld", rumor_err_msg(), k);
+            else {
+                catch_ups++;
+                k = nk < total_rounds ? nk : total_rounds;
+                rumor_step_bind_params(p.step, params);
+                if (!o.quiet)
+                    printf("rumor-peer %d/%d: joined at round %ld\n", rank, N, k);
+            }
+        }
+    }
+
+    /* ---- training: D-PSGD (Lian et al. 2017, Algorithm 1), its
+     * asynchronous form, or all-reduce */
     rumor_progress_t prog;
     rumor_progress_begin(&prog, stdout, total_rounds, o.progress, o.quiet);
     double start = rumor_now(), wait_total = 0, acc = 0, tloss = 0, last_dis = 0;
-    long k = first_round, examples = 0, allreduce_failures = 0;
+    double max_stall = 0, deadline = 0;
+    long examples = 0, allreduce_failures = 0, rounds_run = 0;
     rumor_round_stats_t st = { 0 };
     /* A resumed peer replays its loader to the round it stopped at, so it
      * draws the batches it would have drawn. */
-    for (long i = 0; i < first_round; i++) {
+    for (long i = 0; i < k; i++) {
         const float *x;
         const int32_t *y;
         (void)rumor_loader_next(p.loader, &x, &y);
@@ -507,110 +571,158 @@ int main(int argc, char **argv)
             while (rumor_loader_next(p.loader, &x, &y) > 0)
                 ;
     }
-    int leaving = 0, epoch = (int)(first_round / per_epoch) + 1;
-    for (; epoch <= o.epochs && !leaving; epoch++) {
-        double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
-        long b0 = k - (long)(epoch - 1) * per_epoch;
-        for (long b = b0; b < per_epoch; b++, k++) {
-            if (leave_signal) {
-                leaving = 1;
-                break;
-            }
-            const float *x;
-            const int32_t *y;
-            int bs = rumor_loader_next(p.loader, &x, &y);
-            if (bs <= 0) {
-                rumor_err_set(RUMOR_ESTATE, "the loader ran out of batches at round %ld", k);
-                return fail(&p, rank, "data");
-            }
-            float loss;
-            if (dpsgd) {
-                /* send x(k) while computing the gradient at x(k); then
-                 * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
-                if (rumor_mixer_round_begin(p.mixer, k) < 0)
-                    return fail(&p, rank, "round");
-                if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
-                    return fail(&p, rank, "gradient");
-                float *mixed;
-                if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
-                    return fail(&p, rank, "round");
-                rumor_step_bind_params(p.step, mixed);
-                wait_total += st.wait_s;
-                last_dis = st.disagreement;
-                dis_sum += st.disagreement;
-            } else {
-                if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
-                    return fail(&p, rank, "gradient");
-                double t0 = rumor_now();
-                if (rumor_mixer_allreduce_mean(p.mixer, p.model->grads, p.model->nparams, k,
-                                               opts.round_timeout) < 0) {
-                    /* A missing peer stops the ring: this round steps on the
-                     * local gradient instead (C-PSGD has no better answer). */
-                    allreduce_failures++;
-                    rumor_warn("round %ld: %s; stepping on the local gradient", k,
-                               rumor_err_msg());
-                    rumor_model_zero_grad(p.model);
-                    if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
-                        return fail(&p, rank, "gradient");
-                }
-                wait_total += rumor_now() - t0;
-            }
-            if (!isfinite(loss)) {
-                rumor_err_set(RUMOR_EINVAL, "loss is %g at round %ld: lower --lr", (double)loss,
-                              k);
-                return fail(&p, rank, "training diverged");
-            }
-            if (rumor_step_update(p.step, p.opt) < 0)
-                return fail(&p, rank, "optimizer step");
-            loss_sum += loss;
-            examples += bs;
-            if (opts.checkpoint_dir && opts.checkpoint_every > 0 &&
-                (k + 1) % opts.checkpoint_every == 0 && !leave_signal &&
-                save_checkpoint(&p, &opts, k + 1, epoch) < 0)
-                rumor_warn("checkpoint at round %ld: %s", k + 1, rumor_err_msg());
-            rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
-            double el = rumor_now() - start;
-            if (rumor_progress_update(
-                    &prog, k + 1, 0,
-                    "round %ld/%ld  epoch %d  loss %.4f  %.0f ex/s  |mix-x| %.3g  sent %.1f MB  "
-                    "recv %.1f MB  waiting %.0f%%",
-                    k + 1, total_rounds, epoch, (double)loss, examples / el, last_dis,
-                    st.bytes_sent / 1e6, st.bytes_received / 1e6, 100.0 * wait_total / el))
-                rumor_metrics_write(&p.metrics,
-                                    "\"event\":\"round\",\"round\":%ld,\"epoch\":%d,\"loss\":%.6g,"
-                                    "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
-                                    "\"bytes_received\":%llu,\"wait_s\":%.3f",
-                                    k + 1, epoch, (double)loss, examples / el, last_dis,
-                                    (unsigned long long)st.bytes_sent,
-                                    (unsigned long long)st.bytes_received, wait_total);
-        }
-        if (leaving)
+    int leaving = 0, epoch = (int)(k / per_epoch) + 1;
+    double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
+    long epoch_rounds = 0;
+    while (k < total_rounds && !leaving) {
+        if (leave_signal) {
+            leaving = 1;
             break;
-        /* finish the loader's epoch (a shard may hold one batch more) */
+        }
         const float *x;
         const int32_t *y;
-        while (rumor_loader_next(p.loader, &x, &y) > 0)
+        int bs = rumor_loader_next(p.loader, &x, &y);
+        if (bs == 0) /* a jump skipped the end of the loader's epoch */
+            bs = rumor_loader_next(p.loader, &x, &y);
+        if (bs <= 0) {
+            rumor_err_set(RUMOR_ESTATE, "the loader ran out of batches at round %ld", k);
+            return fail(&p, rank, "data");
+        }
+        float loss;
+        long next = k + 1;
+        if (dpsgd) {
+            /* send x(k) while computing the gradient at x(k); then
+             * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
+            if (rumor_mixer_round_begin(p.mixer, k) < 0)
+                return fail(&p, rank, "round");
+            double tc = rumor_now();
+            if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
+                return fail(&p, rank, "gradient");
+            if (opts.throttle > 1)
+                rumor_sleep((opts.throttle - 1) * (rumor_now() - tc));
+            float *mixed;
+            if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
+                return fail(&p, rank, "round");
+            rumor_step_bind_params(p.step, mixed);
+            wait_total += st.wait_s;
+            last_dis = st.disagreement;
+            dis_sum += st.disagreement;
+            deadline = st.deadline_s;
+            if (!async && st.deadline_s > 0 && st.round_s / st.deadline_s > max_stall)
+                max_stall = st.round_s / st.deadline_s;
+            next = st.next_round;
+        } else {
+            if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
+                return fail(&p, rank, "gradient");
+            double t0 = rumor_now();
+            if (rumor_mixer_allreduce_mean(p.mixer, p.model->grads, p.model->nparams, k,
+                                           opts.round_timeout) < 0) {
+                /* A missing peer stops the ring: this round steps on the
+                 * local gradient instead (C-PSGD has no better answer). */
+                allreduce_failures++;
+                rumor_warn("round %ld: %s; stepping on the local gradient", k, rumor_err_msg());
+                rumor_model_zero_grad(p.model);
+                if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
+                    return fail(&p, rank, "gradient");
+            }
+            wait_total += rumor_now() - t0;
+        }
+        if (!isfinite(loss)) {
+            rumor_err_set(RUMOR_EINVAL, "loss is %g at round %ld: lower --lr", (double)loss, k);
+            return fail(&p, rank, "training diverged");
+        }
+        if (rumor_step_update(p.step, p.opt) < 0)
+            return fail(&p, rank, "optimizer step");
+        loss_sum += loss;
+        examples += bs;
+        rounds_run++;
+        epoch_rounds++;
+        /* Behind the swarm (frozen, cut off, restarted): a few rounds are
+         * skipped keeping this peer's parameters; many, and it fetches the
+         * swarm's state instead. */
+        long target = -1;
+        if (st.behind_round >= next)
+            target = st.behind_round; /* a neighbour dropped our round as stale */
+        if (st.swarm_round >= next + st.window && st.swarm_round + 1 > target)
+            target = st.swarm_round + 1; /* neighbours' rounds beyond our window */
+        if (dpsgd && !async && !leave_signal && target > next) {
+            int fetched = 0;
+            if (target - next > opts.catch_up_rounds) {
+                long nk;
+                rumor_info("the swarm is at round %ld, this peer at %ld: fetching its state",
+                           target, next);
+                if (rumor_mixer_catch_up(p.mixer, &nk, &params, opts.round_timeout + 5) < 0) {
+                    rumor_warn("catching up: %s; skipping ahead instead", rumor_err_msg());
+                } else {
+                    catch_ups++;
+                    fetched = 1;
+                    rumor_step_bind_params(p.step, params);
+                    next = nk;
+                }
+            }
+            if (!fetched) {
+                if (rumor_mixer_jump(p.mixer, target) < 0)
+                    return fail(&p, rank, "round");
+                next = target;
+            }
+        }
+        if (next > total_rounds)
+            next = total_rounds;
+        long done_round = next;
+        if (opts.checkpoint_dir && opts.checkpoint_every > 0 &&
+            done_round / opts.checkpoint_every > k / opts.checkpoint_every && !leave_signal &&
+            save_checkpoint(&p, &opts, done_round, epoch) < 0)
+            rumor_warn("checkpoint at round %ld: %s", done_round, rumor_err_msg());
+        k = next;
+        rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
+        double el = rumor_now() - start;
+        if (rumor_progress_update(
+                &prog, k, 0,
+                "round %ld/%ld  epoch %d  loss %.4f  %.0f ex/s  |mix-x| %.3g  sent %.1f MB  "
+                "recv %.1f MB  waiting %.0f%%",
+                k, total_rounds, epoch, (double)loss, examples / el, last_dis,
+                st.bytes_sent / 1e6, st.bytes_received / 1e6, 100.0 * wait_total / el))
+            rumor_metrics_write(&p.metrics,
+                                "\"event\":\"round\",\"round\":%ld,\"epoch\":%d,\"loss\":%.6g,"
+                                "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
+                                "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
+                                "\"time\":%.3f",
+                                k, epoch, (double)loss, examples / el, last_dis,
+                                (unsigned long long)st.bytes_sent,
+                                (unsigned long long)st.bytes_received, wait_total, deadline,
+                                rumor_now());
+        /* ---- the end of an epoch (or of several, after a jump) */
+        if (k / per_epoch + 1 <= epoch && k < total_rounds)
+            continue;
+        const float *xx;
+        const int32_t *yy;
+        while (rumor_loader_next(p.loader, &xx, &yy) > 0)
             ;
         double epoch_s = rumor_now() - epoch_start;
-        int evaluated = epoch % opts.eval_every == 0 || epoch == o.epochs;
+        int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
         if (evaluated && evaluate(&p, p.model->params, &acc, &tloss) < 0)
             return fail(&p, rank, "evaluation");
+        double nr = epoch_rounds > 0 ? (double)epoch_rounds : 1.0;
         if (!o.quiet) {
             char accs[64] = "";
             if (evaluated)
                 snprintf(accs, sizeof accs, "  test accuracy %.2f%%", 100.0 * acc);
             rumor_progress_print(&prog, "epoch %d/%d  train loss %.4f%s  |mix-x| %.3g  %.1f s",
-                                 epoch, o.epochs, loss_sum / per_epoch, accs,
-                                 dpsgd ? dis_sum / per_epoch : 0.0, epoch_s);
+                                 epoch, o.epochs, loss_sum / nr, accs,
+                                 dpsgd ? dis_sum / nr : 0.0, epoch_s);
         }
         rumor_metrics_write(&p.metrics,
                             "\"event\":\"epoch\",\"epoch\":%d,\"round\":%ld,\"train_loss\":%.6g,"
                             "\"test_accuracy\":%.6f,\"consensus\":%.6g,\"seconds\":%.3f,"
                             "\"epoch_seconds\":%.3f",
-                            epoch, k, loss_sum / per_epoch, evaluated ? acc : -1.0,
-                            dpsgd ? dis_sum / per_epoch : 0.0, rumor_now() - start, epoch_s);
+                            epoch, k, loss_sum / nr, evaluated ? acc : -1.0,
+                            dpsgd ? dis_sum / nr : 0.0, rumor_now() - start, epoch_s);
+        epoch = (int)(k / per_epoch) + 1;
         if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k, epoch) < 0)
-            rumor_warn("checkpoint at the end of epoch %d: %s", epoch, rumor_err_msg());
+            rumor_warn("checkpoint at round %ld: %s", k, rumor_err_msg());
+        epoch_start = rumor_now();
+        loss_sum = dis_sum = 0;
+        epoch_rounds = 0;
     }
     double seconds = rumor_now() - start;
 
@@ -649,20 +761,38 @@ int main(int argc, char **argv)
         printf("peer %d: swarm average test accuracy %.2f%%\n", rank, 100.0 * avg_acc);
     else if (!opts.no_average)
         printf("peer %d: swarm average %s\n", rank, avg_note);
-    printf("peer %d: done: %ld rounds in %.1f s, %.0f examples/s, sent %.1f MB, received %.1f MB, "
-           "waited %.1f s; messages: %s%s\n",
-           rank, total_rounds, seconds, examples / seconds, st.bytes_sent / 1e6,
+    rumor_mixer_counters_t mcn;
+    rumor_mixer_counters(p.mixer, &mcn);
+    printf("peer %d: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
+           "received %.1f MB, waited %.1f s; messages: %s%s\n",
+           rank, total_rounds, rounds_run, seconds, examples / seconds, st.bytes_sent / 1e6,
            st.bytes_received / 1e6, wait_total, rejects,
            allreduce_failures ? " (some all-reduces failed)" : "");
+    if (mcn.jumps || catch_ups || mcn.state_served)
+        printf("peer %d: caught up: %llu jumps over %llu rounds, %ld state fetches; served state "
+               "%llu times\n",
+               rank, (unsigned long long)mcn.jumps, (unsigned long long)mcn.rounds_skipped,
+               catch_ups, (unsigned long long)mcn.state_served);
+    char wsj[2048];
+    if (rumor_wire_stats_json(&ws, wsj, sizeof wsj) < 0)
+        snprintf(wsj, sizeof wsj, "{}");
     rumor_metrics_write(&p.metrics,
                         "\"event\":\"done\",\"rank\":%d,\"local_accuracy\":%.6f,"
                         "\"average_accuracy\":%.6f,\"seconds\":%.3f,\"rounds\":%ld,"
+                        "\"rounds_run\":%ld,\"examples_per_s\":%.1f,"
                         "\"bytes_sent\":%llu,\"bytes_received\":%llu,\"wait_s\":%.3f,"
-                        "\"rejected\":%llu,\"allreduce_failures\":%ld",
-                        rank, acc, avg_acc, seconds, total_rounds,
+                        "\"rejected\":%llu,\"allreduce_failures\":%ld,\"max_stall\":%.3f,"
+                        "\"jumps\":%llu,\"rounds_skipped\":%llu,\"catch_ups\":%ld,"
+                        "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
+                        "\"messages\":%s",
+                        rank, acc, avg_acc, seconds, total_rounds, rounds_run, examples / seconds,
                         (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received,
                         wait_total, (unsigned long long)rumor_wire_stats_rejected(&ws),
-                        allreduce_failures);
+                        allreduce_failures, max_stall, (unsigned long long)mcn.jumps,
+                        (unsigned long long)mcn.rounds_skipped, catch_ups,
+                        (unsigned long long)mcn.state_served,
+                        (unsigned long long)mcn.digest_failures,
+                        (unsigned long long)mcn.stale_applied, wsj);
     peer_free(&p);
     return 0;
 }

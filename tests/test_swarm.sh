@@ -98,7 +98,7 @@ victim=$(echo $pids | cut -d' ' -f3)
 i=0
 until grep -q '"event":"round","round":[3-9][0-9]' "$tmp/kill-2.jsonl" 2>/dev/null; do
   sleep 0.1; i=$((i + 1))
-  [ $i -lt 600 ] || { fail "peer 2 never reached round 30"; break; }
+  [ $i -lt 600 ] || { fail "peer 2 never reached round 30: $(tail -5 "$tmp/kill-2.log")"; break; }
 done
 kill -KILL "$victim" 2>/dev/null || fail "peer 2 was already gone before the kill"
 killed_at=$(grep -o '"round":[0-9]*' "$tmp/kill-2.jsonl" | tail -1)

@@ -1,0 +1,520 @@
+/* The mixer's round tracking and state transfer (see mixer.h): what round
+ * each neighbour is at, telling a neighbour that fell behind, jumping this
+ * peer's round forward, adaptive deadlines, and serving and fetching the
+ * parameters for a late joiner or a restarted peer. Runs on the comm thread
+ * except mx_record_round_time and mx_deadline (caller or comm thread, under
+ * mu).
+ *
+ * State transfer: the joiner cuts the space into contiguous parts of whole
+ * chunks, one per neighbour that is at least at its round, and asks each for
+ * its part (STATE_REQ: offset, length, request id in aux). Which neighbour
+ * serves which part is rotated by the joiner's id, so joiners arriving
+ * together spread over their neighbours. A source sends its part of x(s), the
+ * parameters it sent in its newest round s, as STATE_CHUNK messages on the
+ * chunk grid; the last one carries the BLAKE2b-256 digest of the whole part.
+ * The snapshot is pinned while it is served, so the part is one consistent
+ * x(s). A part whose source stalls for 3 s or whose digest does not match is
+ * asked of another neighbour. */
+#include <math.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "mixer_int.h"
+
+#define STALL_S 3.0          /* a source silent this long is replaced */
+#define TELL_BEHIND_S 0.25   /* at most one "you are behind" per peer per this */
+#define ROUND_SANITY 100000000L
+
+int mx_state_alloc(rumor_mixer_t *m)
+{
+    int N = m->npeers;
+    m->peer_round = malloc((size_t)N * sizeof *m->peer_round);
+    m->stale_reply = calloc((size_t)N, sizeof *m->stale_reply);
+    m->cu.tried = calloc((size_t)N, 1);
+    m->cu.cand = calloc((size_t)N, sizeof *m->cu.cand);
+    if (!m->peer_round || !m->stale_reply || !m->cu.tried || !m->cu.cand)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    for (int j = 0; j < N; j++)
+        m->peer_round[j] = -1;
+    for (int p = 0; p < MX_MAX_PARTS; p++) {
+        m->cu.part[p].have = calloc(m->nchunks, 1);
+        if (!m->cu.part[p].have)
+            return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    }
+    for (int i = 0; i < MX_MAX_SERVES; i++)
+        m->serve[i].node = -1;
+    m->req_jump = -1;
+    m->swarm_round_pub = -1;
+    m->told_behind = -1;
+    m->cur_deadline = m->timeout;
+    m->next_req_id = (uint32_t)(m->incarnation ^ (m->incarnation >> 32)) | 1u;
+    return 0;
+}
+
+void mx_state_free(rumor_mixer_t *m)
+{
+    free(m->peer_round);
+    free(m->stale_reply);
+    free(m->cu.tried);
+    free(m->cu.cand);
+    for (int p = 0; p < MX_MAX_PARTS; p++)
+        free(m->cu.part[p].have);
+}
+
+/* ------------------------------------------------------ rounds */
+
+void mx_heard_round(rumor_mixer_t *m, int node, long round)
+{
+    if (node < 0 || round < 0 || round > m->cur + ROUND_SANITY)
+        return;
+    if (round > m->peer_round[node])
+        m->peer_round[node] = round;
+}
+
+long mx_swarm_round(const rumor_mixer_t *m)
+{
+    long best = -1;
+    for (int j = 0; j < m->npeers; j++)
+        if (m->talks_to[j] && m->peer_round[j] > best)
+            best = m->peer_round[j];
+    return best;
+}
+
+/* A neighbour sent a round this peer has mixed already: tell it where the
+ * swarm is (HELLO with aux 3 and this peer's round), so that a peer that
+ * missed a deadline, thawed or reconnected after a partition learns it is
+ * behind and skips ahead (rumor-peer) instead of sending rounds nobody
+ * uses. */
+void mx_tell_behind(rumor_mixer_t *m, int node)
+{
+    double now = rumor_now();
+    if (!m->talks_to[node] || now - m->stale_reply[node] < TELL_BEHIND_S)
+        return;
+    m->stale_reply[node] = now;
+    (void)mx_send_control_round(m, node, RUMOR_WIRE_HELLO, 3);
+}
+
+void mx_do_jump(rumor_mixer_t *m, long round)
+{
+    if (round <= m->cur)
+        return;
+    for (int i = 0; i < m->nslots; i++) {
+        struct mx_slot *s = &m->slot[i];
+        if (s->round >= 0 && s->round < round) {
+            if (s->buf)
+                mx_buf_retire(m, s->buf);
+            s->buf = NULL;
+            s->round = -1;
+        }
+    }
+    rumor_info("jumping from round %ld to %ld", m->cur, round);
+    m->counters.jumps++;
+    m->counters.rounds_skipped += (uint64_t)(round - m->cur);
+    m->cur = round;
+}
+
+/* ------------------------------------------------------ deadlines */
+
+void mx_record_round_time(rumor_mixer_t *m, double seconds)
+{
+    m->samples[m->nsamples % MX_DEADLINE_SAMPLES] = seconds;
+    m->nsamples++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The deadline of the next round: 4 x the 90th percentile of the last 32
+ * round times, within [min_round_timeout, round_timeout]; the maximum until
+ * 8 rounds were seen (the first rounds include connecting). */
+double mx_deadline(rumor_mixer_t *m)
+{
+    if (m->cfg.min_round_timeout >= m->timeout || m->nsamples < 8)
+        return m->timeout;
+    int n = m->nsamples < MX_DEADLINE_SAMPLES ? m->nsamples : MX_DEADLINE_SAMPLES;
+    double v[MX_DEADLINE_SAMPLES];
+    memcpy(v, m->samples, (size_t)n * sizeof *v);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double p90 = v[(int)ceil(0.9 * n) - 1];
+    double d = 4.0 * p90;
+    if (d < m->cfg.min_round_timeout)
+        d = m->cfg.min_round_timeout;
+    if (d > m->timeout)
+        d = m->timeout;
+    return d;
+}
+
+/* ------------------------------------------------------ serving */
+
+static void part_range(const rumor_mixer_t *m, size_t lo, size_t hi, uint64_t *off, uint64_t *len)
+{
+    *off = (uint64_t)lo * m->chunk;
+    uint64_t end = (uint64_t)hi * m->chunk;
+    if (end > m->n)
+        end = m->n;
+    *len = end - *off;
+}
+
+void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
+{
+    if (m->sent_round < 0 || !m->sent_buf) {
+        rumor_err_set(RUMOR_EPROTO, "state asked before this peer's first round");
+        mx_count(m, -RUMOR_WIRE_UNEXPECTED, node, "state request");
+        return;
+    }
+    if (!rumor_transport_push(m->tr, node)) {
+        rumor_err_set(RUMOR_EPROTO, "state asked by a peer this one does not send to");
+        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "state request");
+        return;
+    }
+    uint64_t end = h->offset + h->length;
+    if (h->length == 0 || h->offset % m->chunk != 0 || (end != m->n && end % m->chunk != 0)) {
+        rumor_err_set(RUMOR_EPROTO, "state range [%llu, +%llu) is not on the chunk grid",
+                      (unsigned long long)h->offset, (unsigned long long)h->length);
+        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "state request");
+        return;
+    }
+    struct mx_serve *sv = NULL;
+    for (int i = 0; i < MX_MAX_SERVES; i++)
+        if (m->serve[i].node == node) {
+            if (m->serve[i].req_id == h->aux) {
+                rumor_err_set(RUMOR_EPROTO, "state request %u again", h->aux);
+                mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "state request");
+                return;
+            }
+            sv = &m->serve[i]; /* a new request replaces the old one */
+            sv->buf->pins--;
+            sv->node = -1;
+        }
+    for (int i = 0; !sv && i < MX_MAX_SERVES; i++)
+        if (m->serve[i].node < 0)
+            sv = &m->serve[i];
+    if (!sv) {
+        rumor_info("peer %d asked for state while %d transfers run: it will ask another", node,
+                   MX_MAX_SERVES);
+        mx_count(m, 0, node, "state request");
+        return;
+    }
+    sv->node = node;
+    sv->req_id = h->aux;
+    sv->next = (size_t)(h->offset / m->chunk);
+    sv->end = (size_t)((end + m->chunk - 1) / m->chunk);
+    sv->round = m->sent_round;
+    sv->buf = m->sent_buf;
+    sv->buf->pins++;
+    crypto_generichash(sv->digest, sizeof sv->digest, (const unsigned char *)(sv->buf->data + h->offset),
+                       h->length * sizeof(float), NULL, 0);
+    m->counters.state_served++;
+    mx_count(m, 0, node, "state request");
+    rumor_info("serving peer %d chunks [%zu, %zu) of round %ld", node, sv->next, sv->end,
+               sv->round);
+}
+
+int mx_state_wants_pollout(const rumor_mixer_t *m, int node)
+{
+    for (int i = 0; i < MX_MAX_SERVES; i++)
+        if (m->serve[i].node == node)
+            return 1;
+    return 0;
+}
+
+static int send_frame(void *sock, const void *p, size_t len, int flags)
+{
+    zmq_msg_t msg;
+    if (zmq_msg_init_size(&msg, len) != 0)
+        return -1;
+    if (len)
+        memcpy(zmq_msg_data(&msg), p, len);
+    if (zmq_msg_send(&msg, sock, flags) < 0) {
+        zmq_msg_close(&msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void serve_progress(rumor_mixer_t *m)
+{
+    for (int i = 0; i < MX_MAX_SERVES; i++) {
+        struct mx_serve *sv = &m->serve[i];
+        if (sv->node < 0)
+            continue;
+        void *sock = rumor_transport_push(m->tr, sv->node);
+        while (sock && sv->next < sv->end) {
+            uint64_t off, len;
+            RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, sv->next, &off, &len));
+            rumor_wire_hdr_t h;
+            uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+            mx_fill_hdr(m, &h, RUMOR_WIRE_STATE_CHUNK);
+            h.dtype = RUMOR_WIRE_DT_F32;
+            h.round = (uint64_t)sv->round;
+            h.chunk = (uint32_t)sv->next;
+            h.nchunks = (uint32_t)m->nchunks;
+            h.offset = off;
+            h.length = len;
+            h.aux = sv->req_id;
+            rumor_wire_encode(&h, bytes);
+            int last = sv->next + 1 == sv->end;
+            /* the first frame decides: ZeroMQ queues a multipart message whole */
+            if (send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
+                break;
+            if (send_frame(sock, sv->buf->data + off, len * sizeof(float),
+                           ZMQ_DONTWAIT | (last ? ZMQ_SNDMORE : 0)) < 0 ||
+                (last && send_frame(sock, sv->digest, sizeof sv->digest, ZMQ_DONTWAIT) < 0)) {
+                rumor_warn("mixer: state chunk to peer %d: %s", sv->node,
+                           zmq_strerror(zmq_errno()));
+                break;
+            }
+            m->counters.state_bytes_served += len * sizeof(float);
+            sv->next++;
+        }
+        if (!sock || sv->next >= sv->end) {
+            sv->buf->pins--;
+            sv->node = -1;
+        }
+    }
+}
+
+/* ------------------------------------------------------ fetching */
+
+static void cu_finish(rumor_mixer_t *m, int rc, const char *why)
+{
+    pthread_mutex_lock(&m->mu);
+    m->cu.rc = rc;
+    if (why)
+        snprintf(m->cu.err, sizeof m->cu.err, "%s", why);
+    m->cu.active = 0;
+    m->cu.nparts = 0;
+    m->counters_pub = m->counters;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Neighbours that can serve: heard from, at this peer's round or later;
+ * sorted newest round first. Returns how many. */
+static int candidates(rumor_mixer_t *m, int *out)
+{
+    int n = 0;
+    for (int j = 0; j < m->npeers; j++)
+        if (m->talks_to[j] && m->peer_round[j] >= 0 && m->peer_round[j] >= m->cur &&
+            rumor_transport_push(m->tr, j))
+            out[n++] = j;
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && m->peer_round[out[b]] > m->peer_round[out[b - 1]]; b--) {
+            int t = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = t;
+        }
+    return n;
+}
+
+static int ask(rumor_mixer_t *m, struct mx_part *p)
+{
+    rumor_wire_hdr_t h;
+    uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+    mx_fill_hdr(m, &h, RUMOR_WIRE_STATE_REQ);
+    part_range(m, p->lo, p->hi, &h.offset, &h.length);
+    h.aux = p->req_id;
+    h.round = m->cur > 0 ? (uint64_t)m->cur : 0;
+    rumor_wire_encode(&h, bytes);
+    int rc = rumor_transport_send(m->tr, p->src, bytes, sizeof bytes, NULL, NULL, 0);
+    if (rc == 0) {
+        p->asked = 1;
+        p->last_progress = rumor_now();
+    }
+    return rc;
+}
+
+/* Gives part p a (new) source: one not tried yet, else any. */
+static void assign(rumor_mixer_t *m, struct mx_part *p, const int *cand, int ncand, int pref)
+{
+    int src = -1;
+    for (int i = 0; i < ncand && src < 0; i++) {
+        int j = cand[(pref + i) % ncand];
+        if (!m->cu.tried[j])
+            src = j;
+    }
+    if (src < 0) {
+        memset(m->cu.tried, 0, (size_t)m->npeers);
+        src = cand[pref % ncand];
+    }
+    p->src = src;
+    m->cu.tried[src] = 1;
+    p->req_id = m->next_req_id++;
+    p->got = 0;
+    memset(p->have, 0, m->nchunks);
+    p->round = -1;
+    p->have_digest = 0;
+    p->done = 0;
+    p->asked = 0;
+}
+
+static void cu_install(rumor_mixer_t *m)
+{
+    long newest = -1;
+    for (int i = 0; i < m->cu.nparts; i++)
+        if (m->cu.part[i].round > newest)
+            newest = m->cu.part[i].round;
+    pthread_mutex_lock(&m->mu);
+    mx_buf_retire(m, m->params);
+    m->params = m->cu.buf;
+    m->cu.buf = NULL;
+    long k = newest + 1 > m->cur ? newest + 1 : m->cur;
+    mx_do_jump(m, k);
+    m->cu.round = m->cur;
+    for (int i = 0; i < m->cu.nparts; i++)
+        m->absent[m->cu.part[i].src] = 0;
+    m->counters.state_fetches++;
+    m->counters.state_bytes_fetched += m->n * sizeof(float);
+    pthread_mutex_unlock(&m->mu);
+    rumor_info("state of %zu parameters from %d neighbour%s (round %ld): joining at round %ld",
+               m->n, m->cu.nparts, m->cu.nparts == 1 ? "" : "s", newest, m->cur);
+    cu_finish(m, 0, NULL);
+}
+
+static void catchup_progress(rumor_mixer_t *m)
+{
+    struct mx_catchup *cu = &m->cu;
+    double now = rumor_now();
+    if (now >= cu->deadline) {
+        if (cu->buf)
+            mx_buf_retire(m, cu->buf);
+        cu->buf = NULL;
+        char why[200];
+        snprintf(why, sizeof why, "no neighbour served the swarm's state (%d part%s asked)",
+                 cu->nparts, cu->nparts == 1 ? "" : "s");
+        cu_finish(m, RUMOR_ETIMEOUT, why);
+        return;
+    }
+    int *cand = cu->cand;
+    int ncand = candidates(m, cand);
+    if (ncand == 0) {
+        /* nobody known to be ahead yet: ask every neighbour its round */
+        if (now >= cu->next_hello) {
+            cu->next_hello = now + 0.25;
+            for (int j = 0; j < m->npeers; j++)
+                if (m->talks_to[j])
+                    (void)mx_send_control_round(m, j, RUMOR_WIRE_HELLO, 1);
+        }
+        return;
+    }
+    if (cu->nparts == 0) {
+        cu->buf = mx_buf_get(m);
+        if (!cu->buf) {
+            cu_finish(m, RUMOR_ENOMEM, "no buffer for the state");
+            return;
+        }
+        int d = ncand < MX_MAX_PARTS ? ncand : MX_MAX_PARTS;
+        if ((size_t)d > m->nchunks)
+            d = (int)m->nchunks;
+        memset(cu->tried, 0, (size_t)m->npeers);
+        int rot = (int)(m->ids[m->self] % (uint64_t)d);
+        for (int p = 0; p < d; p++) {
+            struct mx_part *pt = &cu->part[p];
+            pt->lo = m->nchunks * (size_t)p / (size_t)d;
+            pt->hi = m->nchunks * (size_t)(p + 1) / (size_t)d;
+            assign(m, pt, cand, ncand, p + rot);
+        }
+        cu->nparts = d;
+    }
+    int all = 1;
+    for (int p = 0; p < cu->nparts; p++) {
+        struct mx_part *pt = &cu->part[p];
+        if (pt->done)
+            continue;
+        all = 0;
+        if (pt->asked && now - pt->last_progress > STALL_S) {
+            rumor_info("state part %d: peer %d stalled; asking another", p, pt->src);
+            assign(m, pt, cand, ncand, p + 1);
+        }
+        if (!pt->asked)
+            (void)ask(m, pt);
+    }
+    if (all)
+        cu_install(m);
+}
+
+void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
+                       zmq_msg_t *body, int nbody)
+{
+    struct mx_part *pt = NULL;
+    for (int p = 0; m->cu.active && p < m->cu.nparts; p++)
+        if (m->cu.part[p].src == node && m->cu.part[p].req_id == h->aux && !m->cu.part[p].done)
+            pt = &m->cu.part[p];
+    if (!pt) {
+        rumor_err_set(RUMOR_EPROTO, "state chunk of request %u, which is not pending", h->aux);
+        mx_count(m, -RUMOR_WIRE_UNEXPECTED, node, "state chunk");
+        return;
+    }
+    uint64_t off, len;
+    if (h->nchunks != m->nchunks || h->chunk < pt->lo || h->chunk >= pt->hi ||
+        rumor_wire_chunk_range(m->n, m->chunk, h->chunk, &off, &len) < 0 || off != h->offset ||
+        len != h->length) {
+        rumor_err_set(RUMOR_EPROTO, "state chunk %u/%u outside the part asked for", h->chunk,
+                      h->nchunks);
+        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "state chunk");
+        return;
+    }
+    if (pt->have[h->chunk]) {
+        rumor_err_set(RUMOR_EPROTO, "state chunk %u again", h->chunk);
+        mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "state chunk");
+        return;
+    }
+    if (pt->round >= 0 && (long)h->round != pt->round) {
+        rumor_err_set(RUMOR_EPROTO, "state chunk of round %llu in a transfer of round %ld",
+                      (unsigned long long)h->round, pt->round);
+        mx_count(m, -RUMOR_WIRE_UNEXPECTED, node, "state chunk");
+        return;
+    }
+    if (nbody && zmq_msg_size(body) != sizeof pt->digest) {
+        rumor_err_set(RUMOR_EPROTO, "state digest of %zu bytes", zmq_msg_size(body));
+        mx_count(m, -RUMOR_WIRE_BAD_PAYLOAD_SIZE, node, "state chunk");
+        return;
+    }
+    const void *data = zmq_msg_data(payload);
+    if (!rumor_wire_payload_finite(data, len)) {
+        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in state chunk %u", h->chunk);
+        mx_count(m, -RUMOR_WIRE_NONFINITE, node, "state chunk");
+        return;
+    }
+    memcpy(m->cu.buf->data + off, data, len * sizeof(float));
+    if (nbody) {
+        memcpy(pt->digest, zmq_msg_data(body), sizeof pt->digest);
+        pt->have_digest = 1;
+    }
+    pt->have[h->chunk] = 1;
+    pt->got++;
+    pt->round = (long)h->round;
+    pt->last_progress = rumor_now();
+    mx_heard_round(m, node, (long)(h->round > (uint64_t)ROUND_SANITY ? 0 : h->round));
+    mx_count(m, 0, node, "state chunk");
+    if (pt->got < pt->hi - pt->lo)
+        return;
+    uint64_t poff, plen;
+    part_range(m, pt->lo, pt->hi, &poff, &plen);
+    uint8_t d[32];
+    crypto_generichash(d, sizeof d, (const unsigned char *)(m->cu.buf->data + poff),
+                       plen * sizeof(float), NULL, 0);
+    if (!pt->have_digest || sodium_memcmp(d, pt->digest, sizeof d) != 0) {
+        m->counters.digest_failures++;
+        rumor_err_set(RUMOR_EPROTO, "state part from peer %d %s", node,
+                      pt->have_digest ? "does not match its digest" : "came without a digest");
+        mx_count(m, -RUMOR_WIRE_BAD_DIGEST, node, "state part");
+        rumor_warn("mixer: %s; asking another neighbour", rumor_err_msg());
+        pt->asked = 1;
+        pt->last_progress = -1e9; /* reassigned by the next catchup_progress */
+        return;
+    }
+    pt->done = 1;
+}
+
+void mx_state_progress(rumor_mixer_t *m)
+{
+    serve_progress(m);
+    if (m->cu.active)
+        catchup_progress(m);
+}
