@@ -10,7 +10,8 @@
  * that sent nothing new is simply left out (its weight stays with x).
  *
  * Rounds are a shared clock, as Lamport clocks: a peer that learns that a
- * neighbour is at round r > k moves to r + 1 after ending round k. A slow
+ * neighbour is at round r > k + staleness/2 moves to r after ending round
+ * k. A slow
  * peer thus skips rounds instead of falling ever further behind, its
  * parameters reach the others a few rounds old at most (its slowness
  * ratio), and the staleness bound keeps meaning "how old", while fast peers
@@ -193,12 +194,15 @@ void mx_async_close(rumor_mixer_t *m)
     int mixed = 0;
     for (int i = 0; i < nin; i++)
         mixed += used[i];
-    /* the clock: move to the round after the newest a neighbour is at */
+    /* the clock: once half the staleness bound behind, join the newest
+     * round a neighbour is at (not the one after: two peers would then
+     * overtake each other every round) */
     long ahead = mx_swarm_round(m);
-    if (ahead > k && ahead <= k + ASYNC_MAX_AHEAD) {
-        m->counters.jumps += ahead + 1 > k + 1;
-        m->counters.rounds_skipped += (uint64_t)(ahead - k);
-        m->cur = ahead + 1;
+    long slack = m->cfg.staleness / 2 > 1 ? m->cfg.staleness / 2 : 1;
+    if (ahead > k + slack && ahead <= k + ASYNC_MAX_AHEAD) {
+        m->counters.jumps++;
+        m->counters.rounds_skipped += (uint64_t)(ahead - k - 1);
+        m->cur = ahead;
     } else {
         m->cur = k + 1;
     }

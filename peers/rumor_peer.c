@@ -470,7 +470,6 @@ int main(int argc, char **argv)
 
     /* ---- resume from the newest checkpoint that loads */
     long first_round = 0;
-    int resumed = 0;
     if (opts.checkpoint_dir) {
         rumor_ckpt_info_t ci;
         char path[1024];
@@ -480,7 +479,6 @@ int main(int argc, char **argv)
             return fail(&p, rank, "checkpoint");
         if (lrc == 0) {
             first_round = ci.round < total_rounds ? ci.round : total_rounds;
-            resumed = 1;
             if (!o.quiet)
                 printf("rumor-peer %d/%d: resumed from %s at round %ld\n", rank, N, path,
                        first_round);
@@ -536,7 +534,7 @@ int main(int argc, char **argv)
     long catch_ups = 0;
     if (dpsgd) {
         long sr = rumor_mixer_swarm_round(p.mixer);
-        if (sr > k + opts.catch_up_rounds || (!resumed && sr > k + 1)) {
+        if (sr > k + opts.catch_up_rounds) {
             long nk;
             if (!o.quiet)
                 printf("rumor-peer %d/%d: the swarm is at round %ld: fetching its state\n", rank,
