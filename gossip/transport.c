@@ -7,6 +7,10 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "log.h"
+
+#define ZAP_DOMAIN "rumor"
+
 struct rumor_transport {
     void *ctx;
     void *pull;
@@ -15,6 +19,17 @@ struct rumor_transport {
     char endpoint[256];
     rumor_transport_opts_t o;
     rumor_transport_stats_t stats;
+    /* Security: keys set means CURVE (o.keys and o.allow are not kept). */
+    rumor_curve_keypair_t *keys;      /* our copy, wiped on destroy */
+    rumor_zap_t *zap;
+    uint8_t (*peer_pk)[RUMOR_CURVE_KEY_BYTES]; /* peers: each slot's server key */
+    uint8_t *has_pk;                  /* peers */
+    /* peers: the endpoint of a slot whose connections 1..conns_per_peer-1
+     * are still to open (see connect_more), the next one's index and when
+     * the last one opened. */
+    char **more_ep;
+    int *more_next;
+    double *more_at;
 };
 
 static int set_int(void *sock, int opt, int v, const char *what)
@@ -34,6 +49,29 @@ static int common_opts(const rumor_transport_t *t, void *s)
     RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_TTL, t->o.heartbeat_timeout_ms, "HEARTBEAT_TTL"));
     RUMOR_CHECK(set_int(s, ZMQ_RECONNECT_IVL, 100, "RECONNECT_IVL"));
     RUMOR_CHECK(set_int(s, ZMQ_RECONNECT_IVL_MAX, 1000, "RECONNECT_IVL_MAX"));
+    return 0;
+}
+
+/* Keeps a copy of our keys and starts the ZAP handler in t's context,
+ * before any socket of it exists. */
+static int secure_setup(rumor_transport_t *t, const rumor_transport_opts_t *o)
+{
+    if (!o->keys->has_secret)
+        return rumor_err_set(RUMOR_EINVAL, "transport: CURVE needs our secret key, not only "
+                                           "the public one");
+    if (!o->allow || rumor_allowlist_count(o->allow) == 0)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "transport: CURVE without an allow-list would admit anyone who "
+                             "knows our public key: give the swarm's allow-list, or run "
+                             "plaintext (insecure) on purpose");
+    size_t slots = (size_t)(t->peers ? t->peers : 1);
+    t->keys = malloc(sizeof *t->keys);
+    t->peer_pk = calloc(slots, sizeof *t->peer_pk);
+    t->has_pk = calloc(slots, 1);
+    if (!t->keys || !t->peer_pk || !t->has_pk)
+        return rumor_err_set(RUMOR_ENOMEM, "transport: out of memory");
+    *t->keys = *o->keys;
+    RUMOR_CHECK(rumor_zap_start(t->ctx, o->allow, &t->zap));
     return 0;
 }
 
@@ -58,24 +96,50 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
         t->o.rcvhwm = 64;
     if (t->o.io_threads <= 0)
         t->o.io_threads = 1;
+    if (t->o.conns_per_peer <= 0)
+        t->o.conns_per_peer = 1;
+    t->o.keys = NULL;
+    t->o.allow = NULL;
     t->peers = peers;
-    t->push = calloc((size_t)(peers ? peers : 1), sizeof *t->push);
+    size_t slots = (size_t)(peers ? peers : 1);
+    t->push = calloc(slots, sizeof *t->push);
+    t->more_ep = calloc(slots, sizeof *t->more_ep);
+    t->more_next = calloc(slots, sizeof *t->more_next);
+    t->more_at = calloc(slots, sizeof *t->more_at);
     t->ctx = zmq_ctx_new();
-    if (!t->push || !t->ctx) {
+    if (!t->push || !t->more_ep || !t->more_next || !t->more_at || !t->ctx) {
         rumor_transport_destroy(&t);
         return rumor_err_set(RUMOR_ENOMEM, "transport: cannot create a ZeroMQ context");
     }
     zmq_ctx_set(t->ctx, ZMQ_IO_THREADS, t->o.io_threads);
     int rc = 0;
-    t->pull = zmq_socket(t->ctx, ZMQ_PULL);
-    if (!t->pull)
-        rc = rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    if (o->keys)
+        rc = secure_setup(t, o);
+    if (rc == 0) {
+        t->pull = zmq_socket(t->ctx, ZMQ_PULL);
+        if (!t->pull)
+            rc = rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s",
+                               zmq_strerror(zmq_errno()));
+    }
     if (rc == 0)
         rc = common_opts(t, t->pull);
     if (rc == 0)
         rc = set_int(t->pull, ZMQ_RCVHWM, t->o.rcvhwm, "RCVHWM");
+    if (rc == 0 && t->keys) {
+        /* A CURVE server: the ZAP handler (running since secure_setup) is
+         * asked about every client before the handshake completes. */
+        rc = set_int(t->pull, ZMQ_CURVE_SERVER, 1, "CURVE_SERVER");
+        if (rc == 0 && (zmq_setsockopt(t->pull, ZMQ_CURVE_SECRETKEY, t->keys->secret_key,
+                                       RUMOR_CURVE_KEY_BYTES) != 0 ||
+                        zmq_setsockopt(t->pull, ZMQ_ZAP_DOMAIN, ZAP_DOMAIN,
+                                       strlen(ZAP_DOMAIN)) != 0))
+            rc = rumor_err_set(RUMOR_ESYS, "transport: CURVE server options: %s",
+                               zmq_strerror(zmq_errno()));
+    }
     if (rc == 0 && o->max_msg_size) {
-        int64_t mx = (int64_t)o->max_msg_size;
+        /* libzmq bounds the frame on the wire, which CURVE makes larger:
+         * the bound stays the one on what the sender sent. */
+        int64_t mx = (int64_t)o->max_msg_size + (t->keys ? RUMOR_CURVE_MSG_OVERHEAD : 0);
         if (zmq_setsockopt(t->pull, ZMQ_MAXMSGSIZE, &mx, sizeof mx) != 0)
             rc = rumor_err_set(RUMOR_ESYS, "zmq_setsockopt(MAXMSGSIZE): %s",
                                zmq_strerror(zmq_errno()));
@@ -106,8 +170,20 @@ void rumor_transport_destroy(rumor_transport_t **tp)
             zmq_close(t->push[i]);
     if (t->pull)
         zmq_close(t->pull);
+    rumor_zap_stop(&t->zap); /* after the sockets that authenticate through it */
     if (t->ctx)
         zmq_ctx_term(t->ctx); /* LINGER 0 everywhere: returns at once */
+    if (t->keys) {
+        rumor_curve_keypair_clear(t->keys);
+        free(t->keys);
+    }
+    for (int i = 0; t->more_ep && i < t->peers; i++)
+        free(t->more_ep[i]);
+    free(t->more_ep);
+    free(t->more_next);
+    free(t->more_at);
+    free(t->peer_pk);
+    free(t->has_pk);
     free(t->push);
     free(t);
     *tp = NULL;
@@ -115,11 +191,63 @@ void rumor_transport_destroy(rumor_transport_t **tp)
 
 const char *rumor_transport_endpoint(const rumor_transport_t *t) { return t->endpoint; }
 
+/* Opens connection c of slot peer's PUSH socket s. Each connection is its
+ * own session, which encrypts on the I/O thread it lives on; ZeroMQ puts a
+ * new session on the least loaded thread, but a thread's load grows only
+ * once its TCP connection is up, so a burst of connects lands on one
+ * thread: each connection is pinned (ZMQ_AFFINITY, read at connect time)
+ * round-robin over peers and connections instead. */
+static int connect_one(rumor_transport_t *t, void *s, int peer, int c, const char *endpoint)
+{
+    if (t->o.io_threads > 1) {
+        int k = (peer * t->o.conns_per_peer + c) % t->o.io_threads;
+        uint64_t mask = k < 64 ? (uint64_t)1 << k : 0;
+        if (zmq_setsockopt(s, ZMQ_AFFINITY, &mask, sizeof mask) != 0)
+            return rumor_err_set(RUMOR_ESYS, "zmq_setsockopt(AFFINITY): %s",
+                                 zmq_strerror(zmq_errno()));
+    }
+    if (zmq_connect(s, endpoint) != 0)
+        return rumor_err_set(RUMOR_EINVAL, "peer %d: cannot connect to '%s': %s", peer, endpoint,
+                             zmq_strerror(zmq_errno()));
+    return 0;
+}
+
+#define MORE_GAP_S 0.02 /* between a slot's extra connections */
+
+/* Opens the next extra connection of a slot (conns_per_peer > 1), called
+ * after each message sent to that peer: the first once connection 0
+ * carried a message, each further one MORE_GAP_S after the one before.
+ * Why staggered: the receiving side has no say over its threads but the
+ * least-loaded rule, so connections that arrive together land on one of
+ * its I/O threads, while one that arrives after the previous one is up
+ * goes to another. A failure here is not the caller's (connection 0
+ * works): it is logged and the slot stays with what it has. */
+static void connect_more(rumor_transport_t *t, int peer)
+{
+    double now = rumor_now();
+    int c = t->more_next[peer];
+    if (c > 1 && now - t->more_at[peer] < MORE_GAP_S)
+        return;
+    int rc = connect_one(t, t->push[peer], peer, c, t->more_ep[peer]);
+    if (rc < 0)
+        rumor_warn("peer %d: extra connection: %s", peer, rumor_err_msg());
+    t->more_at[peer] = now;
+    if (rc < 0 || ++t->more_next[peer] >= t->o.conns_per_peer) {
+        free(t->more_ep[peer]);
+        t->more_ep[peer] = NULL;
+    }
+}
+
 int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint)
 {
     if (peer < 0 || peer >= t->peers)
         return rumor_err_set(RUMOR_EINVAL, "transport: peer %d out of range [0, %d)", peer,
                              t->peers);
+    if (t->keys && !t->has_pk[peer])
+        return rumor_err_set(RUMOR_EINVAL,
+                             "peer %d: no public key known for it: a secure transport does not "
+                             "connect in plaintext",
+                             peer);
     rumor_transport_disconnect(t, peer);
     void *s = zmq_socket(t->ctx, ZMQ_PUSH);
     if (!s)
@@ -129,9 +257,19 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
         rc = set_int(s, ZMQ_IMMEDIATE, 1, "IMMEDIATE");
     if (rc == 0)
         rc = set_int(s, ZMQ_SNDHWM, t->o.sndhwm, "SNDHWM");
-    if (rc == 0 && zmq_connect(s, endpoint) != 0)
-        rc = rumor_err_set(RUMOR_EINVAL, "peer %d: cannot connect to '%s': %s", peer, endpoint,
+    if (rc == 0 && t->keys &&
+        (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, t->peer_pk[peer], RUMOR_CURVE_KEY_BYTES) != 0 ||
+         zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, t->keys->public_key, RUMOR_CURVE_KEY_BYTES) != 0 ||
+         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, t->keys->secret_key, RUMOR_CURVE_KEY_BYTES) != 0))
+        rc = rumor_err_set(RUMOR_ESYS, "peer %d: CURVE client options: %s", peer,
                            zmq_strerror(zmq_errno()));
+    if (rc == 0)
+        rc = connect_one(t, s, peer, 0, endpoint);
+    if (rc == 0 && t->o.conns_per_peer > 1) {
+        if (!(t->more_ep[peer] = strdup(endpoint)))
+            rc = rumor_err_set(RUMOR_ENOMEM, "transport: out of memory");
+        t->more_next[peer] = 1;
+    }
     if (rc < 0) {
         zmq_close(s);
         return rc;
@@ -146,11 +284,66 @@ void rumor_transport_disconnect(rumor_transport_t *t, int peer)
         zmq_close(t->push[peer]);
         t->push[peer] = NULL;
     }
+    if (peer >= 0 && peer < t->peers && t->more_ep[peer]) {
+        free(t->more_ep[peer]);
+        t->more_ep[peer] = NULL;
+    }
 }
 
 int rumor_transport_connected(const rumor_transport_t *t, int peer)
 {
     return peer >= 0 && peer < t->peers && t->push[peer] != NULL;
+}
+
+int rumor_transport_set_peer_key(rumor_transport_t *t, int peer,
+                                 const uint8_t pk[RUMOR_CURVE_KEY_BYTES])
+{
+    if (peer < 0 || peer >= t->peers)
+        return rumor_err_set(RUMOR_EINVAL, "transport: peer %d out of range [0, %d)", peer,
+                             t->peers);
+    if (!t->keys)
+        return rumor_err_set(RUMOR_ESTATE,
+                             "peer %d: a public key given to a plaintext transport (no keys of "
+                             "our own)",
+                             peer);
+    memcpy(t->peer_pk[peer], pk, RUMOR_CURVE_KEY_BYTES);
+    t->has_pk[peer] = 1;
+    return 0;
+}
+
+int rumor_transport_connect_curve(rumor_transport_t *t, int peer, const char *endpoint,
+                                  const uint8_t server_pk[RUMOR_CURVE_KEY_BYTES])
+{
+    RUMOR_CHECK(rumor_transport_set_peer_key(t, peer, server_pk));
+    RUMOR_CHECK(rumor_transport_connect(t, peer, endpoint));
+    return 0;
+}
+
+int rumor_transport_secure(const rumor_transport_t *t) { return t->keys != NULL; }
+
+uint64_t rumor_transport_self_id(const rumor_transport_t *t)
+{
+    return t->keys ? rumor_curve_id(t->keys->public_key) : 0;
+}
+
+void *rumor_transport_context(rumor_transport_t *t) { return t->ctx; }
+
+int rumor_transport_msg_peer_key(const struct zmq_msg_t *msg, uint8_t pk[RUMOR_CURVE_KEY_BYTES])
+{
+    const char *uid = zmq_msg_gets(msg, "User-Id");
+    if (!uid || strlen(uid) != RUMOR_CURVE_Z85_LEN)
+        return 0;
+    if (rumor_curve_z85_decode(uid, pk) < 0) {
+        rumor_err_clear();
+        return 0;
+    }
+    return 1;
+}
+
+uint64_t rumor_transport_msg_peer_id(const struct zmq_msg_t *msg)
+{
+    uint8_t pk[RUMOR_CURVE_KEY_BYTES];
+    return rumor_transport_msg_peer_key(msg, pk) ? rumor_curve_id(pk) : 0;
 }
 
 void *rumor_transport_pull(rumor_transport_t *t) { return t->pull; }
@@ -184,8 +377,11 @@ int rumor_transport_send(rumor_transport_t *t, int peer, const void *hdr, size_t
     }
     t->stats.bytes_sent += hdr_len;
     t->stats.msgs_sent++;
-    if (!more)
+    if (!more) {
+        if (t->more_ep[peer])
+            connect_more(t, peer);
         return 0;
+    }
     zmq_msg_t msg;
     atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
     if (zmq_msg_init_data(&msg, (void *)data, bytes, release, buf) != 0) {
@@ -201,11 +397,22 @@ int rumor_transport_send(rumor_transport_t *t, int peer, const void *hdr, size_t
         return rumor_err_set(RUMOR_ESYS, "send to peer %d: %s", peer, zmq_strerror(e));
     }
     t->stats.bytes_sent += bytes;
+    if (t->more_ep[peer])
+        connect_more(t, peer);
     return 0;
 }
 
 const rumor_transport_stats_t *rumor_transport_stats(const rumor_transport_t *t)
 {
+    rumor_transport_t *m = (rumor_transport_t *)t; /* refresh the ZAP counters */
+    if (t->zap) {
+        rumor_zap_stats_t z;
+        rumor_zap_stats(t->zap, &z);
+        m->stats.zap_admitted = z.admitted;
+        m->stats.zap_denied_not_listed = z.denied_not_listed;
+        m->stats.zap_denied_mechanism = z.denied_mechanism;
+        m->stats.zap_malformed = z.malformed;
+    }
     return &t->stats;
 }
 

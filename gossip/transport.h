@@ -13,7 +13,18 @@
  *
  * Payloads are sent zero-copy out of reference-counted buffers
  * (rumor_sendbuf_t): ZeroMQ reads a buffer until its I/O thread has written
- * it out, so a buffer must not be overwritten until its count drops to 0. */
+ * it out, so a buffer must not be overwritten until its count drops to 0.
+ *
+ * Security (CurveZMQ, see curve.h). With opts.keys set, every socket runs
+ * CURVE: a ZAP handler that admits only opts.allow's keys starts in the
+ * transport's context before the PULL socket binds, the PULL socket is a
+ * CURVE server, and every PUSH socket a CURVE client that knows its
+ * neighbour's public key (rumor_transport_set_peer_key or
+ * rumor_transport_connect_curve). Each message received then carries the
+ * sender's authenticated key: rumor_transport_msg_peer_id gives its peer
+ * id, which a receiver compares with the header's sender id (a mismatch is
+ * RUMOR_WIRE_BAD_IDENTITY). Without opts.keys the transport is plaintext
+ * (the --insecure mode): anyone who can reach the port gets in. */
 #ifndef RUMOR_TRANSPORT_H
 #define RUMOR_TRANSPORT_H
 
@@ -21,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "curve.h"
 #include "err.h"
 
 #ifdef __cplusplus
@@ -35,6 +47,20 @@ typedef struct rumor_transport_opts {
     int sndhwm;                 /* messages queued per peer (default 4) */
     int rcvhwm;                 /* default 64 */
     int io_threads;             /* ZeroMQ I/O threads (default 1) */
+    /* Our keypair (with its secret): CURVE on every socket. NULL: plaintext.
+     * Copied (and wiped on destroy); the caller may clear its own. */
+    const rumor_curve_keypair_t *keys;
+    /* The keys admitted to our PULL socket; required with keys (copied). */
+    const rumor_allowlist_t *allow;
+    /* TCP connections each PUSH socket opens to its peer (default 1).
+     * A PUSH socket deals messages round-robin over its connections and
+     * each connection encrypts on its own I/O thread, so with io_threads
+     * > 1 (on both sides) several cores encrypt; messages to one peer may
+     * then arrive out of order. Connection 0 opens at connect, the others
+     * one by one, 20 ms apart, once messages to that peer flow (so that
+     * the receiver, which places each accepted connection on its least
+     * loaded I/O thread, sees the previous one's load). */
+    int conns_per_peer;
 } rumor_transport_opts_t;
 
 typedef struct rumor_transport rumor_transport_t;
@@ -49,7 +75,9 @@ typedef struct rumor_sendbuf {
 } rumor_sendbuf_t;
 
 /* Creates the context and binds the PULL socket. peers is the number of
- * peer slots (PUSH sockets are made by connect). */
+ * peer slots (PUSH sockets are made by connect). With o->keys: starts the
+ * ZAP handler first; RUMOR_EINVAL when o->allow is missing or empty (CURVE
+ * without an allow-list would admit anyone) or o->keys has no secret. */
 int rumor_transport_create(const rumor_transport_opts_t *o, int peers,
                            rumor_transport_t **out) RUMOR_WUR;
 void rumor_transport_destroy(rumor_transport_t **tp);
@@ -58,14 +86,45 @@ void rumor_transport_destroy(rumor_transport_t **tp);
 const char *rumor_transport_endpoint(const rumor_transport_t *t);
 
 /* Connects slot `peer` to endpoint (a fresh PUSH socket; an old one is
- * closed, dropping what was queued on it). */
+ * closed, dropping what was queued on it). On a secure transport the slot
+ * must have its peer's public key (rumor_transport_set_peer_key): else
+ * RUMOR_EINVAL, never a plaintext connection. */
 int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint);
+
+/* Remembers the public key of the peer in slot `peer`: every later connect
+ * of that slot authenticates that peer as its CURVE server. RUMOR_ESTATE
+ * on a plaintext transport. Does not reconnect. */
+int rumor_transport_set_peer_key(rumor_transport_t *t, int peer,
+                                 const uint8_t pk[RUMOR_CURVE_KEY_BYTES]);
+
+/* rumor_transport_set_peer_key then rumor_transport_connect. */
+int rumor_transport_connect_curve(rumor_transport_t *t, int peer, const char *endpoint,
+                                  const uint8_t server_pk[RUMOR_CURVE_KEY_BYTES]);
+
+/* 1 if the transport runs CURVE, 0 if plaintext. */
+int rumor_transport_secure(const rumor_transport_t *t);
+
+/* Our peer id, rumor_curve_id of our public key; 0 on a plaintext transport. */
+uint64_t rumor_transport_self_id(const rumor_transport_t *t);
 void rumor_transport_disconnect(rumor_transport_t *t, int peer);
 int rumor_transport_connected(const rumor_transport_t *t, int peer);
 
 /* Sockets, for zmq_poll. */
 void *rumor_transport_pull(rumor_transport_t *t);
 void *rumor_transport_push(rumor_transport_t *t, int peer);
+/* The ZeroMQ context (for inproc sockets such as zmq_socket_monitor's). */
+void *rumor_transport_context(rumor_transport_t *t);
+
+/* The peer id (rumor_curve_id) of the key the connection a received
+ * message came through authenticated with (ZeroMQ's "User-Id" message
+ * property, set by our ZAP handler), or 0 when the message came in
+ * plaintext or carries no such property. msg is any frame of a message
+ * received from rumor_transport_pull. */
+struct zmq_msg_t;
+uint64_t rumor_transport_msg_peer_id(const struct zmq_msg_t *msg);
+/* The same key itself: 1 and pk filled, or 0 when there is none. */
+int rumor_transport_msg_peer_key(const struct zmq_msg_t *msg,
+                                 uint8_t pk[RUMOR_CURVE_KEY_BYTES]);
 
 /* Sends [hdr] or [hdr][payload] to a peer without blocking. The payload is
  * data[0..bytes) inside buf, sent zero-copy (buf->refs is raised until
@@ -79,6 +138,12 @@ int rumor_transport_send(rumor_transport_t *t, int peer, const void *hdr, size_t
 typedef struct rumor_transport_stats {
     uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;
     uint64_t send_would_block;
+    /* The ZAP handler's decisions (0 on a plaintext transport). A client
+     * with a wrong server key or a secret that does not match its public
+     * key fails the CURVE handshake before ZAP is asked, and one with
+     * another mechanism (NULL, PLAIN) fails at the greeting: none of
+     * those is counted here. */
+    uint64_t zap_admitted, zap_denied_not_listed, zap_denied_mechanism, zap_malformed;
 } rumor_transport_stats_t;
 const rumor_transport_stats_t *rumor_transport_stats(const rumor_transport_t *t);
 /* Counts a received message (callers receive with zmq_msg_recv themselves). */
