@@ -66,21 +66,36 @@ cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null || true; done
 }
 trap 'cleanup; exit 130' INT TERM
+# Secure by default: a CurveZMQ keypair per peer in $rundir/keys, which is
+# also the swarm's allow-list (its .pub files); --insecure skips this.
+secure=1
+for a in "$@"; do [ "$a" = "--insecure" ] && secure=0; done
+if [ $secure = 1 ]; then
+  mkdir -p "$rundir/keys"
+  i=0
+  while [ $i -lt "$n" ]; do
+    [ -f "$rundir/keys/peer-$i.key" ] || "$peer" keygen "$rundir/keys/peer-$i" >/dev/null || exit 1
+    i=$((i + 1))
+  done
+fi
+keyargs() { [ $secure = 1 ] && echo "--keys $rundir/keys/peer-$1.key --allow $rundir/keys"; }
 echo "local-swarm: $n peers on $topo over loopback (ports $base-$((base + n - 1))), logs in $rundir"
+[ $secure = 1 ] && echo "local-swarm: CurveZMQ on: keys and allow-list in $rundir/keys"
 
 r=1
 while [ $r -lt "$n" ]; do
-  "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" "$@" \
-    >"$rundir/peer-$r.log" 2>&1 &
+  "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" \
+    $(keyargs $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
   pids="$pids $!"
   r=$((r + 1))
 done
 status=0
 if [ -n "$quiet" ]; then
-  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" "$@" \
-    >"$rundir/peer-0.log" 2>&1 || status=1
+  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
+    $(keyargs 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
 else
-  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" "$@" 2>&1 |
+  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
+    $(keyargs 0) "$@" 2>&1 |
     tee "$rundir/peer-0.log" | grep -v '^peer 0:' || true
   grep -q '^peer 0: done' "$rundir/peer-0.log" || status=1
 fi
@@ -95,7 +110,7 @@ while [ $r -lt "$n" ]; do
   log="$rundir/peer-$r.log"
   local_acc=$(sed -n "s/^peer $r: local test accuracy \(.*\)%/\1/p" "$log")
   avg_acc=$(sed -n "s/^peer $r: swarm average test accuracy \(.*\)%/\1/p" "$log")
-  secs=$(sed -n "s/^peer $r: done: [0-9]* rounds in \([0-9.]*\) s.*/\1/p" "$log")
+  secs=$(sed -n "s/^peer $r: done: [0-9]* rounds ([0-9]* run here) in \([0-9.]*\) s.*/\1/p" "$log")
   note=
   [ -n "$local_acc" ] || { note="failed: $(grep -m1 'rumor-peer' "$log" | tail -c 120 || true)"; status=1; }
   printf '%-6s %9s%% %9s%% %10s %s\n' "$r" "${local_acc:--}" "${avg_acc:--}" "${secs:--}" "$note"

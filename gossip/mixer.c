@@ -143,8 +143,30 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     }
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
-    int rc = mx_alloc_state(m, cfg);
+    uint64_t *key_ids = NULL;
+    int rc = 0;
+    if (cfg->keys) {
+        /* a peer's id is derived from its public key */
+        key_ids = calloc((size_t)t->n, sizeof *key_ids);
+        if (!key_ids)
+            rc = rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+        else if (!cfg->peer_keys || !cfg->allow)
+            rc = rumor_err_set(RUMOR_EINVAL, "mixer: secure mode needs every peer's public key "
+                                             "and an allow-list");
+        else if (memcmp(cfg->peer_keys[cfg->self], cfg->keys->public_key, 32) != 0)
+            rc = rumor_err_set(RUMOR_EAUTH, "this peer's key (%s) is not the one listed for peer %d",
+                               cfg->keys->public_z85, cfg->self);
+        for (int j = 0; rc == 0 && j < t->n; j++)
+            key_ids[j] = rumor_curve_id(cfg->peer_keys[j]);
+        m->cfg.ids = key_ids;
+    }
+    if (rc == 0)
+        rc = mx_alloc_state(m, &m->cfg);
+    free(key_ids);
+    m->cfg.ids = NULL;
     rumor_transport_opts_t to = { 0 };
+    to.keys = cfg->keys;
+    to.allow = cfg->allow;
     to.listen = cfg->listen ? cfg->listen : cfg->endpoints[cfg->self];
     to.max_msg_size = rumor_wire_max_msg_size(m->chunk);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
@@ -152,8 +174,12 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     if (rc == 0)
         rc = rumor_transport_create(&to, m->npeers, &m->tr);
     for (int j = 0; rc == 0 && j < m->npeers; j++)
-        if (m->talks_to[j])
-            rc = rumor_transport_connect(m->tr, j, cfg->endpoints[j]);
+        if (m->talks_to[j]) {
+            if (cfg->keys)
+                rc = rumor_transport_set_peer_key(m->tr, j, cfg->peer_keys[j]);
+            if (rc == 0)
+                rc = rumor_transport_connect(m->tr, j, cfg->endpoints[j]);
+        }
     if (rc == 0) {
         m->params = mx_buf_get(m);
         if (!m->params)

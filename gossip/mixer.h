@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "curve.h"
 #include "err.h"
 #include "topology.h"
 #include "wire.h"
@@ -62,6 +63,13 @@ typedef struct rumor_mixer_config {
     int staleness;             /* async: oldest round mixed, k - staleness (default 8) */
     long first_round;          /* the round to start at (a resumed peer's), default 0 */
     int heartbeat_ivl_ms, heartbeat_timeout_ms; /* default 500, 2000 */
+    /* Security (CurveZMQ): with keys, every connection is CURVE, only
+     * allow's keys get in, peer j's id is rumor_curve_id(peer_keys[j]) (ids
+     * is ignored) and a message whose header names another sender than the
+     * key that connection authenticated is dropped (bad_identity). */
+    const rumor_curve_keypair_t *keys;   /* this peer's keypair; NULL: plaintext */
+    const rumor_allowlist_t *allow;      /* required with keys */
+    const uint8_t (*peer_keys)[32];      /* (topo->n) public keys, with keys */
 } rumor_mixer_config_t;
 
 typedef struct rumor_mixer rumor_mixer_t;

@@ -691,6 +691,14 @@ static int recv_one(rumor_mixer_t *m)
             v = -RUMOR_WIRE_BAD_FRAMES;
         }
     }
+    if (v == 0 && rumor_transport_secure(m->tr)) {
+        uint64_t id = rumor_transport_msg_peer_id(&part[0]);
+        if (id != h.sender) {
+            rumor_err_set(RUMOR_EPROTO, "sender id %016llx on a connection authenticated as %016llx",
+                          (unsigned long long)h.sender, (unsigned long long)id);
+            v = -RUMOR_WIRE_BAD_IDENTITY;
+        }
+    }
     if (v == 0 && (node = mx_node_of(m, h.sender)) < 0) {
         rumor_err_set(RUMOR_EPROTO, "unknown sender id %llu", (unsigned long long)h.sender);
         v = -RUMOR_WIRE_UNKNOWN_SENDER;

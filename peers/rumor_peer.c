@@ -32,7 +32,8 @@
 #include "trainopts.h"
 
 static const char usage_head[] =
-    "Usage: rumor-peer --rank R --peers EP0,EP1,... [OPTION]...\n"
+    "Usage: rumor-peer --rank R --peers EP0,EP1,... --keys KEY --allow LIST [OPTION]...\n"
+    "       rumor-peer keygen [--force] PREFIX...\n"
     "Run one peer of a swarm that trains a model together with D-PSGD.\n"
     "\n"
     "Start one rumor-peer per machine (or per process) with the same --peers list,\n"
@@ -47,7 +48,8 @@ static const char usage_head[] =
     "  --rank R               this peer's index in the peer list (required)\n"
     "  --peers LIST           comma-separated ZeroMQ endpoints of every peer, in rank\n"
     "                         order, e.g. tcp://10.0.0.1:7000,tcp://10.0.0.2:7000\n"
-    "  --peers-file FILE      the same list, one endpoint a line (# comments)\n"
+    "  --peers-file FILE      the same list, one endpoint a line (# comments); a second\n"
+    "                         column may give the peer's public key (Z85 or a .pub file)\n"
     "  --listen ADDR          address to bind (default: this peer's endpoint;\n"
     "                         tcp://0.0.0.0:PORT listens on every interface)\n"
     "  --swarm NAME           swarm name; peers of other swarms are ignored\n"
@@ -80,6 +82,19 @@ static const char usage_head[] =
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
     "  --no-average           skip the swarm-average evaluation at the end\n"
     "\n"
+    "Security (CurveZMQ; on unless --insecure):\n"
+    "  --keys FILE            this peer's secret key file (from rumor-peer keygen;\n"
+    "                         must not be readable by group or others)\n"
+    "  --allow PATH           the swarm's allow-list: a file of public keys (one Z85\n"
+    "                         key a line, optionally followed by a name) or a directory\n"
+    "                         of .pub files; only these keys may connect\n"
+    "  --peer-keys LIST       comma-separated public keys (Z85 or .pub files) of the\n"
+    "                         peers in rank order; by default peer R's key is the\n"
+    "                         peers file's second column or the allow-list's entry\n"
+    "                         named peer-R (the file peer-R.pub of a directory)\n"
+    "  --insecure             plaintext: anyone who can reach the port can join the\n"
+    "                         swarm and read or poison its parameters\n"
+    "\n"
     "Preemption and checkpoints:\n"
     "  --checkpoint-dir DIR   write checkpoints (safetensors) there at the end of every\n"
     "                         epoch, every --checkpoint-every rounds and when leaving;\n"
@@ -98,18 +113,25 @@ static const char usage_tail[] =
     "megabytes sent and received, and the share of time spent waiting for\n"
     "neighbours.\n"
     "\n"
+    "rumor-peer keygen PREFIX writes a new CurveZMQ keypair: PREFIX.key (secret,\n"
+    "mode 0600) and PREFIX.pub (public: add it to every peer's allow-list).\n"
+    "\n"
     "Exit status: 0 on success, 1 on a runtime error, 2 on bad usage.\n"
     "\n"
     "Examples:\n"
-    "  # four peers on one machine, a ring over loopback\n"
+    "  # four peers on one machine, a ring over loopback, keys in keys/\n"
+    "  mkdir -p keys; for r in 0 1 2 3; do rumor-peer keygen keys/peer-$r; done\n"
     "  P=tcp://127.0.0.1:7000,tcp://127.0.0.1:7001,tcp://127.0.0.1:7002,tcp://127.0.0.1:7003\n"
-    "  for r in 0 1 2 3; do rumor-peer --rank $r --peers $P --epochs 3 & done; wait\n"
+    "  for r in 0 1 2 3; do\n"
+    "    rumor-peer --rank $r --peers $P --keys keys/peer-$r.key --allow keys --epochs 3 &\n"
+    "  done; wait\n"
     "  # the same with a config file holding the shared settings\n"
     "  rumor-peer -c swarm.ini --rank 2\n";
 
 struct options {
     struct rumor_train_opts t;
-    int rank, eval_every, no_average, keep_checkpoints, staleness;
+    int rank, eval_every, no_average, keep_checkpoints, staleness, insecure;
+    const char *keys, *allow, *peer_keys;
     long checkpoint_every, catch_up_rounds;
     const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
     double round_timeout, min_round_timeout, start_timeout, chunk_mb, leave_timeout, throttle;
@@ -128,6 +150,10 @@ static const rumor_opt_t option_table[] = {
     { "min-round-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, min_round_timeout), 0.001, 86400, NULL, 0 },
     { "staleness", 0, RUMOR_OPT_INT, offsetof(struct options, staleness), 1, 1 << 20, NULL, 0 },
     { "catch-up-rounds", 0, RUMOR_OPT_LONG, offsetof(struct options, catch_up_rounds), 0, 1e9, NULL, 0 },
+    { "keys", 0, RUMOR_OPT_STR, offsetof(struct options, keys), 0, 0, NULL, 0 },
+    { "allow", 0, RUMOR_OPT_STR, offsetof(struct options, allow), 0, 0, NULL, 0 },
+    { "peer-keys", 0, RUMOR_OPT_STR, offsetof(struct options, peer_keys), 0, 0, NULL, 0 },
+    { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 256, NULL, 0 },
@@ -146,7 +172,25 @@ struct peer_list {
     char *buf;
     char **ep;
     int n;
+    char *keybuf;   /* peers file: second column of every line ("-" none) */
+    char **key;     /* (n) that column, NULL where none */
 };
+
+/* Appends tok to a comma-joined list. */
+static int append_tok(char **buf, size_t *len, size_t *cap, const char *tok)
+{
+    size_t need = *len + strlen(tok) + 2;
+    if (need > *cap) {
+        size_t nc = need * 2;
+        char *nb = realloc(*buf, nc);
+        if (!nb)
+            return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+        *buf = nb;
+        *cap = nc;
+    }
+    *len += (size_t)sprintf(*buf + *len, "%s%s", *len ? "," : "", tok);
+    return 0;
+}
 
 static int read_peers(const struct options *o, struct peer_list *pl)
 {
@@ -160,7 +204,7 @@ static int read_peers(const struct options *o, struct peer_list *pl)
         FILE *f = fopen(o->peers_file, "r");
         if (!f)
             return rumor_err_sys(RUMOR_ESYS, "peers file '%s'", o->peers_file);
-        size_t cap = 0, len = 0;
+        size_t cap = 0, len = 0, kcap = 0, klen = 0;
         char line[1024];
         int lineno = 0;
         while (fgets(line, sizeof line, f)) {
@@ -172,24 +216,22 @@ static int read_peers(const struct options *o, struct peer_list *pl)
                 *--end = '\0';
             if (!*p)
                 continue;
-            if (strchr(p, ' ') || strchr(p, ',')) {
+            /* "ENDPOINT [PUBLIC-KEY]" */
+            char *key = p + strcspn(p, " \t");
+            if (*key) {
+                *key++ = '\0';
+                key += strspn(key, " \t");
+            }
+            if (strchr(p, ',') || strchr(key, ',') || key[strcspn(key, " \t")]) {
                 fclose(f);
-                free(pl->buf);
-                return rumor_err_set(RUMOR_EFORMAT, "%s:%d: one endpoint a line expected, got '%s'",
-                                     o->peers_file, lineno, p);
+                return rumor_err_set(RUMOR_EFORMAT, "%s:%d: 'ENDPOINT [PUBLIC-KEY]' expected, got "
+                                                    "'%s %s'", o->peers_file, lineno, p, key);
             }
-            size_t need = len + strlen(p) + 2;
-            if (need > cap) {
-                cap = need * 2;
-                char *nb = realloc(pl->buf, cap);
-                if (!nb) {
-                    fclose(f);
-                    free(pl->buf);
-                    return rumor_err_set(RUMOR_ENOMEM, "out of memory");
-                }
-                pl->buf = nb;
+            if (append_tok(&pl->buf, &len, &cap, p) < 0 ||
+                append_tok(&pl->keybuf, &klen, &kcap, *key ? key : "-") < 0) {
+                fclose(f);
+                return RUMOR_ENOMEM;
             }
-            len += (size_t)sprintf(pl->buf + len, "%s%s", len ? "," : "", p);
         }
         fclose(f);
         if (!pl->buf)
@@ -205,6 +247,13 @@ static int read_peers(const struct options *o, struct peer_list *pl)
         return rumor_err_set(RUMOR_ENOMEM, "out of memory");
     for (char *tok = strtok(pl->buf, ","); tok; tok = strtok(NULL, ","))
         pl->ep[pl->n++] = tok;
+    pl->key = calloc((size_t)n, sizeof *pl->key);
+    if (!pl->key)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    int nk = 0;
+    for (char *tok = pl->keybuf ? strtok(pl->keybuf, ",") : NULL; tok && nk < n;
+         tok = strtok(NULL, ","))
+        pl->key[nk++] = strcmp(tok, "-") ? tok : NULL;
     if (pl->n != n)
         return rumor_err_set(RUMOR_EINVAL, "peer list '%s' has an empty entry",
                              o->peers ? o->peers : o->peers_file);
@@ -233,7 +282,96 @@ struct peer {
     rumor_mixer_t *mixer;
     float *avg;
     rumor_metrics_t metrics;
+    rumor_curve_keypair_t *keys;
+    uint8_t (*peer_keys)[32];
+    rumor_allowlist_t *allow;
 };
+
+/* A public key given as 40 Z85 characters or as a key file. */
+static int parse_public(const char *s, uint8_t pk[32])
+{
+    if (strlen(s) == RUMOR_CURVE_Z85_LEN && rumor_curve_z85_decode(s, pk) == 0)
+        return 0;
+    return rumor_curve_read_public(s, pk);
+}
+
+/* Secure mode: this peer's keypair, the allow-list, every peer's public
+ * key (peers file column, --peer-keys, or the allow-list entry peer-R). */
+static int load_security(struct peer *p, const struct options *o)
+{
+    if (!o->keys || !o->allow)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "secure mode needs --keys (this peer's secret key: make one with "
+                             "'rumor-peer keygen PREFIX') and --allow (the swarm's public keys); "
+                             "CURVE without an allow-list would admit anyone. --insecure runs "
+                             "plaintext");
+    p->keys = calloc(1, sizeof *p->keys);
+    p->peer_keys = calloc((size_t)p->pl.n, sizeof *p->peer_keys);
+    if (!p->keys || !p->peer_keys)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    RUMOR_CHECK(rumor_curve_read_keys(o->keys, p->keys));
+    RUMOR_CHECK(rumor_allowlist_load(o->allow, &p->allow));
+    char *list = o->peer_keys ? strdup(o->peer_keys) : NULL, *save = NULL;
+    char *tok = list ? strtok_r(list, ",", &save) : NULL;
+    int rc = 0;
+    for (int j = 0; rc == 0 && j < p->pl.n; j++, tok = tok ? strtok_r(NULL, ",", &save) : NULL) {
+        char name[32];
+        snprintf(name, sizeof name, "peer-%d", j);
+        if (p->pl.key[j])
+            rc = parse_public(p->pl.key[j], p->peer_keys[j]);
+        else if (tok)
+            rc = parse_public(tok, p->peer_keys[j]);
+        else if (!rumor_allowlist_lookup_name(p->allow, name, p->peer_keys[j]))
+            rc = rumor_err_set(RUMOR_EINVAL, "no public key for peer %d: give it in the peers "
+                                             "file's second column, in --peer-keys, or as the "
+                                             "allow-list entry named %s", j, name);
+        if (rc == 0 && !rumor_allowlist_contains(p->allow, p->peer_keys[j]))
+            rc = rumor_err_set(RUMOR_EAUTH, "peer %d's public key is not on the allow-list %s", j,
+                               o->allow);
+    }
+    if (rc == 0 && o->peer_keys && tok)
+        rc = rumor_err_set(RUMOR_EINVAL, "--peer-keys lists more keys than there are peers");
+    free(list);
+    return rc;
+}
+
+/* rumor-peer keygen [--force] PREFIX...: new keypairs. */
+static int keygen_main(int argc, char **argv)
+{
+    int force = 0, made = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--force") == 0) {
+            force = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("Usage: rumor-peer keygen [--force] PREFIX...\n"
+                   "Writes a new CurveZMQ keypair for each PREFIX: PREFIX.key, the secret key\n"
+                   "(mode 0600, given to this peer's --keys), and PREFIX.pub, the public key\n"
+                   "(put it in every peer's --allow list or directory). Existing files are\n"
+                   "kept unless --force. Prints each public key.\n");
+            return 0;
+        }
+        if (argv[i][0] == '-') {
+            fprintf(stderr, "rumor-peer keygen: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+        rumor_curve_keypair_t kp;
+        if (rumor_curve_keygen(&kp) < 0 || rumor_curve_write_keys(argv[i], &kp, force) < 0) {
+            fprintf(stderr, "rumor-peer keygen: %s\n", rumor_err_msg());
+            rumor_curve_keypair_clear(&kp);
+            return 1;
+        }
+        printf("%s  %s.pub\n", kp.public_z85, argv[i]);
+        rumor_curve_keypair_clear(&kp);
+        made++;
+    }
+    if (!made) {
+        fprintf(stderr, "rumor-peer keygen: give a PREFIX (writes PREFIX.key and PREFIX.pub)\n");
+        return 2;
+    }
+    return 0;
+}
 
 static void peer_free(struct peer *p)
 {
@@ -250,6 +388,13 @@ static void peer_free(struct peer *p)
     free(p->avg);
     free(p->pl.ep);
     free(p->pl.buf);
+    free(p->pl.key);
+    free(p->pl.keybuf);
+    if (p->keys)
+        rumor_curve_keypair_clear(p->keys);
+    free(p->keys);
+    free(p->peer_keys);
+    rumor_allowlist_destroy(&p->allow);
 }
 
 static int fail(struct peer *p, int rank, const char *what)
@@ -373,6 +518,8 @@ static int save_checkpoint(struct peer *p, const struct options *opts, long roun
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
+        return keygen_main(argc, argv);
     rumor_blas_autotune(argc, argv);
     /* ZeroMQ allocates each received chunk (1 MiB): keep freed chunks in the
      * heap instead of returning them to the kernel and faulting them in
@@ -402,6 +549,18 @@ int main(int argc, char **argv)
                 N == 1 ? "" : "s");
         peer_free(&p);
         return 2;
+    }
+
+    /* ---- security: CurveZMQ unless --insecure */
+    if (opts.insecure) {
+        fprintf(stderr, "rumor-peer %d: WARNING: --insecure: plaintext gossip; anyone who can reach "
+                        "this port can join the swarm, read its parameters and poison them\n",
+                rank);
+    } else if (load_security(&p, &opts) < 0) {
+        int code = rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
+        fprintf(stderr, "rumor-peer %d: security: %s\n", rank, rumor_err_msg());
+        peer_free(&p);
+        return code;
     }
 
     /* ---- topology: the same spec string as rumor-topo */
@@ -501,6 +660,9 @@ int main(int argc, char **argv)
     mc.round_timeout = opts.round_timeout;
     mc.min_round_timeout = opts.min_round_timeout;
     mc.async = async;
+    mc.keys = p.keys;
+    mc.allow = p.allow;
+    mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
     mc.staleness = opts.staleness;
     mc.first_round = first_round;
     if (rumor_mixer_create(&mc, p.model->params, &p.mixer) < 0)
@@ -510,9 +672,15 @@ int main(int argc, char **argv)
     rumor_step_bind_params(p.step, rumor_mixer_params(p.mixer));
     int nb = rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0);
     if (!o.quiet) {
-        printf("rumor-peer %d/%d: %s on %s, listening on %s\n", rank, N,
+        char secdesc[128];
+        if (p.keys)
+            snprintf(secdesc, sizeof secdesc, "CurveZMQ, %zu keys allowed",
+                     rumor_allowlist_count(p.allow));
+        else
+            snprintf(secdesc, sizeof secdesc, "PLAINTEXT: --insecure");
+        printf("rumor-peer %d/%d: %s on %s, listening on %s (%s)\n", rank, N,
                async ? "asynchronous D-PSGD" : dpsgd ? "D-PSGD" : "ring all-reduce", p.topo->desc,
-               rumor_mixer_endpoint(p.mixer));
+               rumor_mixer_endpoint(p.mixer), secdesc);
         printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
                rank, N, o.model, p.model->nparams, p.model->nparams * 4.0 / 1e6, p.dev->name, nb,
                nb == 1 ? "" : "s");

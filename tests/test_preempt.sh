@@ -15,7 +15,7 @@ eps=$(free_endpoints 3)
 pids=
 for r in 0 1 2; do
   # no timeout(1) wrapper: the signal must reach the peer itself
-  "$peer" --rank $r --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 5 \
+  "$peer" --insecure --rank $r --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 5 \
     --checkpoint-dir "$tmp/ckpt$r" --progress 0.1 --log-level info --no-average \
     --metrics "$tmp/p$r.jsonl" >"$tmp/p$r.log" 2>&1 &
   pids="$pids $!"
@@ -50,7 +50,7 @@ done
 # Restart peer 1 alone: it resumes at the round it left, and with every
 # neighbour gone it does not wait out a deadline each round.
 t0=$(date +%s)
-"$peer" --rank 1 --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 0.2 \
+"$peer" --insecure --rank 1 --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 0.2 \
   --start-timeout 0.5 --checkpoint-dir "$tmp/ckpt1" --no-average >"$tmp/p1b.log" 2>&1
 expect_rc 0 $? "restarted peer 1" "$tmp/p1b.log"
 grep -q "resumed from .*ckpt-0*$left.safetensors at round $left" "$tmp/p1b.log" ||
@@ -62,7 +62,7 @@ echo "restarted peer 1 finished its remaining rounds alone in $((t1 - t0)) s"
 # A corrupt newest checkpoint: the previous one is used, and the file named.
 newest=$(ls "$tmp/ckpt1" | sort | tail -1)
 printf 'garbage' | dd of="$tmp/ckpt1/$newest" bs=1 seek=200 conv=notrunc 2>/dev/null
-"$peer" --rank 1 --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 0.2 \
+"$peer" --insecure --rank 1 --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 0.2 \
   --start-timeout 0.5 --checkpoint-dir "$tmp/ckpt1" --no-average --log-level warn >"$tmp/p1c.log" 2>&1
 expect_rc 0 $? "peer 1 with a corrupt newest checkpoint" "$tmp/p1c.log"
 grep -q "$newest" "$tmp/p1c.log" || fail "the corrupt checkpoint was not reported: $(head -5 "$tmp/p1c.log")"

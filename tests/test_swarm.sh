@@ -72,7 +72,7 @@ echo "onepeer-exp: one epoch in $((t1 - t0)) s"
 ports=$(free_endpoints 4)
 t0=$(date +%s)
 for r in 0 1 2; do
-  timeout 120 "$RUMOR_PEER" --rank $r --peers "$ports" --epochs 1 --train-limit 640 --data "$FASHION" \
+  timeout 120 "$RUMOR_PEER" --insecure --rank $r --peers "$ports" --epochs 1 --train-limit 640 --data "$FASHION" \
     --round-timeout 1 --start-timeout 2 --no-average -q --metrics "$tmp/miss-$r.jsonl" \
     >"$tmp/miss-$r.log" 2>&1 &
 done
@@ -90,7 +90,7 @@ ports=$(free_endpoints 4)
 pids=
 for r in 0 1 2 3; do
   # no timeout(1) wrapper: $! must be the peer itself for the kill to reach it
-  "$RUMOR_PEER" --rank $r --peers "$ports" --epochs 2 --data "$FASHION" --round-timeout 1 \
+  "$RUMOR_PEER" --insecure --rank $r --peers "$ports" --epochs 2 --data "$FASHION" --round-timeout 1 \
     --no-average --progress 0.1 --log-level info --metrics "$tmp/kill-$r.jsonl" >"$tmp/kill-$r.log" 2>&1 &
   pids="$pids $!"
 done
