@@ -130,12 +130,18 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The deadline of the next round: 4 x the 90th percentile of the last 32
- * round times, within [min_round_timeout, round_timeout]; the maximum until
- * 8 rounds were seen (the first rounds include connecting). */
+ * round times, within [min_round_timeout, round_timeout]; until 8 rounds
+ * were seen, 4 x min_round_timeout (within the same bounds): the HELLO
+ * barrier has connected everyone, and a joiner that missed its first
+ * round's messages must not wait the longest deadline for them. */
 double mx_deadline(rumor_mixer_t *m)
 {
-    if (m->cfg.min_round_timeout >= m->timeout || m->nsamples < 8)
+    if (m->cfg.min_round_timeout >= m->timeout)
         return m->timeout;
+    if (m->nsamples < 8) {
+        double d = 4.0 * m->cfg.min_round_timeout;
+        return d < m->timeout ? d : m->timeout;
+    }
     int n = m->nsamples < MX_DEADLINE_SAMPLES ? m->nsamples : MX_DEADLINE_SAMPLES;
     double v[MX_DEADLINE_SAMPLES];
     memcpy(v, m->samples, (size_t)n * sizeof *v);
@@ -363,6 +369,11 @@ static void cu_install(rumor_mixer_t *m)
     mx_buf_retire(m, m->params);
     m->params = m->cu.buf;
     m->cu.buf = NULL;
+    /* the round after the newest any neighbour is known to have sent
+     * (rounds went on during the transfer): its messages are still to come */
+    long sr = mx_swarm_round(m);
+    if (sr > newest)
+        newest = sr;
     long k = newest + 1 > m->cur ? newest + 1 : m->cur;
     mx_do_jump(m, k);
     m->cu.round = m->cur;

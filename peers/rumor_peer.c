@@ -739,7 +739,7 @@ int main(int argc, char **argv)
     }
     int leaving = 0, epoch = (int)(k / per_epoch) + 1;
     double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
-    long epoch_rounds = 0;
+    long epoch_rounds = 0, evaluated_at = -1;
     while (k < total_rounds && !leaving) {
         if (leave_signal) {
             leaving = 1;
@@ -808,7 +808,8 @@ int main(int argc, char **argv)
          * swarm's state instead. */
         long target = -1;
         if (st.behind_round >= next)
-            target = st.behind_round; /* a neighbour dropped our round as stale */
+            target = st.behind_round + 1; /* a neighbour dropped our round as stale:
+                                           * its round is under way, join the next */
         if (st.swarm_round >= next + st.window && st.swarm_round + 1 > target)
             target = st.swarm_round + 1; /* neighbours' rounds beyond our window */
         if (dpsgd && !async && !leave_signal && target > next) {
@@ -868,6 +869,8 @@ int main(int argc, char **argv)
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
         if (evaluated && evaluate(&p, p.model->params, &acc, &tloss) < 0)
             return fail(&p, rank, "evaluation");
+        if (evaluated)
+            evaluated_at = k;
         double nr = epoch_rounds > 0 ? (double)epoch_rounds : 1.0;
         if (!o.quiet) {
             char accs[64] = "";
@@ -891,6 +894,9 @@ int main(int argc, char **argv)
         epoch_rounds = 0;
     }
     double seconds = rumor_now() - start;
+    /* a peer that caught up at the very end trained no epoch to its end */
+    if (!leaving && evaluated_at != k && evaluate(&p, p.model->params, &acc, &tloss) < 0)
+        return fail(&p, rank, "evaluation");
 
     /* ---- preempted: checkpoint, tell the neighbours, exit 0 */
     if (leaving) {

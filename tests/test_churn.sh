@@ -21,7 +21,7 @@ command -v python3 >/dev/null || skip "python3 not found (checkpoint verificatio
 PEER="$RUMOR_BUILDDIR/rumor-peer"
 tmp=$(mktemp -d)
 pids=
-cleanup() { for p in $pids; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in $pids; do kill -KILL "$p" 2>/dev/null; done; [ -n "${RUMOR_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"; }
 trap cleanup EXIT
 
 EPOCHS=4
