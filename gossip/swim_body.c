@@ -1,0 +1,166 @@
+/* SWIM bodies: little-endian, versioned, every length checked before it is
+ * used (docs/membership.md, "Body format"). */
+#include "config.h"
+
+#include <string.h>
+
+#include "swim_int.h"
+#include "wire.h"
+
+/* Rejection reasons for a malformed body. wire.h has no reason of its own
+ * for "body content"; BAD_PAYLOAD_SIZE is the nearest, and the message says
+ * what exactly was wrong. */
+#define BAD_BODY RUMOR_WIRE_BAD_PAYLOAD_SIZE
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+void swim_body_begin(struct body_w *w, uint8_t *buf, size_t cap, uint8_t flags)
+{
+    w->buf = buf;
+    w->cap = cap;
+    w->count = 0;
+    buf[0] = RUMOR_SWIM_BODY_VERSION;
+    buf[1] = flags;
+    put16(buf + 2, 0);
+    w->len = SWIM_BODY_FIXED;
+}
+
+void swim_body_target(struct body_w *w, uint64_t id, const char *ep)
+{
+    size_t l = strlen(ep);
+    put64(w->buf + w->len, id);
+    w->buf[w->len + 8] = (uint8_t)l;
+    memcpy(w->buf + w->len + 9, ep, l);
+    w->len += 9 + l;
+}
+
+int swim_body_entry(struct body_w *w, const rumor_swim_member_t *m)
+{
+    size_t l = strlen(m->endpoint);
+    if (w->len + SWIM_ENTRY_FIXED + l > w->cap || w->count == UINT16_MAX)
+        return -1;
+    uint8_t *p = w->buf + w->len;
+    put64(p, m->id);
+    put64(p + 8, m->incarnation);
+    put32(p + 16, m->refutation);
+    p[20] = (uint8_t)m->state;
+    p[21] = (uint8_t)l;
+    memcpy(p + 22, m->endpoint, l);
+    w->len += SWIM_ENTRY_FIXED + l;
+    w->count++;
+    return 0;
+}
+
+size_t swim_body_end(struct body_w *w)
+{
+    put16(w->buf + 2, w->count);
+    return w->len;
+}
+
+const uint8_t *swim_body_get(const uint8_t *p, rumor_swim_member_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->id = get64(p);
+    m->incarnation = get64(p + 8);
+    m->refutation = get32(p + 16);
+    m->state = p[20];
+    memcpy(m->endpoint, p + 22, p[21]);
+    m->endpoint[p[21]] = 0;
+    return p + SWIM_ENTRY_FIXED + p[21];
+}
+
+int swim_body_parse(const void *body, size_t len, int type, uint64_t sender, uint64_t sender_inc,
+                    struct swim_body *out, const char **why)
+{
+    const uint8_t *b = body;
+    if (len < SWIM_BODY_FIXED)
+        return *why = "body shorter than 4 bytes", BAD_BODY;
+    if (b[0] != RUMOR_SWIM_BODY_VERSION)
+        return *why = "unknown body version", RUMOR_WIRE_BAD_VERSION;
+    uint8_t flags = b[1];
+    if (flags & ~SWIM_FLAGS_KNOWN)
+        return *why = "unknown body flag", RUMOR_WIRE_BAD_FLAGS;
+    if ((flags & RUMOR_SWIM_F_SYNC) && type != RUMOR_WIRE_PROBE)
+        return *why = "SYNC flag on a type other than PROBE", RUMOR_WIRE_BAD_FLAGS;
+    if ((flags & RUMOR_SWIM_F_STATE) && type == RUMOR_WIRE_PROBE_REQ)
+        return *why = "STATE flag on a PROBE_REQ", RUMOR_WIRE_BAD_FLAGS;
+    memset(out, 0, sizeof *out);
+    out->flags = flags;
+    out->count = get16(b + 2);
+    if (!out->count)
+        return *why = "no entries (the sender's own record is required)", BAD_BODY;
+    size_t pos = SWIM_BODY_FIXED;
+    if (type == RUMOR_WIRE_PROBE_REQ) {
+        if (len - pos < 9)
+            return *why = "PROBE_REQ target truncated", BAD_BODY;
+        out->target_id = get64(b + pos);
+        size_t l = b[pos + 8];
+        pos += 9;
+        if (!out->target_id)
+            return *why = "PROBE_REQ target id 0", BAD_BODY;
+        if (len - pos < l)
+            return *why = "PROBE_REQ target endpoint truncated", BAD_BODY;
+        if (!rumor_swim_endpoint_valid((const char *)b + pos, l))
+            return *why = "PROBE_REQ target endpoint invalid", BAD_BODY;
+        memcpy(out->target_ep, b + pos, l);
+        out->target_ep[l] = 0;
+        pos += l;
+    }
+    out->entries = b + pos;
+    for (uint32_t i = 0; i < out->count; i++) {
+        if (len - pos < SWIM_ENTRY_FIXED)
+            return *why = "entry truncated (count beyond the body)", BAD_BODY;
+        const uint8_t *e = b + pos;
+        size_t l = e[21];
+        if (!get64(e))
+            return *why = "entry with id 0", BAD_BODY;
+        if (e[20] > RUMOR_SWIM_LEFT)
+            return *why = "entry with an unknown state", BAD_BODY;
+        if (len - pos - SWIM_ENTRY_FIXED < l)
+            return *why = "entry endpoint truncated", BAD_BODY;
+        if (!rumor_swim_endpoint_valid((const char *)e + SWIM_ENTRY_FIXED, l))
+            return *why = "entry endpoint invalid", BAD_BODY;
+        if (i == 0 && (get64(e) != sender || get64(e + 8) != sender_inc ||
+                       (e[20] != RUMOR_SWIM_ALIVE && e[20] != RUMOR_SWIM_LEFT)))
+            return *why = "first entry is not the sender's own (id, incarnation, alive or left)",
+                   BAD_BODY;
+        pos += SWIM_ENTRY_FIXED + l;
+    }
+    if (pos != len)
+        return *why = "trailing bytes after the entries", BAD_BODY;
+    return 0;
+}

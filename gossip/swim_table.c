@@ -1,0 +1,323 @@
+/* SWIM's member table: lookups, the precedence of updates, refutation,
+ * the probe order and the update queue (see swim.h; the rules are in
+ * docs/membership.md, section 1.1). */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "log.h"
+#include "swim_int.h"
+
+static uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* xoshiro256** */
+uint64_t swim_rnd(rumor_swim_t *sw)
+{
+    uint64_t *s = sw->rng, r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, n), n > 0 (the modulo bias is irrelevant here). */
+size_t swim_rnd_below(rumor_swim_t *sw, size_t n)
+{
+    return (size_t)(swim_rnd(sw) % n);
+}
+
+int swim_in_view(const rumor_swim_t *sw, const struct swim_mem *c)
+{
+    return c->m.state == RUMOR_SWIM_ALIVE || c->m.state == RUMOR_SWIM_SUSPECT ||
+           c->m.id == sw->cfg.self_id;
+}
+
+static size_t find_pos(const rumor_swim_t *sw, uint64_t id, int *found)
+{
+    size_t lo = 0, hi = sw->nmem;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sw->mem[mid].m.id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < sw->nmem && sw->mem[lo].m.id == id;
+    return lo;
+}
+
+struct swim_mem *swim_find(rumor_swim_t *sw, uint64_t id)
+{
+    int found;
+    size_t p = find_pos(sw, id, &found);
+    return found ? &sw->mem[p] : NULL;
+}
+
+struct swim_mem *swim_self(rumor_swim_t *sw)
+{
+    return swim_find(sw, sw->cfg.self_id);
+}
+
+/* Members in the view (self included), kept up to date by swim_apply(). */
+size_t swim_view_size(const rumor_swim_t *sw)
+{
+    return sw->nview;
+}
+
+static double suspicion_timeout(const rumor_swim_t *sw)
+{
+    if (sw->cfg.suspicion_timeout > 0)
+        return sw->cfg.suspicion_timeout;
+    double n = (double)swim_view_size(sw), l = n > 10 ? log10(n) : 1.0;
+    return sw->cfg.suspicion_mult * l * sw->cfg.probe_interval;
+}
+
+uint32_t swim_retransmit_limit(const rumor_swim_t *sw)
+{
+    double n = (double)swim_view_size(sw);
+    return (uint32_t)sw->cfg.retransmit_mult * (uint32_t)ceil(log2(n + 1.0));
+}
+
+int rumor_swim_endpoint_valid(const char *s, size_t len)
+{
+    if (!s || len < 7 || len >= RUMOR_SWIM_ENDPOINT_MAX || memcmp(s, "tcp://", 6))
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7E)
+            return 0;
+    return 1;
+}
+
+const char *rumor_swim_state_name(int state)
+{
+    static const char *const names[] = { "alive", "suspect", "dead", "left" };
+    return state >= 0 && state <= RUMOR_SWIM_LEFT ? names[state] : "unknown";
+}
+
+/* ------------------------------------------------------ the member table */
+
+static void order_insert(rumor_swim_t *sw, uint64_t id)
+{
+    if (sw->norder >= sw->cap)
+        return;
+    /* SWIM: a new member goes to a random place in what is left of this
+     * round, so it is probed within one round */
+    size_t at = sw->order_pos + swim_rnd_below(sw, sw->norder - sw->order_pos + 1);
+    memmove(&sw->order[at + 1], &sw->order[at], (sw->norder - at) * sizeof *sw->order);
+    sw->order[at] = id;
+    sw->norder++;
+}
+
+void swim_order_rebuild(rumor_swim_t *sw)
+{
+    sw->norder = sw->order_pos = 0;
+    for (size_t i = 0; i < sw->nmem; i++)
+        if (sw->mem[i].m.id != sw->cfg.self_id && swim_in_view(sw, &sw->mem[i]))
+            sw->order[sw->norder++] = sw->mem[i].m.id;
+    for (size_t i = sw->norder; i > 1; i--) {
+        size_t j = swim_rnd_below(sw, i);
+        uint64_t t = sw->order[i - 1];
+        sw->order[i - 1] = sw->order[j];
+        sw->order[j] = t;
+    }
+}
+
+static void set_timer(rumor_swim_t *sw, struct swim_mem *c, double now)
+{
+    if (c->m.state == RUMOR_SWIM_SUSPECT)
+        c->deadline = now + suspicion_timeout(sw);
+    else if (c->m.state >= RUMOR_SWIM_DEAD)
+        c->deadline = now + sw->cfg.tombstone_timeout;
+    else
+        c->deadline = 0;
+}
+
+/* Makes room for one more member: forgets the tombstone due soonest. */
+static int make_room(rumor_swim_t *sw)
+{
+    if (sw->nmem < sw->cap)
+        return 1;
+    size_t best = sw->nmem;
+    for (size_t i = 0; i < sw->nmem; i++)
+        if (sw->mem[i].m.state >= RUMOR_SWIM_DEAD &&
+            (best == sw->nmem || sw->mem[i].deadline < sw->mem[best].deadline))
+            best = i;
+    if (best == sw->nmem)
+        return 0;
+    memmove(&sw->mem[best], &sw->mem[best + 1], (sw->nmem - best - 1) * sizeof *sw->mem);
+    sw->nmem--;
+    return 1;
+}
+
+/* Does update u win over our record c? Versions (incarnation, refutation)
+ * compare first; at equal versions LEFT > DEAD > SUSPECT > ALIVE. LEFT is
+ * final for its incarnation: only a later life comes back. */
+static int supersedes(const rumor_swim_member_t *u, const rumor_swim_member_t *c)
+{
+    if (c->state == RUMOR_SWIM_LEFT && u->incarnation <= c->incarnation)
+        return 0;
+    if (u->state == RUMOR_SWIM_LEFT)
+        return u->incarnation >= c->incarnation;
+    if (u->incarnation != c->incarnation)
+        return u->incarnation > c->incarnation;
+    if (u->refutation != c->refutation)
+        return u->refutation > c->refutation;
+    return u->state > c->state;
+}
+
+/* An update about ourselves: a suspicion or death of this life is refuted
+ * by raising our refutation number past it (SWIM section 4.2); our record
+ * travels as entry 0 of everything we send, so the refutation spreads from
+ * whoever hears from us. */
+static void about_self(rumor_swim_t *sw, double now, const rumor_swim_member_t *u)
+{
+    struct swim_mem *s = swim_self(sw);
+    if (sw->left || u->incarnation != s->m.incarnation ||
+        (u->state != RUMOR_SWIM_SUSPECT && u->state != RUMOR_SWIM_DEAD) ||
+        u->refutation < s->m.refutation)
+        return;
+    if (u->refutation == UINT32_MAX) {
+        rumor_warn("swim: cannot refute %s at refutation %u (the counter is spent)",
+                   rumor_swim_state_name(u->state), u->refutation);
+        return;
+    }
+    s->m.refutation = u->refutation + 1;
+    s->m.since = now;
+    sw->stats.refuted++;
+    sw->next_gossip = now; /* tell a few members at once */
+    rumor_debug("swim: %016llx refutes %s with refutation %u", (unsigned long long)s->m.id,
+                rumor_swim_state_name(u->state), s->m.refutation);
+}
+
+/* Applies one update (validated). from_state: it came in a full-state
+ * sync, where a death is only a suspicion (as in memberlist): the member
+ * gets a suspicion timeout to refute, which is how members declared dead
+ * across a partition come back after it heals. Returns 1 when the table
+ * changed. */
+int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_state)
+{
+    if (u.id == sw->cfg.self_id) {
+        about_self(sw, now, &u);
+        return 0;
+    }
+    if (from_state && u.state == RUMOR_SWIM_DEAD)
+        u.state = RUMOR_SWIM_SUSPECT;
+    u.since = now;
+    int found;
+    size_t p = find_pos(sw, u.id, &found);
+    if (!found) {
+        /* A suspicion of a stranger tells nothing; a tombstone from a full
+         * state would bounce between peers' tables forever. */
+        if (u.state == RUMOR_SWIM_SUSPECT || (from_state && u.state != RUMOR_SWIM_ALIVE))
+            return 0;
+        size_t before = sw->nmem;
+        if (!make_room(sw)) {
+            rumor_debug("swim: member table full (%zu); %016llx not added", sw->nmem,
+                        (unsigned long long)u.id);
+            return 0;
+        }
+        if (sw->nmem != before)
+            p = find_pos(sw, u.id, &found);
+        memmove(&sw->mem[p + 1], &sw->mem[p], (sw->nmem - p) * sizeof *sw->mem);
+        sw->nmem++;
+        struct swim_mem *c = &sw->mem[p];
+        c->m = u;
+        set_timer(sw, c, now);
+        if (swim_in_view(sw, c)) {
+            sw->version++;
+            sw->nview++;
+            order_insert(sw, u.id);
+        }
+        swim_enqueue(sw, u.id);
+        sw->stats.updates_applied++;
+        rumor_debug("swim: new member %016llx %s (%s)", (unsigned long long)u.id,
+                    rumor_swim_state_name(u.state), u.endpoint);
+        return 1;
+    }
+    struct swim_mem *c = &sw->mem[p];
+    if (!supersedes(&u, &c->m))
+        return 0;
+    int was_in = swim_in_view(sw, c);
+    int moved = strcmp(u.endpoint, c->m.endpoint) || u.incarnation != c->m.incarnation;
+    int old_state = c->m.state;
+    c->m = u;
+    set_timer(sw, c, now);
+    int is_in = swim_in_view(sw, c);
+    if (was_in != is_in || (is_in && moved))
+        sw->version++;
+    if (was_in != is_in)
+        sw->nview = is_in ? sw->nview + 1 : sw->nview - 1;
+    if (is_in && !was_in)
+        order_insert(sw, u.id);
+    swim_enqueue(sw, u.id);
+    sw->stats.updates_applied++;
+    if (old_state != u.state)
+        rumor_debug("swim: %016llx %s -> %s (incarnation %llu.%u)", (unsigned long long)u.id,
+                    rumor_swim_state_name(old_state), rumor_swim_state_name(u.state),
+                    (unsigned long long)u.incarnation, u.refutation);
+    return 1;
+}
+
+/* Marks a member we hold with record `c` as `state` at its current version. */
+void swim_declare(rumor_swim_t *sw, double now, struct swim_mem *c, int state)
+{
+    rumor_swim_member_t u = c->m;
+    u.state = state;
+    swim_apply(sw, now, u, 0);
+}
+
+void swim_enqueue(rumor_swim_t *sw, uint64_t id)
+{
+    for (size_t i = 0; i < sw->nbq; i++)
+        if (sw->bq[i].id == id) {
+            sw->bq[i].tx = 0;
+            sw->bq[i].order = ++sw->border;
+            return;
+        }
+    if (sw->nbq == sw->cap) { /* drop updates about members forgotten since */
+        size_t keep = 0;
+        for (size_t i = 0; i < sw->nbq; i++)
+            if (swim_find(sw, sw->bq[i].id))
+                sw->bq[keep++] = sw->bq[i];
+        sw->nbq = keep;
+    }
+    if (sw->nbq < sw->cap)
+        sw->bq[sw->nbq++] = (struct swim_bcast){ id, 0, ++sw->border };
+}
+
+/* ------------------------------------------------------------ the view */
+
+size_t rumor_swim_view(const rumor_swim_t *sw, rumor_swim_member_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sw->nmem; i++)
+        if (swim_in_view(sw, &sw->mem[i])) {
+            if (n < cap)
+                out[n] = sw->mem[i].m;
+            n++;
+        }
+    return n;
+}
+
+uint64_t rumor_swim_view_version(const rumor_swim_t *sw)
+{
+    return sw->version;
+}
+
+const rumor_swim_member_t *rumor_swim_find(const rumor_swim_t *sw, uint64_t id)
+{
+    struct swim_mem *c = swim_find((rumor_swim_t *)sw, id);
+    return c ? &c->m : NULL;
+}
+
+void rumor_swim_stats(const rumor_swim_t *sw, rumor_swim_stats_t *out)
+{
+    *out = sw->stats;
+}
