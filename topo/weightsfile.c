@@ -157,6 +157,13 @@ int rumor_mix_load(const char *path, rumor_mix_t ***out, int *period)
                 }
                 per = (int)v;
             }
+            /* each round holds n rows: bound n x period like an edge count,
+             * so a small file cannot ask for gigabytes */
+            if ((long)n * per > (1L << 20)) {
+                rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: n=%d x period=%d rows exceed %ld", path,
+                                   line, n, per, 1L << 20);
+                goto out;
+            }
             w = calloc((size_t)per, sizeof *w);
             if (!w) {
                 rc = rumor_err_set(RUMOR_ENOMEM, "out of memory");
