@@ -88,8 +88,18 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
         s->w_of[j] = 0.0;
         s->chunks_from[j] = 0;
     }
-    int cap = m->npeers;
-    int k = rumor_topo_neighbors(m->topo, m->self, r, m->tmp_nbrs, m->tmp_w, cap);
+    s->nin = 0;
+    s->complete = 0;
+    return mx_slot_reweigh(m, s);
+}
+
+/* (Re)sets slot s's in-neighbours and weights from the current graph: at
+ * open, and when the membership view changes before anything arrived. */
+int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s)
+{
+    for (int i = 0; i < s->nin; i++)
+        s->w_of[s->in[i]] = 0.0;
+    int k = mx_in_neighbors(m, s->round, m->tmp_nbrs, m->tmp_w);
     if (k < 0)
         return k;
     s->nin = k;
@@ -97,7 +107,6 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
         s->w_of[m->tmp_nbrs[i]] = m->tmp_w[i];
         s->in[i] = m->tmp_nbrs[i];
     }
-    s->complete = 0;
     return 0;
 }
 
@@ -180,6 +189,8 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
             if (rc == 0)
                 rc = rumor_transport_connect(m->tr, j, cfg->endpoints[j]);
         }
+    if (rc == 0)
+        rc = mx_view_create(m);
     if (rc == 0) {
         m->params = mx_buf_get(m);
         if (!m->params)
@@ -254,7 +265,9 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     pthread_mutex_unlock(&m->mu);
     mx_wake(m);
     pthread_mutex_lock(&m->mu);
-    while (m->nready < m->ntalk && rumor_now() < deadline) {
+    /* with membership, also until SWIM's view holds everyone who answered */
+    while ((m->nready < m->ntalk || (m->swim && m->vn_pub < m->nready + 1)) &&
+           rumor_now() < deadline) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 50 * 1000000L;
@@ -310,13 +323,15 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
     while (m->closed_rc == 1)
         pthread_cond_wait(&m->cv, &m->mu);
     int rc = m->closed_rc;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", m->closed_err);
     if (rc == 0 && st) {
         *st = m->closed_stats;
         st->wait_s = rumor_now() - t0;
     }
     pthread_mutex_unlock(&m->mu);
     if (rc < 0)
-        return rc;
+        return rumor_err_set(rc, "mixer: round %ld: %s", k, msg);
     *params = m->params->data;
     return 0;
 }

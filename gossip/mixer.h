@@ -70,6 +70,13 @@ typedef struct rumor_mixer_config {
     const rumor_curve_keypair_t *keys;   /* this peer's keypair; NULL: plaintext */
     const rumor_allowlist_t *allow;      /* required with keys */
     const uint8_t (*peer_keys)[32];      /* (topo->n) public keys, with keys */
+    /* Membership: a topology family without a size ("ring", "exp",
+     * "torus", ...). The mixer then runs SWIM over the peer list (every
+     * endpoint is a seed) and the graph is that family over the peers SWIM
+     * holds alive, re-derived whenever that view changes, with
+     * Metropolis-Hastings weights from the view's degrees. NULL: topo is
+     * fixed and dead peers are only left out round by round. */
+    const char *membership;
 } rumor_mixer_config_t;
 
 typedef struct rumor_mixer rumor_mixer_t;
@@ -94,6 +101,7 @@ typedef struct rumor_round_stats {
     long next_round;           /* the round to begin next: round + 1, or later
                                 * after rumor_mixer_jump / async clock moves */
     int max_staleness;         /* async: oldest contribution mixed, in rounds */
+    int members;               /* membership: peers alive in this peer's view */
     uint64_t bytes_sent, bytes_received; /* totals since create */
 } rumor_round_stats_t;
 

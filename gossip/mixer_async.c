@@ -82,6 +82,9 @@ void mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, c
 {
     struct mx_async *a = &m->as;
     long r = (long)(h->round > (uint64_t)LONG_MAX / 2 ? LONG_MAX / 2 : h->round);
+    if (!a->latest[node] && m->swim && m->talks_to[node] &&
+        posix_memalign((void **)&a->latest[node], 64, m->n * sizeof(float) + 64) != 0)
+        a->latest[node] = NULL; /* membership: any peer may become a neighbour */
     if (!a->latest[node]) {
         rumor_err_set(RUMOR_EPROTO, "peer %d is not an in-neighbour", node);
         mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "params");
@@ -136,6 +139,7 @@ void mx_async_close(rumor_mixer_t *m)
     rumor_sendbuf_t *out = mx_buf_get(m);
     if (!out) {
         pthread_mutex_lock(&m->mu);
+        snprintf(m->closed_err, sizeof m->closed_err, "%s", rumor_err_msg());
         m->closed_rc = RUMOR_ENOMEM;
         m->req_close = -1;
         pthread_cond_broadcast(&m->cv);
@@ -143,7 +147,7 @@ void mx_async_close(rumor_mixer_t *m)
         return;
     }
     const float *x = m->params->data;
-    int nin = rumor_topo_neighbors(m->topo, m->self, k, m->tmp_nbrs, m->tmp_w, m->npeers);
+    int nin = mx_in_neighbors(m, k, m->tmp_nbrs, m->tmp_w);
     if (nin < 0)
         nin = 0;
     double dis = 0, selfw = 0;

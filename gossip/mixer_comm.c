@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -119,6 +120,9 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         mark_talk(m, (m->self + 1) % N);
         mark_talk(m, (m->self + N - 1) % N);
     }
+    /* with membership any peer of the list may become a neighbour */
+    for (int j = 0; cfg->membership && j < N; j++)
+        mark_talk(m, j);
     m->cur = cfg->first_round > 0 ? cfg->first_round : 0;
     m->next_send = m->cur;
     m->req_send = -1;
@@ -169,6 +173,7 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->hold);
     mx_state_free(m);
     mx_async_free(m);
+    mx_view_free(m);
 }
 
 /* The caller wakes the comm thread through a pipe that zmq_poll watches. */
@@ -431,6 +436,7 @@ static void close_round(rumor_mixer_t *m, int timed_out)
     long k = m->cur;
     if (ensure_slot(m, k) < 0) {
         pthread_mutex_lock(&m->mu);
+        snprintf(m->closed_err, sizeof m->closed_err, "%s", rumor_err_msg());
         m->closed_rc = rumor_err_code() ? rumor_err_code() : RUMOR_ENOMEM;
         m->req_close = -1;
         pthread_cond_broadcast(&m->cv);
@@ -464,6 +470,12 @@ static void close_round(rumor_mixer_t *m, int timed_out)
     s->buf = NULL;
     s->round = -1;
     m->round_staleness = 0;
+    /* a round that timed out waiting for a peer that sent nothing says
+     * nothing about how long rounds take: not a deadline sample */
+    int silent = 0;
+    for (int i = 0; i < s->nin; i++)
+        silent += s->chunks_from[s->in[i]] == 0;
+    m->round_sample = !(timed_out && silent);
     mx_publish_close(m, k, out, s->nin, s->complete, timed_out, dis, selfw / (double)m->nchunks);
 }
 
@@ -478,7 +490,7 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
         m->cur = k + 1;
     pthread_mutex_lock(&m->mu);
     double elapsed = rumor_now() - m->round_start;
-    if (!m->cfg.async && !atomic_load(&m->hurry))
+    if (!m->cfg.async && !atomic_load(&m->hurry) && m->round_sample)
         mx_record_round_time(m, elapsed);
     rumor_round_stats_t *st = &m->closed_stats;
     memset(st, 0, sizeof *st);
@@ -494,6 +506,7 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
     st->next_round = m->cur;
     st->window = m->nslots;
     st->behind_round = m->told_behind;
+    st->members = m->swim ? m->vn : 0;
     m->told_behind = -1;
     st->max_staleness = m->round_staleness;
     st->bytes_sent = m->pub_sent = ts->bytes_sent;
@@ -534,7 +547,8 @@ static void start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
             q->n--;
         }
     }
-    int n = rumor_topo_out_neighbors(m->topo, m->self, k, m->out_nbrs, NULL, m->npeers);
+    mx_view_update(m);
+    int n = mx_out_neighbors(m, k, m->out_nbrs);
     n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
     for (int i = 0; i < n; i++) {
         int j = m->out_nbrs[i];
@@ -721,7 +735,22 @@ static int recv_one(rumor_mixer_t *m)
             }
             m->known_inc[node] = h.incarnation;
         }
+        if (m->swim && h.type != RUMOR_WIRE_PROBE && h.type != RUMOR_WIRE_PROBE_REQ &&
+            h.type != RUMOR_WIRE_ACK && h.type != RUMOR_WIRE_LEAVE)
+            rumor_swim_heard(m->swim, rumor_now(), h.sender, h.incarnation);
         switch (h.type) {
+        case RUMOR_WIRE_PROBE:
+        case RUMOR_WIRE_PROBE_REQ:
+        case RUMOR_WIRE_ACK:
+            if (!m->swim) {
+                mx_count(m, 0, node, "membership"); /* valid, not used: static membership */
+                break;
+            }
+            v = rumor_swim_on_message(m->swim, rumor_now(), h.sender, h.incarnation, h.type, h.aux,
+                                      frames > 1 ? zmq_msg_data(&part[1]) : NULL,
+                                      frames > 1 ? zmq_msg_size(&part[1]) : 0);
+            mx_count(m, v, node, "membership");
+            break;
         case RUMOR_WIRE_PARAMS:
             if (m->cfg.async)
                 mx_async_on_params(m, &h, node, zmq_msg_data(&part[1]));
@@ -775,6 +804,7 @@ static void publish(rumor_mixer_t *m)
     m->pub_received = ts->bytes_received;
     m->swarm_round_pub = mx_swarm_round(m);
     m->counters_pub = m->counters;
+    m->vn_pub = m->vn;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -838,6 +868,8 @@ void mx_comm_main(rumor_mixer_t *m)
         double stop_deadline = m->stop_deadline;
         long want_close = m->req_close;
         double close_deadline = m->close_deadline;
+        double pace_until = m->round_start + m->pace;
+        int pacing = 0;
         pthread_mutex_unlock(&m->mu);
         /* Stopping: neighbours still need this peer's last round, so
          * queued chunks go out first (within the grace period), then LEAVE
@@ -846,6 +878,8 @@ void mx_comm_main(rumor_mixer_t *m)
             stopping = 1;
         if (stopping == 1 && (!sends_queued(m) || rumor_now() >= stop_deadline)) {
             drop_sends(m);
+            if (m->swim)
+                (void)rumor_swim_leave(m->swim, rumor_now());
             for (int j = 0; j < m->npeers; j++)
                 if (m->talks_to[j])
                     (void)send_control(m, j, RUMOR_WIRE_LEAVE, 0);
@@ -858,6 +892,10 @@ void mx_comm_main(rumor_mixer_t *m)
         send_hellos(m);
         ar_progress(m);
         mx_state_progress(m);
+        if (m->swim && !stopping) {
+            (void)rumor_swim_tick(m->swim, rumor_now());
+            (void)mx_view_update(m);
+        }
 
         double now = rumor_now();
         if (atomic_load(&m->hurry))
@@ -873,7 +911,12 @@ void mx_comm_main(rumor_mixer_t *m)
                 rumor_warn("mixer: %s", rumor_err_msg());
             struct mx_slot *s = &m->slot[m->cur % m->nslots];
             int complete = round_done(m, s);
-            if (complete || now >= close_deadline) {
+            /* every in-neighbour absent: nothing to wait for, but a peer
+             * alone keeps the swarm's pace (the median round time) instead
+             * of racing its round counter ahead of everyone's */
+            pacing = complete && s->nin > 0 && s->complete == 0 && now < pace_until &&
+                     !atomic_load(&m->hurry) && now < close_deadline;
+            if (!pacing && (complete || now >= close_deadline)) {
                 close_round(m, !complete);
                 continue;
             }
@@ -901,6 +944,10 @@ void mx_comm_main(rumor_mixer_t *m)
             wait = m->ar.step_deadline - now;
         if (m->hello_active && m->next_hello - now < wait)
             wait = m->next_hello - now;
+        if (pacing && pace_until - now < wait)
+            wait = pace_until - now;
+        if (m->swim && rumor_swim_next_deadline(m->swim) - now < wait)
+            wait = rumor_swim_next_deadline(m->swim) - now;
         if (stopping)
             wait = 0.01;
         long ms = wait > 0 ? (long)(wait * 1000.0) + 1 : 0;

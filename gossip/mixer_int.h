@@ -8,9 +8,10 @@
 
 #include "log.h"
 #include "mixer.h"
+#include "swim.h"
 #include "transport.h"
 
-#define MX_MAX_BUFS 8
+#define MX_MAX_BUFS 16
 #define MX_HOLD_MAX 4096 /* all-reduce messages held before their call starts */
 
 enum { BUF_FREE = 0, BUF_USED, BUF_RETIRED };
@@ -179,6 +180,7 @@ struct rumor_mixer {
     double stop_deadline;
     /* results to the caller (under mu) */
     int closed_rc;
+    char closed_err[256];      /* the comm thread's message when closed_rc < 0 */
     rumor_sendbuf_t *closed_buf;
     rumor_round_stats_t closed_stats;
     rumor_wire_stats_t wire_stats_pub;
@@ -206,15 +208,29 @@ struct rumor_mixer {
     double samples[MX_DEADLINE_SAMPLES];
     int nsamples;
     double cur_deadline;
+    double pace;               /* median round time (under mu); 0 unknown */
+    /* membership (mixer_view.c) */
+    rumor_swim_t *swim;
+    rumor_topo_t *vtopo;       /* the family over the view; NULL: cfg.topo */
+    int vself, vn;
+    rumor_swim_member_t *vmember; /* (npeers) the view, sorted by id */
+    int *vslot;                /* (npeers) view node -> peer slot (-1 none) */
+    int *vtmp;                 /* (npeers) scratch */
+    double *vw;                /* (npeers) scratch weights */
+    uint64_t vversion;
+    uint64_t view_changes;
+    int vn_pub;                /* view size, published under mu */
     /* asynchronous mode (mixer_async.c) */
     struct mx_async as;
     int round_staleness;       /* of the round being closed */
+    int round_sample;          /* its time is a deadline sample */
 };
 
 /* mixer.c */
 rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m);
 void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b);
 int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);
+int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s);
 
 /* mixer_comm.c */
 int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg);
@@ -242,6 +258,13 @@ int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
 void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
 int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);
+
+/* mixer_view.c: membership */
+int mx_view_create(rumor_mixer_t *m);
+void mx_view_free(rumor_mixer_t *m);
+int mx_view_update(rumor_mixer_t *m);
+int mx_in_neighbors(rumor_mixer_t *m, long r, int *nbrs, double *w);
+int mx_out_neighbors(rumor_mixer_t *m, long r, int *nbrs);
 
 /* mixer_async.c */
 int mx_async_alloc(rumor_mixer_t *m);

@@ -147,6 +147,7 @@ double mx_deadline(rumor_mixer_t *m)
     memcpy(v, m->samples, (size_t)n * sizeof *v);
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     double p90 = v[(int)ceil(0.9 * n) - 1];
+    m->pace = v[n / 2];
     double d = 4.0 * p90;
     if (d < m->cfg.min_round_timeout)
         d = m->cfg.min_round_timeout;

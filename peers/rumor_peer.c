@@ -58,6 +58,11 @@ static const char usage_head[] =
     "                         rreg:N:D:seed=S, file:EDGES, ... (rumor-topo's specs; a\n"
     "                         spec without its size gets the peer count: ring ->\n"
     "                         ring:N) (default: ring)\n"
+    "  --membership MODE      static: the graph is fixed and a dead peer is only left\n"
+    "                         out round by round; swim: peers track who is alive with\n"
+    "                         SWIM (every listed peer is a seed) and the topology\n"
+    "                         family is laid over the living, sorted by id, with\n"
+    "                         Metropolis-Hastings weights (default: static)\n"
     "  --weights SCHEME       mh, maxdeg, uniform, bestconst, fmmc or file:W from\n"
     "                         'rumor-topo weights' (default: mh)\n"
     "  --mode MODE            dpsgd (gossip, synchronous rounds), async (gossip that\n"
@@ -131,7 +136,7 @@ static const char usage_tail[] =
 struct options {
     struct rumor_train_opts t;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure;
-    const char *keys, *allow, *peer_keys;
+    const char *keys, *allow, *peer_keys, *membership;
     long checkpoint_every, catch_up_rounds;
     const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
     double round_timeout, min_round_timeout, start_timeout, chunk_mb, leave_timeout, throttle;
@@ -153,6 +158,7 @@ static const rumor_opt_t option_table[] = {
     { "keys", 0, RUMOR_OPT_STR, offsetof(struct options, keys), 0, 0, NULL, 0 },
     { "allow", 0, RUMOR_OPT_STR, offsetof(struct options, allow), 0, 0, NULL, 0 },
     { "peer-keys", 0, RUMOR_OPT_STR, offsetof(struct options, peer_keys), 0, 0, NULL, 0 },
+    { "membership", 0, RUMOR_OPT_CHOICE, offsetof(struct options, membership), 0, 0, "static|swim", 0 },
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
@@ -423,6 +429,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->staleness = 8;
     o->catch_up_rounds = 50;
     o->throttle = 1;
+    o->membership = "static";
     o->start_timeout = 60;
     o->chunk_mb = 1;
     o->eval_every = 1;
@@ -660,6 +667,19 @@ int main(int argc, char **argv)
     mc.round_timeout = opts.round_timeout;
     mc.min_round_timeout = opts.min_round_timeout;
     mc.async = async;
+    char family[256] = "";
+    if (strcmp(opts.membership, "swim") == 0) {
+        /* the family of the spec: "ring:8" -> "ring" */
+        snprintf(family, sizeof family, "%s", opts.topology);
+        if (!strchr(opts.topology, ':') || strncmp(opts.topology, "rreg:", 5) == 0)
+            mc.membership = family;
+        else {
+            rumor_err_set(RUMOR_EINVAL, "--membership swim takes a topology family without a "
+                                        "size ('ring', 'exp', 'torus', ...), not '%s'",
+                          opts.topology);
+            return fail(&p, rank, "membership");
+        }
+    }
     mc.keys = p.keys;
     mc.allow = p.allow;
     mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
@@ -700,7 +720,7 @@ int main(int argc, char **argv)
     long k = first_round;
     float *params = rumor_mixer_params(p.mixer);
     long catch_ups = 0;
-    if (dpsgd) {
+    if (dpsgd && !async) { /* an asynchronous peer just follows the clock */
         long sr = rumor_mixer_swarm_round(p.mixer);
         if (sr > k + opts.catch_up_rounds) {
             long nk;
@@ -853,11 +873,11 @@ int main(int argc, char **argv)
                                 "\"event\":\"round\",\"round\":%ld,\"epoch\":%d,\"loss\":%.6g,"
                                 "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
                                 "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
-                                "\"time\":%.3f",
+                                "\"members\":%d,\"time\":%.3f",
                                 k, epoch, (double)loss, examples / el, last_dis,
                                 (unsigned long long)st.bytes_sent,
                                 (unsigned long long)st.bytes_received, wait_total, deadline,
-                                rumor_now());
+                                st.members, rumor_now());
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;

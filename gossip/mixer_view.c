@@ -1,0 +1,159 @@
+/* Membership in the mixer (see mixer.h, config.membership): a SWIM
+ * instance (gossip/swim.h, sans-I/O) driven by the comm thread over the
+ * mixer's own sockets decides which peers of the list are alive; the
+ * topology family is instantiated over that view (rumor_swim_topology:
+ * members sorted by id are nodes 0..n-1, Metropolis-Hastings weights from
+ * the view's degrees), so a dead peer's neighbours become neighbours of
+ * each other and W stays doubly stochastic among the living. Every peer
+ * whose view is the same derives the same graph. Runs on the comm thread. */
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "mixer_int.h"
+
+static int send_frame(void *sock, const void *p, size_t len, int flags)
+{
+    zmq_msg_t msg;
+    if (zmq_msg_init_size(&msg, len) != 0)
+        return -1;
+    if (len)
+        memcpy(zmq_msg_data(&msg), p, len);
+    if (zmq_msg_send(&msg, sock, flags) < 0) {
+        zmq_msg_close(&msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* rumor_swim_send_fn: a SWIM message to the member with that id, or to the
+ * peer listening at endpoint (a seed whose id is not known yet). */
+static int swim_send(void *ctx, uint64_t to_id, const char *endpoint, int type, uint32_t seq,
+                     const void *body, size_t len)
+{
+    rumor_mixer_t *m = ctx;
+    int node = to_id ? mx_node_of(m, to_id) : -1;
+    for (int j = 0; node < 0 && endpoint && j < m->npeers; j++)
+        if (strcmp(m->cfg.endpoints[j], endpoint) == 0)
+            node = j;
+    if (node < 0 || node == m->self)
+        return rumor_err_set(RUMOR_EINVAL, "membership: no socket for %s", endpoint ? endpoint : "?");
+    void *sock = rumor_transport_push(m->tr, node);
+    if (!sock)
+        return rumor_err_set(RUMOR_ESTATE, "membership: peer %d not connected", node);
+    rumor_wire_hdr_t h;
+    uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+    mx_fill_hdr(m, &h, type);
+    h.aux = seq;
+    rumor_wire_encode(&h, bytes);
+    if (send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | (len ? ZMQ_SNDMORE : 0)) < 0)
+        return 1; /* queue full or not connected: SWIM treats it as lost */
+    if (len && send_frame(sock, body, len, ZMQ_DONTWAIT) < 0)
+        return 1;
+    return 0;
+}
+
+int mx_view_create(rumor_mixer_t *m)
+{
+    if (!m->cfg.membership)
+        return 0;
+    rumor_swim_config_t sc;
+    memset(&sc, 0, sizeof sc);
+    sc.self_id = m->ids[m->self];
+    sc.incarnation = m->incarnation;
+    sc.self_endpoint = m->cfg.endpoints[m->self];
+    sc.seed = m->incarnation;
+    RUMOR_CHECK(rumor_swim_create(&sc, swim_send, m, &m->swim));
+    for (int j = 0; j < m->npeers; j++)
+        if (j != m->self)
+            RUMOR_CHECK(rumor_swim_add_seed(m->swim, m->cfg.endpoints[j]));
+    m->vmember = calloc((size_t)m->npeers, sizeof *m->vmember);
+    m->vslot = calloc((size_t)m->npeers, sizeof *m->vslot);
+    m->vtmp = calloc((size_t)m->npeers, sizeof *m->vtmp);
+    m->vw = calloc((size_t)m->npeers, sizeof *m->vw);
+    if (!m->vmember || !m->vslot || !m->vtmp || !m->vw)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    m->vversion = (uint64_t)-1;
+    return mx_view_update(m);
+}
+
+void mx_view_free(rumor_mixer_t *m)
+{
+    rumor_swim_destroy(&m->swim);
+    rumor_topo_destroy(&m->vtopo);
+    free(m->vmember);
+    free(m->vslot);
+    free(m->vtmp);
+    free(m->vw);
+}
+
+/* Rebuilds the view's topology when SWIM's view changed. */
+int mx_view_update(rumor_mixer_t *m)
+{
+    if (!m->swim || rumor_swim_view_version(m->swim) == m->vversion)
+        return 0;
+    m->vversion = rumor_swim_view_version(m->swim);
+    size_t n = rumor_swim_view(m->swim, m->vmember, (size_t)m->npeers);
+    if (n > (size_t)m->npeers)
+        n = (size_t)m->npeers; /* members outside the list cannot be reached here */
+    rumor_topo_t *t = NULL;
+    int self = -1;
+    if (rumor_swim_topology(m->cfg.membership, m->vmember, n, m->ids[m->self], &t, &self) < 0) {
+        rumor_warn("membership: %s; keeping the previous graph", rumor_err_msg());
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        m->vslot[i] = mx_node_of(m, m->vmember[i].id);
+    rumor_topo_destroy(&m->vtopo);
+    m->vtopo = t;
+    m->vself = self;
+    m->vn = (int)n;
+    m->view_changes++;
+    rumor_info("membership: %zu peers alive; %s", n, t->desc);
+    /* rounds opened under the old view that nobody has sent to yet take
+     * the new graph (the first rounds open before the view is complete) */
+    for (int i = 0; i < m->nslots; i++) {
+        struct mx_slot *s = &m->slot[i];
+        if (s->round < m->cur || !s->buf)
+            continue;
+        int any = 0;
+        for (int j = 0; j < m->npeers && !any; j++)
+            any = s->chunks_from[j] != 0;
+        if (!any)
+            (void)mx_slot_reweigh(m, s);
+    }
+    return 0;
+}
+
+/* Nodes of the view's graph -> the mixer's peer slots (dropping members it
+ * has no slot for); weights kept aligned. */
+static int to_slots(rumor_mixer_t *m, int k, int *nbrs, double *w)
+{
+    int out = 0;
+    for (int i = 0; i < k; i++) {
+        int s = m->vslot[m->vtmp[i]];
+        if (s < 0 || s == m->self)
+            continue;
+        nbrs[out] = s;
+        if (w)
+            w[out] = m->vw[i];
+        out++;
+    }
+    return out;
+}
+
+int mx_in_neighbors(rumor_mixer_t *m, long r, int *nbrs, double *w)
+{
+    if (!m->vtopo)
+        return rumor_topo_neighbors(m->topo, m->self, r, nbrs, w, m->npeers);
+    int k = rumor_topo_neighbors(m->vtopo, m->vself, r, m->vtmp, m->vw, m->npeers);
+    return k < 0 ? k : to_slots(m, k, nbrs, w);
+}
+
+int mx_out_neighbors(rumor_mixer_t *m, long r, int *nbrs)
+{
+    if (!m->vtopo)
+        return rumor_topo_out_neighbors(m->topo, m->self, r, nbrs, NULL, m->npeers);
+    int k = rumor_topo_out_neighbors(m->vtopo, m->vself, r, m->vtmp, NULL, m->npeers);
+    return k < 0 ? k : to_slots(m, k, nbrs, NULL);
+}
