@@ -104,6 +104,7 @@ struct mx_serve {
     long round;
     rumor_sendbuf_t *buf;      /* pinned snapshot x(round) */
     uint8_t digest[32];
+    double last;               /* last progress: a serve stalled 10 s is dropped */
 };
 
 /* Asynchronous mode: the newest chunk each in-neighbour sent. */

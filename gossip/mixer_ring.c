@@ -154,9 +154,15 @@ int on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *h
             mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "grads");
             return 0;
         }
-        if (m->nhold == MX_HOLD_MAX) {
-            rumor_err_set(RUMOR_EPROTO, "all-reduce %ld: %d messages already held", tag,
-                          MX_HOLD_MAX);
+        /* held messages are bounded in number and in bytes (two models'
+         * worth: one all-reduce call sends each element twice), so a broken
+         * or hostile predecessor cannot make this peer hold gigabytes */
+        size_t held = 0;
+        for (int i = 0; i < m->nhold; i++)
+            held += zmq_msg_size(&m->hold[i].payload);
+        if (m->nhold == MX_HOLD_MAX || held + zmq_msg_size(payload) > 2 * m->n * sizeof(float)) {
+            rumor_err_set(RUMOR_EPROTO, "all-reduce %ld: %d messages (%zu bytes) already held", tag,
+                          m->nhold, held);
             mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "grads");
             return 0;
         }

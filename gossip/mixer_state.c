@@ -73,13 +73,27 @@ void mx_heard_round(rumor_mixer_t *m, int node, long round)
         m->peer_round[node] = round;
 }
 
+/* The newest round neighbours are known to be at: with two or more known,
+ * the second highest claim, so that one broken or hostile neighbour naming
+ * a far-future round cannot make this peer skip ahead (or fetch state) on
+ * its own say; with one, its claim. */
 long mx_swarm_round(const rumor_mixer_t *m)
 {
-    long best = -1;
-    for (int j = 0; j < m->npeers; j++)
-        if (m->talks_to[j] && m->peer_round[j] > best)
-            best = m->peer_round[j];
-    return best;
+    long best = -1, second = -1;
+    int known = 0;
+    for (int j = 0; j < m->npeers; j++) {
+        if (!m->talks_to[j] || m->peer_round[j] < 0)
+            continue;
+        known++;
+        long r = m->peer_round[j];
+        if (r > best) {
+            second = best;
+            best = r;
+        } else if (r > second) {
+            second = r;
+        }
+    }
+    return known >= 2 ? second : best;
 }
 
 /* A neighbour sent a round this peer has mixed already: tell it where the
@@ -214,6 +228,7 @@ void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
     sv->round = m->sent_round;
     sv->buf = m->sent_buf;
     sv->buf->pins++;
+    sv->last = rumor_now();
     crypto_generichash(sv->digest, sizeof sv->digest, (const unsigned char *)(sv->buf->data + h->offset),
                        h->length * sizeof(float), NULL, 0);
     m->counters.state_served++;
@@ -278,8 +293,11 @@ static void serve_progress(rumor_mixer_t *m)
             }
             m->counters.state_bytes_served += len * sizeof(float);
             sv->next++;
+            sv->last = rumor_now();
         }
-        if (!sock || sv->next >= sv->end) {
+        if (sock && sv->next < sv->end && rumor_now() - sv->last > 10.0)
+            rumor_info("state transfer to peer %d stalled for 10 s: dropped", sv->node);
+        if (!sock || sv->next >= sv->end || rumor_now() - sv->last > 10.0) {
             sv->buf->pins--;
             sv->node = -1;
         }

@@ -26,6 +26,12 @@ need_fashion() {
   [ -f "$FASHION/train-images-idx3-ubyte.gz" ] ||
     skip "Fashion-MNIST not found in $FASHION (apt-get install dataset-fashion-mnist)"
   : "${RUMOR_BUILDDIR:?RUMOR_BUILDDIR must be set (make check sets it)}"
+  # Tests that train run one at a time even under make -j: their timing
+  # bounds (deadlines, detection times) assume the cores are theirs.
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$RUMOR_BUILDDIR/.training-tests.lock"
+    flock 9
+  fi
 }
 
 # expect_rc WANT GOT WHAT [LOGFILE]

@@ -1,0 +1,130 @@
+#!/bin/sh
+# A straggler: 4 peers on a ring, the same seed, four runs:
+#  A. asynchronous gossip (AD-PSGD), no straggler;
+#  B. the same with peer 1 three times slower (--throttle 3);
+#  C. synchronous D-PSGD with the same straggler, and D. without it (printed
+#     only: the drag that B avoids).
+# B's fast peers keep at least 80% of their throughput in A (their examples/s
+# summed), and B's swarm-average accuracy is within 1 point of A's. On a
+# machine with fewer cores than peers the straggler's sleep frees CPU for the
+# others, so B can be faster than A, and C than D.
+set -u
+. "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
+need_fashion
+command -v ss >/dev/null || skip "ss (iproute2) not found"
+peer="$RUMOR_BUILDDIR/rumor-peer"
+tmp=$(mktemp -d)
+pids= wd=
+cleanup() {
+  for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+  [ -n "$wd" ] && kill "$wd" 2>/dev/null
+  if [ -n "${RUMOR_TEST_KEEP:-}" ]; then echo "logs kept in $tmp" >&2; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+SLOW=1      # the straggler's rank
+EPOCHS=3
+
+# Plain IDX files load faster: the peers start closer together (an
+# asynchronous peer never waits, so one that starts first runs alone)
+data=$tmp/data
+mkdir "$data"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  if [ -f "$FASHION/$f.gz" ]; then gzip -dc "$FASHION/$f.gz" >"$data/$f" || skip "cannot unpack $f"
+  else ln -s "$FASHION/$f" "$data/$f"; fi
+done
+
+# swarm NAME MODE THROTTLE: 4 peers, peer $SLOW throttled by THROTTLE; their
+# exit statuses checked, each bounded by a watchdog
+swarm() {
+  name=$1 mode=$2 thr=$3
+  eps=$(free_endpoints 4)
+  t0=$(date +%s)
+  for r in 0 1 2 3; do
+    t=1
+    [ $r -eq $SLOW ] && t=$thr
+    # no timeout(1) wrapper: the watchdog and the trap kill the peers themselves
+    "$peer" --rank $r --peers "$eps" --insecure --mode "$mode" --throttle "$t" --epochs $EPOCHS \
+      --seed 3 --data "$data" --log-level info --metrics "$tmp/$name-$r.jsonl" \
+      >"$tmp/$name-$r.log" 2>&1 &
+    pids="$pids $!"
+  done
+  (trap 'kill $s 2>/dev/null; exit 0' TERM; sleep 100 & s=$!; wait $s; kill -KILL $pids) \
+    >/dev/null 2>&1 &
+  wd=$!
+  r=0
+  for p in $pids; do
+    wait "$p"
+    expect_rc 0 $? "$name: peer $r" "$tmp/$name-$r.log"
+    r=$((r + 1))
+  done
+  pids=
+  kill "$wd" 2>/dev/null; wd=
+  echo "straggler: run $name ($mode, peer $SLOW throttled ${thr}x) took $(($(date +%s) - t0)) s"
+}
+# a numeric field of a done event
+done_field() { sed -n "s/.*\"event\":\"done\".*\"$2\":\([0-9.e+-]*\).*/\1/p" "$1"; }
+
+swarm A async 1
+swarm B async 3
+swarm C dpsgd 3
+swarm D dpsgd 1
+
+# a run whose peers all wrote their done event
+ok() {
+  for r in 0 1 2 3; do
+    grep -q '"event":"done"' "$tmp/$1-$r.jsonl" 2>/dev/null || return 1
+  done
+}
+for run in A B C D; do
+  ok $run || fail "run $run: a peer wrote no done event (see its exit status above)"
+done
+
+# throughput of the fast peers, B against A, C against A and D
+fast=$(echo 0 1 2 3 | tr ' ' '\n' | grep -v "^$SLOW\$")
+ratios() { # RUN BASE
+  line= rs= suma=0 sumb=0
+  for r in $fast; do
+    a=$(done_field "$tmp/$2-$r.jsonl" examples_per_s)
+    b=$(done_field "$tmp/$1-$r.jsonl" examples_per_s)
+    suma=$(awk "BEGIN{print $suma + $a}"); sumb=$(awk "BEGIN{print $sumb + $b}")
+    if awk "BEGIN{exit !($a > 0)}"; then
+      q=$(awk "BEGIN{printf \"%.3f\", $b / $a}")
+      rs="$rs $q"
+    else
+      q=n/a
+      fail "run $2: peer $r trained no round itself: no baseline ($(grep -h -e 'fetching' -e 'joined' "$tmp/$2-$r.log" | tr '\n' ' '))"
+    fi
+    line="$line peer $r $b/$a=$q;"
+  done
+  med=$(echo $rs | tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END {print NR == 0 ? 0 : (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+  # the fast peers together: an asynchronous peer that skips rounds to keep
+  # the clock trains fewer examples, and CPU time moves between peers on a
+  # machine with fewer cores than peers, so single peers' ratios scatter
+  tot=$(awk "BEGIN{printf \"%.3f\", $suma > 0 ? $sumb / $suma : 0}")
+  echo "straggler: run $1 vs $2, fast peers' examples/s:$line median ratio $med; all fast peers $sumb/$suma=$tot"
+}
+for run in A B C D; do
+  ok $run || continue
+  line=
+  for r in 0 1 2 3; do
+    line="$line $(done_field "$tmp/$run-$r.jsonl" rounds_run)/$(done_field "$tmp/$run-$r.jsonl" jumps)"
+  done
+  avg=$(done_field "$tmp/$run-0.jsonl" average_accuracy)
+  loc=
+  for r in 0 1 2 3; do loc="$loc $(awk "BEGIN{printf \"%.2f\", 100 * $(done_field "$tmp/$run-$r.jsonl" local_accuracy)}")"; done
+  st=$(for r in 0 1 2 3; do done_field "$tmp/$run-$r.jsonl" stale_applied; done | awk '{s += $1} END {print s}')
+  echo "straggler: run $run: rounds run/jumps of each peer (of $(done_field "$tmp/$run-0.jsonl" rounds)):$line; the straggler's examples/s $(done_field "$tmp/$run-$SLOW.jsonl" examples_per_s)"
+  echo "straggler: run $run: swarm average accuracy $(awk "BEGIN{printf \"%.2f\", 100 * $avg}")%, local:$loc; stale mixes $st"
+  [ "$st" = 0 ] || fail "run $run: stale parameters mixed $st times"
+  eval "avg_$run=\$(awk \"BEGIN{print 100 * $avg}\")"
+done
+if ok A && ok B; then
+  ratios B A
+  expect_num_ge "$tot" 0.8 "async: the fast peers' throughput with a 3x straggler / without"
+  expect_num_close "$avg_B" "$avg_A" 1.0 "async: swarm average accuracy (points) with the straggler vs without"
+fi
+ok C && ok A && ratios C A
+ok C && ok D && ratios C D
+finish
