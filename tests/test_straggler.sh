@@ -102,7 +102,7 @@ ratios() { # RUN BASE
   # the fast peers together: an asynchronous peer that skips rounds to keep
   # the clock trains fewer examples, and CPU time moves between peers on a
   # machine with fewer cores than peers, so single peers' ratios scatter
-  tot=$(awk "BEGIN{printf \"%.3f\", $suma > 0 ? $sumb / $suma : 0}")
+  tot=$(awk "BEGIN{printf \"%.3f\", ($suma > 0 ? $sumb / $suma : 0)}")
   echo "straggler: run $1 vs $2, fast peers' examples/s:$line median ratio $med; all fast peers $sumb/$suma=$tot"
 }
 for run in A B C D; do
