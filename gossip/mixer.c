@@ -176,6 +176,8 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     rumor_transport_opts_t to = { 0 };
     to.keys = cfg->keys;
     to.allow = cfg->allow;
+    to.conns_per_peer = cfg->conns_per_peer;
+    to.io_threads = cfg->io_threads;
     to.listen = cfg->listen ? cfg->listen : cfg->endpoints[cfg->self];
     to.max_msg_size = rumor_wire_max_msg_size(m->chunk);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;

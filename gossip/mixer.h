@@ -77,6 +77,11 @@ typedef struct rumor_mixer_config {
      * Metropolis-Hastings weights from the view's degrees. NULL: topo is
      * fixed and dead peers are only left out round by round. */
     const char *membership;
+    /* Connections per neighbour and ZeroMQ I/O threads (default 1 and 1):
+     * CURVE encrypts on the I/O thread a connection lives on, so 2 and 2
+     * spread encryption over two cores (chunks may then arrive out of
+     * order, which the mixer does not mind). */
+    int conns_per_peer, io_threads;
 } rumor_mixer_config_t;
 
 typedef struct rumor_mixer rumor_mixer_t;

@@ -97,6 +97,9 @@ static const char usage_head[] =
     "                         peers in rank order; by default peer R's key is the\n"
     "                         peers file's second column or the allow-list's entry\n"
     "                         named peer-R (the file peer-R.pub of a directory)\n"
+    "  --connections N        connections to each neighbour (default: 1); with\n"
+    "  --io-threads N         ZeroMQ I/O threads (default: 1): CURVE encrypts on the\n"
+    "                         I/O thread of each connection, so 2 and 2 use two cores\n"
     "  --insecure             plaintext: anyone who can reach the port can join the\n"
     "                         swarm and read or poison its parameters\n"
     "\n"
@@ -135,7 +138,8 @@ static const char usage_tail[] =
 
 struct options {
     struct rumor_train_opts t;
-    int rank, eval_every, no_average, keep_checkpoints, staleness, insecure;
+    int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
+        io_threads;
     const char *keys, *allow, *peer_keys, *membership;
     long checkpoint_every, catch_up_rounds;
     const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
@@ -159,6 +163,8 @@ static const rumor_opt_t option_table[] = {
     { "allow", 0, RUMOR_OPT_STR, offsetof(struct options, allow), 0, 0, NULL, 0 },
     { "peer-keys", 0, RUMOR_OPT_STR, offsetof(struct options, peer_keys), 0, 0, NULL, 0 },
     { "membership", 0, RUMOR_OPT_CHOICE, offsetof(struct options, membership), 0, 0, "static|swim", 0 },
+    { "connections", 0, RUMOR_OPT_INT, offsetof(struct options, connections), 1, 8, NULL, 0 },
+    { "io-threads", 0, RUMOR_OPT_INT, offsetof(struct options, io_threads), 1, 16, NULL, 0 },
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
@@ -680,6 +686,8 @@ int main(int argc, char **argv)
             return fail(&p, rank, "membership");
         }
     }
+    mc.conns_per_peer = opts.connections;
+    mc.io_threads = opts.io_threads;
     mc.keys = p.keys;
     mc.allow = p.allow;
     mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
