@@ -413,6 +413,18 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
  * is absent (sent nothing last round, or never answered HELLO) and has sent
  * nothing this round either. An absent peer that sends again is waited for
  * again. */
+static int moved_on(const rumor_mixer_t *m, int j)
+{
+    /* j sent chunks of a later round: its connection is in order, so what
+     * it has not sent of this round is not coming */
+    for (int d = 1; d < m->nslots; d++) {
+        const struct mx_slot *n = &m->slot[(m->cur + d) % m->nslots];
+        if (n->round == m->cur + d && n->buf && n->chunks_from[j] > 0)
+            return 1;
+    }
+    return 0;
+}
+
 static int round_done(const rumor_mixer_t *m, const struct mx_slot *s)
 {
     if (s->round != m->cur)
@@ -422,6 +434,8 @@ static int round_done(const rumor_mixer_t *m, const struct mx_slot *s)
         if (s->chunks_from[j] == (int)m->nchunks)
             continue;
         if (m->absent[j] && s->chunks_from[j] == 0)
+            continue;
+        if (m->cfg.conns_per_peer <= 1 && moved_on(m, j))
             continue;
         return 0;
     }
@@ -634,8 +648,8 @@ static void drop_sends(rumor_mixer_t *m)
 static void on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
     m->heard[node] = 1;
-    if (h->aux == 3 && m->talks_to[node] && h->round > (uint64_t)m->told_behind &&
-        h->round < (uint64_t)m->cur + 100000000ULL)
+    if (h->aux == 3 && m->talks_to[node] && h->round < (uint64_t)m->cur + 100000000ULL &&
+        (long)h->round > m->told_behind)
         m->told_behind = (long)h->round;
     if (h->aux < 2 && m->talks_to[node])
         (void)send_control(m, node, RUMOR_WIRE_HELLO, 2);
@@ -725,6 +739,7 @@ static int recv_one(rumor_mixer_t *m)
     if (v != 0) {
         mx_count(m, v, node, "message");
     } else {
+        m->last_heard[node] = rumor_now();
         if (h.incarnation > m->known_inc[node]) {
             if (m->known_inc[node] != 0) {
                 rumor_info("peer %d restarted (incarnation %llu)", node,
@@ -892,6 +907,8 @@ void mx_comm_main(rumor_mixer_t *m)
         send_hellos(m);
         ar_progress(m);
         mx_state_progress(m);
+        if (!stopping)
+            mx_redial(m);
         if (m->swim && !stopping) {
             (void)rumor_swim_tick(m->swim, rumor_now());
             (void)mx_view_update(m);

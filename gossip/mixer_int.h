@@ -200,6 +200,8 @@ struct rumor_mixer {
     long req_jump;             /* -1 none (under mu) */
     long swarm_round_pub;      /* mx_swarm_round, published under mu */
     long told_behind;          /* newest round a "you are behind" HELLO named, -1 none */
+    double *last_heard;        /* (npeers) when j's last valid message came */
+    double *last_redial;       /* (npeers) when j's connection was last remade */
     struct mx_catchup cu;
     struct mx_serve serve[MX_MAX_SERVES];
     rumor_mixer_counters_t counters; /* comm thread's own; published under mu */
@@ -251,6 +253,7 @@ void mx_heard_round(rumor_mixer_t *m, int node, long round);
 long mx_swarm_round(const rumor_mixer_t *m);
 void mx_do_jump(rumor_mixer_t *m, long round);
 void mx_tell_behind(rumor_mixer_t *m, int node);
+void mx_redial(rumor_mixer_t *m);
 void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
 void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
                        zmq_msg_t *body, int nbody);

@@ -34,7 +34,10 @@ int mx_state_alloc(rumor_mixer_t *m)
     m->stale_reply = calloc((size_t)N, sizeof *m->stale_reply);
     m->cu.tried = calloc((size_t)N, 1);
     m->cu.cand = calloc((size_t)N, sizeof *m->cu.cand);
-    if (!m->peer_round || !m->stale_reply || !m->cu.tried || !m->cu.cand)
+    m->last_heard = calloc((size_t)N, sizeof *m->last_heard);
+    m->last_redial = calloc((size_t)N, sizeof *m->last_redial);
+    if (!m->peer_round || !m->stale_reply || !m->cu.tried || !m->cu.cand || !m->last_heard ||
+        !m->last_redial)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     for (int j = 0; j < N; j++)
         m->peer_round[j] = -1;
@@ -59,6 +62,8 @@ void mx_state_free(rumor_mixer_t *m)
     free(m->stale_reply);
     free(m->cu.tried);
     free(m->cu.cand);
+    free(m->last_heard);
+    free(m->last_redial);
     for (int p = 0; p < MX_MAX_PARTS; p++)
         free(m->cu.part[p].have);
 }
@@ -127,6 +132,34 @@ void mx_do_jump(rumor_mixer_t *m, long round)
     m->counters.jumps++;
     m->counters.rounds_skipped += (uint64_t)(round - m->cur);
     m->cur = round;
+}
+
+/* A neighbour silent for 3 s gets a fresh connection every 0.5 s: after
+ * a partition heals (or a peer's machine comes back) the kernel's SYN
+ * backoff would otherwise keep the link down for several more seconds. */
+void mx_redial(rumor_mixer_t *m)
+{
+    double now = rumor_now();
+    for (int j = 0; j < m->npeers; j++) {
+        if (!m->talks_to[j] || now - m->last_heard[j] < 3.0 || now - m->last_redial[j] < 0.5)
+            continue;
+        if (m->last_redial[j] == 0) { /* the first pass only starts the clock */
+            m->last_redial[j] = now;
+            continue;
+        }
+        m->last_redial[j] = now;
+        for (int i = 0; i < MX_MAX_SERVES; i++)
+            if (m->serve[i].node == j) { /* its queue goes with the socket */
+                m->serve[i].buf->pins--;
+                m->serve[i].node = -1;
+            }
+        struct mx_sendq *q = &m->sendq[j];
+        for (int i = 0; i < q->n; i++) /* rounds queued for it are old by now */
+            q->buf[i]->pins--;
+        q->n = 0;
+        if (rumor_transport_connect(m->tr, j, m->cfg.endpoints[j]) < 0)
+            rumor_debug("mixer: reconnecting peer %d: %s", j, rumor_err_msg());
+    }
 }
 
 /* ------------------------------------------------------ deadlines */
