@@ -232,6 +232,23 @@ static int send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
     return rumor_transport_send(m->tr, peer, bytes, sizeof bytes, NULL, NULL, 0);
 }
 
+/* Sends a copy of p as one frame of a multipart message (flags: ZMQ_DONTWAIT,
+ * ZMQ_SNDMORE): for the rare messages (state, membership) that need a body
+ * frame the transport's zero-copy send does not carry. 0 or -1. */
+int mx_send_frame(void *sock, const void *p, size_t len, int flags)
+{
+    zmq_msg_t msg;
+    if (zmq_msg_init_size(&msg, len) != 0)
+        return -1;
+    if (len)
+        memcpy(zmq_msg_data(&msg), p, len);
+    if (zmq_msg_send(&msg, sock, flags) < 0) {
+        zmq_msg_close(&msg);
+        return -1;
+    }
+    return 0;
+}
+
 int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux)
 {
     return send_control(m, peer, type, aux);

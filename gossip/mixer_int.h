@@ -262,6 +262,7 @@ int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
 void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
 int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);
+int mx_send_frame(void *sock, const void *p, size_t len, int flags);
 
 /* mixer_view.c: membership */
 int mx_view_create(rumor_mixer_t *m);

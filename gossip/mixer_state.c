@@ -278,20 +278,6 @@ int mx_state_wants_pollout(const rumor_mixer_t *m, int node)
     return 0;
 }
 
-static int send_frame(void *sock, const void *p, size_t len, int flags)
-{
-    zmq_msg_t msg;
-    if (zmq_msg_init_size(&msg, len) != 0)
-        return -1;
-    if (len)
-        memcpy(zmq_msg_data(&msg), p, len);
-    if (zmq_msg_send(&msg, sock, flags) < 0) {
-        zmq_msg_close(&msg);
-        return -1;
-    }
-    return 0;
-}
-
 static void serve_progress(rumor_mixer_t *m)
 {
     for (int i = 0; i < MX_MAX_SERVES; i++) {
@@ -315,11 +301,11 @@ static void serve_progress(rumor_mixer_t *m)
             rumor_wire_encode(&h, bytes);
             int last = sv->next + 1 == sv->end;
             /* the first frame decides: ZeroMQ queues a multipart message whole */
-            if (send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
+            if (mx_send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
                 break;
-            if (send_frame(sock, sv->buf->data + off, len * sizeof(float),
+            if (mx_send_frame(sock, sv->buf->data + off, len * sizeof(float),
                            ZMQ_DONTWAIT | (last ? ZMQ_SNDMORE : 0)) < 0 ||
-                (last && send_frame(sock, sv->digest, sizeof sv->digest, ZMQ_DONTWAIT) < 0)) {
+                (last && mx_send_frame(sock, sv->digest, sizeof sv->digest, ZMQ_DONTWAIT) < 0)) {
                 rumor_warn("mixer: state chunk to peer %d: %s", sv->node,
                            zmq_strerror(zmq_errno()));
                 break;

@@ -12,20 +12,6 @@
 
 #include "mixer_int.h"
 
-static int send_frame(void *sock, const void *p, size_t len, int flags)
-{
-    zmq_msg_t msg;
-    if (zmq_msg_init_size(&msg, len) != 0)
-        return -1;
-    if (len)
-        memcpy(zmq_msg_data(&msg), p, len);
-    if (zmq_msg_send(&msg, sock, flags) < 0) {
-        zmq_msg_close(&msg);
-        return -1;
-    }
-    return 0;
-}
-
 /* rumor_swim_send_fn: a SWIM message to the member with that id, or to the
  * peer listening at endpoint (a seed whose id is not known yet). */
 static int swim_send(void *ctx, uint64_t to_id, const char *endpoint, int type, uint32_t seq,
@@ -46,9 +32,9 @@ static int swim_send(void *ctx, uint64_t to_id, const char *endpoint, int type, 
     mx_fill_hdr(m, &h, type);
     h.aux = seq;
     rumor_wire_encode(&h, bytes);
-    if (send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | (len ? ZMQ_SNDMORE : 0)) < 0)
+    if (mx_send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | (len ? ZMQ_SNDMORE : 0)) < 0)
         return 1; /* queue full or not connected: SWIM treats it as lost */
-    if (len && send_frame(sock, body, len, ZMQ_DONTWAIT) < 0)
+    if (len && mx_send_frame(sock, body, len, ZMQ_DONTWAIT) < 0)
         return 1;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "swim_int.h"
+#include "le.h"
 #include "wire.h"
 
 /* Rejection reasons for a malformed body. wire.h has no reason of its own
@@ -12,41 +13,6 @@
  * what exactly was wrong. */
 #define BAD_BODY RUMOR_WIRE_BAD_PAYLOAD_SIZE
 
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 void swim_body_begin(struct body_w *w, uint8_t *buf, size_t cap, uint8_t flags)
 {

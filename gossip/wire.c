@@ -2,6 +2,8 @@
  * (see wire.h; the byte layout is specified in docs/protocol.md). */
 #include "wire.h"
 
+#include "le.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,43 +70,6 @@ static const char *const reject_names[RUMOR_WIRE_NREJECT] = {
     [RUMOR_WIRE_BAD_DIGEST] = "bad_digest",
     [RUMOR_WIRE_UNEXPECTED] = "unexpected",
 };
-
-/* -------------------------------------------------- little-endian bytes */
-
-/* put16/32/64 store and get16/32/64 load little-endian integers one byte at
- * a time: the same bytes on every host, no alignment needed. */
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 /* Records a rejection as the last error (RUMOR_EPROTO, "wire: ...") and
  * returns -reason: the verdict decode and check hand back. */
