@@ -58,6 +58,8 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ready = calloc((size_t)N, 1);
     m->heard = calloc((size_t)N, 1);
     m->absent = calloc((size_t)N, 1);
+    m->left = calloc((size_t)N, 1);
+    m->behind_since = calloc((size_t)N, sizeof *m->behind_since);
     m->scratch = malloc(m->chunk * sizeof(float) + 64);
     m->tmp_nbrs = calloc((size_t)N, sizeof *m->tmp_nbrs);
     m->tmp_w = calloc((size_t)N, sizeof *m->tmp_w);
@@ -66,7 +68,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ar.recv = calloc((size_t)(2 * N), sizeof *m->ar.recv);
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
     if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
-        !m->ready || !m->heard || !m->absent || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
+        !m->ready || !m->heard || !m->absent || !m->left || !m->behind_since || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
         !m->hold)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     /* A peer waits only for its in-neighbours: on a directed or
@@ -164,6 +166,8 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->ready);
     free(m->heard);
     free(m->absent);
+    free(m->left);
+    free(m->behind_since);
     free(m->scratch);
     free(m->tmp_nbrs);
     free(m->tmp_w);
@@ -414,8 +418,6 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
         mx_count(m, -RUMOR_WIRE_NONFINITE, node, "params");
         return;
     }
-    if (r == m->cur)
-        m->absent[node] = 0; /* sending the round being received: wait for it */
     axpy(s->buf->data + off, (float)w, data, len, s->arrivals[h->chunk] == 0);
     s->arrivals[h->chunk]++;
     s->wsum[h->chunk] += w;
@@ -426,10 +428,46 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
     mix_if_ready(m, s, h->chunk);
 }
 
+/* Whom round cur waits for. A neighbour is waited for while it is alive
+ * (heard from within the liveness window: the heartbeat timeout, or the
+ * round's deadline if that is longer), has not said it is leaving, and has
+ * not stayed more than MX_WAIT_LAG rounds behind this peer for that long.
+ * One that did not answer the HELLO barrier is not waited for until it
+ * speaks.
+ *   - A live neighbour that misses a deadline is waited for again in the
+ *     next round: peers never run ahead of a slow but live neighbour, they
+ *     stay within a round or two of each other, and nobody has to skip
+ *     rounds or fetch state after one late message.
+ *   - A dead, frozen or cut-off neighbour stops being waited for once it
+ *     has been silent for the window (it is never waited for longer than
+ *     a deadline in any one round).
+ *   - One far behind (restarted from a checkpoint, thawed, joining) is told
+ *     where the swarm is and jumps or fetches state (mixer_state.c), which
+ *     takes well under the window; a peer that stays behind is not waited
+ *     for after it.
+ * A neighbour that has sent part of round cur is waited for regardless. */
+void mx_refresh_absent(rumor_mixer_t *m, double deadline)
+{
+    double now = rumor_now();
+    double alive = m->cfg.heartbeat_timeout_ms > 0 ? m->cfg.heartbeat_timeout_ms / 1000.0 : 2.0;
+    if (deadline > alive)
+        alive = deadline;
+    for (int j = 0; j < m->npeers; j++) {
+        if (!m->talks_to[j])
+            continue;
+        if (m->peer_round[j] >= m->cur - MX_WAIT_LAG)
+            m->behind_since[j] = 0;
+        else if (m->behind_since[j] == 0)
+            m->behind_since[j] = now;
+        m->absent[j] = m->left[j] || now - m->last_heard[j] > alive ||
+                       (m->behind_since[j] > 0 && now - m->behind_since[j] > alive) ||
+                       (m->barrier_run && !m->heard[j] && !m->ready[j]);
+    }
+}
+
 /* Whether round cur can close: every in-neighbour sent all its chunks, or
- * is absent (sent nothing last round, or never answered HELLO) and has sent
- * nothing this round either. An absent peer that sends again is waited for
- * again. */
+ * is not waited for (mx_refresh_absent) and has sent nothing this round,
+ * or has moved on to a later round. */
 static int moved_on(const rumor_mixer_t *m, int j)
 {
     /* j sent chunks of a later round: its connection is in order, so what
@@ -486,15 +524,9 @@ static void close_round(rumor_mixer_t *m, int timed_out)
             continue;
         if (!m->absent[j])
             rumor_info("round %ld: peer %d sent %d of %zu chunks before the deadline; its "
-                       "weight %.3g went to the self-weight%s",
-                       k, j, s->chunks_from[j], m->nchunks, s->w_of[j],
-                       s->chunks_from[j] == 0 ? " (not waited for until it sends again)" : "");
-        if (s->chunks_from[j] == 0)
-            m->absent[j] = 1;
+                       "weight %.3g went to the self-weight",
+                       k, j, s->chunks_from[j], m->nchunks, s->w_of[j]);
     }
-    for (int i = 0; i < s->nin; i++)
-        if (s->chunks_from[s->in[i]] == (int)m->nchunks)
-            m->absent[s->in[i]] = 0;
     rumor_sendbuf_t *out = s->buf;
     /* The caller now owns s->buf as its parameters; the slot waits, empty,
      * for round k + nslots. */
@@ -757,6 +789,8 @@ static int recv_one(rumor_mixer_t *m)
         mx_count(m, v, node, "message");
     } else {
         m->last_heard[node] = rumor_now();
+        if (h.type != RUMOR_WIRE_LEAVE)
+            m->left[node] = 0;
         if (h.incarnation > m->known_inc[node]) {
             if (m->known_inc[node] != 0) {
                 rumor_info("peer %d restarted (incarnation %llu)", node,
@@ -808,8 +842,8 @@ static int recv_one(rumor_mixer_t *m)
             break;
         case RUMOR_WIRE_LEAVE:
             /* not waited for from now on; it is waited for again when it
-             * sends (a restart) */
-            m->absent[node] = 1;
+             * speaks again (a restart) */
+            m->left[node] = 1;
             rumor_info("peer %d is leaving", node);
             mx_count(m, 0, node, "leave");
             break;
@@ -845,12 +879,6 @@ static void take_requests(rumor_mixer_t *m)
 {
     pthread_mutex_lock(&m->mu);
     if (m->req_send >= 0) {
-        /* the first round (0, or a resumed peer's): whoever did not answer
-         * HELLO is absent until it sends */
-        if (!m->sent_any && m->barrier_run)
-            for (int j = 0; j < m->npeers; j++)
-                if (m->talks_to[j] && !m->ready[j])
-                    m->absent[j] = 1;
         start_send(m, m->req_send, m->req_send_buf);
         m->sent_any = 1;
         if (m->req_send >= 1)
@@ -901,6 +929,7 @@ void mx_comm_main(rumor_mixer_t *m)
         long want_close = m->req_close;
         double close_deadline = m->close_deadline;
         double pace_until = m->round_start + m->pace;
+        double round_deadline = m->cur_deadline;
         int pacing = 0;
         pthread_mutex_unlock(&m->mu);
         /* Stopping: neighbours still need this peer's last round, so
@@ -944,6 +973,7 @@ void mx_comm_main(rumor_mixer_t *m)
             if (ensure_slot(m, m->cur) < 0)
                 rumor_warn("mixer: %s", rumor_err_msg());
             struct mx_slot *s = &m->slot[m->cur % m->nslots];
+            mx_refresh_absent(m, round_deadline);
             int complete = round_done(m, s);
             /* every in-neighbour absent: nothing to wait for, but a peer
              * alone keeps the swarm's pace (the median round time) instead

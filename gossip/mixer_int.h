@@ -12,6 +12,7 @@
 #include "transport.h"
 
 #define MX_MAX_BUFS 16
+#define MX_WAIT_LAG 2 /* a neighbour further behind than this is not waited for */
 #define MX_HOLD_MAX 4096 /* all-reduce messages held before their call starts */
 
 enum { BUF_FREE = 0, BUF_USED, BUF_RETIRED };
@@ -137,7 +138,9 @@ struct rumor_mixer {
     int ntalk;
     uint8_t *ready;            /* (npeers) j answered our HELLO */
     uint8_t *heard;            /* (npeers) we received a HELLO from j */
-    uint8_t *absent;           /* (npeers) sent nothing last round: not waited for */
+    uint8_t *absent;           /* (npeers) not waited for this round: see mx_refresh_absent */
+    uint8_t *left;             /* (npeers) said LEAVE; cleared when it speaks again */
+    double *behind_since;      /* (npeers) since when it is > MX_WAIT_LAG rounds behind; 0 not */
     float *scratch;            /* (chunk) aligned copy of an unaligned payload */
     int nready;
     int *tmp_nbrs;
@@ -260,6 +263,7 @@ void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zm
 void mx_state_progress(rumor_mixer_t *m);
 int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
 void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
+void mx_refresh_absent(rumor_mixer_t *m, double deadline);
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
 int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);
 int mx_send_frame(void *sock, const void *p, size_t len, int flags);

@@ -39,8 +39,11 @@ int mx_state_alloc(rumor_mixer_t *m)
     if (!m->peer_round || !m->stale_reply || !m->cu.tried || !m->cu.cand || !m->last_heard ||
         !m->last_redial)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-    for (int j = 0; j < N; j++)
+    double now = rumor_now(); /* a peer not heard from yet is alive at first */
+    for (int j = 0; j < N; j++) {
         m->peer_round[j] = -1;
+        m->last_heard[j] = now;
+    }
     for (int p = 0; p < MX_MAX_PARTS; p++) {
         m->cu.part[p].have = calloc(m->nchunks, 1);
         if (!m->cu.part[p].have)
@@ -139,23 +142,32 @@ void mx_do_jump(rumor_mixer_t *m, long round)
  * backoff would otherwise keep the link down for several more seconds. */
 void mx_redial(rumor_mixer_t *m)
 {
+    /* Only an in-neighbour of the current round is expected to be heard
+     * from: an out-only neighbour (a directed topology) or one that the
+     * all-reduce does not receive from is silent by design, and a fresh
+     * socket would throw away what ZeroMQ still queues for it. */
+    if (m->ar.active)
+        return;
     double now = rumor_now();
-    for (int j = 0; j < m->npeers; j++) {
-        if (!m->talks_to[j] || now - m->last_heard[j] < 3.0 || now - m->last_redial[j] < 0.5)
+    int nin = mx_in_neighbors(m, m->cur, m->tmp_nbrs, m->tmp_w);
+    for (int i = 0; i < nin; i++) {
+        int j = m->tmp_nbrs[i];
+        if (j < 0 || j >= m->npeers || j == m->self || !m->talks_to[j] ||
+            now - m->last_heard[j] < 3.0 || now - m->last_redial[j] < 0.5)
             continue;
         if (m->last_redial[j] == 0) { /* the first pass only starts the clock */
             m->last_redial[j] = now;
             continue;
         }
         m->last_redial[j] = now;
-        for (int i = 0; i < MX_MAX_SERVES; i++)
-            if (m->serve[i].node == j) { /* its queue goes with the socket */
-                m->serve[i].buf->pins--;
-                m->serve[i].node = -1;
+        for (int v = 0; v < MX_MAX_SERVES; v++)
+            if (m->serve[v].node == j) { /* its queue goes with the socket */
+                m->serve[v].buf->pins--;
+                m->serve[v].node = -1;
             }
         struct mx_sendq *q = &m->sendq[j];
-        for (int i = 0; i < q->n; i++) /* rounds queued for it are old by now */
-            q->buf[i]->pins--;
+        for (int v = 0; v < q->n; v++) /* rounds queued for it are old by now */
+            q->buf[v]->pins--;
         q->n = 0;
         if (rumor_transport_connect(m->tr, j, m->cfg.endpoints[j]) < 0)
             rumor_debug("mixer: reconnecting peer %d: %s", j, rumor_err_msg());
@@ -415,8 +427,6 @@ static void cu_install(rumor_mixer_t *m)
     long k = newest + 1 > m->cur ? newest + 1 : m->cur;
     mx_do_jump(m, k);
     m->cu.round = m->cur;
-    for (int i = 0; i < m->cu.nparts; i++)
-        m->absent[m->cu.part[i].src] = 0;
     m->counters.state_fetches++;
     m->counters.state_bytes_fetched += m->n * sizeof(float);
     pthread_mutex_unlock(&m->mu);
