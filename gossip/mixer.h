@@ -53,7 +53,7 @@ typedef struct rumor_mixer_config {
     size_t chunk_elems;        /* default RUMOR_MIXER_CHUNK (1 MiB of f32) */
     double round_timeout;      /* the longest a round waits for neighbours (default 10 s):
                                 * the deadline adapts to observed round times
-                                * (4 x their 90th percentile) within
+                                * (4 x their median) within
                                 * [min_round_timeout, round_timeout] */
     double min_round_timeout;  /* default 0.5 s; equal to round_timeout: fixed deadline */
     int async;                 /* asynchronous gossip (AD-PSGD, Lian et al. 2018):

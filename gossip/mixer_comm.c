@@ -470,8 +470,11 @@ void mx_refresh_absent(rumor_mixer_t *m, double deadline)
  * or has moved on to a later round. */
 static int moved_on(const rumor_mixer_t *m, int j)
 {
-    /* j sent chunks of a later round: its connection is in order, so what
-     * it has not sent of this round is not coming */
+    /* j sent chunks of a later round, or said (HELLO) it is in one: its
+     * connection is in order, so what it has not sent of this round is not
+     * coming (it skipped ahead) */
+    if (m->peer_round[j] > m->cur)
+        return 1;
     for (int d = 1; d < m->nslots; d++) {
         const struct mx_slot *n = &m->slot[(m->cur + d) % m->nslots];
         if (n->round == m->cur + d && n->buf && n->chunks_from[j] > 0)

@@ -188,8 +188,11 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The deadline of the next round: 4 x the 90th percentile of the last 32
- * round times, within [min_round_timeout, round_timeout]; until 8 rounds
+/* The deadline of the next round: 4 x the median of the last 32 round
+ * times (the median, not a high percentile: a round that waited for a
+ * neighbour that was itself waiting out a deadline takes about that
+ * deadline, and a high percentile of such rounds would feed the deadline
+ * back into itself until it reached round_timeout), within [min_round_timeout, round_timeout]; until 8 rounds
  * were seen, 4 x min_round_timeout (within the same bounds): the HELLO
  * barrier has connected everyone, and a joiner that missed its first
  * round's messages must not wait the longest deadline for them. */
@@ -205,9 +208,8 @@ double mx_deadline(rumor_mixer_t *m)
     double v[MX_DEADLINE_SAMPLES];
     memcpy(v, m->samples, (size_t)n * sizeof *v);
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double p90 = v[(int)ceil(0.9 * n) - 1];
     m->pace = v[n / 2];
-    double d = 4.0 * p90;
+    double d = 4.0 * m->pace;
     if (d < m->cfg.min_round_timeout)
         d = m->cfg.min_round_timeout;
     if (d > m->timeout)

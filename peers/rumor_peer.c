@@ -71,7 +71,7 @@ static const char usage_head[] =
     "                         centralized baseline) (default: dpsgd)\n"
     "  --round-timeout SECS   the longest a round waits for neighbours (default: 10);\n"
     "                         the deadline adapts to the round times seen: 4x their\n"
-    "                         90th percentile, at least --min-round-timeout\n"
+    "                         median, at least --min-round-timeout\n"
     "  --min-round-timeout SECS\n"
     "                         the shortest deadline (default: 0.5; set it equal to\n"
     "                         --round-timeout for a fixed deadline)\n"

@@ -561,9 +561,11 @@ static void check_crashes(const char *base)
             "%d at once); %.1f s\n", loadable, kills, behind, inconsistent, commits, nothing,
             midwrite, stale_max, secs);
     CHECK(loadable == kills && behind == 0 && inconsistent == 0);
+    /* Kills between a rename and its pruning leave more than keep=2 behind
+     * (one more per such kill in a row); the next save that commits prunes
+     * them, as it does temp files of killed writers. */
     int n = count_files(dir, ".safetensors");
-    CHECKF(n >= 1 && n <= 3, "%d checkpoints left", n); /* keep=2, plus one renamed but not pruned */
-    /* Temp files of killed writers pile up only until the next save commits. */
+    CHECKF(n >= 1, "%d checkpoints left", n);
     in.round = start;
     CHECK_OK(rumor_ckpt_save(dir, m, NULL, &in, 2));
     CHECK(count_files(dir, ".tmp") == 0 && count_files(dir, ".safetensors") == 2);
