@@ -178,7 +178,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     to.allow = cfg->allow;
     to.conns_per_peer = cfg->conns_per_peer;
     to.io_threads = cfg->io_threads;
-    to.listen = cfg->listen ? cfg->listen : cfg->endpoints[cfg->self];
+    to.listen = cfg->listen ? cfg->listen : m->ep ? m->ep[cfg->self] : NULL;
     to.max_msg_size = rumor_wire_max_msg_size(m->chunk);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
     to.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
@@ -188,8 +188,8 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         if (m->talks_to[j]) {
             if (cfg->keys)
                 rc = rumor_transport_set_peer_key(m->tr, j, cfg->peer_keys[j]);
-            if (rc == 0)
-                rc = rumor_transport_connect(m->tr, j, cfg->endpoints[j]);
+            if (rc == 0 && m->ep[j])
+                rc = rumor_transport_connect(m->tr, j, m->ep[j]);
         }
     if (rc == 0)
         rc = mx_view_create(m);
@@ -286,7 +286,7 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
             if (m->talks_to[j] && !m->ready[j])
                 rumor_warn("peer %d (%s) did not answer within %.1f s: treated as absent until "
                            "it does",
-                           j, m->cfg.endpoints[j], timeout);
+                           j, mx_endpoint_name(m, j), timeout);
     return ready;
 }
 

@@ -167,6 +167,7 @@ typedef struct rumor_mixer_counters {
     uint64_t jumps, rounds_skipped;
     uint64_t state_fetches, state_bytes_fetched, state_served, state_bytes_served;
     uint64_t digest_failures;
+    uint64_t endpoints_learned; /* peers' addresses learned or changed by membership */
     uint64_t stale_applied;    /* contributions from another round or an old
                                 * incarnation that reached a mix: a self-check,
                                 * always 0 */

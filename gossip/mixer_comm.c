@@ -59,6 +59,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->heard = calloc((size_t)N, 1);
     m->absent = calloc((size_t)N, 1);
     m->left = calloc((size_t)N, 1);
+    m->ep = calloc((size_t)N, sizeof *m->ep);
     m->behind_since = calloc((size_t)N, sizeof *m->behind_since);
     m->scratch = malloc(m->chunk * sizeof(float) + 64);
     m->tmp_nbrs = calloc((size_t)N, sizeof *m->tmp_nbrs);
@@ -68,7 +69,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ar.recv = calloc((size_t)(2 * N), sizeof *m->ar.recv);
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
     if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
-        !m->ready || !m->heard || !m->absent || !m->left || !m->behind_since || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
+        !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
         !m->hold)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     /* A peer waits only for its in-neighbours: on a directed or
@@ -95,6 +96,14 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
             return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     }
     for (int j = 0; j < N; j++) {
+        if (cfg->endpoints[j] && !(m->ep[j] = strdup(cfg->endpoints[j])))
+            return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+        if (!cfg->endpoints[j] && (j == m->self || !cfg->membership))
+            return rumor_err_set(RUMOR_EINVAL,
+                                 j == m->self ? "mixer: this peer (%d) needs its own endpoint"
+                                              : "mixer: peer %d has no endpoint (only membership "
+                                                "learns endpoints)",
+                                 j);
         m->ids[j] = cfg->ids ? cfg->ids[j] : (uint64_t)j + 1;
         if (m->ids[j] == 0)
             return rumor_err_set(RUMOR_EINVAL, "mixer: peer %d has id 0", j);
@@ -167,6 +176,9 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->heard);
     free(m->absent);
     free(m->left);
+    for (int j = 0; m->ep && j < m->npeers; j++)
+        free(m->ep[j]);
+    free(m->ep);
     free(m->behind_since);
     free(m->scratch);
     free(m->tmp_nbrs);
@@ -465,6 +477,41 @@ void mx_refresh_absent(rumor_mixer_t *m, double deadline)
     }
 }
 
+/* Where peer `node` listens, as membership (SWIM) spreads it: a peer whose
+ * address was not known (a '-' in the list) or that came back elsewhere (a
+ * replacement machine) is connected to at its new address. Returns 1 when
+ * it moved, 0 when unchanged, < 0 on error. */
+int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint)
+{
+    if (node < 0 || node >= m->npeers || node == m->self || !endpoint || !*endpoint)
+        return 0;
+    if (m->ep[node] && strcmp(m->ep[node], endpoint) == 0)
+        return 0;
+    char *e = strdup(endpoint);
+    if (!e)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    if (m->ep[node])
+        rumor_info("peer %d is at %s now (was %s)", node, endpoint, m->ep[node]);
+    else
+        rumor_info("peer %d is at %s", node, endpoint);
+    free(m->ep[node]);
+    m->ep[node] = e;
+    m->counters.endpoints_learned++;
+    for (int v = 0; v < MX_MAX_SERVES; v++)
+        if (m->serve[v].node == node) { /* its queue goes with the old socket */
+            m->serve[v].buf->pins--;
+            m->serve[v].node = -1;
+        }
+    if (!m->talks_to[node])
+        return 1;
+    return rumor_transport_connect(m->tr, node, e) < 0 ? RUMOR_ESYS : 1;
+}
+
+const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
+{
+    return m->ep[node] ? m->ep[node] : "address not known yet";
+}
+
 /* Whether round cur can close: every in-neighbour sent all its chunks, or
  * is not waited for (mx_refresh_absent) and has sent nothing this round,
  * or has moved on to a later round. */
@@ -472,8 +519,9 @@ static int moved_on(const rumor_mixer_t *m, int j)
 {
     /* j sent chunks of a later round, or said (HELLO) it is in one: its
      * connection is in order, so what it has not sent of this round is not
-     * coming (it skipped ahead) */
-    if (m->peer_round[j] > m->cur)
+     * coming (it skipped ahead). Chunks of rounds beyond the window were
+     * dropped unread and do not count. */
+    if (m->said_round[j] > m->cur)
         return 1;
     for (int d = 1; d < m->nslots; d++) {
         const struct mx_slot *n = &m->slot[(m->cur + d) % m->nslots];
@@ -799,6 +847,7 @@ static int recv_one(rumor_mixer_t *m)
                 rumor_info("peer %d restarted (incarnation %llu)", node,
                            (unsigned long long)h.incarnation);
                 m->peer_round[node] = -1; /* its new life starts over */
+                m->said_round[node] = -1;
                 if (m->cfg.async)
                     mx_async_forget(m, node);
             }
@@ -840,6 +889,8 @@ static int recv_one(rumor_mixer_t *m)
             break;
         case RUMOR_WIRE_HELLO:
             mx_heard_round(m, node, (long)(h.round > (uint64_t)LONG_MAX / 2 ? 0 : h.round));
+            if (h.round <= (uint64_t)m->cur + 100000000ULL && (long)h.round > m->said_round[node])
+                m->said_round[node] = (long)h.round;
             on_hello(m, &h, node);
             mx_count(m, 0, node, "hello");
             break;

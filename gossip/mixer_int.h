@@ -131,6 +131,8 @@ struct rumor_mixer {
     size_t n, chunk, nchunks;
     uint64_t swarm, incarnation;
     uint64_t *ids;             /* (npeers) peer ids; sorted copy below for lookup */
+    char **ep;                 /* (npeers) where each peer listens (owned); NULL: not
+                                * known yet (membership learns it) */
     uint64_t *sorted_ids;
     int *sorted_node;
     uint64_t *known_inc;       /* (npeers) newest incarnation seen */
@@ -199,6 +201,7 @@ struct rumor_mixer {
 
     /* catching up (mixer_state.c) */
     long *peer_round;          /* (npeers) newest round heard from j, -1 none */
+    long *said_round;          /* (npeers) newest round j said (HELLO) it is in, -1 none */
     double *stale_reply;       /* (npeers) when j was last told it is behind */
     long req_jump;             /* -1 none (under mu) */
     long swarm_round_pub;      /* mx_swarm_round, published under mu */
@@ -264,6 +267,8 @@ void mx_state_progress(rumor_mixer_t *m);
 int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
 void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
 void mx_refresh_absent(rumor_mixer_t *m, double deadline);
+int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint);
+const char *mx_endpoint_name(const rumor_mixer_t *m, int node);
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
 int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);
 int mx_send_frame(void *sock, const void *p, size_t len, int flags);

@@ -81,7 +81,8 @@ static void finish(rumor_mixer_t *m, int rc)
         /* Chunks stuck in the successor's queue: dropping the socket lets
          * ZeroMQ release them, so the caller gets its buffer back. */
         int next = (m->self + 1) % m->npeers;
-        (void)rumor_transport_connect(m->tr, next, m->cfg.endpoints[next]);
+        if (m->ep[next])
+            (void)rumor_transport_connect(m->tr, next, m->ep[next]);
     }
 }
 

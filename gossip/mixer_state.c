@@ -31,17 +31,19 @@ int mx_state_alloc(rumor_mixer_t *m)
 {
     int N = m->npeers;
     m->peer_round = malloc((size_t)N * sizeof *m->peer_round);
+    m->said_round = malloc((size_t)N * sizeof *m->said_round);
     m->stale_reply = calloc((size_t)N, sizeof *m->stale_reply);
     m->cu.tried = calloc((size_t)N, 1);
     m->cu.cand = calloc((size_t)N, sizeof *m->cu.cand);
     m->last_heard = calloc((size_t)N, sizeof *m->last_heard);
     m->last_redial = calloc((size_t)N, sizeof *m->last_redial);
-    if (!m->peer_round || !m->stale_reply || !m->cu.tried || !m->cu.cand || !m->last_heard ||
+    if (!m->peer_round || !m->said_round || !m->stale_reply || !m->cu.tried || !m->cu.cand || !m->last_heard ||
         !m->last_redial)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     double now = rumor_now(); /* a peer not heard from yet is alive at first */
     for (int j = 0; j < N; j++) {
         m->peer_round[j] = -1;
+        m->said_round[j] = -1;
         m->last_heard[j] = now;
     }
     for (int p = 0; p < MX_MAX_PARTS; p++) {
@@ -62,6 +64,7 @@ int mx_state_alloc(rumor_mixer_t *m)
 void mx_state_free(rumor_mixer_t *m)
 {
     free(m->peer_round);
+    free(m->said_round);
     free(m->stale_reply);
     free(m->cu.tried);
     free(m->cu.cand);
@@ -169,7 +172,7 @@ void mx_redial(rumor_mixer_t *m)
         for (int v = 0; v < q->n; v++) /* rounds queued for it are old by now */
             q->buf[v]->pins--;
         q->n = 0;
-        if (rumor_transport_connect(m->tr, j, m->cfg.endpoints[j]) < 0)
+        if (m->ep[j] && rumor_transport_connect(m->tr, j, m->ep[j]) < 0)
             rumor_debug("mixer: reconnecting peer %d: %s", j, rumor_err_msg());
     }
 }

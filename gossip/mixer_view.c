@@ -20,10 +20,16 @@ static int swim_send(void *ctx, uint64_t to_id, const char *endpoint, int type, 
     rumor_mixer_t *m = ctx;
     int node = to_id ? mx_node_of(m, to_id) : -1;
     for (int j = 0; node < 0 && endpoint && j < m->npeers; j++)
-        if (strcmp(m->cfg.endpoints[j], endpoint) == 0)
+        if (m->ep[j] && strcmp(m->ep[j], endpoint) == 0)
             node = j;
     if (node < 0 || node == m->self)
         return rumor_err_set(RUMOR_EINVAL, "membership: no socket for %s", endpoint ? endpoint : "?");
+    /* SWIM knows where a member listens (its own word, the newest life's):
+     * a peer whose address this one did not know, or that moved, is
+     * connected to there */
+    if (to_id && endpoint && mx_learn_endpoint(m, node, endpoint) < 0)
+        return rumor_err_set(RUMOR_ESYS, "membership: cannot connect to peer %d at %s", node,
+                             endpoint);
     void *sock = rumor_transport_push(m->tr, node);
     if (!sock)
         return rumor_err_set(RUMOR_ESTATE, "membership: peer %d not connected", node);
@@ -47,12 +53,12 @@ int mx_view_create(rumor_mixer_t *m)
     memset(&sc, 0, sizeof sc);
     sc.self_id = m->ids[m->self];
     sc.incarnation = m->incarnation;
-    sc.self_endpoint = m->cfg.endpoints[m->self];
+    sc.self_endpoint = m->ep[m->self];
     sc.seed = m->incarnation;
     RUMOR_CHECK(rumor_swim_create(&sc, swim_send, m, &m->swim));
     for (int j = 0; j < m->npeers; j++)
-        if (j != m->self)
-            RUMOR_CHECK(rumor_swim_add_seed(m->swim, m->cfg.endpoints[j]));
+        if (j != m->self && m->ep[j])
+            RUMOR_CHECK(rumor_swim_add_seed(m->swim, m->ep[j]));
     m->vmember = calloc((size_t)m->npeers, sizeof *m->vmember);
     m->vslot = calloc((size_t)m->npeers, sizeof *m->vslot);
     m->vtmp = calloc((size_t)m->npeers, sizeof *m->vtmp);
@@ -88,8 +94,11 @@ int mx_view_update(rumor_mixer_t *m)
         rumor_warn("membership: %s; keeping the previous graph", rumor_err_msg());
         return 0;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         m->vslot[i] = mx_node_of(m, m->vmember[i].id);
+        if (m->vslot[i] >= 0 && mx_learn_endpoint(m, m->vslot[i], m->vmember[i].endpoint) < 0)
+            rumor_warn("membership: %s", rumor_err_msg());
+    }
     rumor_topo_destroy(&m->vtopo);
     m->vtopo = t;
     m->vself = self;

@@ -47,7 +47,10 @@ static const char usage_head[] =
     "Swarm:\n"
     "  --rank R               this peer's index in the peer list (required)\n"
     "  --peers LIST           comma-separated ZeroMQ endpoints of every peer, in rank\n"
-    "                         order, e.g. tcp://10.0.0.1:7000,tcp://10.0.0.2:7000\n"
+    "                         order, e.g. tcp://10.0.0.1:7000,tcp://10.0.0.2:7000;\n"
+    "                         with --membership swim an entry may be - (address not\n"
+    "                         known: learned from the swarm) and an address may be\n"
+    "                         stale: one live peer listed is enough to join\n"
     "  --peers-file FILE      the same list, one endpoint a line (# comments); a second\n"
     "                         column may give the peer's public key (Z85 or a .pub file)\n"
     "  --listen ADDR          address to bind (default: this peer's endpoint;\n"
@@ -60,7 +63,9 @@ static const char usage_head[] =
     "                         ring:N) (default: ring)\n"
     "  --membership MODE      static: the graph is fixed and a dead peer is only left\n"
     "                         out round by round; swim: peers track who is alive with\n"
-    "                         SWIM (every listed peer is a seed) and the topology\n"
+    "                         SWIM (every listed address is a seed; members' own\n"
+    "                         addresses spread with the membership, so a peer that\n"
+    "                         comes back elsewhere is found again) and the topology\n"
     "                         family is laid over the living, sorted by id, with\n"
     "                         Metropolis-Hastings weights (default: static)\n"
     "  --weights SCHEME       mh, maxdeg, uniform, bestconst, fmmc or file:W from\n"
@@ -186,6 +191,7 @@ struct peer_list {
     int n;
     char *keybuf;   /* peers file: second column of every line ("-" none) */
     char **key;     /* (n) that column, NULL where none */
+    int unknown;    /* entries given as "-": address learned from the swarm */
 };
 
 /* Appends tok to a comma-joined list. */
@@ -270,11 +276,17 @@ static int read_peers(const struct options *o, struct peer_list *pl)
         return rumor_err_set(RUMOR_EINVAL, "peer list '%s' has an empty entry",
                              o->peers ? o->peers : o->peers_file);
     for (int i = 0; i < n; i++) {
+        if (strcmp(pl->ep[i], "-") == 0) { /* address not known: membership learns it */
+            pl->ep[i] = NULL;
+            pl->unknown++;
+            continue;
+        }
         if (!strstr(pl->ep[i], "://"))
             return rumor_err_set(RUMOR_EINVAL, "peer %d '%s': expected a ZeroMQ endpoint such "
-                                               "as tcp://host:port", i, pl->ep[i]);
+                                               "as tcp://host:port, or - for an address not "
+                                               "known", i, pl->ep[i]);
         for (int j = 0; j < i; j++)
-            if (strcmp(pl->ep[i], pl->ep[j]) == 0)
+            if (pl->ep[j] && strcmp(pl->ep[i], pl->ep[j]) == 0)
                 return rumor_err_set(RUMOR_EINVAL, "peers %d and %d are both '%s'", j, i,
                                      pl->ep[i]);
     }
@@ -560,6 +572,19 @@ int main(int argc, char **argv)
     if (rank >= N) {
         fprintf(stderr, "rumor-peer: --rank %d but the peer list has %d endpoint%s\n", rank, N,
                 N == 1 ? "" : "s");
+        peer_free(&p);
+        return 2;
+    }
+    if (!p.pl.ep[rank]) {
+        fprintf(stderr, "rumor-peer: --rank %d: this peer's own entry in the peer list is '-'; "
+                        "give the address the others reach it at\n", rank);
+        peer_free(&p);
+        return 2;
+    }
+    if (p.pl.unknown && strcmp(opts.membership, "swim") != 0) {
+        fprintf(stderr, "rumor-peer: the peer list has %d entr%s given as '-' (address not "
+                        "known): only --membership swim learns addresses from the swarm\n",
+                p.pl.unknown, p.pl.unknown == 1 ? "y" : "ies");
         peer_free(&p);
         return 2;
     }
@@ -881,11 +906,12 @@ int main(int argc, char **argv)
                                 "\"event\":\"round\",\"round\":%ld,\"epoch\":%d,\"loss\":%.6g,"
                                 "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
                                 "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
-                                "\"members\":%d,\"time\":%.3f",
+                                "\"members\":%d,\"in_neighbors\":%d,\"complete\":%d,"
+                                "\"time\":%.3f",
                                 k, epoch, (double)loss, examples / el, last_dis,
                                 (unsigned long long)st.bytes_sent,
                                 (unsigned long long)st.bytes_received, wait_total, deadline,
-                                st.members, rumor_now());
+                                st.members, st.in_neighbors, st.complete, rumor_now());
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;
@@ -984,7 +1010,7 @@ int main(int argc, char **argv)
                         "\"rejected\":%llu,\"allreduce_failures\":%ld,\"max_stall\":%.3f,"
                         "\"jumps\":%llu,\"rounds_skipped\":%llu,\"catch_ups\":%ld,"
                         "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
-                        "\"messages\":%s",
+                        "\"endpoints_learned\":%llu,\"messages\":%s",
                         rank, acc, avg_acc, seconds, total_rounds, rounds_run, examples / seconds,
                         (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received,
                         wait_total, (unsigned long long)rumor_wire_stats_rejected(&ws),
@@ -992,7 +1018,8 @@ int main(int argc, char **argv)
                         (unsigned long long)mcn.rounds_skipped, catch_ups,
                         (unsigned long long)mcn.state_served,
                         (unsigned long long)mcn.digest_failures,
-                        (unsigned long long)mcn.stale_applied, wsj);
+                        (unsigned long long)mcn.stale_applied,
+                        (unsigned long long)mcn.endpoints_learned, wsj);
     peer_free(&p);
     return 0;
 }
