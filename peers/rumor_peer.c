@@ -42,7 +42,8 @@ static const char usage_head[] =
     "to its neighbours in the topology while it computes its gradient, averages what\n"
     "arrives with the topology's weights and steps its optimizer. A neighbour that\n"
     "misses the round's deadline is left out of that round (its weight goes to the\n"
-    "peer's own); one that sent nothing is not waited for until it sends again.\n"
+    "peer's own) and waited for again in the next while it is alive; one silent for\n"
+    "the heartbeat timeout (2 s), leaving, or left behind is not waited for.\n"
     "\n"
     "Swarm:\n"
     "  --rank R               this peer's index in the peer list (required)\n"
@@ -862,7 +863,9 @@ int main(int argc, char **argv)
         long target = -1;
         if (st.behind_round >= next)
             target = st.behind_round + 1; /* a neighbour dropped our round as stale:
-                                           * its round is under way, join the next */
+                                           * its round is under way, join the next
+                                           * (its word alone: after a partition heals
+                                           * one edge is all the evidence there is) */
         if (st.swarm_round >= next + st.window && st.swarm_round + 1 > target)
             target = st.swarm_round + 1; /* neighbours' rounds beyond our window */
         if (dpsgd && !async && !leave_signal && target > next) {
