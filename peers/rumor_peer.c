@@ -83,9 +83,11 @@ static const char usage_head[] =
     "                         --round-timeout for a fixed deadline)\n"
     "  --staleness N          async: mix a neighbour's parameters only if at most N\n"
     "                         rounds old (default: 8)\n"
-    "  --catch-up-rounds N    a peer more than N rounds behind its neighbours (frozen,\n"
-    "                         cut off, restarted) fetches their state; fewer, and it\n"
-    "                         skips ahead keeping its parameters (default: 50)\n"
+    "  --catch-up-rounds N    a peer more than N rounds behind its neighbours whose\n"
+    "                         parameters are stale (it ran N rounds or fewer since it\n"
+    "                         started or resumed, or was frozen) fetches their state;\n"
+    "                         otherwise it skips ahead keeping its parameters, which\n"
+    "                         gossip merges with the others' (default: 50)\n"
     "  --throttle F           testing: run F times slower than this machine can\n"
     "                         (sleeps after each gradient), to play a straggler\n"
     "  --start-timeout SECS   how long to wait for neighbours at start (default: 60)\n"
@@ -780,6 +782,7 @@ int main(int argc, char **argv)
     double start = rumor_now(), wait_total = 0, acc = 0, tloss = 0, last_dis = 0;
     double max_stall = 0, deadline = 0;
     long examples = 0, allreduce_failures = 0, rounds_run = 0;
+    double last_step_end = rumor_now(); /* when this peer's previous round ended */
     rumor_round_stats_t st = { 0 };
     /* A resumed peer replays its loader to the round it stopped at, so it
      * draws the batches it would have drawn. */
@@ -868,9 +871,19 @@ int main(int argc, char **argv)
                                            * one edge is all the evidence there is) */
         if (st.swarm_round >= next + st.window && st.swarm_round + 1 > target)
             target = st.swarm_round + 1; /* neighbours' rounds beyond our window */
+        /* Far behind: a peer whose parameters are stale (it just started,
+         * from scratch or a checkpoint, or was frozen: its last round ended
+         * long ago) fetches the swarm's state; one that kept training all
+         * along (its part of the swarm was cut off, or ran slower) skips
+         * ahead keeping its parameters, which gossip then merges with the
+         * others' instead of throwing that part's training away. */
+        double now_end = rumor_now();
+        int stale_params = rounds_run <= opts.catch_up_rounds ||
+                           now_end - last_step_end > 2.0 + 2.0 * st.deadline_s;
+        last_step_end = now_end;
         if (dpsgd && !async && !leave_signal && target > next) {
             int fetched = 0;
-            if (target - next > opts.catch_up_rounds) {
+            if (target - next > opts.catch_up_rounds && stale_params) {
                 long nk;
                 rumor_info("the swarm is at round %ld, this peer at %ld: fetching its state",
                            target, next);
