@@ -783,6 +783,7 @@ int main(int argc, char **argv)
     double max_stall = 0, deadline = 0;
     long examples = 0, allreduce_failures = 0, rounds_run = 0;
     double last_step_end = rumor_now(); /* when this peer's previous round ended */
+    double gap_at = -1e9;                /* when a round that took unusually long ended */
     rumor_round_stats_t st = { 0 };
     /* A resumed peer replays its loader to the round it stopped at, so it
      * draws the batches it would have drawn. */
@@ -878,9 +879,13 @@ int main(int argc, char **argv)
          * ahead keeping its parameters, which gossip then merges with the
          * others' instead of throwing that part's training away. */
         double now_end = rumor_now();
-        int stale_params = rounds_run <= opts.catch_up_rounds ||
-                           now_end - last_step_end > 2.0 + 2.0 * st.deadline_s;
+        if (now_end - last_step_end > 2.0 + 2.0 * st.deadline_s)
+            gap_at = now_end; /* frozen (or suspended): the news that the swarm
+                               * moved on comes some rounds later, after the
+                               * neighbours' chunks queued meanwhile */
         last_step_end = now_end;
+        int stale_params = rounds_run <= opts.catch_up_rounds ||
+                           now_end - gap_at < 2.0 + 4.0 * st.deadline_s;
         if (dpsgd && !async && !leave_signal && target > next) {
             int fetched = 0;
             if (target - next > opts.catch_up_rounds && stale_params) {
