@@ -14,7 +14,7 @@
 # models (safetensors checkpoints read with Python, relative to the
 # parameters' norm) is under a tenth of the static run's, where the ring
 # broke into two arcs that trained apart (0.0003-0.0014 against 0.30 in
-# runs on a 2-core machine). Rounds are slowed (--throttle 4) so that the
+# runs on a 2-core machine). Rounds are slowed (--throttle 12) so that the
 # run outlasts the detection by several seconds.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
@@ -35,7 +35,7 @@ run() { # NAME MEMBERSHIP
   pids=
   for r in 0 1 2 3 4 5 6 7; do
     "$PEER" --insecure --rank $r --peers "$ports" --epochs 6 --data "$FASHION" --seed 3 \
-      --membership "$2" --throttle 4 --round-timeout 5 --log-level info --progress 0.05 --no-average \
+      --membership "$2" --throttle 12 --round-timeout 5 --log-level info --progress 0.05 --no-average \
       --checkpoint-dir "$tmp/$1/ckpt-$r" --metrics "$tmp/$1/m-$r.jsonl" >"$tmp/$1/p-$r.log" 2>&1 &
     pids="$pids $!"
     eval "pid_$r=\$!"
