@@ -69,7 +69,8 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ar.recv = calloc((size_t)(2 * N), sizeof *m->ar.recv);
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
     if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
-        !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since || !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
+        !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since ||
+        !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
         !m->hold)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     /* A peer waits only for its in-neighbours: on a directed or
@@ -458,7 +459,7 @@ static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, con
  *     takes well under the window; a peer that stays behind is not waited
  *     for after it.
  * A neighbour that has sent part of round cur is waited for regardless. */
-void mx_refresh_absent(rumor_mixer_t *m, double deadline)
+static void refresh_absent(rumor_mixer_t *m, double deadline)
 {
     double now = rumor_now();
     double alive = m->cfg.heartbeat_timeout_ms > 0 ? m->cfg.heartbeat_timeout_ms / 1000.0 : 2.0;
@@ -497,11 +498,7 @@ int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint)
     free(m->ep[node]);
     m->ep[node] = e;
     m->counters.endpoints_learned++;
-    for (int v = 0; v < MX_MAX_SERVES; v++)
-        if (m->serve[v].node == node) { /* its queue goes with the old socket */
-            m->serve[v].buf->pins--;
-            m->serve[v].node = -1;
-        }
+    mx_drop_serves(m, node);
     if (!m->talks_to[node])
         return 1;
     return rumor_transport_connect(m->tr, node, e) < 0 ? RUMOR_ESYS : 1;
@@ -513,7 +510,7 @@ const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
 }
 
 /* Whether round cur can close: every in-neighbour sent all its chunks, or
- * is not waited for (mx_refresh_absent) and has sent nothing this round,
+ * is not waited for (refresh_absent) and has sent nothing this round,
  * or has moved on to a later round. */
 static int moved_on(const rumor_mixer_t *m, int j)
 {
@@ -748,8 +745,10 @@ static void drop_sends(rumor_mixer_t *m)
 static void on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
     m->heard[node] = 1;
-    if (h->aux == 3 && m->talks_to[node] && h->round < (uint64_t)m->cur + 100000000ULL &&
-        (long)h->round > m->told_behind)
+    int sane = h->round < (uint64_t)(m->cur + MX_ROUND_SANITY);
+    if (sane && (long)h->round > m->said_round[node])
+        m->said_round[node] = (long)h->round;
+    if (h->aux == 3 && m->talks_to[node] && sane && (long)h->round > m->told_behind)
         m->told_behind = (long)h->round;
     if (h->aux < 2 && m->talks_to[node])
         (void)send_control(m, node, RUMOR_WIRE_HELLO, 2);
@@ -889,8 +888,6 @@ static int recv_one(rumor_mixer_t *m)
             break;
         case RUMOR_WIRE_HELLO:
             mx_heard_round(m, node, (long)(h.round > (uint64_t)LONG_MAX / 2 ? 0 : h.round));
-            if (h.round <= (uint64_t)m->cur + 100000000ULL && (long)h.round > m->said_round[node])
-                m->said_round[node] = (long)h.round;
             on_hello(m, &h, node);
             mx_count(m, 0, node, "hello");
             break;
@@ -934,7 +931,6 @@ static void take_requests(rumor_mixer_t *m)
     pthread_mutex_lock(&m->mu);
     if (m->req_send >= 0) {
         start_send(m, m->req_send, m->req_send_buf);
-        m->sent_any = 1;
         if (m->req_send >= 1)
             m->hello_active = 0; /* everyone who was coming has come */
         m->req_send = -1;
@@ -1027,7 +1023,7 @@ void mx_comm_main(rumor_mixer_t *m)
             if (ensure_slot(m, m->cur) < 0)
                 rumor_warn("mixer: %s", rumor_err_msg());
             struct mx_slot *s = &m->slot[m->cur % m->nslots];
-            mx_refresh_absent(m, round_deadline);
+            refresh_absent(m, round_deadline);
             int complete = round_done(m, s);
             /* every in-neighbour absent: nothing to wait for, but a peer
              * alone keeps the swarm's pace (the median round time) instead

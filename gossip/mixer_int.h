@@ -12,6 +12,7 @@
 #include "transport.h"
 
 #define MX_MAX_BUFS 16
+#define MX_ROUND_SANITY 100000000L /* a round claim further ahead is ignored */
 #define MX_WAIT_LAG 2 /* a neighbour further behind than this is not waited for */
 #define MX_HOLD_MAX 4096 /* all-reduce messages held before their call starts */
 
@@ -140,7 +141,7 @@ struct rumor_mixer {
     int ntalk;
     uint8_t *ready;            /* (npeers) j answered our HELLO */
     uint8_t *heard;            /* (npeers) we received a HELLO from j */
-    uint8_t *absent;           /* (npeers) not waited for this round: see mx_refresh_absent */
+    uint8_t *absent;           /* (npeers) not waited for this round: see refresh_absent */
     uint8_t *left;             /* (npeers) said LEAVE; cleared when it speaks again */
     double *behind_since;      /* (npeers) since when it is > MX_WAIT_LAG rounds behind; 0 not */
     float *scratch;            /* (chunk) aligned copy of an unaligned payload */
@@ -170,7 +171,6 @@ struct rumor_mixer {
     rumor_sendbuf_t *sent_buf; /* its parameters, x(sent_round) */
     int *out_nbrs;             /* scratch (npeers) */
     int barrier_run;           /* rumor_mixer_barrier was called */
-    int sent_any;              /* the first round's send was taken */
 
     pthread_t thread;
     int thread_started;
@@ -266,8 +266,8 @@ void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zm
 void mx_state_progress(rumor_mixer_t *m);
 int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
 void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
-void mx_refresh_absent(rumor_mixer_t *m, double deadline);
 int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint);
+void mx_drop_serves(rumor_mixer_t *m, int node);
 const char *mx_endpoint_name(const rumor_mixer_t *m, int node);
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
 int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);

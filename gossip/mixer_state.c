@@ -25,7 +25,6 @@
 
 #define STALL_S 3.0          /* a source silent this long is replaced */
 #define TELL_BEHIND_S 0.25   /* at most one "you are behind" per peer per this */
-#define ROUND_SANITY 100000000L
 
 int mx_state_alloc(rumor_mixer_t *m)
 {
@@ -78,7 +77,7 @@ void mx_state_free(rumor_mixer_t *m)
 
 void mx_heard_round(rumor_mixer_t *m, int node, long round)
 {
-    if (node < 0 || round < 0 || round > m->cur + ROUND_SANITY)
+    if (node < 0 || round < 0 || round > m->cur + MX_ROUND_SANITY)
         return;
     if (round > m->peer_round[node])
         m->peer_round[node] = round;
@@ -140,6 +139,17 @@ void mx_do_jump(rumor_mixer_t *m, long round)
     m->cur = round;
 }
 
+/* Drops the state transfers being served to `node`: what ZeroMQ queued for
+ * it goes with its socket when that is replaced. */
+void mx_drop_serves(rumor_mixer_t *m, int node)
+{
+    for (int v = 0; v < MX_MAX_SERVES; v++)
+        if (m->serve[v].node == node) {
+            m->serve[v].buf->pins--;
+            m->serve[v].node = -1;
+        }
+}
+
 /* A neighbour silent for 3 s gets a fresh connection every 0.25 s: after
  * a partition heals (or a peer's machine comes back) the kernel's SYN
  * backoff would otherwise keep the link down for several more seconds. */
@@ -152,22 +162,25 @@ void mx_redial(rumor_mixer_t *m)
     if (m->ar.active)
         return;
     double now = rumor_now();
-    int nin = mx_in_neighbors(m, m->cur, m->tmp_nbrs, m->tmp_w);
-    for (int i = 0; i < nin; i++) {
-        int j = m->tmp_nbrs[i];
-        if (j < 0 || j >= m->npeers || j == m->self || !m->talks_to[j] ||
-            now - m->last_heard[j] < 3.0 || now - m->last_redial[j] < 0.25)
+    int nin = -1; /* the round's in-neighbours, looked up once a peer is due */
+    for (int j = 0; j < m->npeers; j++) {
+        if (!m->talks_to[j] || now - m->last_heard[j] < 3.0 || now - m->last_redial[j] < 0.25)
             continue;
+        if (nin < 0)
+            nin = mx_in_neighbors(m, m->cur, m->tmp_nbrs, m->tmp_w);
+        int in = 0;
+        for (int i = 0; i < nin && !in; i++)
+            in = m->tmp_nbrs[i] == j;
+        if (!in) {
+            m->last_redial[j] = now; /* not due: looked at again in 0.25 s */
+            continue;
+        }
         if (m->last_redial[j] == 0) { /* the first pass only starts the clock */
             m->last_redial[j] = now;
             continue;
         }
         m->last_redial[j] = now;
-        for (int v = 0; v < MX_MAX_SERVES; v++)
-            if (m->serve[v].node == j) { /* its queue goes with the socket */
-                m->serve[v].buf->pins--;
-                m->serve[v].node = -1;
-            }
+        mx_drop_serves(m, j);
         struct mx_sendq *q = &m->sendq[j];
         for (int v = 0; v < q->n; v++) /* rounds queued for it are old by now */
             q->buf[v]->pins--;
@@ -554,7 +567,7 @@ void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zm
     pt->got++;
     pt->round = (long)h->round;
     pt->last_progress = rumor_now();
-    mx_heard_round(m, node, (long)(h->round > (uint64_t)ROUND_SANITY ? 0 : h->round));
+    mx_heard_round(m, node, (long)(h->round > (uint64_t)MX_ROUND_SANITY ? 0 : h->round));
     mx_count(m, 0, node, "state chunk");
     if (pt->got < pt->hi - pt->lo)
         return;

@@ -14,14 +14,6 @@
 #include "log.h"
 #include "swim_int.h"
 
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint32_t next_seq(rumor_swim_t *sw)
 {
     if (++sw->seq == 0)
@@ -137,7 +129,7 @@ static int pick_members(rumor_swim_t *sw, uint64_t except, int alive_only, struc
         if (got < want)
             out[got++] = c;
         else {
-            size_t j = swim_rnd_below(sw, cand);
+            size_t j = rumor_topo_rng_below(&sw->rng, cand);
             if (j < (size_t)want)
                 out[j] = c;
         }
@@ -212,10 +204,8 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
     sw->cfg = c;
     sw->send = send;
     sw->ctx = ctx;
-    uint64_t x = c.seed ^ (c.self_id * 0x9E3779B97F4A7C15ull);
-    for (int i = 0; i < 4; i++)
-        sw->rng[i] = splitmix(&x);
-    sw->seq = (uint32_t)swim_rnd(sw);
+    rumor_topo_rng_seed(&sw->rng, c.seed, c.self_id);
+    sw->seq = (uint32_t)rumor_topo_rng_next(&sw->rng);
 
     struct swim_mem *s = &sw->mem[0];
     s->m.id = c.self_id;
@@ -346,7 +336,7 @@ static void reprobe(rumor_swim_t *sw)
     }
     if (!ndead)
         return;
-    size_t k = swim_rnd_below(sw, ndead);
+    size_t k = rumor_topo_rng_below(&sw->rng, ndead);
     for (size_t i = 0; i < sw->nmem; i++)
         if (sw->mem[i].m.state == RUMOR_SWIM_DEAD && k-- == 0) {
             sync_with(sw, sw->mem[i].m.id, sw->mem[i].m.endpoint);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "graph.h"
 #include "swim.h"
 
 #define SWIM_MAX_HELPERS 16 /* indirect_k's bound */
@@ -69,7 +70,7 @@ struct rumor_swim {
     double next_probe, next_gossip;
     double due; /* what next_deadline says: recomputed after every change */
     uint64_t rounds, reprobes, version;
-    uint64_t rng[4];
+    rumor_topo_rng_t rng; /* xoshiro256**, seeded from (seed, self id) */
     rumor_swim_stats_t stats;
     uint8_t buf[RUMOR_WIRE_MAX_BODY];
 };
@@ -114,9 +115,6 @@ int swim_body_parse(const void *body, size_t len, int type, uint64_t sender, uin
 const uint8_t *swim_body_get(const uint8_t *p, rumor_swim_member_t *m);
 
 /* ---- swim_table.c: the member table */
-uint64_t swim_rnd(rumor_swim_t *sw);
-/* Uniform in [0, n), n > 0 (the modulo bias is irrelevant here). */
-size_t swim_rnd_below(rumor_swim_t *sw, size_t n);
 /* ALIVE or SUSPECT, or self: a member of the view. */
 int swim_in_view(const rumor_swim_t *sw, const struct swim_mem *c);
 /* The record of id, NULL when unknown (binary search). */

@@ -9,30 +9,6 @@
 #include "log.h"
 #include "swim_int.h"
 
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-/* xoshiro256** */
-uint64_t swim_rnd(rumor_swim_t *sw)
-{
-    uint64_t *s = sw->rng, r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
-
-/* Uniform in [0, n), n > 0 (the modulo bias is irrelevant here). */
-size_t swim_rnd_below(rumor_swim_t *sw, size_t n)
-{
-    return (size_t)(swim_rnd(sw) % n);
-}
-
 int swim_in_view(const rumor_swim_t *sw, const struct swim_mem *c)
 {
     return c->m.state == RUMOR_SWIM_ALIVE || c->m.state == RUMOR_SWIM_SUSPECT ||
@@ -109,7 +85,7 @@ static void order_insert(rumor_swim_t *sw, uint64_t id)
         return;
     /* SWIM: a new member goes to a random place in what is left of this
      * round, so it is probed within one round */
-    size_t at = sw->order_pos + swim_rnd_below(sw, sw->norder - sw->order_pos + 1);
+    size_t at = sw->order_pos + rumor_topo_rng_below(&sw->rng, sw->norder - sw->order_pos + 1);
     memmove(&sw->order[at + 1], &sw->order[at], (sw->norder - at) * sizeof *sw->order);
     sw->order[at] = id;
     sw->norder++;
@@ -122,7 +98,7 @@ void swim_order_rebuild(rumor_swim_t *sw)
         if (sw->mem[i].m.id != sw->cfg.self_id && swim_in_view(sw, &sw->mem[i]))
             sw->order[sw->norder++] = sw->mem[i].m.id;
     for (size_t i = sw->norder; i > 1; i--) {
-        size_t j = swim_rnd_below(sw, i);
+        size_t j = rumor_topo_rng_below(&sw->rng, i);
         uint64_t t = sw->order[i - 1];
         sw->order[i - 1] = sw->order[j];
         sw->order[j] = t;

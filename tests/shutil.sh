@@ -84,3 +84,32 @@ free_endpoints() {
   done
   echo "$_list"
 }
+
+# Swarm tests: a scratch directory $tmp (kept with RUMOR_KEEP_TMP=1), the
+# background processes in $pids (killed on exit, thawed first in case they
+# were stopped) and a watchdog's pid in $wd.
+swarm_setup() {
+  tmp=$(mktemp -d)
+  pids= wd=
+  trap swarm_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+swarm_cleanup() {
+  for _p in $pids; do kill -CONT "$_p" 2>/dev/null; kill -KILL "$_p" 2>/dev/null; done
+  [ -n "$wd" ] && kill "$wd" 2>/dev/null
+  if [ -n "${RUMOR_KEEP_TMP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
+}
+
+# rumor-peer metrics files (JSON lines):
+# metrics_field FILE EVENT KEY: KEY's number in the last EVENT of FILE
+metrics_field() { sed -n "s/.*\"event\":\"$2\".*\"$3\":\([-0-9.e+]*\).*/\1/p" "$1" | tail -1; }
+# metrics_round FILE: the latest round in FILE
+metrics_round() { tail -c 4000 "$1" 2>/dev/null | grep -o '"event":"round","round":[0-9]*' | tail -1 | sed 's/.*://'; }
+# wait_round FILE ROUND: until the peer's metrics reach ROUND (60 s at most)
+wait_round() {
+  _i=0
+  while _lr=$(metrics_round "$1"); [ -z "$_lr" ] || [ "$_lr" -lt "$2" ]; do
+    sleep 0.05; _i=$((_i + 1))
+    [ $_i -lt 1200 ] || { fail "$1 never reached round $2"; return 1; }
+  done
+}

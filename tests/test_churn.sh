@@ -19,27 +19,11 @@ need_fashion
 command -v python3 >/dev/null || skip "python3 not found (checkpoint verification)"
 
 PEER="$RUMOR_BUILDDIR/rumor-peer"
-tmp=$(mktemp -d)
-pids=
-cleanup() { for p in $pids; do kill -KILL "$p" 2>/dev/null; done; [ -n "${RUMOR_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"; }
-trap cleanup EXIT
+swarm_setup
 
 EPOCHS=4
 common="--insecure --epochs $EPOCHS --data $FASHION --seed 7 --round-timeout 5 --start-timeout 3 --progress 0.05"
 
-# metrics field of the last event of a file
-field() { sed -n "s/.*\"event\":\"$2\".*\"$3\":\([-0-9.e+]*\).*/\1/p" "$1" | tail -1; }
-# latest round in a metrics file
-last_round() { tail -c 4000 "$1" 2>/dev/null | grep -o '"event":"round","round":[0-9]*' | tail -1 | sed 's/.*://'; }
-wait_round() { # FILE ROUND: until the peer's metrics reach ROUND (60 s at most)
-  i=0
-  while :; do
-    lr=$(last_round "$1")
-    [ -n "$lr" ] && [ "$lr" -ge "$2" ] && return 0
-    sleep 0.05; i=$((i + 1))
-    [ $i -lt 1200 ] || { fail "$1 never reached round $2"; return 1; }
-  done
-}
 start_peer() { # RUN RANK LIFE [extra args]: starts one peer in the background
   run=$1 r=$2 life=$3; shift 3
   mkdir -p "$tmp/$run/ckpt-$r"
@@ -57,13 +41,13 @@ t0=$(date +%s)
 for r in 0 1 2 3 4 5 6 7; do start_peer ref $r 0; done
 for r in 0 1 2 3 4 5 6 7; do eval "wait \$pid_$r"; expect_rc 0 $? "fault-free peer $r" "$tmp/ref/p-$r-0.log"; done
 pids=
-ref=$(field "$tmp/ref/m-0-0.jsonl" done average_accuracy)
+ref=$(metrics_field "$tmp/ref/m-0-0.jsonl" done average_accuracy)
 echo "churn: fault-free swarm average $ref after $EPOCHS epochs ($(( $(date +%s) - t0 )) s)"
 
 # ---- 2. churn
 ports=$(free_endpoints 8)
 mkdir -p "$tmp/churn"
-total=$(field "$tmp/ref/m-0-0.jsonl" start rounds)
+total=$(metrics_field "$tmp/ref/m-0-0.jsonl" start rounds)
 k2=$(awk -v s="$$" 'BEGIN{srand(s); print 100 + int(rand() * 80)}')
 k5=$(awk -v s="$$" 'BEGIN{srand(s + 1); print 220 + int(rand() * 100)}')
 t0=$(date +%s)
@@ -71,13 +55,13 @@ for r in 0 1 2 3 4 5 6; do start_peer churn $r 0; done
 # the late joiner
 wait_round "$tmp/churn/m-0-0.jsonl" 60
 start_peer churn 7 0
-echo "churn: peer 7 started at round $(last_round "$tmp/churn/m-0-0.jsonl")"
+echo "churn: peer 7 started at round $(metrics_round "$tmp/churn/m-0-0.jsonl")"
 # kill and restart peer 2, then peer 5
 for victim in 2:$k2 5:$k5; do
   v=${victim%:*} at=${victim#*:}
   wait_round "$tmp/churn/m-$v-0.jsonl" "$at"
   eval "kill -KILL \$pid_$v" || fail "peer $v was gone before its kill"
-  echo "churn: peer $v killed at round $(last_round "$tmp/churn/m-$v-0.jsonl")"
+  echo "churn: peer $v killed at round $(metrics_round "$tmp/churn/m-$v-0.jsonl")"
   sleep 1
   start_peer churn "$v" 1
 done
@@ -91,18 +75,18 @@ for r in 2 5; do
   grep -q "resumed from .* at round" "$tmp/churn/p-$r-1.log" || fail "peer $r did not resume from its checkpoint"
   grep "resumed from" "$tmp/churn/p-$r-1.log" | sed "s/^/churn: /"
 done
-c7=$(field "$tmp/churn/m-7-0.jsonl" done catch_ups)
+c7=$(metrics_field "$tmp/churn/m-7-0.jsonl" done catch_ups)
 expect_num_ge "${c7:-0}" 1 "late peer 7 state fetches"
 grep "joined at round" "$tmp/churn/p-7-0.log" | sed 's/^/churn: /'
 
-avg=$(field "$tmp/churn/m-0-0.jsonl" done average_accuracy)
+avg=$(metrics_field "$tmp/churn/m-0-0.jsonl" done average_accuracy)
 echo "churn: churn swarm average $avg (fault-free $ref)"
 expect_num_close "${avg:-0}" "${ref:-1}" 0.01 "churn swarm average vs fault-free"
 
 stall=0 stale=0 dropped=0
 for f in "$tmp"/churn/m-*.jsonl; do
   grep -q '"event":"done"' "$f" || continue
-  s=$(field "$f" done max_stall); a=$(field "$f" done stale_applied)
+  s=$(metrics_field "$f" done max_stall); a=$(metrics_field "$f" done stale_applied)
   d=$(sed -n 's/.*"stale_round":\([0-9]*\).*"old_incarnation":\([0-9]*\).*/\1 \2/p' "$f" | tail -1)
   stall=$(awk -v a="$stall" -v b="$s" 'BEGIN{print (b > a) ? b : a}')
   stale=$((stale + a))

@@ -16,15 +16,7 @@ set -u
 need_fashion
 command -v ss >/dev/null || skip "ss (iproute2) not found"
 peer="$RUMOR_BUILDDIR/rumor-peer"
-tmp=$(mktemp -d)
-pids= wd=
-cleanup() {
-  for p in $pids; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
-  [ -n "$wd" ] && kill "$wd" 2>/dev/null
-  if [ -n "${RUMOR_TEST_KEEP:-}" ]; then echo "logs kept in $tmp" >&2; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+swarm_setup
 
 HB=2        # the mixer's ZMTP heartbeat timeout (gossip/transport.h)
 FREEZE=10   # seconds peer 1 stays stopped
@@ -48,7 +40,7 @@ events() {
     }' "$1"
 }
 # a numeric field of the done event
-done_field() { sed -n "s/.*\"event\":\"done\".*\"$2\":\([0-9.e+-]*\).*/\1/p" "$1"; }
+done_field() { metrics_field "$1" done "$2"; }
 
 eps=$(free_endpoints 4)
 for r in 0 1 2 3; do

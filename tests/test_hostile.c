@@ -226,20 +226,6 @@ static void check_alive(const char *when)
     }
 }
 
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(s, (struct sockaddr *)&a, &len) != 0) {
-        perror("free_port");
-        exit(99);
-    }
-    close(s);
-    return ntohs(a.sin_port);
-}
-
 static pid_t spawn_peer(int rank, const char *bin, const char *dir, const char *data,
                         const char *peers)
 {
@@ -1242,7 +1228,7 @@ int main(void)
     char peers[256] = "";
     for (int i = 0; i < 3; i++) {
         if (i < 2)
-            snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", free_port());
+            snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", tu_free_port());
         snprintf(peers + strlen(peers), sizeof peers - strlen(peers), "%s%s", i ? "," : "", eps[i]);
     }
     for (int r = 0; r < 2; r++) {

@@ -20,20 +20,8 @@ set -u
 need_fashion
 
 PEER="$RUMOR_BUILDDIR/rumor-peer"
-tmp=$(mktemp -d)
-pids=
-cleanup() { for p in $pids; do kill -KILL "$p" 2>/dev/null; done; [ -n "${RUMOR_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"; }
-trap cleanup EXIT
+swarm_setup
 
-last_round() { tail -c 4000 "$1" 2>/dev/null | grep -o '"event":"round","round":[0-9]*' | tail -1 | sed 's/.*://'; }
-field() { sed -n "s/.*\"event\":\"$2\".*\"$3\":\([-0-9.e+]*\).*/\1/p" "$1" | tail -1; }
-wait_round() { # FILE ROUND
-  i=0
-  while lr=$(last_round "$1"); [ -z "$lr" ] || [ "$lr" -lt "$2" ]; do
-    sleep 0.05; i=$((i + 1))
-    [ $i -lt 1200 ] || { fail "$1 never reached round $2"; return 1; }
-  done
-}
 
 set -- $(free_endpoints 5 | tr ',' ' ')
 A0=$1 A1=$2 A2=$3 A3=$4 B2=$5
@@ -50,10 +38,10 @@ start() { # RANK LIFE LIST
 for r in 0 1 2; do start $r 0 "$A0,$A1,$A2,-"; done
 wait_round "$tmp/m-0-0.jsonl" 30
 start 3 0 "-,$A1,-,$A3"
-echo "join: peer 3 started (knowing only peer 1) at round $(last_round "$tmp/m-0-0.jsonl")"
+echo "join: peer 3 started (knowing only peer 1) at round $(metrics_round "$tmp/m-0-0.jsonl")"
 wait_round "$tmp/m-3-0.jsonl" 40
 kill -KILL $pid_2 || fail "peer 2 was gone before its kill"
-echo "join: peer 2 killed at round $(last_round "$tmp/m-2-0.jsonl"); back in 1 s at $B2 knowing only peer 0"
+echo "join: peer 2 killed at round $(metrics_round "$tmp/m-2-0.jsonl"); back in 1 s at $B2 knowing only peer 0"
 sleep 1
 start 2 1 "$A0,-,$B2,-"
 for r in 0 1 3; do eval "wait \$pid_$r"; expect_rc 0 $? "peer $r" "$tmp/p-$r-0.log"; done
@@ -76,22 +64,22 @@ learned "$tmp/p-2-1.log" 3 "$A3" "the restarted peer 2 learned peer 3's address"
 for f in "$tmp/m-3-0.jsonl" "$tmp/m-2-1.jsonl"; do
   v4=$(grep -c '"event":"round".*"members":4' "$f")
   mixed=$(grep '"event":"round"' "$f" | grep -c '"complete":[1-9]')
-  run=$(field "$f" done rounds_run)
+  run=$(metrics_field "$f" done rounds_run)
   echo "join: $(basename "$f"): $v4 rounds with a view of 4, $mixed rounds mixed with neighbours' chunks, ${run:-?} rounds run"
   expect_num_ge "$v4" 10 "$(basename "$f") rounds with a view of 4"
   expect_num_ge "$mixed" 10 "$(basename "$f") rounds mixed with neighbours"
 done
 grep -q "resumed from .* at round" "$tmp/p-2-1.log" || fail "peer 2 did not resume from its checkpoint"
 
-ref=$(field "$tmp/m-0-0.jsonl" done local_accuracy)
+ref=$(metrics_field "$tmp/m-0-0.jsonl" done local_accuracy)
 for f in "$tmp/m-1-0.jsonl" "$tmp/m-3-0.jsonl" "$tmp/m-2-1.jsonl"; do
-  a=$(field "$f" done local_accuracy)
+  a=$(metrics_field "$f" done local_accuracy)
   echo "join: $(basename "$f") local accuracy ${a:-?} (peer 0: $ref)"
   expect_num_close "${a:-0}" "${ref:-1}" 0.03 "$(basename "$f") accuracy vs peer 0"
 done
 stale=0
 for f in "$tmp"/m-*.jsonl; do
-  a=$(field "$f" done stale_applied); stale=$((stale + ${a:-0}))
+  a=$(metrics_field "$f" done stale_applied); stale=$((stale + ${a:-0}))
 done
 [ "$stale" -eq 0 ] || fail "$stale stale contributions were mixed"
 finish

@@ -22,12 +22,8 @@ need_fashion
 command -v python3 >/dev/null || skip "python3 not found"
 
 PEER="$RUMOR_BUILDDIR/rumor-peer"
-tmp=$(mktemp -d)
-pids=
-cleanup() { for p in $pids; do kill -KILL "$p" 2>/dev/null; done; [ -n "${RUMOR_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"; }
-trap cleanup EXIT
+swarm_setup
 
-last_round() { tail -c 4000 "$1" 2>/dev/null | grep -o '"event":"round","round":[0-9]*' | tail -1 | sed 's/.*://'; }
 
 run() { # NAME MEMBERSHIP
   ports=$(free_endpoints 8)
@@ -40,13 +36,10 @@ run() { # NAME MEMBERSHIP
     pids="$pids $!"
     eval "pid_$r=\$!"
   done
-  i=0
-  while lr=$(last_round "$tmp/$1/m-0.jsonl"); [ -z "$lr" ] || [ "$lr" -lt 40 ]; do
-    sleep 0.05; i=$((i + 1)); [ $i -lt 1200 ] || { fail "$1: no progress"; break; }
-  done
+  wait_round "$tmp/$1/m-0.jsonl" 40
   kill -KILL $pid_2 $pid_5 || fail "$1: peers 2 and 5 gone before the kill"
   eval "kill_wall_$1=$(date '+%H %M %S.%N' | awk '{printf "%.3f", $1 * 3600 + $2 * 60 + $3}')"
-  echo "membership: $1: killed peers 2 and 5 at round $(last_round "$tmp/$1/m-0.jsonl")"
+  echo "membership: $1: killed peers 2 and 5 at round $(metrics_round "$tmp/$1/m-0.jsonl")"
   for r in 0 1 3 4 6 7; do eval "wait \$pid_$r"; expect_rc 0 $? "$1 peer $r" "$tmp/$1/p-$r.log"; done
   pids=
 }

@@ -31,21 +31,6 @@
 static char endpoints[3][64];
 static const char *eps[3];
 
-/* A free TCP port on loopback (bind to 0, read it, close). */
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof a;
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(s, (struct sockaddr *)&a, &len) != 0) {
-        perror("free_port");
-        exit(99);
-    }
-    close(s);
-    return ntohs(a.sin_port);
-}
-
 static double x0_of(int peer, int i) { return (peer + 1) * 0.01 * (i % 37) - 0.1 * peer; }
 static double g_of(int peer, int i) { return 0.001 * (peer + 1) * ((i % 5) - 2); }
 
@@ -303,19 +288,19 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
     for (int p = 0; p < 3; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", free_port());
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
         eps[p] = endpoints[p];
     }
     if (!*only || !strcmp(only, "exact"))
         CHECKF(run_children(exact_child, 3) == 0, "exact arithmetic / all-reduce");
     for (int p = 0; p < 3; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", free_port());
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
         eps[p] = endpoints[p];
     }
     if (!*only || !strcmp(only, "missing"))
         CHECKF(run_children(missing_child, 2) == 0, "missing peer");
-    snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", free_port());
-    snprintf(endpoints[1], sizeof endpoints[1], "tcp://127.0.0.1:%d", free_port());
+    snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", tu_free_port());
+    snprintf(endpoints[1], sizeof endpoints[1], "tcp://127.0.0.1:%d", tu_free_port());
     if (!*only || !strcmp(only, "hostile"))
         check_hostile();
     return tu_finish("test_mixer");

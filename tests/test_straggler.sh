@@ -13,15 +13,7 @@ set -u
 need_fashion
 command -v ss >/dev/null || skip "ss (iproute2) not found"
 peer="$RUMOR_BUILDDIR/rumor-peer"
-tmp=$(mktemp -d)
-pids= wd=
-cleanup() {
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-  [ -n "$wd" ] && kill "$wd" 2>/dev/null
-  if [ -n "${RUMOR_TEST_KEEP:-}" ]; then echo "logs kept in $tmp" >&2; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+swarm_setup
 
 SLOW=1      # the straggler's rank
 EPOCHS=3
@@ -64,7 +56,7 @@ swarm() {
   echo "straggler: run $name ($mode, peer $SLOW throttled ${thr}x) took $(($(date +%s) - t0)) s"
 }
 # a numeric field of a done event
-done_field() { sed -n "s/.*\"event\":\"done\".*\"$2\":\([0-9.e+-]*\).*/\1/p" "$1"; }
+done_field() { metrics_field "$1" done "$2"; }
 
 swarm A async 1
 swarm B async 3

@@ -7,10 +7,14 @@
 #ifndef RUMOR_TESTUTIL_H
 #define RUMOR_TESTUTIL_H
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static int tu_failures;
 static int tu_checks;
@@ -111,6 +115,21 @@ static inline const char *tu_tmpdir(void)
         }
     }
     return dir;
+}
+
+/* A free TCP port on loopback (bind to 0, read it, close). */
+static inline int tu_free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(s, (struct sockaddr *)&a, &len) != 0) {
+        perror("free_port");
+        exit(99);
+    }
+    close(s);
+    return ntohs(a.sin_port);
 }
 
 /* Where the Fashion-MNIST files are: $RUMOR_DATA, else Debian's location. */
