@@ -1,7 +1,9 @@
 /* The rumor-topo binary, run as a user would: --json fields against closed
- * forms computed here, the weights file round trip through the CLI, the
- * cost section against a hand computation, recommend's ranking, the help
- * pages, and bad input exiting non-zero with a message naming the problem. */
+ * forms computed here (up to 2^20 peers), the weights file round trip
+ * through the CLI (bestconst's negative self-weights included), --time-limit
+ * on a graph too big to solve, the cost section against a hand computation,
+ * recommend's ranking, the help pages, and bad input exiting non-zero with a
+ * message naming the problem. */
 #include "config.h"
 
 #include <cjson/cJSON.h>
@@ -15,12 +17,49 @@ static const double PI = 3.14159265358979323846;
 static char bin[1024], errpath[600];
 static char out[1 << 20], errtext[1 << 16];
 
+static int run(const char *args);
+
+/* Bad input: the exit status and a message naming the problem. */
+static void bad(const char *args, int code, const char *want)
+{
+    int rc = run(args);
+    CHECKF(rc == code && strstr(errtext, want), "rumor-topo %s: exit %d (want %d), stderr '%s' "
+                                                "lacks '%s'",
+           args, rc, code, errtext, want);
+}
+
 /* Runs rumor-topo with args; returns the exit status, fills out/errtext. */
 static int run(const char *args)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "RUMOR_LOG=warn RUMOR_BLAS_AUTOTUNE=0 OPENBLAS_NUM_THREADS=1 '%s' %s 2>'%s'",
              bin, args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        perror("popen");
+        exit(99);
+    }
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = 0;
+    int st = pclose(p);
+    FILE *e = fopen(errpath, "r");
+    len = e ? fread(errtext, 1, sizeof errtext - 1, e) : 0;
+    errtext[len] = 0;
+    if (e)
+        fclose(e);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* run() under `timeout`, so that a command that never finishes fails the
+ * test instead of hanging it (exit 124). */
+static int run_limited(const char *args, int secs)
+{
+    char a[2048];
+    snprintf(a, sizeof a, "%s", args);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "RUMOR_LOG=warn RUMOR_BLAS_AUTOTUNE=0 OPENBLAS_NUM_THREADS=1 "
+                              "timeout -k 5 %d '%s' %s 2>'%s'",
+             secs, bin, a, errpath);
     FILE *p = popen(cmd, "r");
     if (!p) {
         perror("popen");
@@ -129,6 +168,98 @@ static void test_weights_roundtrip(void)
     unlink(wpath);
 }
 
+/* Item 12: what `weights --weights bestconst` writes, `--weights file:`
+ * reads back. On star:10, a = 2/11 and the centre's self-weight is
+ * 1 - 9a = -7/11; W's eigenvalues are 1, 9/11 and -9/11 (see
+ * test_topo_weights.c), so rho = 9/11. */
+static void test_bestconst_file(void)
+{
+    char args[1200], wpath[600];
+    snprintf(wpath, sizeof wpath, "%s/star.w", tu_tmpdir());
+    snprintf(args, sizeof args, "weights star:10 --weights bestconst -o '%s'", wpath);
+    CHECK(run(args) == 0);
+    FILE *f = fopen(wpath, "r");
+    char line[256];
+    double w00 = NAN;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "0 0 ", 4))
+            w00 = strtod(line + 4, NULL);
+    if (f)
+        fclose(f);
+    CHECK_CLOSE(w00, -7.0 / 11, 1e-15, 0);
+    snprintf(args, sizeof args, "analyze star:10 --weights 'file:%s' --json", wpath);
+    int rc = run(args);
+    CHECKF(rc == 0, "rumor-topo %s: exit %d: %s", args, rc, errtext);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j != NULL);
+    CHECK_CLOSE(num(j, "rho"), 9.0 / 11, 1e-12, 0);
+    CHECK_CLOSE(num(j, "lambda_min"), -9.0 / 11, 1e-12, 0);
+    cJSON_Delete(j);
+    /* a file whose negative entries do not mix is refused, naming it */
+    f = fopen(wpath, "w");
+    fputs("rumor-weights 1 n=2\n0 0 -1\n0 1 2\n1 0 2\n1 1 -1\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "analyze ring:2 --weights 'file:%s'", wpath);
+    bad(args, 1, "star.w: W(0,0) = -1 is negative and rho(W - 11^T/n)");
+    unlink(wpath);
+}
+
+/* Item 13: the closed forms at 2^20 peers, checked against formulas derived
+ * here. MH on a ring is W = (I + S + S^T)/3, eigenvalues (1 + 2cos(2 pi k/n))/3:
+ * lambda_2 at k = 1, gap 1 - lambda_2 = (2/3)(1 - cos(2 pi/n)) = (4/3)
+ * sin^2(pi/n), lambda_n = -1/3 at k = n/2. On the RxC torus, (1 + 2cos(2 pi
+ * a/R) + 2cos(2 pi b/C))/5: gap (4/5) sin^2(pi/C) at (0, 1) for C >= R,
+ * lambda_n = -3/5 for even sides. sin^2 keeps the digits that 1 - cos loses
+ * at 1e-11. `timeout` only turns a hang into a failure. */
+static void check_big(const char *args, double gap, double l2, double ln)
+{
+    int rc = run_limited(args, 300);
+    CHECKF(rc == 0, "rumor-topo %s: exit %d: %s", args, rc, errtext);
+    cJSON *j = cJSON_Parse(out);
+    CHECKF(j != NULL, "rumor-topo %s: not JSON", args);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "method");
+    CHECKF(cJSON_IsString(m) && !strncmp(m->valuestring, "closed-form (", 13),
+           "rumor-topo %s: method %s", args, cJSON_IsString(m) ? m->valuestring : "?");
+    CHECK_CLOSE(num(j, "spectral_gap"), gap, 0, 1e-9);
+    CHECK_CLOSE(num(j, "lambda2"), l2, 1e-14, 0);
+    CHECK_CLOSE(num(j, "lambda_min"), ln, 1e-14, 0);
+    CHECK_CLOSE(num(j, "rho"), l2, 1e-14, 0);
+    CHECK_CLOSE(num(j, "rounds_to_1e-6"), ceil(log(1e6) / -log1p(-gap)), 0, 1e-9);
+    cJSON_Delete(j);
+}
+
+static void test_big_closed_form(void)
+{
+    double s = sin(PI / 1048576);
+    check_big("analyze ring:1048576 --json", 4.0 / 3 * s * s, 1 - 4.0 / 3 * s * s, -1.0 / 3);
+    s = sin(PI / 50000);
+    check_big("analyze ring:50000 --json", 4.0 / 3 * s * s, 1 - 4.0 / 3 * s * s, -1.0 / 3);
+    s = sin(PI / 1024);
+    check_big("analyze torus:1024x1024 --json --no-sim", 4.0 / 5 * s * s, 1 - 4.0 / 5 * s * s,
+              -3.0 / 5);
+    /* the method shows in the text report too */
+    CHECK(run("analyze torus:16x32 --no-sim") == 0 &&
+          strstr(out, "spectrum  closed-form (circulant 16x32)"));
+}
+
+/* An unstructured graph too big to solve in the time allowed stops with
+ * what it knows and exit status 1, after progress reports. */
+static void test_time_limit(void)
+{
+    int rc = run_limited("analyze rreg:200000:4 --time-limit 1.5", 120);
+    CHECKF(rc == 1, "exit %d: %s", rc, errtext);
+    CHECKF(strstr(errtext, "rreg:200000:4: spectrum: stopped at the time limit of 1.5 s after ") &&
+               strstr(errtext, "Known so far: lambda_2 >= 0.") &&
+               strstr(errtext, "so rho >= 0.") && strstr(errtext, "Raise --time-limit"),
+           "stderr: %s", errtext);
+    CHECKF(strstr(errtext, "rumor-topo: rreg:200000:4: sparse (Lanczos): 1 s, "), "stderr: %s",
+           errtext);
+    CHECK(strlen(out) == 0);
+    bad("analyze ring:8 --time-limit soon", 2, "--time-limit 'soon'");
+    CHECK(run("analyze ring:40 --method lanczos --time-limit 0 --no-sim") == 0);
+    CHECK(run("analyze --help") == 0 && strstr(out, "--time-limit S"));
+}
+
 static void test_cost(void)
 {
     char lpath[600], args[1200];
@@ -212,14 +343,6 @@ static void test_help(void)
     CHECK(run("--help") == 0 && strstr(out, "rreg:N:D[:seed=S]") && strstr(out, "bestconst"));
 }
 
-/* Bad input: the exit status and a message naming the problem. */
-static void bad(const char *args, int code, const char *want)
-{
-    int rc = run(args);
-    CHECKF(rc == code && strstr(errtext, want), "rumor-topo %s: exit %d (want %d), stderr '%s' "
-                                                "lacks '%s'",
-           args, rc, code, errtext, want);
-}
 
 static void test_errors(void)
 {
@@ -262,6 +385,9 @@ int main(void)
     snprintf(errpath, sizeof errpath, "%s/stderr", tu_tmpdir());
     test_json_closed_forms();
     test_weights_roundtrip();
+    test_bestconst_file();
+    test_big_closed_form();
+    test_time_limit();
     test_cost();
     test_recommend();
     test_outputs();

@@ -1,8 +1,9 @@
 /* Mixing weights: Metropolis–Hastings is symmetric and doubly stochastic on
  * random graphs; max-degree and uniform match their formulas; best constant
  * matches Xiao & Boyd's closed form; FMMC is never worse than MH (and beats
- * it where MH is poor); the weights file round-trips bit for bit; invalid
- * weights are rejected naming the entry. */
+ * it where MH is poor); the weights file round-trips bit for bit, bestconst's
+ * negative self-weights included; invalid weights are rejected naming the
+ * entry, and negative ones unless W is symmetric with rho(W - 11^T/n) < 1. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -213,8 +214,10 @@ static void test_bad_weights(void)
     bad_weights(buf, RUMOR_EFORMAT, "bad.w:2: weight 'x' is not a finite number");
     snprintf(buf, sizeof buf, "%s0 1 0.5 7\n", h);
     bad_weights(buf, RUMOR_EFORMAT, "bad.w:2: expected 'i j w'");
+    /* a negative entry in a W that is not symmetric (here not even
+     * stochastic by columns) */
     snprintf(buf, sizeof buf, "%s0 1 -0.5\n", h);
-    bad_weights(buf, RUMOR_EFORMAT, "bad.w:2: weight W(0,1) = -0.5 is negative");
+    bad_weights(buf, RUMOR_EINVAL, "bad.w: column 0 of W sums to 1.5");
     snprintf(buf, sizeof buf, "%s0 1 0.5\n1 0 0.5\n0 1 0.5\n", h);
     bad_weights(buf, RUMOR_EINVAL, "bad.w:4: entry (0,1) is given twice (first at line 2)");
     snprintf(buf, sizeof buf, "%s0 1 0.5\n1 0 0.25\n", h);
@@ -253,6 +256,126 @@ static void test_bad_weights(void)
     rumor_mix_destroy(&m);
 }
 
+/* Writes `text` to dir/name and returns "file:PATH" in arg. */
+static const char *put_file(const char *name, const char *text, char *arg, size_t len)
+{
+    snprintf(arg, len, "file:%s/%s", tu_tmpdir(), name);
+    FILE *f = fopen(arg + 5, "w");
+    fputs(text, f);
+    fclose(f);
+    return arg;
+}
+
+/* Item: bestconst writes negative self-weights, and the reader must take
+ * them back. On the star K_{1,n-1} the Laplacian has eigenvalues 0, 1
+ * (n - 2 times) and n, so a = 2/(1 + n), the centre keeps 1 - (n-1) a =
+ * (3 - n)/(n + 1) < 0 for n > 3, a leaf 1 - a = (n - 1)/(n + 1), and W's
+ * eigenvalues 1 - a mu are 1, (n-1)/(n+1) and (1-n)/(n+1): rho = (n-1)/(n+1).
+ * On the path P_n, lambda_1 + lambda_{n-1} = (2 + 2cos(pi/n)) + (2 - 2cos(pi/n))
+ * = 4, so a = 1/2: the ends keep 1/2 and the inner peers 1 - 2a = 0, which
+ * rounding may make -1e-17. */
+static void test_signed_roundtrip(void)
+{
+    char path[512], arg[600];
+    snprintf(path, sizeof path, "%s/signed.w", tu_tmpdir());
+    snprintf(arg, sizeof arg, "file:%s", path);
+    for (int n = 6; n <= 10; n += 4) {
+        char spec[32];
+        snprintf(spec, sizeof spec, "star:%d", n);
+        rumor_topo_t *t = parse(spec);
+        CHECK_OK(rumor_topo_set_weights(t, "bestconst"));
+        CHECK_OK(rumor_mix_save(path, t->w, 1, spec));
+        rumor_mix_t **w = NULL;
+        int period = 0;
+        CHECK_OK(rumor_mix_load(path, &w, &period));
+        CHECK(w != NULL && period == 1);
+        if (w) {
+            CHECK_CLOSE(w[0]->diag[0], (3.0 - n) / (n + 1), 1e-15, 0);
+            CHECK(w[0]->diag[0] < 0);
+            for (int i = 1; i < n; i++)
+                CHECK_CLOSE(w[0]->diag[i], (n - 1.0) / (n + 1), 1e-15, 0);
+            for (long p = 0; p < w[0]->nnz; p++)
+                CHECK_CLOSE(w[0]->val[p], 2.0 / (n + 1), 1e-15, 0);
+            /* and bit for bit what was written */
+            CHECK(w[0]->nnz == t->w[0]->nnz &&
+                  !memcmp(w[0]->diag, t->w[0]->diag, sizeof(double) * (size_t)n) &&
+                  !memcmp(w[0]->val, t->w[0]->val, sizeof(double) * (size_t)w[0]->nnz));
+        }
+        rumor_mix_free_seq(&w, period);
+        /* the same through --weights file:, as rumor-peer reads it */
+        CHECK_OK(rumor_topo_set_weights(t, arg));
+        CHECK(t->scheme == RUMOR_MIX_FILE && t->w[0]->diag[0] < 0);
+        CHECK(rumor_topo_self_weight(t, 0, 0) == t->w[0]->diag[0]);
+        rumor_topo_analysis_t an;
+        rumor_analyze_opts_t o = { .sim_rounds = 50 };
+        CHECK_OK(rumor_topo_analyze(t, &o, &an));
+        CHECK_CLOSE(an.rho, (n - 1.0) / (n + 1), 1e-12, 0);
+        CHECK(an.neg_diag == 1);
+        /* averaging with it converges at that rate */
+        int k = an.sim_rounds;
+        CHECK(k > 10 && an.sim_err[k] <= pow(an.rho, k) * (1 + 1e-9));
+        rumor_topo_analysis_free(&an);
+        rumor_topo_destroy(&t);
+    }
+    rumor_topo_t *t = parse("grid:1x6");
+    CHECK_OK(rumor_topo_set_weights(t, "bestconst"));
+    CHECK_OK(rumor_mix_save(path, t->w, 1, "path"));
+    CHECK_OK(rumor_topo_set_weights(t, arg));
+    CHECK_CLOSE(t->w[0]->diag[0], 0.5, 1e-15, 0);
+    CHECK_CLOSE(t->w[0]->diag[5], 0.5, 1e-15, 0);
+    for (int i = 1; i < 5; i++)
+        CHECK_CLOSE(t->w[0]->diag[i], 0, 1e-15, 0);
+    for (long p = 0; p < t->w[0]->nnz; p++)
+        CHECK_CLOSE(t->w[0]->val[p], 0.5, 1e-15, 0);
+    rumor_topo_destroy(&t);
+    unlink(path);
+}
+
+/* Negative entries that do and do not mix, on the complete graph K_4 with a
+ * circulant W: diagonal c0, next peers c1, opposite peer c2, so W's
+ * eigenvalues are 1, c0 - c2 (twice) and c0 - 2 c1 + c2. */
+static void test_signed_rho(void)
+{
+    const char *h = "rumor-weights 1 n=4\n";
+    char text[1024], arg[600];
+    /* c0 = 0.3, c1 = 0.4, c2 = -0.1: eigenvalues 0.4, 0.4, -0.6: rho 0.6 */
+    snprintf(text, sizeof text,
+             "%s0 0 0.3\n0 1 0.4\n0 2 -0.1\n0 3 0.4\n1 0 0.4\n1 1 0.3\n1 2 0.4\n1 3 -0.1\n"
+             "2 0 -0.1\n2 1 0.4\n2 2 0.3\n2 3 0.4\n3 0 0.4\n3 1 -0.1\n3 2 0.4\n3 3 0.3\n",
+             h);
+    rumor_topo_t *t = parse("complete:4");
+    CHECK_OK(rumor_topo_set_weights(t, put_file("ok.w", text, arg, sizeof arg)));
+    double l2, ln, rho;
+    CHECK_OK(rumor_mix_rho(t->w[0], RUMOR_EIG_DENSE, &l2, &ln, &rho));
+    CHECK_CLOSE(l2, 0.4, 1e-12, 0);
+    CHECK_CLOSE(ln, -0.6, 1e-12, 0);
+    CHECK_CLOSE(rho, 0.6, 1e-12, 0);
+    rumor_topo_destroy(&t);
+    unlink(arg + 5);
+    /* c0 = -0.1, c1 = 0.6, c2 = -0.1: eigenvalues 0, 0, -1.4: rho 1.4 */
+    snprintf(text, sizeof text,
+             "%s0 0 -0.1\n0 1 0.6\n0 2 -0.1\n0 3 0.6\n1 0 0.6\n1 1 -0.1\n1 2 0.6\n1 3 -0.1\n"
+             "2 0 -0.1\n2 1 0.6\n2 2 -0.1\n2 3 0.6\n3 0 0.6\n3 1 -0.1\n3 2 0.6\n3 3 -0.1\n",
+             h);
+    bad_weights(text, RUMOR_EINVAL, "bad.w: W(0,0) = -0.10000000000000001 is negative and rho(W");
+    bad_weights(text, RUMOR_EINVAL, "= 1.3999999999999999 >= 1");
+    bad_weights(text, RUMOR_EINVAL, "averaging with these weights does not converge");
+    /* c0 = -0.5, c1 = c2 = 0.5: eigenvalues -1 (3 times): rho exactly 1 */
+    snprintf(text, sizeof text,
+             "%s0 0 -0.5\n0 1 0.5\n0 2 0.5\n0 3 0.5\n1 0 0.5\n1 1 -0.5\n1 2 0.5\n1 3 0.5\n"
+             "2 0 0.5\n2 1 0.5\n2 2 -0.5\n2 3 0.5\n3 0 0.5\n3 1 0.5\n3 2 0.5\n3 3 -0.5\n",
+             h);
+    bad_weights(text, RUMOR_EINVAL, "|lambda_n|) = 1 >= 1");
+    /* doubly stochastic with a negative entry, but not symmetric */
+    bad_weights("rumor-weights 1 n=3\n0 0 1.5\n0 1 -0.5\n1 1 1.5\n1 2 -0.5\n2 2 1.5\n"
+                "2 0 -0.5\n",
+                RUMOR_EINVAL, "bad.w: W(0,1) = -0.5 is negative and W is not symmetric");
+    /* a time-varying file: each round is checked */
+    bad_weights("rumor-weights 1 n=2 period=2\nround 0\n0 1 .5\n1 0 .5\nround 1\n0 0 -1\n0 1 2\n"
+                "1 0 2\n1 1 -1\n",
+                RUMOR_EINVAL, "bad.w: round 1: W(0,0) = -1 is negative and rho");
+}
+
 int main(void)
 {
     rumor_blas_set_threads(1); /* tiny BLAS calls: threads only cost here */
@@ -262,6 +385,8 @@ int main(void)
     test_fmmc();
     test_file_roundtrip();
     test_bad_weights();
+    test_signed_roundtrip();
+    test_signed_rho();
     rmdir(tu_tmpdir());
     return tu_finish("test_topo_weights");
 }

@@ -1,6 +1,9 @@
 /* Weights that need the spectrum: the best constant edge weight (Xiao &
  * Boyd 2004) and the fastest mixing Markov chain (Boyd, Diaconis & Xiao
- * 2004) by projected subgradient (see weights.h).
+ * 2004) by projected subgradient (see weights.h). Best constant takes the
+ * Laplacian's extreme eigenvalues from the closed form when the graph has
+ * one (ring, torus, hypercube, grid, ...: a ring of 2^20 peers in well under
+ * a second), else from LAPACK or Lanczos.
  *
  * FMMC minimises rho(W) = max(lambda_2, -lambda_n) over symmetric W with
  * the graph's sparsity, W 1 = 1, W >= 0. With p_l the weight of edge
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "closedform.h"
 #include "spectrum.h"
 #include "weights.h"
 
@@ -33,13 +37,35 @@ static void op_lap(void *ctx, const double *x, double *y)
     }
 }
 
+/* lambda_1(L) and lambda_{n-1}(L) from the closed form of the max-degree
+ * weights I - L/(1 + d_max), when the graph has a symmetry group
+ * (closedform.h): 1 when found, 0 when not. */
+static int laplacian_closed_form(const rumor_graph_t *g, int dmax, double *lmax, double *lfied)
+{
+    rumor_mix_t *w = NULL;
+    RUMOR_CHECK(rumor_mix_from_graph(g, RUMOR_MIX_MAXDEG, &w));
+    rumor_topo_shape_t sh;
+    rumor_cf_spectrum_t cf;
+    int rc = rumor_mix_find_shape(&w, 1, NULL, 0, 0, &sh);
+    if (rc > 0 && (rc = rumor_mix_closed_form(&w, 1, &sh, 0, &cf)) >= 0) {
+        *lfied = (1.0 + dmax) * cf.one_minus_l2; /* no cancellation: 1e-11 keeps its digits */
+        *lmax = (1.0 + dmax) * (2 - cf.one_plus_ln);
+        rc = 1;
+    }
+    rumor_mix_destroy(&w);
+    return rc;
+}
+
 int rumor_mix_bestconst(const rumor_graph_t *g, rumor_mix_t **out)
 {
     *out = NULL;
-    int n = g->n, dmin, dmax;
+    int n = g->n, dmin, dmax, cf;
     double lmax, lfied;
     rumor_graph_degree_range(g, &dmin, &dmax);
-    if (n <= 2048) {
+    RUMOR_CHECK(cf = laplacian_closed_form(g, dmax, &lmax, &lfied));
+    if (cf) {
+        /* lmax and lfied from the closed form */
+    } else if (n <= 2048) {
         double *a = calloc((size_t)n * n, sizeof *a), *ev = malloc((size_t)n * sizeof *ev);
         if (!a || !ev) {
             free(a), free(ev);

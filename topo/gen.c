@@ -1,7 +1,8 @@
 /* Graph generators for the spec families (see graph.h). Deterministic
- * families build their edges directly; random ones draw from a seeded
- * stream and retry on the next stream until the graph is connected, so a
- * given (family, parameters, seed) always means the same graph. */
+ * families write their CSR lists directly from a neighbour rule; random ones
+ * draw from a seeded stream and retry on the next stream until the graph is
+ * connected, so a given (family, parameters, seed) always means the same
+ * graph. */
 #include "config.h"
 
 #include <math.h>
@@ -10,43 +11,92 @@
 
 #include "graph.h"
 
-/* Finishes a generator: builds the CSR graph and checks it is connected. */
-static int finish(const char *what, int n, rumor_edges_t *e, rumor_graph_t **out)
+/* ---- the deterministic families, built straight into CSR
+ *
+ * A rule writes node i's neighbours (any order, repeats allowed) and the
+ * list is sorted and squeezed in place. These graphs are connected by
+ * construction, so neither the edge list (20 bytes an edge) nor the
+ * connectivity search is needed: at 2^20 peers those were most of the
+ * work. */
+typedef struct {
+    int n, rows, cols, dim;
+} rule_t;
+
+typedef int (*rule_fn)(const rule_t *r, int i, int *out);
+
+static int cmp_int(const void *a, const void *b)
 {
-    int rc = rumor_graph_from_edges(n, e, out);
-    rumor_edges_free(e);
-    if (rc < 0)
-        return rumor_err_prefix(rc, "%s", what);
-    int miss;
-    int c = rumor_graph_components(*out, &miss);
-    if (c < 0) {
-        rumor_graph_destroy(out);
-        return c;
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* cap: bound on the sum of what the rule writes (2m before merging). */
+static int csr_build(const char *what, const rule_t *r, rule_fn rule, long cap,
+                     rumor_graph_t **out)
+{
+    rumor_graph_t *g = calloc(1, sizeof *g);
+    if (g) {
+        g->off = malloc(((size_t)r->n + 1) * sizeof *g->off);
+        g->adj = malloc(((size_t)cap + 1) * sizeof *g->adj);
     }
-    if (c != 1) {
-        rumor_graph_destroy(out);
-        return rumor_err_set(RUMOR_EINVAL, "%s: graph is not connected (%d components)", what, c);
+    if (!g || !g->off || !g->adj) {
+        rumor_graph_destroy(&g);
+        return rumor_err_set(RUMOR_ENOMEM, "%s: out of memory (%ld neighbour slots)", what, cap);
     }
+    g->n = r->n;
+    long w = 0;
+    g->off[0] = 0;
+    for (int i = 0; i < r->n; i++) {
+        int *a = g->adj + w, k = rule(r, i, a), sorted = 1;
+        for (int x = 1; x < k && sorted; x++)
+            sorted = a[x - 1] <= a[x];
+        if (!sorted && k > 16)
+            qsort(a, (size_t)k, sizeof *a, cmp_int);
+        else if (!sorted)
+            for (int x = 1; x < k; x++) /* insertion sort: a handful of entries */
+                for (int y = x; y > 0 && a[y - 1] > a[y]; y--) {
+                    int t = a[y];
+                    a[y] = a[y - 1];
+                    a[y - 1] = t;
+                }
+        int kept = 0;
+        for (int x = 0; x < k; x++)
+            if (a[x] != i && (kept == 0 || a[x] != a[kept - 1]))
+                a[kept++] = a[x];
+        w += kept;
+        g->off[i + 1] = w;
+    }
+    g->m = w / 2;
+    int *adj = realloc(g->adj, ((size_t)w + 1) * sizeof *adj);
+    if (adj)
+        g->adj = adj;
+    *out = g;
     return 0;
 }
 
-#define ADD(u, v)                                                                  \
-    do {                                                                           \
-        int rc_ = rumor_edges_add(&e, (u), (v), NAN, 0);                           \
-        if (rc_ < 0) {                                                             \
-            rumor_edges_free(&e);                                                  \
-            return rc_;                                                            \
-        }                                                                          \
-    } while (0)
+static int ring_rule(const rule_t *r, int i, int *o)
+{
+    o[0] = (i + 1) % r->n;
+    o[1] = (i + r->n - 1) % r->n;
+    return 2;
+}
 
 int rumor_graph_ring(int n, rumor_graph_t **out)
 {
     *out = NULL;
     RUMOR_CHECK(rumor_topo_check_size("ring", n, 2, n));
-    rumor_edges_t e = { 0 };
-    for (int i = 0; i < n; i++)
-        ADD(i, (i + 1) % n);
-    return finish("ring", n, &e, out);
+    rule_t r = { .n = n };
+    return csr_build("ring", &r, ring_rule, 2L * n, out);
+}
+
+static int torus_rule(const rule_t *r, int i, int *o)
+{
+    int R = r->rows, C = r->cols, a = i / C, b = i % C;
+    o[0] = a * C + (b + 1) % C;
+    o[1] = a * C + (b + C - 1) % C;
+    o[2] = ((a + 1) % R) * C + b;
+    o[3] = ((a + R - 1) % R) * C + b;
+    return 4;
 }
 
 int rumor_graph_torus(int r, int c, rumor_graph_t **out)
@@ -55,13 +105,22 @@ int rumor_graph_torus(int r, int c, rumor_graph_t **out)
     if (r < 2 || c < 2)
         return rumor_err_set(RUMOR_EINVAL, "torus: %dx%d: both sides must be at least 2", r, c);
     RUMOR_CHECK(rumor_topo_check_size("torus", (long)r * c, 4, 2.0 * r * c));
-    rumor_edges_t e = { 0 };
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < c; j++) {
-            ADD(i * c + j, i * c + (j + 1) % c);
-            ADD(i * c + j, ((i + 1) % r) * c + j);
-        }
-    return finish("torus", r * c, &e, out);
+    rule_t ru = { .n = r * c, .rows = r, .cols = c };
+    return csr_build("torus", &ru, torus_rule, 4L * r * c, out);
+}
+
+static int grid_rule(const rule_t *r, int i, int *o)
+{
+    int R = r->rows, C = r->cols, a = i / C, b = i % C, k = 0;
+    if (a > 0)
+        o[k++] = i - C;
+    if (b > 0)
+        o[k++] = i - 1;
+    if (b + 1 < C)
+        o[k++] = i + 1;
+    if (a + 1 < R)
+        o[k++] = i + C;
+    return k;
 }
 
 int rumor_graph_grid(int r, int c, rumor_graph_t **out)
@@ -70,15 +129,22 @@ int rumor_graph_grid(int r, int c, rumor_graph_t **out)
     if (r < 1 || c < 1)
         return rumor_err_set(RUMOR_EINVAL, "grid: %dx%d: both sides must be at least 1", r, c);
     RUMOR_CHECK(rumor_topo_check_size("grid", (long)r * c, 2, 2.0 * r * c));
-    rumor_edges_t e = { 0 };
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < c; j++) {
-            if (j + 1 < c)
-                ADD(i * c + j, i * c + j + 1);
-            if (i + 1 < r)
-                ADD(i * c + j, (i + 1) * c + j);
-        }
-    return finish("grid", r * c, &e, out);
+    rule_t ru = { .n = r * c, .rows = r, .cols = c };
+    return csr_build("grid", &ru, grid_rule, 4L * r * c, out);
+}
+
+/* i xor 2^b in increasing order: the set bits cleared from the top, then
+ * the clear bits set from the bottom */
+static int hypercube_rule(const rule_t *r, int i, int *o)
+{
+    int k = 0;
+    for (int b = r->dim - 1; b >= 0; b--)
+        if (i & (1 << b))
+            o[k++] = i ^ (1 << b);
+    for (int b = 0; b < r->dim; b++)
+        if (!(i & (1 << b)))
+            o[k++] = i | (1 << b);
+    return k;
 }
 
 int rumor_graph_hypercube(int dim, rumor_graph_t **out)
@@ -86,46 +152,64 @@ int rumor_graph_hypercube(int dim, rumor_graph_t **out)
     *out = NULL;
     if (dim < 1 || dim > 20)
         return rumor_err_set(RUMOR_EINVAL, "hypercube: dimension %d is outside [1, 20]", dim);
-    int n = 1 << dim;
-    rumor_edges_t e = { 0 };
-    for (int i = 0; i < n; i++)
-        for (int b = 0; b < dim; b++)
-            if (!(i & (1 << b)))
-                ADD(i, i | (1 << b));
-    return finish("hypercube", n, &e, out);
+    rule_t r = { .n = 1 << dim, .dim = dim };
+    return csr_build("hypercube", &r, hypercube_rule, (long)dim << dim, out);
+}
+
+static int exp_rule(const rule_t *r, int i, int *o)
+{
+    int k = 0;
+    for (long h = 1; h < r->n; h *= 2) {
+        o[k++] = (int)((i + h) % r->n);
+        o[k++] = (int)((i + r->n - h) % r->n);
+    }
+    return k;
 }
 
 int rumor_graph_exp(int n, rumor_graph_t **out)
 {
     *out = NULL;
     RUMOR_CHECK(rumor_topo_check_size("exp", n, 2, 21.0 * n));
-    rumor_edges_t e = { 0 };
-    for (long h = 1; h < n; h *= 2)
-        for (int i = 0; i < n; i++)
-            if (i != (int)((i + h) % n))
-                ADD(i, (int)((i + h) % n));
-    return finish("exp", n, &e, out);
+    rule_t r = { .n = n };
+    int levels = 0;
+    while ((1L << levels) < n)
+        levels++;
+    return csr_build("exp", &r, exp_rule, 2L * levels * n, out);
+}
+
+static int complete_rule(const rule_t *r, int i, int *o)
+{
+    int k = 0;
+    for (int j = 0; j < r->n; j++)
+        if (j != i)
+            o[k++] = j;
+    return k;
 }
 
 int rumor_graph_complete(int n, rumor_graph_t **out)
 {
     *out = NULL;
     RUMOR_CHECK(rumor_topo_check_size("complete", n, 2, 0.5 * n * (n - 1.0)));
-    rumor_edges_t e = { 0 };
-    for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++)
-            ADD(i, j);
-    return finish("complete", n, &e, out);
+    rule_t r = { .n = n };
+    return csr_build("complete", &r, complete_rule, (long)n * (n - 1), out);
+}
+
+static int star_rule(const rule_t *r, int i, int *o)
+{
+    if (i)
+        o[0] = 0;
+    else
+        for (int j = 1; j < r->n; j++)
+            o[j - 1] = j;
+    return i ? 1 : r->n - 1;
 }
 
 int rumor_graph_star(int n, rumor_graph_t **out)
 {
     *out = NULL;
     RUMOR_CHECK(rumor_topo_check_size("star", n, 2, n));
-    rumor_edges_t e = { 0 };
-    for (int i = 1; i < n; i++)
-        ADD(0, i);
-    return finish("star", n, &e, out);
+    rule_t r = { .n = n };
+    return csr_build("star", &r, star_rule, 2L * (n - 1), out);
 }
 
 /* ---- an edge multiset (open addressing, counts) for the random families */

@@ -18,6 +18,7 @@
 #include <arpack.h>
 #endif
 
+#include "log.h"
 #include "spectrum.h"
 
 #define BASIS_MAX 80
@@ -34,6 +35,58 @@ static void deflate_ones(int n, double *x)
         x[i] -= s;
 }
 
+/* The time limit and the progress reports of one solve. */
+typedef struct {
+    rumor_eig_ctl_t *ctl;
+    double t0, deadline, next; /* next: when the next report is due */
+} watch_t;
+
+static void watch_start(watch_t *w, rumor_eig_ctl_t *ctl, const char *method, double tol)
+{
+    w->ctl = ctl;
+    w->t0 = rumor_now();
+    w->deadline = ctl && ctl->time_limit > 0 ? w->t0 + ctl->time_limit : INFINITY;
+    w->next = 1;
+    if (ctl)
+        ctl->last = (rumor_eig_progress_t){ .what = ctl->what, .method = method, .lmax = NAN,
+                                            .lmin = NAN, .rmax = NAN, .rmin = NAN, .tol = tol,
+                                            .squared = ctl->squared };
+}
+
+/* Records where the solve is; reports when due. Returns 1 past the deadline. */
+static int watch_tick(watch_t *w, long mv, double lmax, double lmin, double rmax, double rmin)
+{
+    if (!w->ctl)
+        return 0;
+    double now = rumor_now(), el = now - w->t0;
+    rumor_eig_progress_t *p = &w->ctl->last;
+    p->seconds = el;
+    p->matvecs = mv;
+    p->lmax = lmax, p->lmin = lmin, p->rmax = rmax, p->rmin = rmin;
+    if (w->ctl->progress && el >= w->next) {
+        w->ctl->progress(w->ctl->arg, p);
+        /* 1, 2, 5, 10 s, then every 10 s */
+        w->next = w->next < 2 ? 2 : (w->next < 5 ? 5 : (w->next < 10 ? 10 : w->next + 10));
+        while (w->next <= el)
+            w->next += 10;
+    }
+    return now >= w->deadline;
+}
+
+static int timeout_error(const watch_t *w, const char *who, long mv, double rmax, double rmin,
+                         double tol)
+{
+    if (!isfinite(rmax) || !isfinite(rmin))
+        return rumor_err_set(RUMOR_ETIMEOUT,
+                             "%s: stopped at the time limit of %g s after %ld operator products, "
+                             "before converging",
+                             who, w->ctl->time_limit, mv);
+    return rumor_err_set(RUMOR_ETIMEOUT,
+                         "%s: stopped at the time limit of %g s after %ld operator products, "
+                         "before converging (residuals %.2g, %.2g; target %.2g)",
+                         who, w->ctl->time_limit, mv, rmax, rmin, tol);
+}
+
 static void start_vector(int n, int deflate, double *v)
 {
     rumor_topo_rng_t r;
@@ -48,6 +101,14 @@ static void start_vector(int n, int deflate, double *v)
 
 int rumor_topo_lanczos(int n, rumor_linop_fn op, void *ctx, int deflate, double tol, long maxmv,
                        double *lmax, double *lmin, double *vmax, double *vmin, long *mvp)
+{
+    return rumor_topo_lanczos_ctl(n, op, ctx, deflate, tol, maxmv, lmax, lmin, vmax, vmin, mvp,
+                                  NULL);
+}
+
+int rumor_topo_lanczos_ctl(int n, rumor_linop_fn op, void *ctx, int deflate, double tol,
+                           long maxmv, double *lmax, double *lmin, double *vmax, double *vmin,
+                           long *mvp, rumor_eig_ctl_t *ctl)
 {
     int neff = n - (deflate ? 1 : 0);
     if (neff < 1)
@@ -71,13 +132,20 @@ int rumor_topo_lanczos(int n, rumor_linop_fn op, void *ctx, int deflate, double 
     }
     start_vector(n, deflate, V);
     long mv = 0;
-    int cols = 1, k = 0, rc = 0, invariant = 0;
-    double beta = 0, rmax = INFINITY, rmin = INFINITY;
+    int cols = 1, k = 0, rc = 0, invariant = 0, late = 0;
+    double beta = 0, rmax = INFINITY, rmin = INFINITY, l_hi = NAN, l_lo = NAN;
+    watch_t watch;
+    watch_start(&watch, ctl, "sparse (Lanczos)", tol);
     for (;;) {
         /* extend the basis to m vectors (or until it spans an invariant
-         * subspace) */
+         * subspace, or time is up: then the Ritz values of the basis so far
+         * are what is known) */
         int j;
         for (j = cols - 1; j < m; j++) {
+            if (j >= cols && watch_tick(&watch, mv, l_hi, l_lo, rmax, rmin)) {
+                late = 1;
+                break;
+            }
             op(ctx, V + (size_t)j * N, w);
             mv++;
             if (deflate)
@@ -115,9 +183,14 @@ int rumor_topo_lanczos(int n, rumor_linop_fn op, void *ctx, int deflate, double 
         double b = invariant ? 0.0 : beta;
         rmin = fabs(b * S[(size_t)(k - 1)]);
         rmax = fabs(b * S[(size_t)(k - 1) + (size_t)(k - 1) * k]);
-        *lmin = th[0];
-        *lmax = th[k - 1];
+        *lmin = l_lo = th[0];
+        *lmax = l_hi = th[k - 1];
         int done = rmin <= tol && rmax <= tol;
+        if (late && !done) {
+            RUMOR_IGNORE(watch_tick(&watch, mv, l_hi, l_lo, rmax, rmin));
+            rc = timeout_error(&watch, "lanczos", mv, rmax, rmin, tol);
+            break;
+        }
         if (done || mv >= maxmv) {
             if (vmin)
                 cblas_dgemv(CblasColMajor, CblasNoTrans, n, k, 1.0, V, n, S, 1, 0.0, vmin, 1);
@@ -161,19 +234,28 @@ int rumor_topo_lanczos(int n, rumor_linop_fn op, void *ctx, int deflate, double 
 int rumor_topo_arpack(int n, rumor_linop_fn op, void *ctx, int deflate, double tol, long maxmv,
                       double *lmax, double *lmin, double *vmax, double *vmin, long *mvp)
 {
+    return rumor_topo_arpack_ctl(n, op, ctx, deflate, tol, maxmv, lmax, lmin, vmax, vmin, mvp,
+                                 NULL);
+}
+
+int rumor_topo_arpack_ctl(int n, rumor_linop_fn op, void *ctx, int deflate, double tol,
+                          long maxmv, double *lmax, double *lmin, double *vmax, double *vmin,
+                          long *mvp, rumor_eig_ctl_t *ctl)
+{
 #ifndef HAVE_ARPACK
     (void)n, (void)op, (void)ctx, (void)deflate, (void)tol, (void)maxmv, (void)lmax, (void)lmin;
-    (void)vmax, (void)vmin, (void)mvp;
+    (void)vmax, (void)vmin, (void)mvp, (void)ctl;
     return rumor_err_set(RUMOR_ENOTSUP, "arpack: rumor was built without ARPACK");
 #else
     int neff = n - (deflate ? 1 : 0);
     if (neff < 4)
-        return rumor_topo_lanczos(n, op, ctx, deflate, tol, maxmv, lmax, lmin, vmax, vmin, mvp);
+        return rumor_topo_lanczos_ctl(n, op, ctx, deflate, tol, maxmv, lmax, lmin, vmax, vmin,
+                                      mvp, ctl);
     a_int nev = 2, ncv = neff - 1 < 40 ? neff - 1 : 40, ldv = n, ido = 0, info = 1;
     a_int lworkl = ncv * (ncv + 8), iparam[11] = { 0 }, ipntr[11] = { 0 };
     size_t N = (size_t)n;
     double *resid = malloc(N * sizeof *resid), *V = malloc(N * (size_t)ncv * sizeof *V);
-    double *workd = malloc(3 * N * sizeof *workd), *workl = malloc((size_t)lworkl * sizeof *workl);
+    double *workd = malloc(3 * N * sizeof *workd), *workl = calloc((size_t)lworkl, sizeof *workl);
     double *z = malloc(N * 2 * sizeof *z), d[2];
     a_int select[64];
     if (!resid || !V || !workd || !workl || !z) {
@@ -185,7 +267,9 @@ int rumor_topo_arpack(int n, rumor_linop_fn op, void *ctx, int deflate, double t
     iparam[2] = (a_int)(maxmv / (ncv > 1 ? ncv - 1 : 1) + 1);
     iparam[6] = 1; /* mode 1: A x = lambda x */
     long mv = 0;
-    int rc = 0;
+    int rc = 0, late = 0;
+    watch_t watch;
+    watch_start(&watch, ctl, "sparse (ARPACK dsaupd)", tol);
     /* relative tolerance in ARPACK; ours is absolute on operators of norm
      * about 1, the same thing here */
     for (;;) {
@@ -193,13 +277,31 @@ int rumor_topo_arpack(int n, rumor_linop_fn op, void *ctx, int deflate, double t
                  lworkl, &info);
         if (ido != 1 && ido != -1)
             break;
+        /* once the first factorization is done, workl holds the Ritz values
+         * of the current tridiagonal matrix: bounds on both ends */
+        double hi = NAN, lo = NAN;
+        if (mv >= ncv)
+            for (a_int r = 0; r < ncv; r++) {
+                double th = workl[ipntr[5] - 1 + r];
+                hi = r == 0 || th > hi ? th : hi;
+                lo = r == 0 || th < lo ? th : lo;
+            }
+        if (watch_tick(&watch, mv, hi, lo, NAN, NAN)) {
+            late = 1;
+            *lmax = hi;
+            *lmin = lo;
+            rc = timeout_error(&watch, "arpack", mv, NAN, NAN, tol);
+            break;
+        }
         double *x = workd + ipntr[0] - 1, *y = workd + ipntr[1] - 1;
         op(ctx, x, y);
         mv++;
         if (deflate)
             deflate_ones(n, y);
     }
-    if (info < 0 || (info == 1 && iparam[4] < nev)) {
+    if (late) {
+        /* stopped: nothing more to extract */
+    } else if (info < 0 || (info == 1 && iparam[4] < nev)) {
         rc = rumor_err_set(RUMOR_EINVAL, "arpack: dsaupd %s (info %d, %d of %d converged)",
                            info == 1 ? "did not converge" : "failed", (int)info, (int)iparam[4],
                            (int)nev);

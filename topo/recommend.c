@@ -2,10 +2,10 @@
  * predict each one's time to eps-consensus on the described network, and
  * rank them (see report.h).
  *
- * Beyond the dense limit, the ring, torus, hypercube, complete graph and
- * star (with Metropolis–Hastings weights) use their closed-form spectra:
- * a 65,536-peer ring has a gap of 1e-8, which no Lanczos run resolves in
- * reasonable time, and the formulas are exact. */
+ * The ring, torus, hypercube, exponential and complete graphs get their
+ * closed-form spectra from rumor_topo_analyze (closedform.h): a 65,536-peer
+ * ring has a gap of 1e-8, which no Lanczos run resolves in reasonable time,
+ * and the formulas are exact. */
 #include "config.h"
 
 #include <math.h>
@@ -14,46 +14,7 @@
 
 #include "report.h"
 
-#define DENSE_MAX 2048
 #define MAX_CANDIDATES 32
-
-static const double PI = 3.14159265358979323846;
-
-/* Closed-form lambda_2 and lambda_n of MH weights, or 0 when unknown. */
-static int closed_form(const rumor_topo_t *t, double *l2, double *ln)
-{
-    int n = t->n;
-    if (!strcmp(t->family, "ring") && n >= 3) {
-        *l2 = 1.0 / 3 + 2.0 / 3 * cos(2 * PI / n);
-        *ln = 1.0 / 3 + 2.0 / 3 * cos(2 * PI * (n / 2) / n);
-        return 1;
-    }
-    if (!strcmp(t->family, "torus") && t->rows >= 3 && t->cols >= 3) {
-        int big = t->rows > t->cols ? t->rows : t->cols;
-        *l2 = (3 + 2 * cos(2 * PI / big)) / 5;
-        *ln = (1 + 2 * cos(2 * PI * (t->rows / 2) / t->rows) +
-               2 * cos(2 * PI * (t->cols / 2) / t->cols)) / 5;
-        return 1;
-    }
-    if (!strcmp(t->family, "hypercube")) {
-        int d = 0;
-        while ((1 << d) < n)
-            d++;
-        *l2 = (d - 1.0) / (d + 1);
-        *ln = (1.0 - d) / (d + 1);
-        return 1;
-    }
-    if (!strcmp(t->family, "complete")) {
-        *l2 = *ln = 0;
-        return 1;
-    }
-    if (!strcmp(t->family, "star")) { /* leaves: 1 - 1/n (n-2 times); the rest 0 */
-        *l2 = 1 - 1.0 / n;
-        *ln = 0;
-        return 1;
-    }
-    return 0;
-}
 
 /* Messages a peer sends in its busiest round. */
 static int round_degree(const rumor_topo_t *t)
@@ -67,36 +28,14 @@ static int round_degree(const rumor_topo_t *t)
     return d;
 }
 
-/* Analyzes one candidate into r (closed form when large and known). */
+/* Analyzes one candidate into r (rumor_topo_analyze takes the closed form
+ * where the candidate has one). */
 static int evaluate(rumor_topo_t *t, const rumor_recommend_opts_t *o, const rumor_links_t *links,
                     const char *network, rumor_topo_result_t *r)
 {
-    double l2, ln;
-    if (t->n > DENSE_MAX && o->method == RUMOR_EIG_AUTO && closed_form(t, &l2, &ln)) {
-        memset(r, 0, sizeof *r);
-        r->topo = t;
-        snprintf(r->spec, sizeof r->spec, "%s", t->spec);
-        rumor_topo_analysis_t *a = &r->an;
-        a->n = t->n;
-        a->edges = t->graph->m;
-        rumor_graph_degree_range(t->graph, &a->degree_min, &a->degree_max);
-        a->degree_mean = 2.0 * t->graph->m / t->n;
-        a->period = 1;
-        a->symmetric = 1;
-        snprintf(a->method, sizeof a->method, "closed form");
-        a->lambda2 = l2;
-        a->lambda_min = ln;
-        a->rho = a->contraction = fabs(l2) > fabs(ln) ? fabs(l2) : fabs(ln);
-        a->spectral_gap = 1 - a->rho;
-        a->exact_after = a->rho == 0 ? 1 : -1;
-        a->eps = o->eps;
-        a->rounds_to_eps = rumor_topo_rounds_to_eps(a->rho, o->eps);
-        RUMOR_CHECK(rumor_topo_cost(t, links, o->model_bytes, a->rounds_to_eps, &r->cost));
-        r->has_cost = 1;
-        snprintf(r->network, sizeof r->network, "%s", network);
-        return 0;
-    }
-    rumor_analyze_opts_t ao = { .method = o->method, .eps = o->eps, .sim_rounds = -1 };
+    rumor_analyze_opts_t ao = { .method = o->method, .eps = o->eps, .sim_rounds = -1,
+                                .time_limit = o->time_limit, .progress = o->progress,
+                                .progress_arg = o->progress_arg };
     return rumor_topo_result_make(t, &ao, o->model_bytes, links, network, r);
 }
 

@@ -88,10 +88,7 @@ static const char *scheme_long(rumor_mix_scheme s)
 /* rounds to 1e-6, whatever eps the analysis used */
 static long rounds_1e6(const rumor_topo_analysis_t *a)
 {
-    if (a->exact_after > 0)
-        return a->exact_after;
-    long per = rumor_topo_rounds_to_eps(a->contraction, 1e-6);
-    return per < 0 ? -1 : per * a->period;
+    return rumor_topo_analysis_rounds(a, 1e-6);
 }
 
 void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)

@@ -55,6 +55,9 @@ typedef struct rumor_recommend_opts {
     int max_degree;         /* messages a peer may send per round; 0 = any */
     double eps;             /* default 1e-6 */
     rumor_eig_method method;
+    double time_limit;      /* per candidate, as in rumor_analyze_opts_t */
+    rumor_eig_progress_fn progress;
+    void *progress_arg;
 } rumor_recommend_opts_t;
 
 /* Builds, analyzes and prices the candidate topologies for o->peers peers

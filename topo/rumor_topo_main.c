@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,8 @@ static const char ANALYZE_HELP[] =
     "  rumor-topo analyze - spectral gap, mixing rate and cost of one topology\n\n"
     "SYNOPSIS\n"
     "  rumor-topo analyze SPEC [--weights W] [--model-bytes N] [--links FILE] [--eps E]\n"
-    "                     [--method M] [--sim-rounds R | --no-sim] [--json | --dot]\n"
-    "                     [--svg FILE]\n\n"
+    "                     [--method M] [--time-limit S] [--sim-rounds R | --no-sim]\n"
+    "                     [--json | --dot] [--svg FILE]\n\n"
     "DESCRIPTION\n"
     "  Builds the topology SPEC with its mixing matrix W and reports the graph (peers,\n"
     "  links, degrees), the spectrum (lambda_2, lambda_n, rho = max(|lambda_2|,\n"
@@ -80,14 +81,22 @@ static const char ANALYZE_HELP[] =
     "  -l, --links FILE     the network: bandwidth and latency per link or per site\n"
     "                       (see LINK FILE); default 10 Gbit/s links and NICs, 50 us\n"
     "  -e, --eps E          consensus target, 0 < E < 1 (default 1e-6)\n"
-    "  -m, --method M       auto (dense up to 2048 peers, then sparse), dense, lanczos\n"
-    "                       (ours, thick-restart), arpack\n"
+    "  -m, --method M       auto: the closed form when W has a symmetry group (ring,\n"
+    "                       torus, hypercube, complete, exp, onepeer-exp with weights\n"
+    "                       that treat all peers alike; a grid with one weight on every\n"
+    "                       link), else dense up to 2048 peers, then lanczos; or dense,\n"
+    "                       lanczos (ours, thick-restart), arpack\n"
+    "  -t, --time-limit S   stop an iterative solve (lanczos, arpack) after S seconds,\n"
+    "                       print what is known so far (bounds on lambda_2, lambda_n and\n"
+    "                       rho) and exit with status 1; default 60, 0 = no limit. Solves\n"
+    "                       that take more than a second report progress on stderr\n"
     "      --sim-rounds R   simulate at most R rounds (default: rounds to eps, <= 1000)\n"
     "      --no-sim         skip the simulation\n"
     "  -j, --json           print a JSON object instead of the report (fields: spec, n,\n"
-    "                       edges, degree_min, degree_max, lambda2, lambda_min, rho,\n"
-    "                       spectral_gap, rounds_to_eps, rounds_to_1e-6, exact_after,\n"
-    "                       simulation{...}, cost{...})\n"
+    "                       edges, degree_min, degree_max, method, lambda2, lambda_min,\n"
+    "                       rho, spectral_gap, rounds_to_eps, rounds_to_1e-6, exact_after,\n"
+    "                       simulation{...}, cost{...}); method is e.g. \"closed-form\n"
+    "                       (circulant)\", \"dense (LAPACK dsyevd)\", \"sparse (Lanczos)\"\n"
     "  -d, --dot            print the graph in graphviz format (weights as labels)\n"
     "  -s, --svg FILE       draw the graph, the spectrum and the consensus decay\n"
     "  -h, --help           this help\n\n"
@@ -103,6 +112,8 @@ static const char ANALYZE_HELP[] =
     "  LAT/TIME: 800ns, 50us, 2ms, 0.1s. '#' starts a comment.\n\n"
     "EXAMPLES\n"
     "  rumor-topo analyze ring:16\n"
+    "  rumor-topo analyze torus:1024x1024          (closed form: about a second)\n"
+    "  rumor-topo analyze rreg:200000:4 --time-limit 300\n"
     "  rumor-topo analyze torus:8x8 --weights fmmc --json\n"
     "  rumor-topo analyze exp:1024 --model-bytes 100MB --links cluster.links\n"
     "  rumor-topo analyze base:24:2 --svg base24.svg\n"
@@ -115,7 +126,7 @@ static const char COMPARE_HELP[] =
     "  rumor-topo compare - several topologies side by side\n\n"
     "SYNOPSIS\n"
     "  rumor-topo compare SPEC SPEC ... [--weights W] [--model-bytes N] [--links FILE]\n"
-    "                     [--eps E] [--method M] [--json]\n\n"
+    "                     [--eps E] [--method M] [--time-limit S] [--json]\n\n"
     "DESCRIPTION\n"
     "  Analyzes each SPEC (as 'analyze' does, without the simulation) and prints one row\n"
     "  each: peers, links, degree range, rho, spectral gap, rounds to eps and, with\n"
@@ -124,7 +135,7 @@ static const char COMPARE_HELP[] =
     "  objects 'analyze --json' prints.\n\n"
     "OPTIONS\n"
     "  -w, --weights W, -b, --model-bytes N, -l, --links FILE, -e, --eps E,\n"
-    "  -m, --method M, -j, --json, -h, --help: as for analyze.\n\n"
+    "  -m, --method M, -t, --time-limit S, -j, --json, -h, --help: as for analyze.\n\n"
     "EXAMPLES\n"
     "  rumor-topo compare ring:64 torus:8x8 hypercube:6 exp:64 onepeer-exp:64 base:64:3\n"
     "  rumor-topo compare rreg:1024:4 exp:1024 --model-bytes 25MB --json\n\n"
@@ -136,7 +147,7 @@ static const char RECOMMEND_HELP[] =
     "  rumor-topo recommend - rank topologies by predicted time to consensus\n\n"
     "SYNOPSIS\n"
     "  rumor-topo recommend --peers N --model-bytes B [--links FILE] [--max-degree K]\n"
-    "                       [--eps E] [--method M] [--json]\n\n"
+    "                       [--eps E] [--method M] [--time-limit S] [--json]\n\n"
     "DESCRIPTION\n"
     "  Builds the candidate topologies for N peers (ring, torus, hypercube, exp,\n"
     "  exp:directed, onepeer-exp, base:N:1..4, rreg:N:3,4,6,8, complete, star),\n"
@@ -149,7 +160,8 @@ static const char RECOMMEND_HELP[] =
     "  -b, --model-bytes B  model size (required)\n"
     "  -l, --links FILE     the network (see 'rumor-topo analyze --help')\n"
     "  -k, --max-degree K   at most K messages per peer per round\n"
-    "  -e, --eps E, -m, --method M, -j, --json, -h, --help: as for analyze.\n\n"
+    "  -e, --eps E, -m, --method M, -t, --time-limit S (per candidate), -j, --json,\n"
+    "  -h, --help: as for analyze.\n\n"
     "EXAMPLES\n"
     "  rumor-topo recommend --peers 64 --model-bytes 100MB\n"
     "  rumor-topo recommend --peers 48 --model-bytes 1.2GB --links two-racks.links -k 4\n\n"
@@ -168,13 +180,17 @@ static const char WEIGHTSCMD_HELP[] =
     "    i j w             W_ij with %.17g; every non-zero, diagonal included\n"
     "  '#' starts a comment. Peer i mixes x_i <- sum_j W_ij x_j, so the lines starting\n"
     "  with i are all that peer i needs. The file reads back exactly ('--weights\n"
-    "  file:FILE'), and is checked: non-negative, rows and columns summing to 1.\n\n"
+    "  file:FILE', rumor-peer's --weights file:FILE) and is checked: rows and columns\n"
+    "  summing to 1, non-zeros on the graph's links; negative entries (bestconst's\n"
+    "  self-weights) only in a symmetric W with rho(W - 11^T/n) < 1, so that mixing\n"
+    "  with it still converges.\n\n"
     "OPTIONS\n"
     "  -o, --output FILE    where to write ('-' for standard output); required\n"
     "  -w, --weights W      as for analyze (default mh)\n"
     "  -h, --help           this help\n\n"
     "EXAMPLES\n"
     "  rumor-topo weights torus:4x4 --weights fmmc -o torus.w\n"
+    "  rumor-topo weights star:10 --weights bestconst -o star.w   (W_00 = -7/11)\n"
     "  rumor-topo analyze torus:4x4 --weights file:torus.w\n\n"
     "EXIT STATUS\n"
     "  0 success; 1 invalid spec or weights, or the file cannot be written; 2 bad\n"
@@ -207,7 +223,7 @@ static void usage(FILE *f)
 /* Options shared by analyze, compare and recommend. */
 typedef struct {
     const char *weights, *links, *svg, *out;
-    double model_bytes, eps;
+    double model_bytes, eps, time_limit; /* time_limit: library convention (< 0 = none) */
     rumor_eig_method method;
     int json, dot, sim_rounds, peers, max_degree;
 } opts_t;
@@ -237,6 +253,7 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         { "sim-rounds", required_argument, 0, 'R' }, { "no-sim", no_argument, 0, 'N' },
         { "peers", required_argument, 0, 'n' },   { "max-degree", required_argument, 0, 'k' },
         { "output", required_argument, 0, 'o' },  { "help", no_argument, 0, 'h' },
+        { "time-limit", required_argument, 0, 't' },
         { 0, 0, 0, 0 }
     };
     memset(o, 0, sizeof *o);
@@ -244,7 +261,7 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
     opterr = 0;
     int c;
     char *end;
-    while ((c = getopt_long(argc, argv, ":w:b:l:e:m:jds:n:k:o:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:b:l:e:m:jds:n:k:o:t:h", lo, NULL)) != -1) {
         switch (c) {
         case 'w': o->weights = optarg; break;
         case 'l': o->links = optarg; break;
@@ -266,6 +283,14 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         case 'm':
             if (rumor_eig_parse_method(optarg, &o->method) < 0)
                 return bad_usage(cmd, "--method: %s", rumor_err_msg());
+            break;
+        case 't':
+            o->time_limit = strtod(optarg, &end);
+            if (*end || !(o->time_limit >= 0 && o->time_limit <= 1e9))
+                return bad_usage(cmd, "--time-limit '%s': expected seconds (0 = no limit)",
+                                 optarg);
+            if (o->time_limit == 0)
+                o->time_limit = -1;
             break;
         case 'R':
             o->sim_rounds = (int)strtol(optarg, &end, 10);
@@ -291,6 +316,20 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
     return -1;
 }
 
+/* Where a long iterative solve stands, on stderr (arg: the command). */
+static void progress(void *arg, const rumor_eig_progress_t *p)
+{
+    fprintf(stderr, "rumor-topo: %s: %s: %.0f s, %ld operator products",
+            p->what ? p->what : (const char *)arg, p->method, p->seconds, p->matvecs);
+    if (!isnan(p->lmax) && p->squared)
+        fprintf(stderr, ", contraction >= %.10f so far", sqrt(p->lmax > 0 ? p->lmax : 0));
+    else if (!isnan(p->lmax))
+        fprintf(stderr, ", lambda_2 >= %.10f, lambda_n <= %.10f so far", p->lmax, p->lmin);
+    if (isfinite(p->rmax) && isfinite(p->rmin))
+        fprintf(stderr, " (residuals %.1e, %.1e; target %.0e)", p->rmax, p->rmin, p->tol);
+    fputc('\n', stderr);
+}
+
 /* Parses a spec, applies --weights, analyzes and prices it. */
 static int make_result(const char *spec, const opts_t *o, int sim, rumor_topo_result_t *r)
 {
@@ -314,7 +353,9 @@ static int make_result(const char *spec, const opts_t *o, int sim, rumor_topo_re
         snprintf(network, sizeof network, "links from %.140s", o->links);
     }
     rumor_analyze_opts_t ao = { .method = o->method, .eps = o->eps,
-                                .sim_rounds = sim ? o->sim_rounds : -1 };
+                                .sim_rounds = sim ? o->sim_rounds : -1,
+                                .time_limit = o->time_limit, .progress = progress,
+                                .progress_arg = (void *)"analyze" };
     int rc = rumor_topo_result_make(t, &ao, o->model_bytes, links, network, r);
     rumor_links_destroy(&links);
     if (rc < 0)
@@ -396,7 +437,9 @@ static int cmd_recommend(int argc, char **argv)
         return bad_usage("recommend", "--peers and --model-bytes are required%s", "");
     rumor_recommend_opts_t ro = { .peers = o.peers, .model_bytes = o.model_bytes,
                                   .links_path = o.links, .max_degree = o.max_degree,
-                                  .eps = o.eps, .method = o.method };
+                                  .eps = o.eps, .method = o.method,
+                                  .time_limit = o.time_limit, .progress = progress,
+                                  .progress_arg = (void *)"recommend" };
     rumor_topo_result_t *r = NULL;
     int count = 0;
     if (rumor_topo_recommend(&ro, &r, &count) < 0)

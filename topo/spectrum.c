@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "closedform.h"
 #include "log.h"
 #include "spectrum.h"
 
@@ -28,14 +29,30 @@ int rumor_eig_parse_method(const char *name, rumor_eig_method *out)
                          name);
 }
 
+/* ceil(log(1/eps) / log(1/(1 - gap))), with log1p keeping a tiny gap's digits. */
+static long rounds_from_gap(double gap, double eps)
+{
+    if (!(gap > 0))
+        return -1;
+    if (gap >= 1 - EXACT_TOL)
+        return 1;
+    double r = ceil(log(1.0 / eps) / -log1p(-gap) - 1e-9);
+    return r < 1 ? 1 : (r > 9e15 ? -1 : (long)r);
+}
+
 long rumor_topo_rounds_to_eps(double rho, double eps)
 {
     if (!(rho < 1))
         return -1;
-    if (rho <= EXACT_TOL)
-        return 1;
-    double r = ceil(log(1.0 / eps) / log(1.0 / rho) - 1e-9);
-    return r < 1 ? 1 : (r > 9e15 ? -1 : (long)r);
+    return rounds_from_gap(1 - rho, eps);
+}
+
+long rumor_topo_analysis_rounds(const rumor_topo_analysis_t *a, double eps)
+{
+    if (a->exact_after > 0)
+        return a->exact_after;
+    long per = rounds_from_gap(a->contraction_gap, eps);
+    return per < 0 || per > 9e15 / a->period ? -1 : per * a->period;
 }
 
 int rumor_topo_eig_dense(int n, double *a, double *ev, int vec)
@@ -83,24 +100,36 @@ static void op_ptp(void *ctx, const double *x, double *y)
 }
 
 static int sparse_solve(rumor_eig_method m, int n, rumor_linop_fn op, void *ctx, double *lmax,
-                        double *lmin, long *mv, char *name, size_t len)
+                        double *lmin, long *mv, char *name, size_t len, rumor_eig_ctl_t *ctl)
 {
     /* AUTO takes our Lanczos: on the 65,536-peer benchmarks it needs a
      * quarter of ARPACK's products (its restarts keep more Ritz vectors) */
     if (m == RUMOR_EIG_ARPACK) {
         snprintf(name, len, "sparse (ARPACK dsaupd)");
-        return rumor_topo_arpack(n, op, ctx, 1, SPARSE_TOL, SPARSE_MAXMV, lmax, lmin, NULL, NULL,
-                                 mv);
+        return rumor_topo_arpack_ctl(n, op, ctx, 1, SPARSE_TOL, SPARSE_MAXMV, lmax, lmin, NULL,
+                                     NULL, mv, ctl);
     }
     snprintf(name, len, "sparse (Lanczos)");
-    return rumor_topo_lanczos(n, op, ctx, 1, SPARSE_TOL, SPARSE_MAXMV, lmax, lmin, NULL, NULL, mv);
+    return rumor_topo_lanczos_ctl(n, op, ctx, 1, SPARSE_TOL, SPARSE_MAXMV, lmax, lmin, NULL, NULL,
+                                  mv, ctl);
 }
 
 int rumor_mix_rho(const rumor_mix_t *w, rumor_eig_method method, double *l2, double *ln,
                   double *rho)
 {
     int n = w->n;
-    if (method == RUMOR_EIG_DENSE || (method == RUMOR_EIG_AUTO && n <= 2048)) {
+    rumor_mix_t *wm = (rumor_mix_t *)w; /* only read */
+    rumor_topo_shape_t sh;
+    int found = method == RUMOR_EIG_AUTO && w->symmetric
+                    ? rumor_mix_find_shape(&wm, 1, NULL, 0, 0, &sh)
+                    : 0;
+    RUMOR_CHECK(found);
+    if (found) {
+        rumor_cf_spectrum_t cf;
+        RUMOR_CHECK(rumor_mix_closed_form(&wm, 1, &sh, 0, &cf));
+        *l2 = cf.lambda2;
+        *ln = cf.lambda_min;
+    } else if (method == RUMOR_EIG_DENSE || (method == RUMOR_EIG_AUTO && n <= 2048)) {
         double *a = malloc((size_t)n * n * sizeof *a), *ev = malloc((size_t)n * sizeof *ev);
         if (!a || !ev) {
             free(a), free(ev);
@@ -115,11 +144,11 @@ int rumor_mix_rho(const rumor_mix_t *w, rumor_eig_method method, double *l2, dou
         free(a), free(ev);
         RUMOR_CHECK(rc);
     } else {
-        rumor_mix_t *wm = (rumor_mix_t *)w; /* the operator only reads it */
         prod_ctx_t c = { &wm, 1, NULL };
         char name[48];
         long mv;
-        RUMOR_CHECK(sparse_solve(method, n, op_w, &c, l2, ln, &mv, name, sizeof name));
+        rumor_eig_ctl_t ctl = { .time_limit = RUMOR_TOPO_TIME_LIMIT };
+        RUMOR_CHECK(sparse_solve(method, n, op_w, &c, l2, ln, &mv, name, sizeof name, &ctl));
     }
     *rho = fabs(*l2) > fabs(*ln) ? fabs(*l2) : fabs(*ln);
     return 0;
@@ -229,6 +258,68 @@ static int simulate(const rumor_topo_t *t, const rumor_analyze_opts_t *o, rumor_
     return 0;
 }
 
+/* The closed form, when every matrix of t has a symmetry group: 1 when it
+ * filled a, 0 when t has none. */
+static int closed_form(const rumor_topo_t *t, rumor_topo_analysis_t *a, double *cgap)
+{
+    rumor_topo_shape_t sh;
+    int found = rumor_mix_find_shape(t->w, t->period, t->family, t->rows, t->cols, &sh);
+    if (found <= 0)
+        return found;
+    rumor_cf_spectrum_t cf;
+    RUMOR_CHECK(rumor_mix_closed_form(t->w, t->period, &sh, 1, &cf));
+    char name[40];
+    snprintf(a->method, sizeof a->method, "closed-form (%s)",
+             rumor_topo_shape_name(&sh, name, sizeof name));
+    a->eigs = cf.eigs;
+    a->neigs = t->n;
+    if (cf.symmetric) {
+        a->lambda2 = cf.lambda2;
+        a->lambda_min = cf.lambda_min;
+    }
+    a->contraction = cf.contraction > 0 ? cf.contraction : 0;
+    *cgap = cf.gap < 1 ? cf.gap : 1;
+    return 1;
+}
+
+/* The message of a solve stopped by the time limit: what it knows. */
+static int timed_out(const rumor_topo_t *t, const rumor_eig_ctl_t *ctl, int static_sym,
+                     const rumor_analyze_opts_t *o)
+{
+    double eps = o->eps;
+    const rumor_eig_progress_t *p = &ctl->last;
+    char known[320] = "nothing yet (no estimate finished)";
+    if (!isnan(p->lmax) && static_sym) {
+        double rho = fmax(p->lmax, -p->lmin);
+        long r = rumor_topo_rounds_to_eps(rho, eps);
+        char rounds[96] = "";
+        if (r > 0)
+            snprintf(rounds, sizeof rounds, ", and eps = %g takes at least %ld rounds", eps, r);
+        snprintf(known, sizeof known,
+                 "lambda_2 >= %.10f and lambda_n <= %.10f, so rho >= %.10f (spectral gap at most "
+                 "%.3g)%s",
+                 p->lmax, p->lmin, rho, 1 - rho, rounds);
+    } else if (!isnan(p->lmax)) {
+        double c = sqrt(p->lmax > 0 ? p->lmax : 0);
+        snprintf(known, sizeof known,
+                 "the contraction of one period is at least %.10f (rho >= %.10f per round)", c,
+                 pow(c, 1.0 / t->period));
+    }
+    char res[96] = "";
+    if (isfinite(p->rmax) && isfinite(p->rmin))
+        snprintf(res, sizeof res, " (residuals %.2g, %.2g; target %.2g)", p->rmax, p->rmin,
+                 p->tol);
+    return rumor_err_set(RUMOR_ETIMEOUT,
+                         "%s: spectrum: stopped at the time limit of %g s after %ld operator "
+                         "products of %s, before the estimates converged%s. Known so far: %s. "
+                         "Raise --time-limit (0 = no limit)%s",
+                         t->spec, ctl->time_limit, p->matvecs, p->method, res, known,
+                         o->method == RUMOR_EIG_AUTO
+                             ? ""
+                             : ", or use --method auto, which takes the closed form where W "
+                               "has one");
+}
+
 int rumor_topo_analyze(const rumor_topo_t *t, const rumor_analyze_opts_t *opts,
                        rumor_topo_analysis_t *a)
 {
@@ -239,6 +330,8 @@ int rumor_topo_analyze(const rumor_topo_t *t, const rumor_analyze_opts_t *opts,
         o.eps = 1e-6;
     if (!o.seed)
         o.seed = 1;
+    if (o.time_limit == 0)
+        o.time_limit = RUMOR_TOPO_TIME_LIMIT;
     memset(a, 0, sizeof *a);
     a->n = t->n;
     a->edges = t->graph->m;
@@ -257,12 +350,18 @@ int rumor_topo_analyze(const rumor_topo_t *t, const rumor_analyze_opts_t *opts,
     }
     int n = t->n, dense = o.method == RUMOR_EIG_DENSE ||
                           (o.method == RUMOR_EIG_AUTO && n <= o.dense_max);
-    if (dense && (double)n * n * 8 > 8e9)
+    double t0 = rumor_now(), cgap = NAN;
+    int static_sym = t->period == 1 && a->symmetric, done = 0;
+    rumor_eig_ctl_t ctl = { .time_limit = o.time_limit, .progress = o.progress,
+                            .arg = o.progress_arg, .what = t->spec, .squared = !static_sym };
+    if (o.method == RUMOR_EIG_AUTO)
+        RUMOR_CHECK(done = closed_form(t, a, &cgap));
+    if (!done && dense && (double)n * n * 8 > 8e9)
         return rumor_err_set(RUMOR_EINVAL, "dense path: n = %d needs %.0f GB; use --method lanczos",
                              n, (double)n * n * 8 / 1e9);
-    double t0 = rumor_now();
-    int static_sym = t->period == 1 && a->symmetric;
-    if (static_sym && dense) {
+    if (done) {
+        /* closed form: a filled in */
+    } else if (static_sym && dense) {
         double *m = malloc((size_t)n * n * sizeof *m), *ev = malloc((size_t)n * sizeof *ev);
         if (!m || !ev) {
             free(m), free(ev);
@@ -283,8 +382,11 @@ int rumor_topo_analyze(const rumor_topo_t *t, const rumor_analyze_opts_t *opts,
         snprintf(a->method, sizeof a->method, "dense (LAPACK dsyevd)");
     } else if (static_sym) {
         prod_ctx_t c = { t->w, 1, NULL };
-        RUMOR_CHECK(sparse_solve(o.method, n, op_w, &c, &a->lambda2, &a->lambda_min, &a->matvecs,
-                                 a->method, sizeof a->method));
+        int rc = sparse_solve(o.method, n, op_w, &c, &a->lambda2, &a->lambda_min, &a->matvecs,
+                              a->method, sizeof a->method, &ctl);
+        if (rc == RUMOR_ETIMEOUT)
+            return timed_out(t, &ctl, 1, &o);
+        RUMOR_CHECK(rc);
     } else if (dense) {
         RUMOR_CHECK(dense_contraction(t->w, t->period, a));
     } else {
@@ -294,35 +396,36 @@ int rumor_topo_analyze(const rumor_topo_t *t, const rumor_analyze_opts_t *opts,
         double lmax, lmin;
         /* our Lanczos: its tolerance is absolute, which matters when the
          * product is (nearly) exact and every eigenvalue is about 0 */
-        int rc = rumor_topo_lanczos(n, op_ptp, &c, 1, 1e-13, SPARSE_MAXMV, &lmax, &lmin, NULL,
-                                    NULL, &a->matvecs);
+        int rc = rumor_topo_lanczos_ctl(n, op_ptp, &c, 1, 1e-13, SPARSE_MAXMV, &lmax, &lmin, NULL,
+                                        NULL, &a->matvecs, &ctl);
         free(c.tmp);
+        if (rc == RUMOR_ETIMEOUT)
+            return timed_out(t, &ctl, 0, &o);
         RUMOR_CHECK(rc);
         a->contraction = sqrt(lmax > 0 ? lmax : 0);
         snprintf(a->method, sizeof a->method, "sparse (Lanczos on P^T P)");
     }
     a->seconds = rumor_now() - t0;
     if (static_sym) {
-        a->contraction = fabs(a->lambda2) > fabs(a->lambda_min) ? fabs(a->lambda2)
-                                                                 : fabs(a->lambda_min);
+        if (!done)
+            a->contraction = fabs(a->lambda2) > fabs(a->lambda_min) ? fabs(a->lambda2)
+                                                                     : fabs(a->lambda_min);
         /* a connected W has lambda_2 < 1; 1 within rounding means it is not */
         if (a->lambda2 > 1 - 1e-13)
             rumor_warn("%s: lambda_2 = 1: the weights do not connect the peers", t->spec);
     }
+    if (isnan(cgap))
+        cgap = 1 - a->contraction;
     if (a->contraction <= EXACT_TOL) {
         a->contraction = 0;
+        cgap = 1;
         a->exact_after = t->period;
     }
+    a->contraction_gap = cgap;
     a->rho = a->contraction > 0 ? pow(a->contraction, 1.0 / t->period) : 0;
-    a->spectral_gap = 1 - a->rho;
-    if (a->exact_after > 0)
-        a->rounds_to_eps = a->exact_after;
-    else {
-        long per = rumor_topo_rounds_to_eps(a->contraction, o.eps);
-        a->rounds_to_eps = per < 0 ? -1 : per * t->period;
-        if (t->period == 1)
-            a->rounds_to_eps = per;
-    }
+    /* 1 - c^(1/p) = -expm1(log1p(-gap) / p): no cancellation when c is near 1 */
+    a->spectral_gap = t->period == 1 ? cgap : -expm1(log1p(-cgap) / t->period);
+    a->rounds_to_eps = rumor_topo_analysis_rounds(a, o.eps);
     if (o.sim_rounds >= 0)
         RUMOR_CHECK(simulate(t, &o, a));
     return 0;

@@ -244,13 +244,13 @@ static double entry(const rumor_mix_t *w, int i, int j)
     return 0.0;
 }
 
-int rumor_mix_check(rumor_mix_t *w, int need_symmetric, int allow_neg_diag)
+int rumor_mix_check(rumor_mix_t *w, int need_symmetric, int allow_neg)
 {
     int n = w->n;
     for (int i = 0; i < n; i++) {
         if (!isfinite(w->diag[i]))
             return rumor_err_set(RUMOR_EINVAL, "W(%d,%d) is not finite", i, i);
-        if (w->diag[i] < 0 && !allow_neg_diag)
+        if (w->diag[i] < 0 && allow_neg == RUMOR_MIX_NONNEG)
             return rumor_err_set(RUMOR_EINVAL,
                                  "W(%d,%d) = %.17g is negative: peer %d's weights sum to more "
                                  "than 1",
@@ -258,7 +258,7 @@ int rumor_mix_check(rumor_mix_t *w, int need_symmetric, int allow_neg_diag)
         for (long p = w->off[i]; p < w->off[i + 1]; p++) {
             if (!isfinite(w->val[p]))
                 return rumor_err_set(RUMOR_EINVAL, "W(%d,%d) is not finite", i, w->col[p]);
-            if (w->val[p] < 0)
+            if (w->val[p] < 0 && allow_neg != RUMOR_MIX_SIGNED)
                 return rumor_err_set(RUMOR_EINVAL, "W(%d,%d) = %.17g is negative", i, w->col[p],
                                      w->val[p]);
         }

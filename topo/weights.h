@@ -12,7 +12,8 @@
  *   uniform    W_ij = 1/(1+d) on a d-regular graph (an error otherwise)
  *   bestconst  W = I - a L with a = 2/(lambda_1(L) + lambda_{n-1}(L)), the best
  *              constant edge weight (Xiao & Boyd 2004); self-weights may be
- *              negative, which averaging allows
+ *              negative (the star's centre: (3 - n)/(n + 1)), which averaging
+ *              allows as long as rho(W - 11^T/n) < 1, as it is here
  *   fmmc       fastest mixing Markov chain (Boyd, Diaconis & Xiao 2004) by
  *              projected subgradient from the MH weights; never worse than mh
  * W_ii = 1 - sum_j W_ij in every case. */
@@ -70,11 +71,24 @@ int rumor_mix_build(int n, long count, const int *row, const int *col, const dou
 /* Frees W and sets *w to NULL; safe on NULL and twice. */
 void rumor_mix_destroy(rumor_mix_t **w);
 
+/* What rumor_mix_check lets below zero. */
+#define RUMOR_MIX_NONNEG 0   /* nothing */
+#define RUMOR_MIX_NEG_DIAG 1 /* self-weights */
+#define RUMOR_MIX_SIGNED 2   /* any entry; the caller must then check that W
+                                contracts (rumor_mix_check_signed) */
+
 /* Checks what D-PSGD needs, naming the first violation: entries finite;
- * off-diagonal entries non-negative (and the diagonal too unless
- * allow_neg_diag); rows and columns summing to 1 within 1e-12; symmetric
- * when need_symmetric. Sets w->symmetric. */
-int rumor_mix_check(rumor_mix_t *w, int need_symmetric, int allow_neg_diag) RUMOR_WUR;
+ * signs as `allow_neg` says; rows and columns summing to 1 within 1e-12;
+ * symmetric when need_symmetric. Sets w->symmetric. */
+int rumor_mix_check(rumor_mix_t *w, int need_symmetric, int allow_neg) RUMOR_WUR;
+
+/* The rule for weights from outside (weights files): a W without negative
+ * entries needs only rumor_mix_check (it cannot blow up); one with a
+ * negative entry (bestconst's self-weights, or any other) must be symmetric
+ * and contract, rho(W - 11^T/n) < 1 (checked: closed form, LAPACK or
+ * Lanczos), or averaging with it does not converge. Messages name the
+ * negative entry and rho. */
+int rumor_mix_check_signed(rumor_mix_t *w) RUMOR_WUR;
 
 /* 1 when every entry of W_ij (i != j) is on an edge of g. Otherwise 0 and
  * *bi, *bj name an entry that is not. */
@@ -101,7 +115,8 @@ int rumor_mix_save(const char *path, rumor_mix_t *const *w, int period,
                    const char *comment) RUMOR_WUR;
 /* Reads a weights file: *out gets *period matrices (free each, then the
  * array). Errors name the file and line. Checks each matrix with
- * rumor_mix_check(w, 0, 0). */
+ * rumor_mix_check_signed, so whatever rumor_mix_write wrote (bestconst's
+ * negative self-weights included) reads back. */
 int rumor_mix_load(const char *path, rumor_mix_t ***out, int *period) RUMOR_WUR;
 
 /* ---- time-varying constructions: *out gets *period matrices */

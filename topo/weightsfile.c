@@ -1,7 +1,15 @@
 /* The weights file: what `rumor-topo weights` writes and rumor-peer and
  * `--weights file:W` read (format in weights.h and docs/rumor-topo.md).
  * Every value is written with %.17g, so a file read back gives the very
- * same doubles, and peers that read it agree bit for bit. */
+ * same doubles, and peers that read it agree bit for bit.
+ *
+ * Negative entries: averaging x <- W x converges to the mean for any
+ * symmetric W with rows summing to 1 and rho(W - 11^T/n) < 1, whatever the
+ * signs (bestconst's self-weights are negative on a star, and its rho is
+ * the best of all constant edge weights). So the reader takes what the
+ * writer writes: a W with a negative entry must be symmetric and contract,
+ * which is checked here; one without needs only its sums (its rho is at
+ * most 1, so it cannot blow up). */
 #include "config.h"
 
 #include <errno.h>
@@ -9,8 +17,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spectrum.h"
 #include "topo_text.h"
 #include "weights.h"
+
+/* rho must be below 1 by more than rounding to count as contracting */
+#define RHO_MARGIN 1e-12
+
+int rumor_mix_check_signed(rumor_mix_t *w)
+{
+    RUMOR_CHECK(rumor_mix_check(w, 0, RUMOR_MIX_SIGNED));
+    int ni = -1, nj = -1;
+    double nv = 0;
+    for (int i = 0; i < w->n && ni < 0; i++) {
+        if (w->diag[i] < 0)
+            ni = nj = i, nv = w->diag[i];
+        for (long p = w->off[i]; p < w->off[i + 1] && ni < 0; p++)
+            if (w->val[p] < 0)
+                ni = i, nj = w->col[p], nv = w->val[p];
+    }
+    if (ni < 0)
+        return 0;
+    if (!w->symmetric)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "W(%d,%d) = %.17g is negative and W is not symmetric: negative "
+                             "weights are accepted only in a symmetric W, where rho(W - 11^T/n) "
+                             "< 1 makes averaging converge",
+                             ni, nj, nv);
+    double l2, ln, rho;
+    int rc = rumor_mix_rho(w, RUMOR_EIG_AUTO, &l2, &ln, &rho);
+    if (rc < 0)
+        return rumor_err_prefix(rc,
+                                "W(%d,%d) = %.17g is negative, so rho(W - 11^T/n) < 1 must be "
+                                "checked, and that failed",
+                                ni, nj, nv);
+    if (!(rho < 1 - RHO_MARGIN))
+        return rumor_err_set(RUMOR_EINVAL,
+                             "W(%d,%d) = %.17g is negative and rho(W - 11^T/n) = max(|lambda_2|, "
+                             "|lambda_n|) = %.17g >= 1 (lambda_2 = %.17g, lambda_n = %.17g): "
+                             "averaging with these weights does not converge",
+                             ni, nj, nv, rho, l2, ln);
+    return 0;
+}
 
 int rumor_mix_write(FILE *f, rumor_mix_t *const *w, int period, const char *comment)
 {
@@ -109,7 +157,7 @@ static int close_round(const char *path, int n, int k, int period, ents_t *e,
     int rc = rumor_mix_build(n, e->len, e->r, e->c, e->v, e->line, path, slot);
     if (rc < 0)
         return rc;
-    rc = rumor_mix_check(*slot, 0, 0);
+    rc = rumor_mix_check_signed(*slot);
     if (rc < 0) {
         rumor_mix_destroy(slot);
         if (period > 1)
@@ -206,11 +254,6 @@ int rumor_mix_load(const char *path, rumor_mix_t ***out, int *period)
         if (rumor_topo_parse_double(fld[2], &v) < 0) {
             rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: weight '%s' is not a finite number", path,
                                line, fld[2]);
-            goto out;
-        }
-        if (v < 0) {
-            rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: weight W(%ld,%ld) = %g is negative", path,
-                               line, i, j, v);
             goto out;
         }
         if ((rc = ents_add(&e, (int)i, (int)j, v, line)) < 0) {

@@ -112,25 +112,46 @@ static int same_mix(const rumor_mix_t *a, const rumor_mix_t *b)
     return 1;
 }
 
+/* W(i, j) of a loaded matrix (0 off its support). */
+static double mix_at(const rumor_mix_t *w, int i, int j)
+{
+    if (i == j)
+        return w->diag[i];
+    for (long p = w->off[i]; p < w->off[i + 1]; p++)
+        if (w->col[p] == j)
+            return w->val[p];
+    return 0;
+}
+
+/* What the reader promises of what it accepts: finite entries, rows summing
+ * to 1; and where an entry is negative, a symmetric W (its rho < 1 is the
+ * reader's own check, too costly to repeat here). */
 static void check_mix(const rumor_mix_t *w)
 {
     if (w->n < 1 || w->nnz < 0 || w->off[0] != 0 || w->off[w->n] != w->nnz)
         fail("weights: bad shape");
+    int negative = 0;
     for (int i = 0; i < w->n; i++) {
         double sum = w->diag[i];
-        if (!isfinite(sum) || sum < 0)
-            fail("weights: a diagonal entry negative or not finite");
+        if (!isfinite(sum))
+            fail("weights: a diagonal entry not finite");
+        negative |= sum < 0;
         for (long p = w->off[i]; p < w->off[i + 1]; p++) {
             if (w->col[p] < 0 || w->col[p] >= w->n || w->col[p] == i ||
                 (p > w->off[i] && w->col[p] <= w->col[p - 1]))
                 fail("weights: a column out of range, repeated or unsorted");
-            if (!isfinite(w->val[p]) || w->val[p] < 0)
-                fail("weights: an entry negative or not finite");
+            if (!isfinite(w->val[p]))
+                fail("weights: an entry not finite");
+            negative |= w->val[p] < 0;
             sum += w->val[p];
         }
         if (!(fabs(sum - 1) <= 1e-9))
             fail("weights: a row does not sum to 1");
     }
+    for (int i = 0; negative && i < w->n; i++)
+        for (long p = w->off[i]; p < w->off[i + 1]; p++)
+            if (!(fabs(w->val[p] - mix_at(w, w->col[p], i)) <= 1e-9))
+                fail("weights: negative entries in a matrix that is not symmetric");
 }
 
 /* Sets the file as the weights of `family`:N; must succeed when `must`. */
