@@ -3,33 +3,52 @@
 # prints each peer's accuracy and the swarm average's at the end.
 #
 # Usage: examples/local-swarm.sh [-n PEERS] [-t TOPOLOGY] [-p BASEPORT]
-#                                [-d RUNDIR] [-q] [--] [rumor-peer options...]
+#                                [-d RUNDIR] [-q] [-- rumor-peer options...]
 #   -n PEERS      number of peers (default 8)
 #   -t TOPOLOGY   ring, torus:2x4, exp, onepeer-exp, complete, ... (default ring)
-#   -p BASEPORT   peers listen on BASEPORT, BASEPORT+1, ... (default: a free range)
+#   -p BASEPORT   peers listen on BASEPORT, BASEPORT+1, ... (BASEPORT+PEERS-1
+#                 at most 65535; default: a free range)
 #   -d RUNDIR     where logs and metrics go (default: a new directory in /tmp)
 #   -q            do not show peer 0's progress live
-# Everything after the options (or after --) goes to every rumor-peer, e.g.
+# Everything after -- goes to every rumor-peer, e.g.
 #   examples/local-swarm.sh -n 4 -t complete -- --epochs 3 --mode allreduce
 # The rumor-peer binary: $RUMOR_PEER, else build/rumor-peer next to this
 # script's checkout, else rumor-peer on the PATH.
 set -eu
 
-n=8 topo=ring base= rundir= quiet=
+usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
+# A usage error: the message, the usage, exit status 2.
+usage_error() { echo "local-swarm: $*" >&2; usage >&2; exit 2; }
+n=8 topo=ring base= rundir= quiet= pgiven=
 while [ $# -gt 0 ]; do
+  case "$1" in
+    -n|-t|-p|-d) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
+  esac
   case "$1" in
     -n) n=$2; shift 2 ;;
     -t) topo=$2; shift 2 ;;
-    -p) base=$2; shift 2 ;;
+    -p) base=$2; pgiven=1; shift 2 ;;
     -d) rundir=$2; shift 2 ;;
     -q) quiet=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     --) shift; break ;;
-    *) break ;;
+    -*) usage_error "unknown option '$1' (rumor-peer's options go after --)" ;;
+    *) usage_error "unexpected argument '$1' (rumor-peer's options go after --)" ;;
   esac
 done
 case "$n" in ''|*[!0-9]*) echo "local-swarm: -n '$n': expected a number of peers" >&2; exit 2 ;; esac
 [ "$n" -ge 1 ] || { echo "local-swarm: -n must be at least 1" >&2; exit 2; }
+# Ports are 16 bits: a larger one would wrap around to another port.
+if [ -n "$pgiven" ]; then
+  case "$base" in ''|*[!0-9]*) echo "local-swarm: -p '$base': expected a port number" >&2; exit 2 ;; esac
+  b=$(echo "$base" | sed 's/^0*//')  # no octal, no overflow: at most 5 digits
+  if [ ${#b} -gt 5 ] || [ "${b:-0}" -lt 1 ] || [ $((b + n - 1)) -gt 65535 ]; then
+    echo "local-swarm: -p $base: the $n ports from BASEPORT on must lie in 1-65535" \
+      "(BASEPORT from 1 to $((65536 - n)))" >&2
+    exit 2
+  fi
+  base=$b
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 peer=${RUMOR_PEER:-}
@@ -112,7 +131,12 @@ while [ $r -lt "$n" ]; do
   avg_acc=$(sed -n "s/^peer $r: swarm average test accuracy \(.*\)%/\1/p" "$log")
   secs=$(sed -n "s/^peer $r: done: [0-9]* rounds ([0-9]* run here) in \([0-9.]*\) s.*/\1/p" "$log")
   note=
-  [ -n "$local_acc" ] || { note="failed: $(grep -m1 'rumor-peer' "$log" | tail -c 120 || true)"; status=1; }
+  # a failed peer's reason: its last "rumor-peer R: ..." line, whole
+  [ -n "$local_acc" ] || {
+    why=$(grep '^rumor-peer\( [0-9][0-9]*\)\{0,1\}: ' "$log" | grep -v ': WARNING: ' | tail -n 1 |
+      sed 's/^rumor-peer\( [0-9][0-9]*\)\{0,1\}: //')
+    [ -n "$why" ] || why=$(tail -n 1 "$log")
+    note="failed: $why"; status=1; }
   printf '%-6s %9s%% %9s%% %10s %s\n' "$r" "${local_acc:--}" "${avg_acc:--}" "${secs:--}" "$note"
   r=$((r + 1))
 done

@@ -176,6 +176,22 @@ static char *trim(char *s)
     return s;
 }
 
+/* Ends a line where its comment starts: at a '#' that begins the line or
+ * follows a blank, outside double quotes. '#' is in Z85's alphabet, so a
+ * '#' inside a word (a key) is not a comment. */
+static void cut_comment(char *s)
+{
+    int quoted = 0;
+    for (char *c = s; *c; c++) {
+        if (*c == '"')
+            quoted = !quoted;
+        else if (*c == '#' && !quoted && (c == s || is_space(c[-1]))) {
+            *c = '\0';
+            return;
+        }
+    }
+}
+
 /* Re-records the last error as rc with "path:line: " before it. */
 static int at_line(int rc, const char *path, int line)
 {
@@ -224,8 +240,9 @@ static int parse_keyfile(const char *path, char *text, int bare, keyfile_t *kf)
             *nl = '\0';
         line++;
         int indented = is_space(*s);
+        cut_comment(s);
         s = trim(s);
-        if (!*s || *s == '#')
+        if (!*s)
             continue;
         /* '=' is in the Z85 alphabet: a bare key line is tried before the
          * "name = value" reading. */
@@ -275,19 +292,26 @@ int rumor_curve_read_keys(const char *path, rumor_curve_keypair_t *kp)
     size_t len;
     struct stat st;
     RUMOR_CHECK(slurp(path, KEYFILE_MAX, &text, &len, &st));
-    int rc = 0;
-    if (st.st_mode & 077)
+    keyfile_t kf;
+    int rc = parse_keyfile(path, text, 0, &kf);
+    /* A public key file given for the secret one: say so, rather than ask
+     * for the mode a secret needs (a .pub file is 0644 on purpose). */
+    size_t pl = strlen(path);
+    if (rc == 0 && !kf.have_sec && kf.have_pub)
+        rc = pl > 4 && strcmp(path + pl - 4, ".pub") == 0
+                 ? rumor_err_set(RUMOR_EFORMAT, "%s is a public key (no secret-key line); the "
+                                                "secret key is %.*s.key", path, (int)(pl - 4),
+                                 path)
+                 : rumor_err_set(RUMOR_EFORMAT, "%s is a public key (no secret-key line); the "
+                                                "secret key is PREFIX.key, written with PREFIX.pub "
+                                                "by 'rumor-peer keygen PREFIX'", path);
+    else if (rc == 0 && !kf.have_sec)
+        rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: no secret-key line", path, 1);
+    else if (st.st_mode & 077) /* before a format error: a secret may be exposed */
         rc = rumor_err_set(RUMOR_EAUTH,
                            "%s: secret key file has mode %04o: group or others may read it; "
                            "run 'chmod 600 %s'",
                            path, (unsigned)(st.st_mode & 07777), path);
-    keyfile_t kf;
-    memset(&kf, 0, sizeof kf);
-    if (rc == 0)
-        rc = parse_keyfile(path, text, 0, &kf);
-    if (rc == 0 && !kf.have_sec)
-        rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: no secret-key line (is this a .pub file?)",
-                           path, 1);
     rumor_curve_keypair_t tmp;
     if (rc == 0)
         rc = rumor_curve_keypair_from_secret(&tmp, kf.sec);
@@ -592,13 +616,78 @@ rumor_allowlist_t *rumor_allowlist_dup(const rumor_allowlist_t *al)
     return d;
 }
 
-/* One key a line: "<z85>" or "<z85> name", '#' lines and blank lines skipped. */
+/* A key's name from its file: "dir/peer-3.pub" -> "peer-3", cut to
+ * RUMOR_ALLOWLIST_NAME_MAX, control characters shown as '?'. */
+static void name_from_file(char *name, const char *file)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t n = strlen(base);
+    if (n > 4 && strcmp(base + n - 4, ".pub") == 0)
+        n -= 4;
+    if (n > RUMOR_ALLOWLIST_NAME_MAX)
+        n = RUMOR_ALLOWLIST_NAME_MAX;
+    for (size_t i = 0; i < n; i++)
+        name[i] = (unsigned char)base[i] < 0x20 || base[i] == 0x7f ? '?' : base[i];
+    name[n] = '\0';
+}
+
+/* Whether text is a key file (rumor-peer keygen's PREFIX.pub, a zcert)
+ * rather than a list: its first line that is not blank or a comment starts
+ * with a key file's field or section rather than a 40-character key. */
+static int is_keyfile(const char *text)
+{
+    static const char *const starts[] = { "public-key", "secret-key", "curve", "metadata" };
+    const char *s = text;
+    for (;;) {
+        s += strspn(s, " \t\r\n");
+        if (*s != '#')
+            break;
+        s += strcspn(s, "\n"); /* a whole-line comment */
+    }
+    uint8_t pk[RUMOR_CURVE_KEY_BYTES];
+    if (strcspn(s, " \t\r\n") == RUMOR_CURVE_Z85_LEN && rumor_curve_z85_decode(s, pk) == 0)
+        return 0; /* a key that happens to start with "curve=" */
+    for (size_t i = 0; i < sizeof starts / sizeof *starts; i++) {
+        size_t n = strlen(starts[i]);
+        if (strncmp(s, starts[i], n) == 0 && (!s[n] || strchr(" \t\r\n=", s[n])))
+            return 1;
+    }
+    return 0;
+}
+
+/* A key file as an allow-list of one key, named by the file. */
+static int load_keyfile(rumor_allowlist_t *al, const char *path, char *text)
+{
+    keyfile_t kf;
+    int rc = parse_keyfile(path, text, 1, &kf);
+    if (rc == 0 && kf.have_sec)
+        rc = rumor_err_set(RUMOR_EINVAL, "%s is a secret key file: an allow-list takes public "
+                                         "keys (the .pub file)", path);
+    else if (rc == 0 && !kf.have_pub)
+        rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: no public key in the file", path, 1);
+    char name[RUMOR_ALLOWLIST_NAME_MAX + 1];
+    name_from_file(name, path);
+    if (rc == 0)
+        rc = push(al, kf.pub, name);
+    sodium_memzero(&kf, sizeof kf);
+    return rc;
+}
+
+/* One key a line: "<z85>" or "<z85> name", blank lines and comments
+ * skipped; or a single key file (a .pub). */
 static int load_file(rumor_allowlist_t *al, const char *path)
 {
     char *text;
     size_t len;
     struct stat st;
     RUMOR_CHECK(slurp(path, ALLOWFILE_MAX, &text, &len, &st));
+    if (is_keyfile(text)) {
+        int rc = load_keyfile(al, path, text);
+        sodium_memzero(text, len);
+        free(text);
+        return rc;
+    }
     int rc = 0, line = 0;
     char *next = text;
     while (rc == 0 && next) {
@@ -608,8 +697,9 @@ static int load_file(rumor_allowlist_t *al, const char *path)
         if (nl)
             *nl = '\0';
         line++;
+        cut_comment(s);
         s = trim(s);
-        if (!*s || *s == '#')
+        if (!*s)
             continue;
         size_t klen = strcspn(s, " \t");
         char *rest = trim(s + klen);
@@ -629,7 +719,7 @@ static int load_file(rumor_allowlist_t *al, const char *path)
         char *name = rest;
         size_t nlen = strcspn(rest, " \t");
         char *after = trim(rest + nlen);
-        if (*after && *after != '#') {
+        if (*after) {
             rc = rumor_err_set(RUMOR_EFORMAT, "%s:%d: unexpected text after the key's name: '%.40s'",
                                path, line, after);
             break;
@@ -692,13 +782,9 @@ static int load_dir(rumor_allowlist_t *al, const char *path)
         uint8_t pk[RUMOR_CURVE_KEY_BYTES];
         rc = rumor_curve_read_public(file, pk);
         if (rc == 0) {
-            names[i][strlen(names[i]) - 4] = '\0';
-            if (strlen(names[i]) > RUMOR_ALLOWLIST_NAME_MAX)
-                names[i][RUMOR_ALLOWLIST_NAME_MAX] = '\0';
-            for (char *c = names[i]; *c; c++)
-                if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                    *c = '?';
-            rc = push(al, pk, names[i]);
+            char name[RUMOR_ALLOWLIST_NAME_MAX + 1];
+            name_from_file(name, names[i]);
+            rc = push(al, pk, name);
         }
     }
     for (size_t i = 0; i < n; i++)

@@ -21,9 +21,12 @@
  * section lines, indented fields) and, for public keys, a bare Z85 line.
  *
  * An allow-list file holds one public key a line: "<z85>" or "<z85> name",
- * blank lines and lines starting with '#' ignored (no Z85 key starts with
- * '#'). An allow-list directory means every "*.pub" file in it, each named
- * by its file name without ".pub". */
+ * blank lines ignored. In key and allow-list files a comment starts with
+ * '#' at the beginning of a line or after a blank (outside double quotes):
+ * '#' is in Z85's alphabet, so a '#' inside a key is part of it. An
+ * allow-list may also be a single key file (PREFIX.pub: a list of one key,
+ * named PREFIX's last part) or a directory, meaning every "*.pub" file in
+ * it, each named by its file name without ".pub". */
 #ifndef RUMOR_CURVE_H
 #define RUMOR_CURVE_H
 
@@ -92,7 +95,8 @@ int rumor_curve_write_keys(const char *prefix, const rumor_curve_keypair_t *kp,
 /* Reads a secret key file into kp. Refuses (RUMOR_EAUTH) a file that group
  * or others may read or write (mode & 077), and (RUMOR_EFORMAT, naming
  * file:line) malformed content, a missing secret-key line, or a public-key
- * line that does not match the secret. */
+ * line that does not match the secret. A public key file (PREFIX.pub) is
+ * refused as such (RUMOR_EFORMAT, naming PREFIX.key), whatever its mode. */
 int rumor_curve_read_keys(const char *path, rumor_curve_keypair_t *kp) RUMOR_WUR;
 
 /* Reads a public key from a .pub file, a key file's public-key line, or a
@@ -110,9 +114,10 @@ typedef struct rumor_allowlist rumor_allowlist_t;
 /* An empty list. */
 int rumor_allowlist_new(rumor_allowlist_t **out) RUMOR_WUR;
 
-/* Loads path: an allow-list file or a directory of *.pub files (see the top
- * of this header). An empty result is an error (it would admit nobody).
- * Errors name file:line (RUMOR_EFORMAT), or the path (RUMOR_ESYS). */
+/* Loads path: an allow-list file, a single .pub file or a directory of
+ * *.pub files (see the top of this header). An empty result is an error (it
+ * would admit nobody), and so is a secret key file (RUMOR_EINVAL). Errors
+ * name file:line (RUMOR_EFORMAT), or the path (RUMOR_ESYS). */
 int rumor_allowlist_load(const char *path, rumor_allowlist_t **out) RUMOR_WUR;
 
 /* Adds a key (name may be NULL). Adding a key already present keeps the

@@ -66,50 +66,6 @@ void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b)
             m->buf_state[i] = BUF_RETIRED;
 }
 
-/* ------------------------------------------------------------- slots */
-
-/* Makes `s` the receive state of round r: its weights and a zeroed
- * accumulator. Returns 0 or an error (no buffer). */
-int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
-{
-    s->round = r;
-    s->x = r == m->sent_round && m->sent_buf ? m->sent_buf->data : NULL;
-    s->buf = mx_buf_get(m);
-    if (!s->buf)
-        return RUMOR_ENOMEM;
-    /* no memset: a chunk's first arrival (or its mix) writes it whole */
-    memset(s->wsum, 0, m->nchunks * sizeof(double));
-    memset(s->arrivals, 0, m->nchunks * sizeof(int));
-    memset(s->done, 0, m->nchunks);
-    s->ndone = 0;
-    s->dis = s->selfw = 0;
-    memset(s->got, 0, (size_t)m->npeers * m->nchunks);
-    for (int j = 0; j < m->npeers; j++) {
-        s->w_of[j] = 0.0;
-        s->chunks_from[j] = 0;
-    }
-    s->nin = 0;
-    s->complete = 0;
-    return mx_slot_reweigh(m, s);
-}
-
-/* (Re)sets slot s's in-neighbours and weights from the current graph: at
- * open, and when the membership view changes before anything arrived. */
-int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s)
-{
-    for (int i = 0; i < s->nin; i++)
-        s->w_of[s->in[i]] = 0.0;
-    int k = mx_in_neighbors(m, s->round, m->tmp_nbrs, m->tmp_w);
-    if (k < 0)
-        return k;
-    s->nin = k;
-    for (int i = 0; i < k; i++) {
-        s->w_of[m->tmp_nbrs[i]] = m->tmp_w[i];
-        s->in[i] = m->tmp_nbrs[i];
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------- the public API */
 
 static void *comm_thread(void *arg);
@@ -135,6 +91,9 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     if (m->chunk > m->n)
         m->chunk = m->n;
     m->nchunks = (size_t)rumor_wire_nchunks(m->n, m->chunk);
+    m->max_recv = cfg->max_msg_elems ? cfg->max_msg_elems : MX_RECV_DEFAULT;
+    if (m->max_recv < m->chunk)
+        m->max_recv = m->chunk;
     m->timeout = cfg->round_timeout > 0 ? cfg->round_timeout : 10.0;
     if (m->cfg.min_round_timeout <= 0)
         m->cfg.min_round_timeout = 0.5;
@@ -179,7 +138,11 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     to.conns_per_peer = cfg->conns_per_peer;
     to.io_threads = cfg->io_threads;
     to.listen = cfg->listen ? cfg->listen : m->ep ? m->ep[cfg->self] : NULL;
-    to.max_msg_size = rumor_wire_max_msg_size(m->chunk);
+    /* libzmq's bound is twice the receiver's: a range somewhat above the
+     * limit is read and counted (chunk_too_large, named in the round's log
+     * line); one above twice the limit never reaches rumor (libzmq closes
+     * that connection before allocating it) */
+    to.max_msg_size = rumor_wire_max_msg_size(2 * m->max_recv);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
     to.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
     if (rc == 0)
@@ -267,8 +230,11 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     pthread_mutex_unlock(&m->mu);
     mx_wake(m);
     pthread_mutex_lock(&m->mu);
-    /* with membership, also until SWIM's view holds everyone who answered */
-    while ((m->nready < m->ntalk || (m->swim && m->vn_pub < m->nready + 1)) &&
+    /* until the rank check passed and everyone answered; with membership,
+     * also until SWIM's view holds everyone who answered */
+    while (m->rank_state_pub >= 0 &&
+           (m->rank_state_pub != 2 || m->nready < m->ntalk ||
+            (m->swim && m->vn_pub < m->nready + 1)) &&
            rumor_now() < deadline) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -280,13 +246,28 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
         pthread_cond_timedwait(&m->cv, &m->mu, &ts);
     }
     int ready = m->nready;
+    int conflict = m->rank_state_pub < 0;
+    char why[sizeof m->rank_err];
+    snprintf(why, sizeof why, "%s", m->rank_err); /* written before rank_state_pub */
+    /* who did not answer: read under mu (the comm thread sets ready[] under
+     * it), logged after */
+    struct silent {
+        int node;
+        char ep[120];
+    } *silent = ready < m->ntalk ? calloc((size_t)m->npeers, sizeof *silent) : NULL;
+    int nsilent = 0;
+    for (int j = 0; silent && j < m->npeers; j++)
+        if (m->talks_to[j] && !m->ready[j]) {
+            silent[nsilent].node = j;
+            snprintf(silent[nsilent++].ep, sizeof silent->ep, "%s", mx_endpoint_name(m, j));
+        }
     pthread_mutex_unlock(&m->mu);
-    if (ready < m->ntalk)
-        for (int j = 0; j < m->npeers; j++)
-            if (m->talks_to[j] && !m->ready[j])
-                rumor_warn("peer %d (%s) did not answer within %.1f s: treated as absent until "
-                           "it does",
-                           j, mx_endpoint_name(m, j), timeout);
+    for (int i = 0; !conflict && i < nsilent; i++)
+        rumor_warn("peer %d (%s) did not answer within %.1f s: treated as absent until it does",
+                   silent[i].node, silent[i].ep, timeout);
+    free(silent);
+    if (conflict)
+        return rumor_err_set(RUMOR_EINVAL, "%s", why);
     return ready;
 }
 
@@ -441,6 +422,13 @@ void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out)
 {
     pthread_mutex_lock(&m->mu);
     *out = m->wire_stats_pub;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void rumor_mixer_transport_stats(rumor_mixer_t *m, rumor_transport_stats_t *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = m->ts_pub;
     pthread_mutex_unlock(&m->mu);
 }
 

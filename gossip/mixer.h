@@ -17,9 +17,16 @@
  * the degree, allocated once. rumor_mixer_round_end hands back the buffer
  * that now holds the parameters; the caller's model must point at it.
  *
+ * Neighbours may cut the space differently (another chunk size, pipeline
+ * stages): a PARAMS message carries any range [offset, offset + length) of
+ * the space, and a neighbour's data for a round is complete when its ranges
+ * cover the space.
+ *
  * Messages from another swarm or model, from an old incarnation of a peer,
- * for a round already mixed or more than one ahead, malformed, duplicated, or
- * holding NaN or Inf are dropped and counted, never applied. */
+ * for a round already mixed or too far ahead, malformed, overlapping what
+ * arrived, or holding NaN or Inf are dropped and counted. A message is
+ * judged whole before any of it is used: a dropped one changes nothing,
+ * not even what is known of its sender (its incarnation, round, liveness). */
 #ifndef RUMOR_MIXER_H
 #define RUMOR_MIXER_H
 
@@ -29,6 +36,7 @@
 #include "curve.h"
 #include "err.h"
 #include "topology.h"
+#include "transport.h"
 #include "wire.h"
 
 #ifdef __cplusplus
@@ -50,7 +58,15 @@ typedef struct rumor_mixer_config {
     uint64_t swarm;            /* rumor_wire_swarm_id of the swarm name */
     uint64_t incarnation;      /* default: the realtime clock in ns at create */
     size_t nparams;            /* elements of the flat parameter space */
-    size_t chunk_elems;        /* default RUMOR_MIXER_CHUNK (1 MiB of f32) */
+    size_t chunk_elems;        /* this peer's chunk: the ranges it sends and the
+                                * cells it mixes in (default RUMOR_MIXER_CHUNK,
+                                * 1 MiB of f32); neighbours may use others */
+    size_t max_msg_elems;      /* the most elements one message may carry here
+                                * (default the larger of 2^24, 64 MiB of f32,
+                                * and chunk_elems): a receiver's limit, not a
+                                * grid; a larger range is dropped and counted
+                                * (chunk_too_large), one above twice the limit
+                                * is cut by libzmq with its connection */
     double round_timeout;      /* the longest a round waits for neighbours (default 10 s):
                                 * the deadline adapts to observed round times
                                 * (4 x their median) within
@@ -126,9 +142,13 @@ const char *rumor_mixer_endpoint(const rumor_mixer_t *m);
 /* The buffer holding the current parameters x_i(k) (nparams floats). */
 float *rumor_mixer_params(rumor_mixer_t *m);
 
-/* Waits until every peer this one exchanges with in any round has answered
- * a HELLO, or `timeout` seconds pass. Returns how many are ready; the rest
- * are logged and treated as absent until they appear. */
+/* Waits for the check, begun at create, that no other process runs as this
+ * peer (mixer_rank.c: a second process started with the same rank; this
+ * peer says nothing to anyone until it passed), then until every peer this
+ * one exchanges with in any round has answered a HELLO, or `timeout`
+ * seconds pass. Returns how many are ready; the rest are logged and treated
+ * as absent until they appear. RUMOR_EINVAL, with a message naming the rank
+ * and both addresses, when another process is this peer. */
 int rumor_mixer_barrier(rumor_mixer_t *m, double timeout);
 
 /* Round k (k = 0, 1, ... in order): starts sending rumor_mixer_params(). */
@@ -168,6 +188,9 @@ typedef struct rumor_mixer_counters {
     uint64_t state_fetches, state_bytes_fetched, state_served, state_bytes_served;
     uint64_t digest_failures;
     uint64_t endpoints_learned; /* peers' addresses learned or changed by membership */
+    uint64_t rounds_mixed;     /* rounds (or all-reduces) that used some neighbour's
+                                * data: 0 at the end of a run means this peer
+                                * trained alone */
     uint64_t stale_applied;    /* contributions from another round or an old
                                 * incarnation that reached a mix: a self-check,
                                 * always 0 */
@@ -195,6 +218,10 @@ void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received);
 
 /* What was dropped and why, since create. */
 void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out);
+
+/* The transport's counters (bytes, refused connections by kind), as of the
+ * comm thread's last loop. */
+void rumor_mixer_transport_stats(rumor_mixer_t *m, rumor_transport_stats_t *out);
 
 #ifdef __cplusplus
 }

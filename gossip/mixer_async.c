@@ -15,7 +15,13 @@
  * peer thus skips rounds instead of falling ever further behind, its
  * parameters reach the others a few rounds old at most (its slowness
  * ratio), and the staleness bound keeps meaning "how old", while fast peers
- * never wait for it. Runs on the comm thread. */
+ * never wait for it.
+ *
+ * Neighbours cut the space their own way: j's ranges of round r are copied
+ * into latest[j] as they come, and a cell of this peer's grid becomes fresh
+ * once j's ranges of one round cover it whole (a range of a newer round
+ * that overwrites part of a cell makes it wait for the rest). Runs on the
+ * comm thread. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -36,8 +42,15 @@ int mx_async_alloc(rumor_mixer_t *m)
     a->lround = malloc((size_t)N * m->nchunks * sizeof *a->lround);
     a->fresh = calloc((size_t)N * m->nchunks, 1);
     a->linc = calloc((size_t)N, sizeof *a->linc);
-    if (!a->latest || !a->lround || !a->fresh || !a->linc)
+    a->pround = malloc((size_t)N * sizeof *a->pround);
+    a->pcov = calloc((size_t)N, sizeof *a->pcov);
+    if (!a->latest || !a->lround || !a->fresh || !a->linc || !a->pround || !a->pcov)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    for (int j = 0; j < N; j++) {
+        a->pround[j] = -1;
+        if (mx_cover_check(&a->pcov[j], 0, 1) < 0) /* its first interval's room */
+            return RUMOR_ENOMEM;
+    }
     for (size_t i = 0; i < (size_t)N * m->nchunks; i++)
         a->lround[i] = -1;
     int period = m->topo->period > 0 ? m->topo->period : 1;
@@ -67,6 +80,10 @@ void mx_async_free(rumor_mixer_t *m)
     free(a->lround);
     free(a->fresh);
     free(a->linc);
+    for (int j = 0; a->pcov && j < m->npeers; j++)
+        mx_cover_free(&a->pcov[j]);
+    free(a->pcov);
+    free(a->pround);
     memset(a, 0, sizeof *a);
 }
 
@@ -76,59 +93,88 @@ void mx_async_forget(rumor_mixer_t *m, int node)
     memset(a->fresh + (size_t)node * m->nchunks, 0, m->nchunks);
     for (size_t c = 0; c < m->nchunks; c++)
         a->lround[(size_t)node * m->nchunks + c] = -1;
+    a->pround[node] = -1;
+    mx_cover_clear(&a->pcov[node]);
 }
 
-void mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const float *data)
+static void copy_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
+{
+    (void)m;
+    memcpy((float *)ctx + at, p, n * sizeof(float));
+}
+
+int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
 {
     struct mx_async *a = &m->as;
-    long r = (long)(h->round > (uint64_t)LONG_MAX / 2 ? LONG_MAX / 2 : h->round);
-    if (!a->latest[node] && m->swim && m->talks_to[node] &&
-        posix_memalign((void **)&a->latest[node], 64, m->n * sizeof(float) + 64) != 0)
-        a->latest[node] = NULL; /* membership: any peer may become a neighbour */
-    if (!a->latest[node]) {
+    if (h->round > (uint64_t)m->cur + ASYNC_MAX_AHEAD) {
+        mx_ask_round(m, node);
+        rumor_err_set(RUMOR_EPROTO, "round %llu while at %ld", (unsigned long long)h->round, m->cur);
+        return -RUMOR_WIRE_FUTURE_ROUND;
+    }
+    long r = (long)h->round;
+    if (!a->latest[node] && !(m->swim && m->talks_to[node])) {
         rumor_err_set(RUMOR_EPROTO, "peer %d is not an in-neighbour", node);
-        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "params");
-        return;
+        return -RUMOR_WIRE_UNKNOWN_SENDER;
     }
-    if (r > m->cur + ASYNC_MAX_AHEAD) {
-        rumor_err_set(RUMOR_EPROTO, "round %ld while at %ld", r, m->cur);
-        mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "params");
-        return;
+    /* a newer incarnation (a restart) starts its rounds over */
+    long pr = h->incarnation > m->known_inc[node] ? -1 : a->pround[node];
+    if (r < m->cur - m->cfg.staleness || r < pr) {
+        if (r < m->cur - m->cfg.staleness)
+            mx_tell_behind(m, node);
+        rumor_err_set(RUMOR_EPROTO, "round %ld older than %ld", r,
+                      r < pr ? pr : m->cur - m->cfg.staleness);
+        return -RUMOR_WIRE_STALE_ROUND;
     }
+    uint64_t lo = h->offset, hi = h->offset + h->length; /* inside the space: wire_check */
+    if (r == pr) {
+        int cv = mx_cover_check(&a->pcov[node], lo, hi);
+        if (cv != 0) {
+            if (cv < 0)
+                rumor_warn("mixer: %s", rumor_err_msg());
+            rumor_err_set(RUMOR_EPROTO, "range [%llu, %llu) of round %ld %s",
+                          (unsigned long long)lo, (unsigned long long)hi, r,
+                          cv == 1 ? "overlaps one received already" : "in too many pieces");
+            return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
+        }
+    }
+    if (!rumor_wire_payload_finite(data, h->length)) {
+        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in range [%llu, %llu) of round %ld",
+                      (unsigned long long)lo, (unsigned long long)hi, r);
+        return -RUMOR_WIRE_NONFINITE;
+    }
+    /* membership: any peer may become a neighbour; its buffer comes with
+     * its first message */
+    if (!a->latest[node] &&
+        posix_memalign((void **)&a->latest[node], 64, m->n * sizeof(float) + 64) != 0) {
+        a->latest[node] = NULL;
+        rumor_warn("mixer: cannot allocate %zu parameters for peer %d", m->n, node);
+        return -RUMOR_WIRE_UNEXPECTED;
+    }
+
+    /* accepted */
+    mx_accept(m, h, node);
     mx_heard_round(m, node, r);
-    if (r < m->cur - m->cfg.staleness) {
-        mx_tell_behind(m, node);
-        rumor_err_set(RUMOR_EPROTO, "round %ld older than %ld - %d", r, m->cur, m->cfg.staleness);
-        mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "params");
-        return;
+    if (r > a->pround[node]) { /* the first range of a newer round */
+        a->pround[node] = r;
+        mx_cover_clear(&a->pcov[node]);
     }
-    uint64_t off, len;
-    if (h->nchunks != m->nchunks ||
-        rumor_wire_chunk_range(m->n, m->chunk, h->chunk, &off, &len) < 0 || off != h->offset ||
-        len != h->length) {
-        rumor_err_set(RUMOR_EPROTO, "chunk %u/%u is not on this peer's chunk grid", h->chunk,
-                      h->nchunks);
-        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "params");
-        return;
-    }
-    size_t at = (size_t)node * m->nchunks + h->chunk;
-    if (a->lround[at] >= r) {
-        rumor_err_set(RUMOR_EPROTO, "chunk %u of round %ld after round %ld", h->chunk, r,
-                      a->lround[at]);
-        mx_count(m, a->lround[at] == r ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_STALE_ROUND, node,
-                 "params");
-        return;
-    }
-    if (!rumor_wire_payload_finite(data, len)) {
-        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in chunk %u of round %ld", h->chunk, r);
-        mx_count(m, -RUMOR_WIRE_NONFINITE, node, "params");
-        return;
-    }
-    memcpy(a->latest[node] + off, data, len * sizeof(float)); /* any alignment */
-    a->lround[at] = r;
-    a->fresh[at] = 1;
+    mx_payload_blocks(m, data, h->length, copy_block, a->latest[node] + lo);
+    mx_cover_add(&a->pcov[node], lo, hi);
     a->linc[node] = h->incarnation;
-    mx_count(m, 0, node, "params");
+    size_t c0 = (size_t)(lo / m->chunk), c1 = (size_t)((hi - 1) / m->chunk);
+    for (size_t c = c0; c <= c1; c++) {
+        uint64_t off, len;
+        RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
+        size_t at = (size_t)node * m->nchunks + c;
+        if (mx_cover_within(&a->pcov[node], off, off + len) == len) {
+            a->lround[at] = r;
+            a->fresh[at] = 1;
+        } else {
+            a->lround[at] = -1; /* part old, part new: not mixed until whole */
+            a->fresh[at] = 0;
+        }
+    }
+    return 0;
 }
 
 /* Ends round cur at once: mixes what is fresh into a new buffer. */
@@ -193,15 +239,24 @@ void mx_async_close(rumor_mixer_t *m)
             }
             dis += d2;
         }
-        selfw += 1.0 - wsum;
+        selfw += (1.0 - wsum) * (double)len;
     }
     int mixed = 0;
     for (int i = 0; i < nin; i++)
         mixed += used[i];
     /* the clock: once half the staleness bound behind, join the newest
      * round a neighbour is at (not the one after: two peers would then
-     * overtake each other every round) */
-    long ahead = mx_swarm_round(m);
+     * overtake each other every round). The newest of any one neighbour,
+     * not the swarm's second newest: on a ring a peer next to a faster one
+     * has one fast and one slow neighbour, and the fast one would
+     * otherwise run away until everything it receives is stale (it would
+     * train alone). A claim moves this peer at most ASYNC_MAX_AHEAD. */
+    long ahead = -1;
+    for (int i = 0; i < nin; i++) {
+        long r = m->peer_round[m->tmp_nbrs[i]];
+        if (r > ahead)
+            ahead = r;
+    }
     long slack = m->cfg.staleness / 2 > 1 ? m->cfg.staleness / 2 : 1;
     if (ahead > k + slack && ahead <= k + ASYNC_MAX_AHEAD) {
         m->counters.jumps++;
@@ -211,5 +266,5 @@ void mx_async_close(rumor_mixer_t *m)
         m->cur = k + 1;
     }
     m->round_staleness = oldest;
-    mx_publish_close(m, k, out, nin, mixed, 0, dis, selfw / (double)m->nchunks);
+    mx_publish_close(m, k, out, nin, mixed, 0, dis, selfw / (double)m->n, mixed > 0);
 }

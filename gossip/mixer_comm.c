@@ -61,7 +61,11 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->left = calloc((size_t)N, 1);
     m->ep = calloc((size_t)N, sizeof *m->ep);
     m->behind_since = calloc((size_t)N, sizeof *m->behind_since);
-    m->scratch = malloc(m->chunk * sizeof(float) + 64);
+    m->scratch = aligned_alloc(64, MX_SCRATCH * sizeof(float));
+    m->rej_round = malloc((size_t)N * sizeof *m->rej_round);
+    m->rej_count = calloc((size_t)N, sizeof *m->rej_count);
+    m->rej_reason = calloc((size_t)N, sizeof *m->rej_reason);
+    m->asked_round = calloc((size_t)N, sizeof *m->asked_round);
     m->tmp_nbrs = calloc((size_t)N, sizeof *m->tmp_nbrs);
     m->tmp_w = calloc((size_t)N, sizeof *m->tmp_w);
     m->out_nbrs = calloc((size_t)N, sizeof *m->out_nbrs);
@@ -71,8 +75,10 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
         !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since ||
         !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
-        !m->hold)
+        !m->hold || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    for (int j = 0; j < N; j++)
+        m->rej_round[j] = -1;
     /* A peer waits only for its in-neighbours: on a directed or
      * time-varying graph one it sends to can fall up to a period behind, so
      * rounds up to a period ahead are accepted (at most 8: memory). */
@@ -82,20 +88,8 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     if (!m->slot)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     m->sent_round = -1;
-    for (int i = 0; i < m->nslots; i++) {
-        struct mx_slot *s = &m->slot[i];
-        s->round = -1;
-        s->arrivals = calloc(m->nchunks, sizeof *s->arrivals);
-        s->done = calloc(m->nchunks, 1);
-        s->wsum = calloc(m->nchunks, sizeof *s->wsum);
-        s->got = calloc((size_t)N * m->nchunks, 1);
-        s->w_of = calloc((size_t)N, sizeof *s->w_of);
-        s->chunks_from = calloc((size_t)N, sizeof *s->chunks_from);
-        s->in = calloc((size_t)N, sizeof *s->in);
-        if (!s->wsum || !s->got || !s->w_of || !s->chunks_from || !s->in || !s->arrivals ||
-            !s->done)
-            return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-    }
+    for (int i = 0; i < m->nslots; i++)
+        RUMOR_CHECK(mx_slot_alloc(m, &m->slot[i]));
     for (int j = 0; j < N; j++) {
         if (cfg->endpoints[j] && !(m->ep[j] = strdup(cfg->endpoints[j])))
             return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
@@ -158,15 +152,8 @@ void mx_free_state(rumor_mixer_t *m)
         free(m->bufs[i]->data);
         free(m->bufs[i]);
     }
-    for (int i = 0; m->slot && i < m->nslots; i++) {
-        free(m->slot[i].arrivals);
-        free(m->slot[i].done);
-        free(m->slot[i].wsum);
-        free(m->slot[i].got);
-        free(m->slot[i].w_of);
-        free(m->slot[i].chunks_from);
-        free(m->slot[i].in);
-    }
+    for (int i = 0; m->slot && i < m->nslots; i++)
+        mx_slot_free(m, &m->slot[i]);
     free(m->slot);
     free(m->ids);
     free(m->sorted_ids);
@@ -186,8 +173,12 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->tmp_w);
     free(m->out_nbrs);
     free(m->sendq);
-    free(m->ar.recv);
+    ar_free(m);
     free(m->hold);
+    free(m->rej_round);
+    free(m->rej_count);
+    free(m->rej_reason);
+    free(m->asked_round);
     mx_state_free(m);
     mx_async_free(m);
     mx_view_free(m);
@@ -274,207 +265,61 @@ int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux)
 void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what)
 {
     rumor_wire_stats_count(&m->wire_stats, verdict);
-    if (verdict != 0)
-        rumor_debug("dropped %s from peer %d: %s (%s)", what, node,
-                    rumor_wire_reject_name(verdict), rumor_err_msg());
-}
-
-/* ------------------------------------------------------- D-PSGD rounds */
-
-/* The inner loops run in blocks of 16 so that gcc -O2 vectorizes them. */
-#define BLK 16
-
-/* y = a x (first arrival of a chunk) or y += a x */
-static void axpy(float *restrict y, float a, const float *restrict x, size_t n, int first)
-{
-    size_t i = 0;
-    if (first) {
-        for (; i + BLK <= n; i += BLK)
-            for (int j = 0; j < BLK; j++)
-                y[i + j] = a * x[i + j];
-        for (; i < n; i++)
-            y[i] = a * x[i];
+    if (verdict == 0)
         return;
-    }
-    for (; i + BLK <= n; i += BLK)
-        for (int j = 0; j < BLK; j++)
-            y[i + j] += a * x[i + j];
-    for (; i < n; i++)
-        y[i] += a * x[i];
-}
-
-/* Mixes chunk c of slot s: acc = acc + (1 - w_c) x, or x itself when no
- * neighbour's chunk arrived; adds |acc - x|^2 to the slot's disagreement. */
-static void mix_chunk(rumor_mixer_t *m, struct mx_slot *s, size_t c)
-{
-    uint64_t off, len;
-    RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
-    float *restrict acc = s->buf->data + off;
-    const float *restrict x = s->x + off;
-    if (s->arrivals[c] == 0) {
-        memcpy(acc, x, len * sizeof(float));
-    } else {
-        float a = (float)(1.0 - s->wsum[c]);
-        float lanes[BLK] = { 0 };
-        size_t i = 0;
-        for (; i + BLK <= len; i += BLK)
-            for (int j = 0; j < BLK; j++) {
-                float v = acc[i + j] + a * x[i + j];
-                float d = v - x[i + j];
-                lanes[j] += d * d;
-                acc[i + j] = v;
-            }
-        double d2 = 0;
-        for (; i < len; i++) {
-            float v = acc[i] + a * x[i];
-            float d = v - x[i];
-            d2 += (double)d * d;
-            acc[i] = v;
+    rumor_debug("dropped %s from peer %d: %s (%s)", what, node, rumor_wire_reject_name(verdict),
+                rumor_err_msg());
+    if (node >= 0 && node < m->npeers) {
+        if (m->rej_round[node] != m->cur) {
+            m->rej_round[node] = m->cur;
+            m->rej_count[node] = 0;
         }
-        for (int j = 0; j < BLK; j++)
-            d2 += lanes[j];
-        s->dis += d2;
+        m->rej_count[node]++;
+        m->rej_reason[node] = verdict < 0 ? -verdict : verdict;
     }
-    s->selfw += 1.0 - s->wsum[c];
-    s->done[c] = 1;
-    s->ndone++;
 }
 
-/* Whether chunk c of slot s has everything it will get: every in-neighbour
- * that is not absent sent it. */
-static int chunk_ready(const rumor_mixer_t *m, const struct mx_slot *s, size_t c)
+void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
-    for (int i = 0; i < s->nin; i++) {
-        int j = s->in[i];
-        if (!s->got[(size_t)j * m->nchunks + c] && !(m->absent[j] && s->chunks_from[j] == 0))
-            return 0;
+    m->last_heard[node] = rumor_now();
+    if (h->type != RUMOR_WIRE_LEAVE)
+        m->left[node] = 0;
+    if (h->incarnation > m->known_inc[node]) {
+        if (m->known_inc[node] != 0) {
+            rumor_info("peer %d restarted (incarnation %llu)", node,
+                       (unsigned long long)h->incarnation);
+            m->peer_round[node] = -1; /* its new life starts over */
+            m->said_round[node] = -1;
+            if (m->cfg.async)
+                mx_async_forget(m, node);
+        }
+        m->known_inc[node] = h->incarnation;
     }
-    return 1;
+    if (m->swim && h->type != RUMOR_WIRE_PROBE && h->type != RUMOR_WIRE_PROBE_REQ &&
+        h->type != RUMOR_WIRE_ACK && h->type != RUMOR_WIRE_LEAVE)
+        rumor_swim_heard(m->swim, rumor_now(), h->sender, h->incarnation);
 }
 
-/* Mixes a chunk as soon as it is complete and this peer's own x(round) is
- * known: while it is in cache, and while the caller still computes, instead
- * of in one pass when the round closes. */
-static void mix_if_ready(rumor_mixer_t *m, struct mx_slot *s, size_t c)
-{
-    if (s->x && !s->done[c] && chunk_ready(m, s, c))
-        mix_chunk(m, s, c);
-}
-
-static int ensure_slot(rumor_mixer_t *m, long r)
-{
-    struct mx_slot *s = &m->slot[r % m->nslots];
-    if (s->round == r && s->buf)
-        return 0;
-    return mx_slot_open(m, s, r);
-}
-
-/* A PARAMS chunk: accumulate W_ij * chunk into its round's slot. */
-static void on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const float *data)
-{
-    long r = (long)h->round;
-    if (h->round >= (uint64_t)m->cur + (uint64_t)m->nslots) {
-        /* this peer fell behind (or the sender runs ahead): the caller
-         * learns it from swarm_round and jumps or catches up */
-        mx_heard_round(m, node, r);
-        rumor_err_set(RUMOR_EPROTO, "round %llu while at %ld", (unsigned long long)h->round, m->cur);
-        mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "params");
-        return;
-    }
-    if (r < m->cur) {
-        mx_heard_round(m, node, r);
-        mx_tell_behind(m, node);
-        rumor_err_set(RUMOR_EPROTO, "round %ld already mixed (at %ld)", r, m->cur);
-        mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "params");
-        return;
-    }
-    mx_heard_round(m, node, r);
-    if (ensure_slot(m, r) < 0) {
-        rumor_warn("mixer: %s", rumor_err_msg());
-        return;
-    }
-    struct mx_slot *s = &m->slot[r % m->nslots];
-    double w = s->w_of[node];
-    if (w == 0.0) {
-        rumor_err_set(RUMOR_EPROTO, "peer %d is not an in-neighbour in round %ld", node, r);
-        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "params");
-        return;
-    }
-    uint64_t off, len;
-    if (h->nchunks != m->nchunks || rumor_wire_chunk_range(m->n, m->chunk, h->chunk, &off, &len) < 0 ||
-        off != h->offset || len != h->length) {
-        rumor_err_set(RUMOR_EPROTO, "chunk %u/%u at [%llu, +%llu) is not on this peer's chunk grid",
-                      h->chunk, h->nchunks, (unsigned long long)h->offset,
-                      (unsigned long long)h->length);
-        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "params");
-        return;
-    }
-    uint8_t *got = &s->got[(size_t)node * m->nchunks + h->chunk];
-    if (*got) {
-        rumor_err_set(RUMOR_EPROTO, "chunk %u of round %ld again", h->chunk, r);
-        mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "params");
-        return;
-    }
-    if (s->done[h->chunk]) {
-        /* an absent peer came back after this chunk was mixed without it */
-        rumor_err_set(RUMOR_EPROTO, "chunk %u of round %ld was already mixed", h->chunk, r);
-        mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "params");
-        return;
-    }
-    if ((uintptr_t)data % sizeof(float) != 0) {
-        /* libzmq may hand small frames out at any byte offset */
-        memcpy(m->scratch, data, len * sizeof(float));
-        data = m->scratch;
-    }
-    if (!rumor_wire_payload_finite(data, len)) {
-        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in chunk %u of round %ld", h->chunk, r);
-        mx_count(m, -RUMOR_WIRE_NONFINITE, node, "params");
-        return;
-    }
-    axpy(s->buf->data + off, (float)w, data, len, s->arrivals[h->chunk] == 0);
-    s->arrivals[h->chunk]++;
-    s->wsum[h->chunk] += w;
-    *got = 1;
-    if (++s->chunks_from[node] == (int)m->nchunks)
-        s->complete++;
-    mx_count(m, 0, node, "params");
-    mix_if_ready(m, s, h->chunk);
-}
-
-/* Whom round cur waits for. A neighbour is waited for while it is alive
- * (heard from within the liveness window: the heartbeat timeout, or the
- * round's deadline if that is longer), has not said it is leaving, and has
- * not stayed more than MX_WAIT_LAG rounds behind this peer for that long.
- * One that did not answer the HELLO barrier is not waited for until it
- * speaks.
- *   - A live neighbour that misses a deadline is waited for again in the
- *     next round: peers never run ahead of a slow but live neighbour, they
- *     stay within a round or two of each other, and nobody has to skip
- *     rounds or fetch state after one late message.
- *   - A dead, frozen or cut-off neighbour stops being waited for once it
- *     has been silent for the window (it is never waited for longer than
- *     a deadline in any one round).
- *   - One far behind (restarted from a checkpoint, thawed, joining) is told
- *     where the swarm is and jumps or fetches state (mixer_state.c), which
- *     takes well under the window; a peer that stays behind is not waited
- *     for after it.
- * A neighbour that has sent part of round cur is waited for regardless. */
-static void refresh_absent(rumor_mixer_t *m, double deadline)
+void mx_ask_round(rumor_mixer_t *m, int node)
 {
     double now = rumor_now();
-    double alive = m->cfg.heartbeat_timeout_ms > 0 ? m->cfg.heartbeat_timeout_ms / 1000.0 : 2.0;
-    if (deadline > alive)
-        alive = deadline;
-    for (int j = 0; j < m->npeers; j++) {
-        if (!m->talks_to[j])
-            continue;
-        if (m->peer_round[j] >= m->cur - MX_WAIT_LAG)
-            m->behind_since[j] = 0;
-        else if (m->behind_since[j] == 0)
-            m->behind_since[j] = now;
-        m->absent[j] = m->left[j] || now - m->last_heard[j] > alive ||
-                       (m->behind_since[j] > 0 && now - m->behind_since[j] > alive) ||
-                       (m->barrier_run && !m->heard[j] && !m->ready[j]);
+    if (!m->talks_to[node] || now - m->asked_round[node] < 0.25)
+        return;
+    m->asked_round[node] = now;
+    (void)send_control(m, node, RUMOR_WIRE_HELLO, 1);
+}
+
+void mx_payload_blocks(rumor_mixer_t *m, const void *data, size_t n, mx_block_fn fn, void *ctx)
+{
+    if ((uintptr_t)data % sizeof(float) == 0) {
+        fn(m, ctx, data, 0, n);
+        return;
+    }
+    /* libzmq may hand small frames out at any byte offset */
+    for (size_t at = 0; at < n; at += MX_SCRATCH) {
+        size_t k = n - at < MX_SCRATCH ? n - at : MX_SCRATCH;
+        memcpy(m->scratch, (const char *)data + at * sizeof(float), k * sizeof(float));
+        fn(m, ctx, m->scratch, at, k);
     }
 }
 
@@ -495,8 +340,10 @@ int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint)
         rumor_info("peer %d is at %s now (was %s)", node, endpoint, m->ep[node]);
     else
         rumor_info("peer %d is at %s", node, endpoint);
+    pthread_mutex_lock(&m->mu); /* the caller's thread reads ep[] under mu */
     free(m->ep[node]);
     m->ep[node] = e;
+    pthread_mutex_unlock(&m->mu);
     m->counters.endpoints_learned++;
     mx_drop_serves(m, node);
     if (!m->talks_to[node])
@@ -507,131 +354,6 @@ int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint)
 const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
 {
     return m->ep[node] ? m->ep[node] : "address not known yet";
-}
-
-/* Whether round cur can close: every in-neighbour sent all its chunks, or
- * is not waited for (refresh_absent) and has sent nothing this round,
- * or has moved on to a later round. */
-static int moved_on(const rumor_mixer_t *m, int j)
-{
-    /* j sent chunks of a later round, or said (HELLO) it is in one: its
-     * connection is in order, so what it has not sent of this round is not
-     * coming (it skipped ahead). Chunks of rounds beyond the window were
-     * dropped unread and do not count. */
-    if (m->said_round[j] > m->cur)
-        return 1;
-    for (int d = 1; d < m->nslots; d++) {
-        const struct mx_slot *n = &m->slot[(m->cur + d) % m->nslots];
-        if (n->round == m->cur + d && n->buf && n->chunks_from[j] > 0)
-            return 1;
-    }
-    return 0;
-}
-
-static int round_done(const rumor_mixer_t *m, const struct mx_slot *s)
-{
-    if (s->round != m->cur)
-        return 0;
-    for (int i = 0; i < s->nin; i++) {
-        int j = s->in[i];
-        if (s->chunks_from[j] == (int)m->nchunks)
-            continue;
-        if (m->absent[j] && s->chunks_from[j] == 0)
-            continue;
-        if (m->cfg.conns_per_peer <= 1 && moved_on(m, j))
-            continue;
-        return 0;
-    }
-    return 1;
-}
-
-/* Finishes round cur: mixes the chunks not mixed yet (x = acc + (1 - w_c) x
- * where w_c is the weight that arrived), hands the buffer to the caller and
- * moves on to round cur + 1. */
-static void close_round(rumor_mixer_t *m, int timed_out)
-{
-    long k = m->cur;
-    if (ensure_slot(m, k) < 0) {
-        pthread_mutex_lock(&m->mu);
-        snprintf(m->closed_err, sizeof m->closed_err, "%s", rumor_err_msg());
-        m->closed_rc = rumor_err_code() ? rumor_err_code() : RUMOR_ENOMEM;
-        m->req_close = -1;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
-        return;
-    }
-    struct mx_slot *s = &m->slot[k % m->nslots];
-    s->x = m->params->data;
-    for (size_t c = 0; c < m->nchunks; c++)
-        if (!s->done[c])
-            mix_chunk(m, s, c);
-    double dis = s->dis, selfw = s->selfw;
-    for (int i = 0; i < s->nin; i++) {
-        int j = s->in[i];
-        if (s->chunks_from[j] == (int)m->nchunks)
-            continue;
-        if (!m->absent[j])
-            rumor_info("round %ld: peer %d sent %d of %zu chunks before the deadline; its "
-                       "weight %.3g went to the self-weight",
-                       k, j, s->chunks_from[j], m->nchunks, s->w_of[j]);
-    }
-    rumor_sendbuf_t *out = s->buf;
-    /* The caller now owns s->buf as its parameters; the slot waits, empty,
-     * for round k + nslots. */
-    s->buf = NULL;
-    s->round = -1;
-    m->round_staleness = 0;
-    /* a round that timed out waiting for a peer that sent nothing says
-     * nothing about how long rounds take: not a deadline sample */
-    int silent = 0;
-    for (int i = 0; i < s->nin; i++)
-        silent += s->chunks_from[s->in[i]] == 0;
-    m->round_sample = !(timed_out && silent);
-    mx_publish_close(m, k, out, s->nin, s->complete, timed_out, dis, selfw / (double)m->nchunks);
-}
-
-/* Hands the mixed parameters of round k to the caller and moves on to
- * round k + 1 (or later: an asynchronous peer follows its neighbours'
- * clock, see mixer_async.c, which sets m->cur itself beforehand). */
-void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
-                      int timed_out, double dis, double selfw)
-{
-    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
-    if (m->cur <= k)
-        m->cur = k + 1;
-    pthread_mutex_lock(&m->mu);
-    double elapsed = rumor_now() - m->round_start;
-    if (!m->cfg.async && !atomic_load(&m->hurry) && m->round_sample)
-        mx_record_round_time(m, elapsed);
-    rumor_round_stats_t *st = &m->closed_stats;
-    memset(st, 0, sizeof *st);
-    st->round = k;
-    st->in_neighbors = nin;
-    st->complete = complete;
-    st->timed_out = timed_out;
-    st->disagreement = sqrt(dis);
-    st->self_weight = selfw;
-    st->deadline_s = m->cur_deadline;
-    st->round_s = elapsed;
-    st->swarm_round = mx_swarm_round(m);
-    st->next_round = m->cur;
-    st->window = m->nslots;
-    st->behind_round = m->told_behind;
-    st->members = m->swim ? m->vn : 0;
-    m->told_behind = -1;
-    st->max_staleness = m->round_staleness;
-    st->bytes_sent = m->pub_sent = ts->bytes_sent;
-    st->bytes_received = m->pub_received = ts->bytes_received;
-    mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
-    m->params = out;
-    m->closed_buf = out;
-    m->closed_rc = 0;
-    m->req_close = -1;
-    m->next_send = m->cur;
-    m->wire_stats_pub = m->wire_stats;
-    m->counters_pub = m->counters;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
 }
 
 /* Queues round k's parameters for its out-neighbours. Rounds a window or
@@ -645,8 +367,7 @@ static void start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
     struct mx_slot *s = &m->slot[k % m->nslots];
     if (s->round == k && s->buf) {
         s->x = buf->data;
-        for (size_t c = 0; c < m->nchunks; c++)
-            mix_if_ready(m, s, c);
+        mx_slot_x_known(m, s);
     }
     for (int j = 0; j < m->npeers; j++) {
         struct mx_sendq *q = &m->sendq[j];
@@ -739,17 +460,29 @@ static void drop_sends(rumor_mixer_t *m)
 
 /* HELLO's aux: 0 "I have not heard you", 1 "I have heard you", 2 "a reply:
  * I have heard you", 3 "your round was stale here: I am at `round`" (2 and
- * 3 are never answered, so two peers do not ping-pong). Every HELLO that is
- * not a reply gets one, so a peer still in its barrier (or restarted) hears
- * back even after this one stopped its own HELLOs. */
-static void on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
+ * 3 are never answered, so two peers do not ping-pong), 4 the rank check
+ * (mixer_rank.c: only ever sent to this peer's own address). Every HELLO
+ * that is not a reply gets one, so a peer still in its barrier (or
+ * restarted) hears back even after this one stopped its own HELLOs. */
+static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
+    if (h->aux > 3) {
+        rumor_err_set(RUMOR_EPROTO, "HELLO with aux %u", h->aux);
+        return -RUMOR_WIRE_UNEXPECTED;
+    }
+    if (h->round >= (uint64_t)m->cur + MX_ROUND_SANITY) {
+        rumor_err_set(RUMOR_EPROTO, "HELLO from round %llu while at %ld",
+                      (unsigned long long)h->round, m->cur);
+        return -RUMOR_WIRE_FUTURE_ROUND;
+    }
+    mx_accept(m, h, node);
+    long r = (long)h->round;
+    mx_heard_round(m, node, r);
     m->heard[node] = 1;
-    int sane = h->round < (uint64_t)(m->cur + MX_ROUND_SANITY);
-    if (sane && (long)h->round > m->said_round[node])
-        m->said_round[node] = (long)h->round;
-    if (h->aux == 3 && m->talks_to[node] && sane && (long)h->round > m->told_behind)
-        m->told_behind = (long)h->round;
+    if (r > m->said_round[node])
+        m->said_round[node] = r;
+    if (h->aux == 3 && m->talks_to[node] && r > m->told_behind)
+        m->told_behind = r;
     if (h->aux < 2 && m->talks_to[node])
         (void)send_control(m, node, RUMOR_WIRE_HELLO, 2);
     if (h->aux >= 1 && !m->ready[node]) {
@@ -760,12 +493,15 @@ static void on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
         pthread_cond_broadcast(&m->cv);
         pthread_mutex_unlock(&m->mu);
     }
+    return 0;
 }
 
 static void send_hellos(rumor_mixer_t *m)
 {
     double now = rumor_now();
-    if (!m->hello_active || now < m->next_hello)
+    /* not before the rank check passed: a second process claiming this
+     * peer's rank must not reach the neighbours */
+    if (!m->hello_active || now < m->next_hello || m->rank_state != 2)
         return;
     m->next_hello = now + 0.1;
     for (int j = 0; j < m->npeers; j++)
@@ -807,16 +543,23 @@ static int recv_one(rumor_mixer_t *m)
     }
     rumor_transport_count_received(m->tr, total);
     rumor_wire_hdr_t h;
-    int node = -1;
+    int node = -1, held = 0;
     int v = rumor_wire_decode(zmq_msg_data(&part[0]), zmq_msg_size(&part[0]), &h);
+    int decoded = v == 0;
     if (v == 0) {
         rumor_wire_expect_t e = { .swarm = m->swarm, .space = m->n, .self = m->ids[m->self],
-                                  .max_chunk = m->chunk };
+                                  .max_chunk = m->max_recv };
         v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
         if (v == 0 && frames > 3) {
             rumor_err_set(RUMOR_EPROTO, "%zu frames", frames);
             v = -RUMOR_WIRE_BAD_FRAMES;
         }
+        /* this peer's own rank check coming back, or another process
+         * that claims to be this peer */
+        if (v == -RUMOR_WIRE_FROM_SELF && h.type == RUMOR_WIRE_HELLO &&
+            h.aux == MX_HELLO_RANK_CHECK && frames <= 2 &&
+            mx_rank_on_self(m, &h, &part[1], frames == 2))
+            v = 1; /* ours: neither accepted nor rejected */
     }
     if (v == 0 && rumor_transport_secure(m->tr)) {
         uint64_t id = rumor_transport_msg_peer_id(&part[0]);
@@ -835,76 +578,69 @@ static int recv_one(rumor_mixer_t *m)
                       (unsigned long long)m->known_inc[node]);
         v = -RUMOR_WIRE_OLD_INCARNATION;
     }
-    if (v != 0) {
-        mx_count(m, v, node, "message");
-    } else {
-        m->last_heard[node] = rumor_now();
-        if (h.type != RUMOR_WIRE_LEAVE)
-            m->left[node] = 0;
-        if (h.incarnation > m->known_inc[node]) {
-            if (m->known_inc[node] != 0) {
-                rumor_info("peer %d restarted (incarnation %llu)", node,
-                           (unsigned long long)h.incarnation);
-                m->peer_round[node] = -1; /* its new life starts over */
-                m->said_round[node] = -1;
-                if (m->cfg.async)
-                    mx_async_forget(m, node);
-            }
-            m->known_inc[node] = h.incarnation;
-        }
-        if (m->swim && h.type != RUMOR_WIRE_PROBE && h.type != RUMOR_WIRE_PROBE_REQ &&
-            h.type != RUMOR_WIRE_ACK && h.type != RUMOR_WIRE_LEAVE)
-            rumor_swim_heard(m->swim, rumor_now(), h.sender, h.incarnation);
+    /* Each handler judges the message whole and calls mx_accept (what the
+     * message says of its sender) only once it takes it: a message it
+     * drops changes nothing. */
+    const char *what = "message";
+    if (v == 0) {
+        what = rumor_wire_type_name(h.type);
         switch (h.type) {
         case RUMOR_WIRE_PROBE:
         case RUMOR_WIRE_PROBE_REQ:
         case RUMOR_WIRE_ACK:
             if (!m->swim) {
-                mx_count(m, 0, node, "membership"); /* valid, not used: static membership */
+                mx_accept(m, &h, node); /* valid, not used: static membership */
                 break;
             }
             v = rumor_swim_on_message(m->swim, rumor_now(), h.sender, h.incarnation, h.type, h.aux,
                                       frames > 1 ? zmq_msg_data(&part[1]) : NULL,
                                       frames > 1 ? zmq_msg_size(&part[1]) : 0);
-            mx_count(m, v, node, "membership");
+            if (v == 0)
+                mx_accept(m, &h, node);
             break;
         case RUMOR_WIRE_PARAMS:
-            if (m->cfg.async)
-                mx_async_on_params(m, &h, node, zmq_msg_data(&part[1]));
-            else
-                on_params(m, &h, node, zmq_msg_data(&part[1]));
+            v = m->cfg.async ? mx_async_on_params(m, &h, node, zmq_msg_data(&part[1]))
+                             : mx_on_params(m, &h, node, zmq_msg_data(&part[1]));
             break;
         case RUMOR_WIRE_STATE_REQ:
-            mx_on_state_req(m, &h, node);
+            v = mx_on_state_req(m, &h, node);
             break;
         case RUMOR_WIRE_STATE_CHUNK:
-            mx_on_state_chunk(m, &h, node, &part[1], &part[2], frames == 3);
+            v = mx_on_state_chunk(m, &h, node, &part[1], &part[2], frames == 3);
             break;
         case RUMOR_WIRE_GRADS:
-            if (on_grads(m, &h, node, &part[0], &part[1])) {
-                zmq_msg_close(&part[2]);
-                return 1; /* held: the parts now belong to the hold queue */
-            }
+            v = mx_on_grads(m, &h, node, &part[0], &part[1], &held);
             break;
         case RUMOR_WIRE_HELLO:
-            mx_heard_round(m, node, (long)(h.round > (uint64_t)LONG_MAX / 2 ? 0 : h.round));
-            on_hello(m, &h, node);
-            mx_count(m, 0, node, "hello");
+            v = on_hello(m, &h, node);
             break;
         case RUMOR_WIRE_LEAVE:
             /* not waited for from now on; it is waited for again when it
              * speaks again (a restart) */
+            mx_accept(m, &h, node);
             m->left[node] = 1;
             rumor_info("peer %d is leaving", node);
-            mx_count(m, 0, node, "leave");
             break;
         default:
-            mx_count(m, 0, node, "message"); /* valid, not used by this peer yet */
+            mx_accept(m, &h, node); /* valid, not used by this peer yet */
             break;
         }
     }
-    zmq_msg_close(&part[0]);
-    zmq_msg_close(&part[1]);
+    /* a held all-reduce message is counted when its call takes it; a
+     * rejection is tallied for the peer the message came from (the key its
+     * connection authenticated, or in plaintext its header's word), for the
+     * round's log line */
+    if (v < 0 && node < 0 && decoded) {
+        uint64_t from = rumor_transport_secure(m->tr) ? rumor_transport_msg_peer_id(&part[0])
+                                                      : h.sender;
+        node = from ? mx_node_of(m, from) : -1;
+    }
+    if (v <= 0 && !held)
+        mx_count(m, v, node, what);
+    if (!held) {
+        zmq_msg_close(&part[0]);
+        zmq_msg_close(&part[1]);
+    }
     zmq_msg_close(&part[2]);
     return 1;
 }
@@ -922,37 +658,45 @@ static void publish(rumor_mixer_t *m)
     m->swarm_round_pub = mx_swarm_round(m);
     m->counters_pub = m->counters;
     m->vn_pub = m->vn;
+    m->ts_pub = *ts;
+    m->rank_state_pub = m->rank_state;
     pthread_mutex_unlock(&m->mu);
 }
 
-/* Takes the caller's requests (under mu). */
+/* Takes the caller's requests: copied under mu, served after (serving
+ * sends, reconnects and may take mu itself). */
 static void take_requests(rumor_mixer_t *m)
 {
     pthread_mutex_lock(&m->mu);
-    if (m->req_send >= 0) {
-        start_send(m, m->req_send, m->req_send_buf);
-        if (m->req_send >= 1)
-            m->hello_active = 0; /* everyone who was coming has come */
-        m->req_send = -1;
-    }
-    if (m->req_hello) {
-        m->hello_active = 1;
-        m->req_hello = 0;
-    }
-    if (m->ar.requested) {
-        m->ar.requested = 0;
-        ar_start(m);
-    }
-    if (m->req_jump >= 0) {
-        mx_do_jump(m, m->req_jump);
-        m->req_jump = -1;
-        pthread_cond_broadcast(&m->cv);
-    }
+    long send = m->req_send;
+    rumor_sendbuf_t *send_buf = m->req_send_buf;
+    m->req_send = -1;
+    int hello = m->req_hello;
+    m->req_hello = 0;
+    int ar = m->ar.requested;
+    m->ar.requested = 0;
+    long jump = m->req_jump;
     if (m->cu.requested) {
         m->cu.requested = 0;
         m->cu.active = 1;
     }
     pthread_mutex_unlock(&m->mu);
+    if (send >= 0) {
+        start_send(m, send, send_buf);
+        if (send >= 1)
+            m->hello_active = 0; /* everyone who was coming has come */
+    }
+    if (hello)
+        m->hello_active = 1;
+    if (ar)
+        ar_start(m);
+    if (jump >= 0) {
+        mx_do_jump(m, jump);
+        pthread_mutex_lock(&m->mu);
+        m->req_jump = -1;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+    }
 }
 
 static int all_sends_done(rumor_mixer_t *m)
@@ -971,6 +715,7 @@ void mx_comm_main(rumor_mixer_t *m)
         return;
     }
     int stopping = 0;
+    mx_rank_start(m); /* before this peer says anything to anyone */
     for (;;) {
         take_requests(m);
         pthread_mutex_lock(&m->mu);
@@ -980,7 +725,7 @@ void mx_comm_main(rumor_mixer_t *m)
         double close_deadline = m->close_deadline;
         double pace_until = m->round_start + m->pace;
         double round_deadline = m->cur_deadline;
-        int pacing = 0;
+        int pacing = 0, extended = 0;
         pthread_mutex_unlock(&m->mu);
         /* Stopping: neighbours still need this peer's last round, so
          * queued chunks go out first (within the grace period), then LEAVE
@@ -989,9 +734,12 @@ void mx_comm_main(rumor_mixer_t *m)
             stopping = 1;
         if (stopping == 1 && (!sends_queued(m) || rumor_now() >= stop_deadline)) {
             drop_sends(m);
-            if (m->swim)
+            /* a process refused as a copy of this peer (or still being
+             * checked) says nothing: its LEAVE would be the real peer's */
+            int speak = m->rank_state == 2;
+            if (m->swim && speak)
                 (void)rumor_swim_leave(m->swim, rumor_now());
-            for (int j = 0; j < m->npeers; j++)
+            for (int j = 0; speak && j < m->npeers; j++)
                 if (m->talks_to[j])
                     (void)send_control(m, j, RUMOR_WIRE_LEAVE, 0);
             stopping = 2;
@@ -999,13 +747,15 @@ void mx_comm_main(rumor_mixer_t *m)
         if (stopping == 2 && (all_sends_done(m) || rumor_now() >= stop_deadline))
             break;
 
+        rumor_transport_events(m->tr);
+        mx_rank_progress(m);
         pump_sends(m);
         send_hellos(m);
         ar_progress(m);
         mx_state_progress(m);
         if (!stopping)
             mx_redial(m);
-        if (m->swim && !stopping) {
+        if (m->swim && !stopping && m->rank_state == 2) {
             (void)rumor_swim_tick(m->swim, rumor_now());
             (void)mx_view_update(m);
         }
@@ -1020,18 +770,25 @@ void mx_comm_main(rumor_mixer_t *m)
             }
             /* a round nobody sent to has no slot yet: open it, or a peer
              * whose neighbours are all absent would wait out every deadline */
-            if (ensure_slot(m, m->cur) < 0)
+            if (mx_ensure_slot(m, m->cur) < 0)
                 rumor_warn("mixer: %s", rumor_err_msg());
             struct mx_slot *s = &m->slot[m->cur % m->nslots];
-            refresh_absent(m, round_deadline);
-            int complete = round_done(m, s);
+            mx_refresh_absent(m, round_deadline);
+            int complete = mx_round_done(m, s);
+            /* past the deadline with the round's data still coming at a
+             * rate that brings it in within round_timeout: wait for it */
+            int expired = now >= close_deadline;
+            if (expired && !complete && !atomic_load(&m->hurry) && mx_round_flowing(m, s, now)) {
+                expired = 0;
+                extended = 1;
+            }
             /* every in-neighbour absent: nothing to wait for, but a peer
              * alone keeps the swarm's pace (the median round time) instead
              * of racing its round counter ahead of everyone's */
             pacing = complete && s->nin > 0 && s->complete == 0 && now < pace_until &&
-                     !atomic_load(&m->hurry) && now < close_deadline;
-            if (!pacing && (complete || now >= close_deadline)) {
-                close_round(m, !complete);
+                     !atomic_load(&m->hurry) && !expired;
+            if (!pacing && (complete || expired)) {
+                mx_close_round(m, !complete);
                 continue;
             }
         }
@@ -1052,7 +809,7 @@ void mx_comm_main(rumor_mixer_t *m)
             }
         ar_poll_items(m, items, &ni);
         double wait = 0.05;
-        if (want_close >= 0 && close_deadline - now < wait)
+        if (want_close >= 0 && !extended && close_deadline - now < wait)
             wait = close_deadline - now;
         if (m->ar.active && m->ar.step_deadline - now < wait)
             wait = m->ar.step_deadline - now;
@@ -1060,7 +817,7 @@ void mx_comm_main(rumor_mixer_t *m)
             wait = m->next_hello - now;
         if (pacing && pace_until - now < wait)
             wait = pace_until - now;
-        if (m->swim && rumor_swim_next_deadline(m->swim) - now < wait)
+        if (m->swim && m->rank_state == 2 && rumor_swim_next_deadline(m->swim) - now < wait)
             wait = rumor_swim_next_deadline(m->swim) - now;
         if (stopping)
             wait = 0.01;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <zmq.h>
 
+#include "cover.h"
 #include "log.h"
 #include "mixer.h"
 #include "swim.h"
@@ -15,26 +16,36 @@
 #define MX_ROUND_SANITY 100000000L /* a round claim further ahead is ignored */
 #define MX_WAIT_LAG 2 /* a neighbour further behind than this is not waited for */
 #define MX_HOLD_MAX 4096 /* all-reduce messages held before their call starts */
+#define MX_SCRATCH 16384 /* floats: aligned copies of unaligned payloads, in blocks */
+#define MX_RECV_DEFAULT ((size_t)1 << 24) /* elements one message may carry (64 MiB) */
+#define MX_HELLO_RANK_CHECK 4 /* HELLO aux: "is this address me?" (see mixer_rank.c) */
 
 enum { BUF_FREE = 0, BUF_USED, BUF_RETIRED };
 
-/* The receive state of one round. */
+/* The receive state of one round. Neighbours send (offset, length) ranges
+ * cut as they like; this peer accumulates and mixes in cells, its own chunk
+ * grid (m->chunk elements each, the last one shorter). */
 struct mx_slot {
     long round;
-    rumor_sendbuf_t *buf;      /* accumulator: sum of W_ij x_j chunks received;
-                                * a chunk no neighbour sent yet is garbage */
+    rumor_sendbuf_t *buf;      /* accumulator: sum of W_ij x_j over the ranges
+                                * received; a cell not touched yet is garbage */
     const float *x;            /* this peer's own x(round), once round_begin */
-    double *wsum;              /* (nchunks) weight received per chunk */
-    int *arrivals;             /* (nchunks) neighbours' chunks received */
+    double *wfull;             /* (nchunks) weight of the neighbours whose ranges
+                                * cover cell c whole */
+    uint8_t *touched;          /* (nchunks) the accumulator of cell c is written */
     uint8_t *done;             /* (nchunks) mixed: acc = x(round+1) there */
     int ndone;
-    double dis, selfw;         /* sums over the chunks mixed so far */
-    uint8_t *got;              /* (npeers * nchunks) chunk c from peer j received */
+    double dis, selfw;         /* over the cells mixed so far: sum (mix - x)^2,
+                                * and the self-weight summed over elements */
+    uint8_t *full;             /* (npeers * nchunks) j's ranges cover cell c */
+    mx_cover_t *cov;           /* (npeers) ranges received from j this round */
     double *w_of;              /* (npeers) W_ij this round; 0 for non-neighbours */
-    int *chunks_from;          /* (npeers) chunks received from j */
     int nin;                   /* in-neighbours this round */
     int *in;                   /* (npeers) their nodes */
-    int complete;              /* in-neighbours whose chunks are all in */
+    int complete;              /* in-neighbours whose ranges cover the space */
+    int mixed_any;             /* some neighbour's data reached the mix */
+    uint64_t elems_in;         /* elements received for this round */
+    double first_arrival, last_arrival; /* of those: the rate they come at */
 };
 
 /* The ring all-reduce in progress (served by the comm thread). */
@@ -48,8 +59,8 @@ struct mx_allreduce {
     char err[256];
     /* progress */
     int step;                  /* 0 .. 2(N-1)-1: reduce-scatter then all-gather */
-    size_t send_chunk;         /* next chunk of this step's segment to send */
-    size_t *recv;              /* (2N) chunks received for each step: data for
+    size_t send_off;           /* next element of this step's segment to send */
+    mx_cover_t *recv;          /* (2N) ranges received for each step: data for
                                 * a later step can arrive while this peer still
                                 * sends (it is applied at once, see mixer_ring.c) */
     double step_deadline;
@@ -69,14 +80,13 @@ struct mx_sendq {
 };
 
 /* State transfer, the requesting side: the space is cut into contiguous
- * parts of whole chunks, one per source neighbour. */
+ * parts, one per source neighbour, which sends it in ranges cut its way. */
 #define MX_MAX_PARTS 8
 struct mx_part {
     int src;                   /* node serving it, -1 none yet */
     uint32_t req_id;
-    size_t lo, hi;             /* chunks [lo, hi) */
-    size_t got;                /* chunks received */
-    uint8_t *have;             /* (nchunks) chunk received, indexed by chunk */
+    size_t lo, hi;             /* elements [lo, hi) */
+    mx_cover_t have;           /* ranges received */
     long round;                /* the source's round of that state, -1 none yet */
     uint8_t digest[32];
     int have_digest, done, asked;
@@ -102,19 +112,24 @@ struct mx_catchup {
 struct mx_serve {
     int node;                  /* -1 free */
     uint32_t req_id;
-    size_t next, end;          /* chunks still to send: [next, end) */
+    size_t next, end;          /* elements still to send: [next, end) */
     long round;
     rumor_sendbuf_t *buf;      /* pinned snapshot x(round) */
     uint8_t digest[32];
     double last;               /* last progress: a serve stalled 10 s is dropped */
 };
 
-/* Asynchronous mode: the newest chunk each in-neighbour sent. */
+/* Asynchronous mode: the newest parameters each in-neighbour sent, by
+ * cell of this peer's grid. A cell counts once j's ranges of one round cover
+ * it whole. */
 struct mx_async {
     float **latest;            /* (npeers) n floats for in-neighbours, else NULL */
-    long *lround;              /* (npeers * nchunks) round of that chunk, -1 none */
+    long *lround;              /* (npeers * nchunks) round of that cell, -1 none
+                                * (or overwritten in part by a newer round) */
     uint8_t *fresh;            /* (npeers * nchunks) not mixed yet */
-    uint64_t *linc;            /* (npeers) incarnation the chunks came from */
+    uint64_t *linc;            /* (npeers) incarnation the cells came from */
+    long *pround;              /* (npeers) the round j's ranges arrive for now */
+    mx_cover_t *pcov;          /* (npeers) its ranges received */
 };
 
 #define MX_DEADLINE_SAMPLES 32
@@ -144,7 +159,20 @@ struct rumor_mixer {
     uint8_t *absent;           /* (npeers) not waited for this round: see refresh_absent */
     uint8_t *left;             /* (npeers) said LEAVE; cleared when it speaks again */
     double *behind_since;      /* (npeers) since when it is > MX_WAIT_LAG rounds behind; 0 not */
-    float *scratch;            /* (chunk) aligned copy of an unaligned payload */
+    float *scratch;            /* (MX_SCRATCH) aligned copy of an unaligned payload */
+    size_t max_recv;           /* the most elements one message may carry here */
+    /* per peer: rejections in the current round, for the round's log line */
+    long *rej_round;           /* (npeers) round of the last rejection */
+    int *rej_count;            /* (npeers) rejections in that round */
+    int *rej_reason;           /* (npeers) the last one's reason */
+    double *asked_round;       /* (npeers) when j was last asked its round */
+    /* the rank check (mixer_rank.c): is another process this peer? */
+    int rank_state;            /* 0 not started, 1 probing, 2 passed, < 0 conflict */
+    int rank_state_pub;        /* rank_state, published under mu */
+    uint64_t rank_nonce;
+    double rank_started, rank_handshake;
+    char rank_err[512];
+    double other_self_warned;  /* last warning about another process with our id */
     int nready;
     int *tmp_nbrs;
     double *tmp_w;
@@ -191,6 +219,7 @@ struct rumor_mixer {
     rumor_round_stats_t closed_stats;
     rumor_wire_stats_t wire_stats_pub;
     uint64_t pub_sent, pub_received; /* transport counters, published */
+    rumor_transport_stats_t ts_pub;  /* the transport's counters, published */
 
     rumor_wire_stats_t wire_stats; /* comm thread's own */
     struct mx_allreduce ar;
@@ -238,10 +267,12 @@ struct rumor_mixer {
 /* mixer.c */
 rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m);
 void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b);
-int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);
-int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s);
 
-/* mixer_comm.c */
+/* mixer_comm.c: the comm thread's loop, receiving, sending.
+ *
+ * Every message is judged whole before anything of it is used: a handler
+ * checks all it can and returns the negative of a rumor_wire_reject reason
+ * with nothing changed, or calls mx_accept and then acts and returns 0. */
 int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg);
 void mx_free_state(rumor_mixer_t *m);
 int mx_wake_open(rumor_mixer_t *m);
@@ -250,7 +281,36 @@ void mx_wake(rumor_mixer_t *m);
 void mx_comm_main(rumor_mixer_t *m);
 int mx_node_of(const rumor_mixer_t *m, uint64_t id);
 void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);
+/* Counts a verdict; a rejection is also tallied for its sender's round
+ * (the round's log line says why a neighbour's data did not arrive). */
 void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what);
+/* What an accepted message says about its sender: it is alive, not leaving
+ * (unless it says so), and in this incarnation (a newer one is a restart:
+ * what was known of its previous life is dropped). */
+void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
+/* Asks a peer its round (a HELLO it answers), at most every 0.25 s: after
+ * a message from a round too far ahead was dropped unread. */
+void mx_ask_round(rumor_mixer_t *m, int node);
+/* Calls fn on the n floats at data (a payload, any alignment) in aligned
+ * blocks: at is the block's first element. */
+typedef void (*mx_block_fn)(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n);
+void mx_payload_blocks(rumor_mixer_t *m, const void *data, size_t n, mx_block_fn fn, void *ctx);
+
+/* mixer_round.c: synchronous D-PSGD rounds (receiving side) */
+int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);
+int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s);
+int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s);
+void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s);
+int mx_ensure_slot(rumor_mixer_t *m, long r);
+void mx_slot_x_known(rumor_mixer_t *m, struct mx_slot *s); /* x(round) set: mix what is ready */
+int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data);
+void mx_refresh_absent(rumor_mixer_t *m, double deadline);
+int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s);
+int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now);
+void mx_close_round(rumor_mixer_t *m, int timed_out);
+/* Hands the mixed parameters of round k to the caller (both modes). */
+void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
+                      int timed_out, double dis, double selfw, int mixed_any);
 
 /* mixer_state.c: round tracking, jumps, state transfer, deadlines */
 int mx_state_alloc(rumor_mixer_t *m);
@@ -260,9 +320,9 @@ long mx_swarm_round(const rumor_mixer_t *m);
 void mx_do_jump(rumor_mixer_t *m, long round);
 void mx_tell_behind(rumor_mixer_t *m, int node);
 void mx_redial(rumor_mixer_t *m);
-void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
-void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
-                       zmq_msg_t *body, int nbody);
+int mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
+int mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
+                      zmq_msg_t *body, int nbody);
 void mx_state_progress(rumor_mixer_t *m);
 int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
 void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
@@ -283,21 +343,25 @@ int mx_out_neighbors(rumor_mixer_t *m, long r, int *nbrs);
 /* mixer_async.c */
 int mx_async_alloc(rumor_mixer_t *m);
 void mx_async_free(rumor_mixer_t *m);
-void mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const float *data);
+int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data);
 void mx_async_close(rumor_mixer_t *m);
-void mx_async_forget(rumor_mixer_t *m, int node); /* j restarted: its chunks are void */
-
-/* mixer_comm.c, shared with the files above */
-void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
-                      int timed_out, double dis, double selfw);
+void mx_async_forget(rumor_mixer_t *m, int node); /* j restarted: its cells are void */
 
 /* mixer_ring.c: the ring all-reduce, driven by the comm thread */
 void ar_start(rumor_mixer_t *m);
 void ar_progress(rumor_mixer_t *m);
 void ar_poll_items(rumor_mixer_t *m, zmq_pollitem_t *items, int *ni);
-/* Handles a GRADS message; returns 1 when it was kept for later (the
- * parts were moved out), 0 when it was used or rejected. */
-int on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
-             zmq_msg_t *payload);
+/* Judges a GRADS message. Returns its verdict; *held = 1 when it was kept
+ * for an all-reduce call not started yet (hdr and payload moved out). */
+int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
+                zmq_msg_t *payload, int *held);
+void ar_free(rumor_mixer_t *m);
+
+/* mixer_rank.c: is another process running as this peer? */
+void mx_rank_start(rumor_mixer_t *m);
+void mx_rank_progress(rumor_mixer_t *m);
+/* A HELLO from our own id: our own rank check coming back (1), or another
+ * process claiming to be this peer (0, logged). */
+int mx_rank_on_self(rumor_mixer_t *m, const rumor_wire_hdr_t *h, zmq_msg_t *body, int nbody);
 
 #endif

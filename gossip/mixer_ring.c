@@ -6,14 +6,17 @@
  * successor and adds the segment (r - t - 1) it receives from its
  * predecessor; after N-1 steps it holds the full sum of segment r + 1. In
  * all-gather step t' it sends segment (r + 1 - t') and copies the segment
- * (r - t') it receives. Segments go in chunks of at most `chunk` elements,
+ * (r - t') it receives. Segments go in ranges of at most `chunk` elements
+ * (each peer its own: a receiver takes any ranges that cover the segment),
  * zero-copy out of the caller's buffer; the call returns only when ZeroMQ
  * has let go of every chunk. A predecessor may run ahead of a peer that has
  * not called yet: its messages are kept (zero-copy, at most a model's worth)
  * until the call starts. Each step has a deadline: a missing peer fails the
  * call with RUMOR_ETIMEOUT instead of hanging it. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mixer_int.h"
@@ -24,11 +27,6 @@ static size_t seg_lo(const rumor_mixer_t *m, int s)
 }
 
 static size_t seg_len(const rumor_mixer_t *m, int s) { return seg_lo(m, s + 1) - seg_lo(m, s); }
-
-static size_t seg_chunks(const rumor_mixer_t *m, int s)
-{
-    return (size_t)rumor_wire_nchunks(seg_len(m, s), m->chunk);
-}
 
 static int modn(const rumor_mixer_t *m, long v)
 {
@@ -54,12 +52,12 @@ static int recv_seg(const rumor_mixer_t *m, int t)
 static void begin_step(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
-    a->send_chunk = 0;
-    a->sent_all = a->step >= steps(m) || seg_chunks(m, send_seg(m, a->step)) == 0;
+    a->send_off = 0;
+    a->sent_all = a->step >= steps(m) || seg_len(m, send_seg(m, a->step)) == 0;
     a->step_deadline = rumor_now() + a->timeout;
 }
 
-/* Called under mu when the caller posts a request. */
+/* Starts the call the caller posted (comm thread). */
 void ar_start(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
@@ -67,7 +65,8 @@ void ar_start(rumor_mixer_t *m)
     a->finishing = 0;
     a->replayed = 0;
     a->step = 0;
-    memset(a->recv, 0, sizeof(size_t) * (size_t)(2 * m->npeers));
+    for (int t = 0; t < 2 * m->npeers; t++)
+        mx_cover_clear(&a->recv[t]);
     a->err[0] = '\0';
     begin_step(m);
 }
@@ -77,6 +76,8 @@ static void finish(rumor_mixer_t *m, int rc)
     struct mx_allreduce *a = &m->ar;
     a->finishing = 1;
     a->result = rc;
+    if (rc == 0 && m->npeers > 1)
+        m->counters.rounds_mixed++;
     if (rc < 0 && atomic_load(&a->ref.refs) > 0) {
         /* Chunks stuck in the successor's queue: dropping the socket lets
          * ZeroMQ release them, so the caller gets its buffer back. */
@@ -86,96 +87,134 @@ static void finish(rumor_mixer_t *m, int rc)
     }
 }
 
-/* Applies one GRADS chunk of step t >= the current step. Data for a later
- * step arrives when this peer's own sends lag (its successor's queue is
- * full) while its predecessor goes on. Applying it at once is safe: the
- * segment a later step adds into (or copies over) is not one this peer is
- * sending now. In reduce-scatter, step t writes segment r-t-1, which is
- * sent only at step t+1; in all-gather, step t' writes segment r-t', last
- * sent in reduce-scatter step t', which the successor must have received
- * for the ring to have got this far. */
-static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const float *data)
+void ar_free(rumor_mixer_t *m)
 {
-    struct mx_allreduce *a = &m->ar;
+    for (int t = 0; m->ar.recv && t < 2 * m->npeers; t++)
+        mx_cover_free(&m->ar.recv[t]);
+    free(m->ar.recv);
+    m->ar.recv = NULL;
+}
+
+/* Judges what can be judged of a GRADS range of step t before its call
+ * runs: the step and phase, the range inside the segment that step
+ * receives, the payload finite. */
+static int judge(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const void *data)
+{
+    if (h->aux >= (uint32_t)steps(m)) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce step %u of %d", h->aux, steps(m));
+        return -RUMOR_WIRE_BAD_FLAGS;
+    }
     int t = (int)h->aux;
     int ag = t >= m->npeers - 1;
-    if (t < a->step) {
-        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d while at step %d", t, a->step);
-        return -RUMOR_WIRE_STALE_ROUND;
-    }
-    if (t >= steps(m) || ag != !!(h->flags & RUMOR_WIRE_F_ALLGATHER)) {
+    if (ag != !!(h->flags & RUMOR_WIRE_F_ALLGATHER)) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce step %d with the wrong phase flag", t);
         return -RUMOR_WIRE_BAD_FLAGS;
     }
     int s = recv_seg(m, t);
-    size_t nch = seg_chunks(m, s);
-    uint64_t off, len;
-    if (h->nchunks != nch || h->chunk >= nch ||
-        rumor_wire_chunk_range(seg_len(m, s), m->chunk, h->chunk, &off, &len) < 0 ||
-        seg_lo(m, s) + off != h->offset || len != h->length) {
-        rumor_err_set(RUMOR_EPROTO, "all-reduce chunk %u/%u at %llu is not part of segment %d",
-                      h->chunk, h->nchunks, (unsigned long long)h->offset, s);
+    if (h->offset < seg_lo(m, s) || h->offset + h->length > seg_lo(m, s) + seg_len(m, s)) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce range [%llu, +%llu) is not inside segment %d",
+                      (unsigned long long)h->offset, (unsigned long long)h->length, s);
         return -RUMOR_WIRE_BAD_RANGE;
     }
-    size_t *counter = &a->recv[t];
-    if (*counter >= nch) {
-        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d: more chunks than %zu", t, nch);
-        return -RUMOR_WIRE_DUPLICATE;
-    }
-    if (!rumor_wire_payload_finite(data, len)) {
+    if (!rumor_wire_payload_finite(data, h->length)) {
         rumor_err_set(RUMOR_EPROTO, "NaN or Inf in all-reduce step %d", t);
         return -RUMOR_WIRE_NONFINITE;
     }
-    float *dst = a->buf + h->offset;
-    if (ag)
-        memcpy(dst, data, len * sizeof(float));
-    else
-        for (uint64_t i = 0; i < len; i++)
-            dst[i] += data[i];
-    (*counter)++;
     return 0;
 }
 
-int on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
-             zmq_msg_t *payload)
+struct ar_ctx {
+    float *dst;
+    int copy;
+};
+
+static void ar_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
+{
+    (void)m;
+    struct ar_ctx *c = ctx;
+    float *d = c->dst + at;
+    if (c->copy)
+        memcpy(d, p, n * sizeof(float));
+    else
+        for (size_t i = 0; i < n; i++)
+            d[i] += p[i];
+}
+
+/* Applies one GRADS range of step t >= the current step, judged by judge().
+ * Data for a later step arrives when this peer's own sends lag (its
+ * successor's queue is full) while its predecessor goes on. Applying it at
+ * once is safe: the segment a later step adds into (or copies over) is not
+ * one this peer is sending now. In reduce-scatter, step t writes segment
+ * r-t-1, which is sent only at step t+1; in all-gather, step t' writes
+ * segment r-t', last sent in reduce-scatter step t', which the successor
+ * must have received for the ring to have got this far. */
+static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
 {
     struct mx_allreduce *a = &m->ar;
+    int t = (int)h->aux;
+    if (t < a->step) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d while at step %d", t, a->step);
+        return -RUMOR_WIRE_STALE_ROUND;
+    }
+    int cv = mx_cover_check(&a->recv[t], h->offset, h->offset + h->length);
+    if (cv != 0) {
+        if (cv < 0)
+            rumor_warn("all-reduce: %s", rumor_err_msg());
+        rumor_err_set(RUMOR_EPROTO, "all-reduce step %d: range [%llu, +%llu) %s", t,
+                      (unsigned long long)h->offset, (unsigned long long)h->length,
+                      cv == 1 ? "again" : "in too many pieces");
+        return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
+    }
+    mx_accept(m, h, node);
+    struct ar_ctx c = { a->buf + h->offset, t >= m->npeers - 1 };
+    mx_payload_blocks(m, data, h->length, ar_block, &c);
+    mx_cover_add(&a->recv[t], h->offset, h->offset + h->length);
+    return 0;
+}
+
+int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
+                zmq_msg_t *payload, int *held)
+{
+    struct mx_allreduce *a = &m->ar;
+    *held = 0;
     int prev = modn(m, m->self - 1);
     if (node != prev) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce data from peer %d, not the predecessor %d", node,
                       prev);
-        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "grads");
-        return 0;
+        return -RUMOR_WIRE_UNKNOWN_SENDER;
     }
-    long tag = (long)h->round;
+    long tag = (long)(h->round > (uint64_t)LONG_MAX ? LONG_MAX : h->round);
     int current = a->active && !a->finishing && tag == a->tag;
-    if (!current) {
-        if (tag <= a->last_tag || (a->active && tag < a->tag)) {
-            rumor_err_set(RUMOR_EPROTO, "all-reduce %ld already done", tag);
-            mx_count(m, -RUMOR_WIRE_STALE_ROUND, node, "grads");
-            return 0;
-        }
-        /* held messages are bounded in number and in bytes (two models'
-         * worth: one all-reduce call sends each element twice), so a broken
-         * or hostile predecessor cannot make this peer hold gigabytes */
-        size_t held = 0;
-        for (int i = 0; i < m->nhold; i++)
-            held += zmq_msg_size(&m->hold[i].payload);
-        if (m->nhold == MX_HOLD_MAX || held + zmq_msg_size(payload) > 2 * m->n * sizeof(float)) {
-            rumor_err_set(RUMOR_EPROTO, "all-reduce %ld: %d messages (%zu bytes) already held", tag,
-                          m->nhold, held);
-            mx_count(m, -RUMOR_WIRE_FUTURE_ROUND, node, "grads");
-            return 0;
-        }
-        struct mx_held *k = &m->hold[m->nhold++];
-        zmq_msg_init(&k->hdr);
-        zmq_msg_init(&k->payload);
-        zmq_msg_move(&k->hdr, hdr);
-        zmq_msg_move(&k->payload, payload);
-        k->h = *h;
-        return 1;
+    if (!current && (tag <= a->last_tag || (a->active && tag < a->tag))) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce %ld already done", tag);
+        return -RUMOR_WIRE_STALE_ROUND;
     }
-    mx_count(m, apply(m, h, zmq_msg_data(payload)), node, "grads");
+    int v = judge(m, h, zmq_msg_data(payload));
+    if (v != 0)
+        return v;
+    if (current)
+        return apply(m, h, node, zmq_msg_data(payload));
+    /* held messages are bounded in number and in bytes (two models' worth:
+     * one all-reduce call sends each element twice), so a broken or hostile
+     * predecessor cannot make this peer hold gigabytes */
+    size_t total = 0;
+    for (int i = 0; i < m->nhold; i++)
+        total += zmq_msg_size(&m->hold[i].payload);
+    if (m->nhold == MX_HOLD_MAX || total + zmq_msg_size(payload) > 2 * m->n * sizeof(float)) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce %ld: %d messages (%zu bytes) already held", tag,
+                      m->nhold, total);
+        return -RUMOR_WIRE_FUTURE_ROUND;
+    }
+    /* kept whole for its call, which judges the rest (overlaps) and counts
+     * it; the sender is alive meanwhile */
+    mx_accept(m, h, node);
+    struct mx_held *k = &m->hold[m->nhold++];
+    zmq_msg_init(&k->hdr);
+    zmq_msg_init(&k->payload);
+    zmq_msg_move(&k->hdr, hdr);
+    zmq_msg_move(&k->payload, payload);
+    k->h = *h;
+    *held = 1;
     return 0;
 }
 
@@ -186,12 +225,15 @@ static void replay_held(rumor_mixer_t *m)
     for (int i = 0; i < m->nhold; i++) {
         struct mx_held *k = &m->hold[i];
         if ((long)k->h.round == m->ar.tag)
-            mx_count(m, apply(m, &k->h, zmq_msg_data(&k->payload)), prev, "grads");
+            mx_count(m, apply(m, &k->h, prev, zmq_msg_data(&k->payload)), prev, "grads");
         else if ((long)k->h.round > m->ar.tag) {
             m->hold[kept++] = *k; /* a later call's: keep (struct copy moves it) */
             continue;
-        } else
+        } else {
+            rumor_err_set(RUMOR_EPROTO, "all-reduce %llu already done",
+                          (unsigned long long)k->h.round);
             mx_count(m, -RUMOR_WIRE_STALE_ROUND, prev, "grads");
+        }
         zmq_msg_close(&k->hdr);
         zmq_msg_close(&k->payload);
     }
@@ -203,11 +245,10 @@ static void pump(rumor_mixer_t *m)
     struct mx_allreduce *a = &m->ar;
     int next = (m->self + 1) % m->npeers;
     int s = send_seg(m, a->step);
-    size_t nch = seg_chunks(m, s);
-    while (a->send_chunk < nch) {
-        uint64_t off, len;
-        RUMOR_IGNORE(rumor_wire_chunk_range(seg_len(m, s), m->chunk, a->send_chunk, &off, &len));
-        off += seg_lo(m, s);
+    size_t slen = seg_len(m, s);
+    while (a->send_off < slen) {
+        uint64_t off = seg_lo(m, s) + a->send_off;
+        uint64_t len = slen - a->send_off < m->chunk ? slen - a->send_off : m->chunk;
         rumor_wire_hdr_t h;
         uint8_t bytes[RUMOR_WIRE_HDR_LEN];
         mx_fill_hdr(m, &h, RUMOR_WIRE_GRADS);
@@ -215,8 +256,8 @@ static void pump(rumor_mixer_t *m)
         h.round = (uint64_t)a->tag;
         h.aux = (uint32_t)a->step;
         h.flags = a->step >= m->npeers - 1 ? RUMOR_WIRE_F_ALLGATHER : 0;
-        h.chunk = (uint32_t)a->send_chunk;
-        h.nchunks = (uint32_t)nch;
+        h.chunk = (uint32_t)(a->send_off / m->chunk);
+        h.nchunks = (uint32_t)rumor_wire_nchunks(slen, m->chunk);
         h.offset = off;
         h.length = len;
         rumor_wire_encode(&h, bytes);
@@ -227,7 +268,7 @@ static void pump(rumor_mixer_t *m)
                 rumor_warn("all-reduce: %s", rumor_err_msg());
             return;
         }
-        a->send_chunk++;
+        a->send_off += len;
     }
     a->sent_all = 1;
 }
@@ -263,8 +304,8 @@ void ar_progress(rumor_mixer_t *m)
         }
         if (!a->sent_all)
             pump(m);
-        size_t need = seg_chunks(m, recv_seg(m, a->step));
-        if (a->sent_all && a->recv[a->step] >= need) {
+        size_t need = seg_len(m, recv_seg(m, a->step));
+        if (a->sent_all && a->recv[a->step].covered >= need) {
             a->step++;
             begin_step(m);
             continue;
@@ -273,9 +314,9 @@ void ar_progress(rumor_mixer_t *m)
     }
     if (rumor_now() > a->step_deadline) {
         snprintf(a->err, sizeof a->err,
-                 "all-reduce %ld: step %d of %d got %zu of %zu chunks from peer %d within %.1f s",
-                 a->tag, a->step + 1, steps(m), a->recv[a->step],
-                 seg_chunks(m, recv_seg(m, a->step)), modn(m, m->self - 1), a->timeout);
+                 "all-reduce %ld: step %d of %d got %llu of %zu elements from peer %d within %.1f s",
+                 a->tag, a->step + 1, steps(m), (unsigned long long)a->recv[a->step].covered,
+                 seg_len(m, recv_seg(m, a->step)), modn(m, m->self - 1), a->timeout);
         finish(m, RUMOR_ETIMEOUT);
     }
 }

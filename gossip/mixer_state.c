@@ -5,13 +5,14 @@
  * except mx_record_round_time and mx_deadline (caller or comm thread, under
  * mu).
  *
- * State transfer: the joiner cuts the space into contiguous parts of whole
- * chunks, one per neighbour that is at least at its round, and asks each for
- * its part (STATE_REQ: offset, length, request id in aux). Which neighbour
- * serves which part is rotated by the joiner's id, so joiners arriving
- * together spread over their neighbours. A source sends its part of x(s), the
- * parameters it sent in its newest round s, as STATE_CHUNK messages on the
- * chunk grid; the last one carries the BLAKE2b-256 digest of the whole part.
+ * State transfer: the joiner cuts the space into contiguous parts, one per
+ * neighbour that is at least at its round, and asks each for its part
+ * (STATE_REQ: offset, length, request id in aux). Which neighbour serves
+ * which part is rotated by the joiner's id, so joiners arriving together
+ * spread over their neighbours. A source sends its part of x(s), the
+ * parameters it sent in its newest round s, as STATE_CHUNK messages cut by
+ * its own chunk size (any ranges inside the part do: the joiner tracks what
+ * covers it); the last one carries the BLAKE2b-256 digest of the whole part.
  * The snapshot is pinned while it is served, so the part is one consistent
  * x(s). A part whose source stalls for 3 s or whose digest does not match is
  * asked of another neighbour. */
@@ -45,11 +46,9 @@ int mx_state_alloc(rumor_mixer_t *m)
         m->said_round[j] = -1;
         m->last_heard[j] = now;
     }
-    for (int p = 0; p < MX_MAX_PARTS; p++) {
-        m->cu.part[p].have = calloc(m->nchunks, 1);
-        if (!m->cu.part[p].have)
-            return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-    }
+    for (int p = 0; p < MX_MAX_PARTS; p++)
+        if (mx_cover_check(&m->cu.part[p].have, 0, 1) < 0) /* its first interval's room */
+            return RUMOR_ENOMEM;
     for (int i = 0; i < MX_MAX_SERVES; i++)
         m->serve[i].node = -1;
     m->req_jump = -1;
@@ -70,7 +69,7 @@ void mx_state_free(rumor_mixer_t *m)
     free(m->last_heard);
     free(m->last_redial);
     for (int p = 0; p < MX_MAX_PARTS; p++)
-        free(m->cu.part[p].have);
+        mx_cover_free(&m->cu.part[p].have);
 }
 
 /* ------------------------------------------------------ rounds */
@@ -235,59 +234,44 @@ double mx_deadline(rumor_mixer_t *m)
 
 /* ------------------------------------------------------ serving */
 
-static void part_range(const rumor_mixer_t *m, size_t lo, size_t hi, uint64_t *off, uint64_t *len)
-{
-    *off = (uint64_t)lo * m->chunk;
-    uint64_t end = (uint64_t)hi * m->chunk;
-    if (end > m->n)
-        end = m->n;
-    *len = end - *off;
-}
-
-void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
+int mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
     if (m->sent_round < 0 || !m->sent_buf) {
         rumor_err_set(RUMOR_EPROTO, "state asked before this peer's first round");
-        mx_count(m, -RUMOR_WIRE_UNEXPECTED, node, "state request");
-        return;
+        return -RUMOR_WIRE_UNEXPECTED;
     }
     if (!rumor_transport_push(m->tr, node)) {
         rumor_err_set(RUMOR_EPROTO, "state asked by a peer this one does not send to");
-        mx_count(m, -RUMOR_WIRE_UNKNOWN_SENDER, node, "state request");
-        return;
+        return -RUMOR_WIRE_UNKNOWN_SENDER;
     }
-    uint64_t end = h->offset + h->length;
-    if (h->length == 0 || h->offset % m->chunk != 0 || (end != m->n && end % m->chunk != 0)) {
-        rumor_err_set(RUMOR_EPROTO, "state range [%llu, +%llu) is not on the chunk grid",
-                      (unsigned long long)h->offset, (unsigned long long)h->length);
-        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "state request");
-        return;
-    }
-    struct mx_serve *sv = NULL;
+    /* any range inside the space (wire_check) */
+    struct mx_serve *sv = NULL, *old = NULL;
     for (int i = 0; i < MX_MAX_SERVES; i++)
         if (m->serve[i].node == node) {
             if (m->serve[i].req_id == h->aux) {
                 rumor_err_set(RUMOR_EPROTO, "state request %u again", h->aux);
-                mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "state request");
-                return;
+                return -RUMOR_WIRE_DUPLICATE;
             }
-            sv = &m->serve[i]; /* a new request replaces the old one */
-            sv->buf->pins--;
-            sv->node = -1;
+            old = &m->serve[i]; /* a new request replaces the old one */
         }
+    mx_accept(m, h, node);
+    if (old) {
+        old->buf->pins--;
+        old->node = -1;
+        sv = old;
+    }
     for (int i = 0; !sv && i < MX_MAX_SERVES; i++)
         if (m->serve[i].node < 0)
             sv = &m->serve[i];
     if (!sv) {
         rumor_info("peer %d asked for state while %d transfers run: it will ask another", node,
                    MX_MAX_SERVES);
-        mx_count(m, 0, node, "state request");
-        return;
+        return 0;
     }
     sv->node = node;
     sv->req_id = h->aux;
-    sv->next = (size_t)(h->offset / m->chunk);
-    sv->end = (size_t)((end + m->chunk - 1) / m->chunk);
+    sv->next = (size_t)h->offset;
+    sv->end = (size_t)(h->offset + h->length);
     sv->round = m->sent_round;
     sv->buf = m->sent_buf;
     sv->buf->pins++;
@@ -295,9 +279,9 @@ void mx_on_state_req(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
     crypto_generichash(sv->digest, sizeof sv->digest, (const unsigned char *)(sv->buf->data + h->offset),
                        h->length * sizeof(float), NULL, 0);
     m->counters.state_served++;
-    mx_count(m, 0, node, "state request");
-    rumor_info("serving peer %d chunks [%zu, %zu) of round %ld", node, sv->next, sv->end,
+    rumor_info("serving peer %d elements [%zu, %zu) of round %ld", node, sv->next, sv->end,
                sv->round);
+    return 0;
 }
 
 int mx_state_wants_pollout(const rumor_mixer_t *m, int node)
@@ -316,20 +300,22 @@ static void serve_progress(rumor_mixer_t *m)
             continue;
         void *sock = rumor_transport_push(m->tr, sv->node);
         while (sock && sv->next < sv->end) {
-            uint64_t off, len;
-            RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, sv->next, &off, &len));
+            /* ranges of this peer's chunk size, cut at its grid */
+            uint64_t off = sv->next, c = off / m->chunk;
+            uint64_t end = (c + 1) * m->chunk < sv->end ? (c + 1) * m->chunk : sv->end;
+            uint64_t len = end - off;
             rumor_wire_hdr_t h;
             uint8_t bytes[RUMOR_WIRE_HDR_LEN];
             mx_fill_hdr(m, &h, RUMOR_WIRE_STATE_CHUNK);
             h.dtype = RUMOR_WIRE_DT_F32;
             h.round = (uint64_t)sv->round;
-            h.chunk = (uint32_t)sv->next;
+            h.chunk = (uint32_t)c;
             h.nchunks = (uint32_t)m->nchunks;
             h.offset = off;
             h.length = len;
             h.aux = sv->req_id;
             rumor_wire_encode(&h, bytes);
-            int last = sv->next + 1 == sv->end;
+            int last = end == sv->end;
             /* the first frame decides: ZeroMQ queues a multipart message whole */
             if (mx_send_frame(sock, bytes, sizeof bytes, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0)
                 break;
@@ -341,7 +327,7 @@ static void serve_progress(rumor_mixer_t *m)
                 break;
             }
             m->counters.state_bytes_served += len * sizeof(float);
-            sv->next++;
+            sv->next = (size_t)end;
             sv->last = rumor_now();
         }
         if (sock && sv->next < sv->end && rumor_now() - sv->last > 10.0)
@@ -391,7 +377,8 @@ static int ask(rumor_mixer_t *m, struct mx_part *p)
     rumor_wire_hdr_t h;
     uint8_t bytes[RUMOR_WIRE_HDR_LEN];
     mx_fill_hdr(m, &h, RUMOR_WIRE_STATE_REQ);
-    part_range(m, p->lo, p->hi, &h.offset, &h.length);
+    h.offset = p->lo;
+    h.length = p->hi - p->lo;
     h.aux = p->req_id;
     h.round = m->cur > 0 ? (uint64_t)m->cur : 0;
     rumor_wire_encode(&h, bytes);
@@ -419,8 +406,7 @@ static void assign(rumor_mixer_t *m, struct mx_part *p, const int *cand, int nca
     p->src = src;
     m->cu.tried[src] = 1;
     p->req_id = m->next_req_id++;
-    p->got = 0;
-    memset(p->have, 0, m->nchunks);
+    mx_cover_clear(&p->have);
     p->round = -1;
     p->have_digest = 0;
     p->done = 0;
@@ -486,14 +472,19 @@ static void catchup_progress(rumor_mixer_t *m)
             return;
         }
         int d = ncand < MX_MAX_PARTS ? ncand : MX_MAX_PARTS;
-        if ((size_t)d > m->nchunks)
-            d = (int)m->nchunks;
+        if ((size_t)d > m->n)
+            d = (int)m->n;
         memset(cu->tried, 0, (size_t)m->npeers);
         int rot = (int)(m->ids[m->self] % (uint64_t)d);
         for (int p = 0; p < d; p++) {
             struct mx_part *pt = &cu->part[p];
-            pt->lo = m->nchunks * (size_t)p / (size_t)d;
-            pt->hi = m->nchunks * (size_t)(p + 1) / (size_t)d;
+            /* parts of whole cells of this peer's grid where there are enough */
+            size_t unit = m->nchunks >= (size_t)d ? m->chunk : 1;
+            size_t units = (m->n + unit - 1) / unit;
+            pt->lo = units * (size_t)p / (size_t)d * unit;
+            pt->hi = units * (size_t)(p + 1) / (size_t)d * unit;
+            if (pt->hi > m->n)
+                pt->hi = m->n;
             assign(m, pt, cand, ncand, p + rot);
         }
         cu->nparts = d;
@@ -515,8 +506,8 @@ static void catchup_progress(rumor_mixer_t *m)
         cu_install(m);
 }
 
-void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
-                       zmq_msg_t *body, int nbody)
+int mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *payload,
+                      zmq_msg_t *body, int nbody)
 {
     struct mx_part *pt = NULL;
     for (int p = 0; m->cu.active && p < m->cu.nparts; p++)
@@ -524,69 +515,67 @@ void mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zm
             pt = &m->cu.part[p];
     if (!pt) {
         rumor_err_set(RUMOR_EPROTO, "state chunk of request %u, which is not pending", h->aux);
-        mx_count(m, -RUMOR_WIRE_UNEXPECTED, node, "state chunk");
-        return;
+        return -RUMOR_WIRE_UNEXPECTED;
     }
-    uint64_t off, len;
-    if (h->nchunks != m->nchunks || h->chunk < pt->lo || h->chunk >= pt->hi ||
-        rumor_wire_chunk_range(m->n, m->chunk, h->chunk, &off, &len) < 0 || off != h->offset ||
-        len != h->length) {
-        rumor_err_set(RUMOR_EPROTO, "state chunk %u/%u outside the part asked for", h->chunk,
-                      h->nchunks);
-        mx_count(m, -RUMOR_WIRE_BAD_RANGE, node, "state chunk");
-        return;
+    uint64_t lo = h->offset, hi = h->offset + h->length;
+    if (lo < pt->lo || hi > pt->hi) {
+        rumor_err_set(RUMOR_EPROTO, "state range [%llu, %llu) outside the part [%zu, %zu) asked for",
+                      (unsigned long long)lo, (unsigned long long)hi, pt->lo, pt->hi);
+        return -RUMOR_WIRE_BAD_RANGE;
     }
-    if (pt->have[h->chunk]) {
-        rumor_err_set(RUMOR_EPROTO, "state chunk %u again", h->chunk);
-        mx_count(m, -RUMOR_WIRE_DUPLICATE, node, "state chunk");
-        return;
+    int cv = mx_cover_check(&pt->have, lo, hi);
+    if (cv != 0) {
+        rumor_err_set(RUMOR_EPROTO, "state range [%llu, %llu) %s", (unsigned long long)lo,
+                      (unsigned long long)hi, cv == 1 ? "again" : "in too many pieces");
+        return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
     }
     if (pt->round >= 0 && (long)h->round != pt->round) {
         rumor_err_set(RUMOR_EPROTO, "state chunk of round %llu in a transfer of round %ld",
                       (unsigned long long)h->round, pt->round);
-        mx_count(m, -RUMOR_WIRE_UNEXPECTED, node, "state chunk");
-        return;
+        return -RUMOR_WIRE_UNEXPECTED;
+    }
+    if (h->round >= (uint64_t)m->cur + MX_ROUND_SANITY) {
+        rumor_err_set(RUMOR_EPROTO, "state of round %llu while at %ld",
+                      (unsigned long long)h->round, m->cur);
+        return -RUMOR_WIRE_FUTURE_ROUND;
     }
     if (nbody && zmq_msg_size(body) != sizeof pt->digest) {
         rumor_err_set(RUMOR_EPROTO, "state digest of %zu bytes", zmq_msg_size(body));
-        mx_count(m, -RUMOR_WIRE_BAD_PAYLOAD_SIZE, node, "state chunk");
-        return;
+        return -RUMOR_WIRE_BAD_PAYLOAD_SIZE;
     }
     const void *data = zmq_msg_data(payload);
-    if (!rumor_wire_payload_finite(data, len)) {
-        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in state chunk %u", h->chunk);
-        mx_count(m, -RUMOR_WIRE_NONFINITE, node, "state chunk");
-        return;
+    if (!rumor_wire_payload_finite(data, h->length)) {
+        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in state range [%llu, %llu)",
+                      (unsigned long long)lo, (unsigned long long)hi);
+        return -RUMOR_WIRE_NONFINITE;
     }
-    memcpy(m->cu.buf->data + off, data, len * sizeof(float));
+    mx_accept(m, h, node);
+    memcpy(m->cu.buf->data + lo, data, h->length * sizeof(float));
     if (nbody) {
         memcpy(pt->digest, zmq_msg_data(body), sizeof pt->digest);
         pt->have_digest = 1;
     }
-    pt->have[h->chunk] = 1;
-    pt->got++;
+    mx_cover_add(&pt->have, lo, hi);
     pt->round = (long)h->round;
     pt->last_progress = rumor_now();
-    mx_heard_round(m, node, (long)(h->round > (uint64_t)MX_ROUND_SANITY ? 0 : h->round));
-    mx_count(m, 0, node, "state chunk");
-    if (pt->got < pt->hi - pt->lo)
-        return;
-    uint64_t poff, plen;
-    part_range(m, pt->lo, pt->hi, &poff, &plen);
+    mx_heard_round(m, node, (long)h->round);
+    if (pt->have.covered < pt->hi - pt->lo)
+        return 0;
     uint8_t d[32];
-    crypto_generichash(d, sizeof d, (const unsigned char *)(m->cu.buf->data + poff),
-                       plen * sizeof(float), NULL, 0);
+    crypto_generichash(d, sizeof d, (const unsigned char *)(m->cu.buf->data + pt->lo),
+                       (pt->hi - pt->lo) * sizeof(float), NULL, 0);
     if (!pt->have_digest || sodium_memcmp(d, pt->digest, sizeof d) != 0) {
+        /* the ranges were well-formed; the part as a whole is refused */
         m->counters.digest_failures++;
-        rumor_err_set(RUMOR_EPROTO, "state part from peer %d %s", node,
-                      pt->have_digest ? "does not match its digest" : "came without a digest");
-        mx_count(m, -RUMOR_WIRE_BAD_DIGEST, node, "state part");
-        rumor_warn("mixer: %s; asking another neighbour", rumor_err_msg());
+        rumor_wire_stats_count(&m->wire_stats, -RUMOR_WIRE_BAD_DIGEST);
+        rumor_warn("mixer: state part from peer %d %s; asking another neighbour", node,
+                   pt->have_digest ? "does not match its digest" : "came without a digest");
         pt->asked = 1;
         pt->last_progress = -1e9; /* reassigned by the next catchup_progress */
-        return;
+        return 0;
     }
     pt->done = 1;
+    return 0;
 }
 
 void mx_state_progress(rumor_mixer_t *m)

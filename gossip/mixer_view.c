@@ -111,10 +111,7 @@ int mx_view_update(rumor_mixer_t *m)
         struct mx_slot *s = &m->slot[i];
         if (s->round < m->cur || !s->buf)
             continue;
-        int any = 0;
-        for (int j = 0; j < m->npeers && !any; j++)
-            any = s->chunks_from[j] != 0;
-        if (!any)
+        if (s->elems_in == 0)
             (void)mx_slot_reweigh(m, s);
     }
     return 0;

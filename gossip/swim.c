@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "peerlist.h"
 #include "swim_int.h"
 
 static uint32_t next_seq(rumor_swim_t *sw)
@@ -153,6 +154,8 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
                              "swim: endpoint '%.140s' is not tcp:// followed by 1..120 "
                              "printable characters",
                              cfg->self_endpoint ? cfg->self_endpoint : "(null)");
+    if (rumor_peerlist_check_endpoint(cfg->self_endpoint) < 0) /* port in 1-65535 */
+        return rumor_err_prefix(RUMOR_EINVAL, "swim");
     rumor_swim_config_t c = *cfg;
     if (!(c.probe_interval >= 0) || !(c.probe_timeout >= 0) || !(c.suspicion_timeout >= 0) ||
         !(c.suspicion_mult >= 0) || !(c.tombstone_timeout >= 0) || isnan(c.gossip_interval) ||
@@ -236,6 +239,8 @@ int rumor_swim_add_seed(rumor_swim_t *sw, const char *ep)
     if (!ep || !rumor_swim_endpoint_valid(ep, strlen(ep)))
         return rumor_err_set(RUMOR_EINVAL, "swim: seed '%.140s' is not a tcp:// endpoint",
                              ep ? ep : "(null)");
+    if (rumor_peerlist_check_endpoint(ep) < 0) /* a port nobody listens on */
+        return rumor_err_prefix(RUMOR_EINVAL, "swim: seed");
     if (!strcmp(ep, sw->self_ep))
         return 0;
     for (int i = 0; i < sw->nseeds; i++)

@@ -30,6 +30,11 @@ struct rumor_transport {
     char **more_ep;
     int *more_next;
     double *more_at;
+    /* socket monitors (inproc PAIR sockets): the PULL socket's handshakes,
+     * and the probe's (rumor_transport_probe_open) */
+    void *mon;
+    void *probe, *probe_mon;
+    int probe_state;
 };
 
 static int set_int(void *sock, int opt, int v, const char *what)
@@ -39,6 +44,8 @@ static int set_int(void *sock, int opt, int v, const char *what)
                              zmq_strerror(zmq_errno()));
     return 0;
 }
+
+static int watch(rumor_transport_t *t, void *s, const char *what, int events, void **out);
 
 /* The settings every rumor socket has (see transport.h). */
 static int common_opts(const rumor_transport_t *t, void *s)
@@ -147,9 +154,19 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
             rc = rumor_err_set(RUMOR_ESYS, "zmq_setsockopt(MAXMSGSIZE): %s",
                                zmq_strerror(zmq_errno()));
     }
-    if (rc == 0 && zmq_bind(t->pull, o->listen) != 0)
-        rc = rumor_err_set(RUMOR_ESYS, "cannot listen on '%s': %s", o->listen,
-                           zmq_strerror(zmq_errno()));
+    if (rc == 0)
+        rc = watch(t, t->pull, "pull",
+                   ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH,
+                   &t->mon);
+    if (rc == 0 && zmq_bind(t->pull, o->listen) != 0) {
+        int e = zmq_errno();
+        rc = rumor_err_set(RUMOR_ESYS, "cannot listen on '%s': %s%s", o->listen, zmq_strerror(e),
+                           e == EADDRINUSE ? " (another process listens there: a second peer "
+                                             "with the same rank?)"
+                                           : "");
+    }
     if (rc == 0) {
         size_t len = sizeof t->endpoint;
         if (zmq_getsockopt(t->pull, ZMQ_LAST_ENDPOINT, t->endpoint, &len) != 0)
@@ -168,6 +185,9 @@ void rumor_transport_destroy(rumor_transport_t **tp)
     if (!tp || !*tp)
         return;
     rumor_transport_t *t = *tp;
+    rumor_transport_probe_close(t);
+    if (t->mon)
+        zmq_close(t->mon);
     for (int i = 0; t->push && i < t->peers; i++)
         if (t->push[i])
             zmq_close(t->push[i]);
@@ -193,6 +213,136 @@ void rumor_transport_destroy(rumor_transport_t **tp)
 }
 
 const char *rumor_transport_endpoint(const rumor_transport_t *t) { return t->endpoint; }
+
+/* ------------------------------------------------------------ monitors */
+
+/* Starts a monitor of socket s for `events` and connects a PAIR socket to
+ * it (*out), read without blocking by drain(). */
+static int watch(rumor_transport_t *t, void *s, const char *what, int events, void **out)
+{
+    char addr[96];
+    snprintf(addr, sizeof addr, "inproc://rumor-monitor-%s-%p", what, s);
+    if (zmq_socket_monitor(s, addr, events) != 0)
+        return rumor_err_set(RUMOR_ESYS, "transport: socket monitor: %s",
+                             zmq_strerror(zmq_errno()));
+    void *p = zmq_socket(t->ctx, ZMQ_PAIR);
+    if (!p)
+        return rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    int zero = 0;
+    zmq_setsockopt(p, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_connect(p, addr) != 0) {
+        zmq_close(p);
+        return rumor_err_set(RUMOR_ESYS, "transport: socket monitor: %s",
+                             zmq_strerror(zmq_errno()));
+    }
+    *out = p;
+    return 0;
+}
+
+/* The next event of a monitor: 1 and *event, *value set, or 0 when none. */
+static int next_event(void *mon, int *event, uint32_t *value)
+{
+    zmq_msg_t a, b;
+    zmq_msg_init(&a);
+    if (zmq_msg_recv(&a, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&a);
+        return 0;
+    }
+    int ok = zmq_msg_size(&a) >= 6;
+    if (ok) {
+        const uint8_t *d = zmq_msg_data(&a);
+        uint16_t ev;
+        memcpy(&ev, d, 2); /* host order: libzmq writes the event in memory */
+        memcpy(value, d + 2, 4);
+        *event = ev;
+    }
+    int more = zmq_msg_more(&a);
+    zmq_msg_close(&a);
+    if (more) { /* the endpoint frame */
+        zmq_msg_init(&b);
+        (void)zmq_msg_recv(&b, mon, 0);
+        zmq_msg_close(&b);
+    }
+    return ok ? 1 : next_event(mon, event, value);
+}
+
+void rumor_transport_events(rumor_transport_t *t)
+{
+    int ev;
+    uint32_t v;
+    while (t->mon && next_event(t->mon, &ev, &v)) {
+        if (ev == ZMQ_EVENT_ACCEPTED)
+            t->stats.conn_accepted++;
+        else if (ev == ZMQ_EVENT_DISCONNECTED)
+            t->stats.conn_closed++;
+        else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            t->stats.hs_ok++;
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            t->stats.hs_denied++;
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && v == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            t->stats.hs_mechanism++;
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && v == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+            t->stats.hs_crypto++;
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            t->stats.hs_protocol++;
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            t->stats.hs_other++;
+    }
+    while (t->probe_mon && next_event(t->probe_mon, &ev, &v)) {
+        if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            t->probe_state |= RUMOR_PROBE_HANDSHAKE;
+        else if (ev == ZMQ_EVENT_CONNECT_RETRIED || ev == ZMQ_EVENT_CLOSED ||
+                 (ev & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)))
+            t->probe_state |= RUMOR_PROBE_FAILED;
+    }
+}
+
+int rumor_transport_probe_open(rumor_transport_t *t, const char *endpoint, const void *hdr,
+                               size_t hdr_len, const void *body, size_t body_len)
+{
+    rumor_transport_probe_close(t);
+    void *s = zmq_socket(t->ctx, ZMQ_PUSH);
+    if (!s)
+        return rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    t->probe = s;
+    int rc = common_opts(t, s);
+    /* as this peer's own client: whoever answers there must hold our key */
+    if (rc == 0 && t->keys &&
+        (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, t->keys->public_key, RUMOR_CURVE_KEY_BYTES) != 0 ||
+         zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, t->keys->public_key, RUMOR_CURVE_KEY_BYTES) != 0 ||
+         zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, t->keys->secret_key, RUMOR_CURVE_KEY_BYTES) != 0))
+        rc = rumor_err_set(RUMOR_ESYS, "probe: CURVE client options: %s",
+                           zmq_strerror(zmq_errno()));
+    if (rc == 0)
+        rc = watch(t, s, "probe",
+                   ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_CLOSED |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH,
+                   &t->probe_mon);
+    if (rc == 0 && zmq_connect(s, endpoint) != 0)
+        rc = rumor_err_set(RUMOR_EINVAL, "probe: cannot connect to '%s': %s", endpoint,
+                           zmq_strerror(zmq_errno()));
+    /* queued until the connection is up (no ZMQ_IMMEDIATE on this socket) */
+    if (rc == 0 && (zmq_send(s, hdr, hdr_len, ZMQ_DONTWAIT | (body_len ? ZMQ_SNDMORE : 0)) < 0 ||
+                    (body_len && zmq_send(s, body, body_len, ZMQ_DONTWAIT) < 0)))
+        rc = rumor_err_set(RUMOR_ESYS, "probe: send: %s", zmq_strerror(zmq_errno()));
+    if (rc < 0)
+        rumor_transport_probe_close(t);
+    return rc;
+}
+
+int rumor_transport_probe_state(const rumor_transport_t *t) { return t->probe_state; }
+
+void rumor_transport_probe_close(rumor_transport_t *t)
+{
+    if (t->probe_mon)
+        zmq_close(t->probe_mon);
+    if (t->probe)
+        zmq_close(t->probe);
+    t->probe_mon = t->probe = NULL;
+    t->probe_state = 0;
+}
 
 /* Opens connection c of slot peer's PUSH socket s. Each connection is its
  * own session, which encrypts on the I/O thread it lives on; ZeroMQ puts a
@@ -417,6 +567,62 @@ const rumor_transport_stats_t *rumor_transport_stats(const rumor_transport_t *t)
         m->stats.zap_malformed = z.malformed;
     }
     return &t->stats;
+}
+
+int rumor_transport_stats_format(const rumor_transport_stats_t *s, int secure, char *buf,
+                                 size_t cap)
+{
+    struct {
+        const char *name;
+        uint64_t v;
+    } f[] = {
+        { "not_listed", s->zap_denied_not_listed }, { "zap_mechanism", s->zap_denied_mechanism },
+        { "zap_malformed", s->zap_malformed },      { "crypto", s->hs_crypto },
+        { "mechanism", s->hs_mechanism },           { "protocol", s->hs_protocol },
+        { "no_detail", s->hs_other },
+    };
+    size_t n = 0;
+    int w = secure ? snprintf(buf, cap, "admitted=%llu", (unsigned long long)s->zap_admitted)
+                   : snprintf(buf, cap, "plaintext");
+    if (w < 0 || (size_t)w >= cap)
+        return rumor_err_set(RUMOR_EINVAL, "buffer too small");
+    n = (size_t)w;
+    const char *sep = " refused:";
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (!f[i].v)
+            continue;
+        w = snprintf(buf + n, cap - n, "%s %s=%llu", sep, f[i].name, (unsigned long long)f[i].v);
+        if (w < 0 || (size_t)w >= cap - n)
+            return rumor_err_set(RUMOR_EINVAL, "buffer too small");
+        n += (size_t)w;
+        sep = "";
+    }
+    return (int)n;
+}
+
+uint64_t rumor_transport_stats_refused(const rumor_transport_stats_t *s)
+{
+    /* ZAP's refusals are also handshake failures (hs_denied): counted once */
+    return s->zap_denied_not_listed + s->zap_denied_mechanism + s->zap_malformed + s->hs_crypto +
+           s->hs_mechanism + s->hs_protocol + s->hs_other;
+}
+
+int rumor_transport_stats_json(const rumor_transport_stats_t *s, char *buf, size_t cap)
+{
+    int w = snprintf(buf, cap,
+                     "{\"admitted\":%llu,\"refused\":%llu,\"not_listed\":%llu,"
+                     "\"zap_mechanism\":%llu,\"zap_malformed\":%llu,\"crypto\":%llu,"
+                     "\"mechanism\":%llu,\"protocol\":%llu,\"no_detail\":%llu}",
+                     (unsigned long long)s->zap_admitted,
+                     (unsigned long long)rumor_transport_stats_refused(s),
+                     (unsigned long long)s->zap_denied_not_listed,
+                     (unsigned long long)s->zap_denied_mechanism,
+                     (unsigned long long)s->zap_malformed, (unsigned long long)s->hs_crypto,
+                     (unsigned long long)s->hs_mechanism, (unsigned long long)s->hs_protocol,
+                     (unsigned long long)s->hs_other);
+    if (w < 0 || (size_t)w >= cap)
+        return rumor_err_set(RUMOR_EINVAL, "buffer too small");
+    return w;
 }
 
 void rumor_transport_count_received(rumor_transport_t *t, size_t bytes)

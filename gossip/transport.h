@@ -144,8 +144,47 @@ typedef struct rumor_transport_stats {
      * another mechanism (NULL, PLAIN) fails at the greeting: none of
      * those is counted here. */
     uint64_t zap_admitted, zap_denied_not_listed, zap_denied_mechanism, zap_malformed;
+    /* Handshakes on our PULL socket that failed, by kind, from its socket
+     * monitor (rumor_transport_events): another mechanism (a NULL or PLAIN
+     * client at a CURVE peer, or CURVE at a plaintext one), a cryptographic
+     * failure (a client with a wrong server key, or a secret that does not
+     * match its public key), other protocol errors, refused by ZAP (also
+     * counted above), and failures libzmq gives no detail for. */
+    uint64_t hs_mechanism, hs_crypto, hs_protocol, hs_denied, hs_other;
+    /* connections accepted and closed, handshakes that succeeded */
+    uint64_t conn_accepted, conn_closed, hs_ok;
 } rumor_transport_stats_t;
 const rumor_transport_stats_t *rumor_transport_stats(const rumor_transport_t *t);
+
+/* Connections refused, all kinds (ZAP's and the handshake's, each once). */
+uint64_t rumor_transport_stats_refused(const rumor_transport_stats_t *s);
+/* "admitted=12 refused: not_listed=3 crypto=1" (refusals only where not 0;
+ * "plaintext" instead of admitted= on a plaintext transport), for a log
+ * line. Returns the length, or RUMOR_EINVAL when it does not fit. */
+int rumor_transport_stats_format(const rumor_transport_stats_t *s, int secure, char *buf,
+                                 size_t cap);
+/* {"admitted":12,"refused":4,"not_listed":3,"zap_mechanism":0,...} with every
+ * kind, for metrics. Returns as above. */
+int rumor_transport_stats_json(const rumor_transport_stats_t *s, char *buf, size_t cap);
+/* Reads the socket monitors' events (without blocking): handshake
+ * failures into the stats, the probe's progress. Call it from the loop
+ * that polls the sockets. */
+void rumor_transport_events(rumor_transport_t *t);
+
+/* The probe: a PUSH socket, a client with our own keys that expects our
+ * own public key from the server, connected to `endpoint` (this peer's
+ * listed address), which sends one message [hdr][body] once connected. It
+ * tells whether someone else holding this peer's key (or, in plaintext,
+ * anyone) answers there. rumor_transport_probe_state gives
+ * RUMOR_PROBE_HANDSHAKE once a handshake with the other end succeeded and
+ * RUMOR_PROBE_FAILED when a connection was refused or failed. */
+#define RUMOR_PROBE_HANDSHAKE 1
+#define RUMOR_PROBE_FAILED 2
+int rumor_transport_probe_open(rumor_transport_t *t, const char *endpoint, const void *hdr,
+                               size_t hdr_len, const void *body, size_t body_len) RUMOR_WUR;
+int rumor_transport_probe_state(const rumor_transport_t *t);
+void rumor_transport_probe_close(rumor_transport_t *t);
+
 /* Counts a received message (callers receive with zmq_msg_recv themselves). */
 void rumor_transport_count_received(rumor_transport_t *t, size_t bytes);
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "err.h"
 
@@ -138,13 +139,39 @@ static int on_key(void *user, const char *section, const char *name, const char 
     return 1;
 }
 
+/* Opens a config file to read. fopen opens a directory too, and reading it
+ * then fails with EISDIR, which inih takes for the end of an empty file: a
+ * directory would run with the defaults. Only a file to read lines from is
+ * taken: a regular file, or a pipe or terminal (-c <(...), -c /dev/stdin). */
+static FILE *open_config(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        rumor_err_sys(RUMOR_ESYS, "config file '%s'", path);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        rumor_err_sys(RUMOR_ESYS, "config file '%s'", path);
+    else if (S_ISDIR(st.st_mode))
+        rumor_err_set(RUMOR_EINVAL, "config file '%s': is a directory", path);
+    else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
+        rumor_err_set(RUMOR_EINVAL, "config file '%s': not a regular file", path);
+    else
+        return f;
+    fclose(f);
+    return NULL;
+}
+
 static int parse_ini(const char *path, const rumor_opt_t *table, void *dst)
 {
     struct ini_ctx c = { path, table, dst, NULL, 0, 0 };
-    c.f = fopen(path, "r");
+    c.f = open_config(path);
     if (!c.f)
-        return rumor_err_sys(RUMOR_ESYS, "config file '%s'", path);
+        return rumor_err_code();
     int rc = ini_parse_stream(read_line, &c, on_key, &c);
+    /* inih stops at the first NULL from read_line, end of file or not */
+    int read_failed = ferror(c.f), err = errno;
     fclose(c.f);
     if (c.failed)
         return RUMOR_EINVAL;
@@ -152,6 +179,10 @@ static int parse_ini(const char *path, const rumor_opt_t *table, void *dst)
         return rumor_err_set(RUMOR_EFORMAT, "%s:%d: not 'key = value' or '[section]'", path, rc);
     if (rc < 0)
         return rumor_err_set(RUMOR_EIO, "config file '%s': read error", path);
+    if (read_failed) {
+        errno = err;
+        return rumor_err_sys(RUMOR_EIO, "config file '%s': read error", path);
+    }
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "mixer.h"
 #include "model.h"
 #include "optim.h"
+#include "peerlist.h"
 #include "progress.h"
 #include "step.h"
 #include "topology.h"
@@ -91,21 +92,32 @@ static const char usage_head[] =
     "  --throttle F           testing: run F times slower than this machine can\n"
     "                         (sleeps after each gradient), to play a straggler\n"
     "  --start-timeout SECS   how long to wait for neighbours at start (default: 60)\n"
-    "  --chunk-mb X           message size for parameters (default: 1)\n"
+    "  --chunk-mb X           the size of the parameter ranges this peer sends, and of\n"
+    "                         the cells it mixes in (default: 1, at most 64); peers\n"
+    "                         may differ\n"
+    "  --max-message-mb X     the largest parameter range accepted from a neighbour\n"
+    "                         (default: 64, at least --chunk-mb); larger ones are\n"
+    "                         dropped as chunk_too_large (above twice this, ZeroMQ\n"
+    "                         closes the connection instead)\n"
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
     "  --no-average           skip the swarm-average evaluation at the end\n"
+    "  --allow-alone          exit 0 even if no neighbour's parameters ever arrived\n"
+    "                         (default: such a run is an error, exit status 1)\n"
     "\n"
     "Security (CurveZMQ; on unless --insecure):\n"
     "  --keys FILE            this peer's secret key file (from rumor-peer keygen;\n"
     "                         must not be readable by group or others)\n"
     "  --allow PATH           the swarm's allow-list: a file of public keys (one Z85\n"
-    "                         key a line, optionally followed by a name) or a directory\n"
-    "                         of .pub files; only these keys may connect\n"
+    "                         key a line, optionally followed by a name), a directory\n"
+    "                         of .pub files or one .pub file; only these keys may\n"
+    "                         connect\n"
     "  --peer-keys LIST       comma-separated public keys (Z85 or .pub files) of the\n"
     "                         peers in rank order; by default peer R's key is the\n"
     "                         peers file's second column or the allow-list's entry\n"
     "                         named peer-R (the file peer-R.pub of a directory)\n"
     "  --connections N        connections to each neighbour (default: 1); with\n"
+    "                         --io-threads N as well, CURVE encryption of the\n"
+    "                         connections runs on N cores instead of one\n"
     "  --io-threads N         ZeroMQ I/O threads (default: 1): CURVE encrypts on the\n"
     "                         I/O thread of each connection, so 2 and 2 use two cores\n"
     "  --insecure             plaintext: anyone who can reach the port can join the\n"
@@ -147,11 +159,12 @@ static const char usage_tail[] =
 struct options {
     struct rumor_train_opts t;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
-        io_threads;
+        io_threads, allow_alone;
     const char *keys, *allow, *peer_keys, *membership;
     long checkpoint_every, catch_up_rounds;
     const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
-    double round_timeout, min_round_timeout, start_timeout, chunk_mb, leave_timeout, throttle;
+    double round_timeout, min_round_timeout, start_timeout, chunk_mb, max_message_mb,
+        leave_timeout, throttle;
 };
 
 static const rumor_opt_t option_table[] = {
@@ -176,9 +189,11 @@ static const rumor_opt_t option_table[] = {
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
-    { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 256, NULL, 0 },
+    { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 64, NULL, 0 },
+    { "max-message-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, max_message_mb), 0.001, 1024, NULL, 0 },
     { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, eval_every), 1, 100000, NULL, 0 },
     { "no-average", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_average), 0, 0, NULL, 1 },
+    { "allow-alone", 0, RUMOR_OPT_FLAG, offsetof(struct options, allow_alone), 0, 0, NULL, 1 },
     { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
     { "checkpoint-every", 0, RUMOR_OPT_LONG, offsetof(struct options, checkpoint_every), 0, 1e12, NULL, 0 },
     { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
@@ -187,118 +202,25 @@ static const rumor_opt_t option_table[] = {
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
 
-/* The peer list: from --peers (commas) or --peers-file (lines). */
-struct peer_list {
-    char *buf;
-    char **ep;
-    int n;
-    char *keybuf;   /* peers file: second column of every line ("-" none) */
-    char **key;     /* (n) that column, NULL where none */
-    int unknown;    /* entries given as "-": address learned from the swarm */
-};
-
-/* Appends tok to a comma-joined list. */
-static int append_tok(char **buf, size_t *len, size_t *cap, const char *tok)
-{
-    size_t need = *len + strlen(tok) + 2;
-    if (need > *cap) {
-        size_t nc = need * 2;
-        char *nb = realloc(*buf, nc);
-        if (!nb)
-            return rumor_err_set(RUMOR_ENOMEM, "out of memory");
-        *buf = nb;
-        *cap = nc;
-    }
-    *len += (size_t)sprintf(*buf + *len, "%s%s", *len ? "," : "", tok);
-    return 0;
-}
-
-static int read_peers(const struct options *o, struct peer_list *pl)
+/* The peer list, from --peers (commas) or --peers-file (lines), and the
+ * --listen address: gossip/peerlist.c parses them and refuses a port outside
+ * 1-65535 (ZeroMQ would wrap it) or 0 (an ephemeral port: the others dial
+ * the listed endpoint, so they could not reach it). */
+static int read_peers(const struct options *o, rumor_peerlist_t *pl)
 {
     memset(pl, 0, sizeof *pl);
     if (!!o->peers == !!o->peers_file)
         return rumor_err_set(RUMOR_EINVAL, "give the peer list with exactly one of --peers and "
                                            "--peers-file");
-    if (o->peers) {
-        pl->buf = strdup(o->peers);
-    } else {
-        FILE *f = fopen(o->peers_file, "r");
-        if (!f)
-            return rumor_err_sys(RUMOR_ESYS, "peers file '%s'", o->peers_file);
-        size_t cap = 0, len = 0, kcap = 0, klen = 0;
-        char line[1024];
-        int lineno = 0;
-        while (fgets(line, sizeof line, f)) {
-            lineno++;
-            char *p = line + strspn(line, " \t");
-            p[strcspn(p, "#\r\n")] = '\0';
-            char *end = p + strlen(p);
-            while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-                *--end = '\0';
-            if (!*p)
-                continue;
-            /* "ENDPOINT [PUBLIC-KEY]" */
-            char *key = p + strcspn(p, " \t");
-            if (*key) {
-                *key++ = '\0';
-                key += strspn(key, " \t");
-            }
-            if (strchr(p, ',') || strchr(key, ',') || key[strcspn(key, " \t")]) {
-                fclose(f);
-                return rumor_err_set(RUMOR_EFORMAT, "%s:%d: 'ENDPOINT [PUBLIC-KEY]' expected, got "
-                                                    "'%s %s'", o->peers_file, lineno, p, key);
-            }
-            if (append_tok(&pl->buf, &len, &cap, p) < 0 ||
-                append_tok(&pl->keybuf, &klen, &kcap, *key ? key : "-") < 0) {
-                fclose(f);
-                return RUMOR_ENOMEM;
-            }
-        }
-        fclose(f);
-        if (!pl->buf)
-            return rumor_err_set(RUMOR_EFORMAT, "peers file '%s' lists no endpoint", o->peers_file);
-    }
-    if (!pl->buf)
-        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    int n = 1;
-    for (char *p = pl->buf; *p; p++)
-        n += *p == ',';
-    pl->ep = calloc((size_t)n, sizeof *pl->ep);
-    if (!pl->ep)
-        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    for (char *tok = strtok(pl->buf, ","); tok; tok = strtok(NULL, ","))
-        pl->ep[pl->n++] = tok;
-    pl->key = calloc((size_t)n, sizeof *pl->key);
-    if (!pl->key)
-        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    int nk = 0;
-    for (char *tok = pl->keybuf ? strtok(pl->keybuf, ",") : NULL; tok && nk < n;
-         tok = strtok(NULL, ","))
-        pl->key[nk++] = strcmp(tok, "-") ? tok : NULL;
-    if (pl->n != n)
-        return rumor_err_set(RUMOR_EINVAL, "peer list '%s' has an empty entry",
-                             o->peers ? o->peers : o->peers_file);
-    for (int i = 0; i < n; i++) {
-        if (strcmp(pl->ep[i], "-") == 0) { /* address not known: membership learns it */
-            pl->ep[i] = NULL;
-            pl->unknown++;
-            continue;
-        }
-        if (!strstr(pl->ep[i], "://"))
-            return rumor_err_set(RUMOR_EINVAL, "peer %d '%s': expected a ZeroMQ endpoint such "
-                                               "as tcp://host:port, or - for an address not "
-                                               "known", i, pl->ep[i]);
-        for (int j = 0; j < i; j++)
-            if (pl->ep[j] && strcmp(pl->ep[i], pl->ep[j]) == 0)
-                return rumor_err_set(RUMOR_EINVAL, "peers %d and %d are both '%s'", j, i,
-                                     pl->ep[i]);
-    }
-    return 0;
+    if (o->listen && rumor_peerlist_check_endpoint(o->listen) < 0)
+        return rumor_err_prefix(RUMOR_EINVAL, "--listen");
+    return o->peers ? rumor_peerlist_parse_string(o->peers, pl)
+                    : rumor_peerlist_parse_file(o->peers_file, pl);
 }
 
 /* Everything a peer owns, released in one place. */
 struct peer {
-    struct peer_list pl;
+    rumor_peerlist_t pl;
     rumor_topo_t *topo;
     rumor_device_t *dev;
     rumor_dataset_t *train, *test;
@@ -453,6 +375,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->membership = "static";
     o->start_timeout = 60;
     o->chunk_mb = 1;
+    o->max_message_mb = 64;
     o->eval_every = 1;
     o->keep_checkpoints = 3;
     o->leave_timeout = 10;
@@ -470,6 +393,24 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 /* Evaluates parameters `params` with the peer's model (then puts its own
  * parameters back). */
+/* For round metrics: messages rejected, and connections admitted and
+ * refused by kind, so far. */
+static unsigned long long live_rejected(rumor_mixer_t *m)
+{
+    rumor_wire_stats_t ws;
+    rumor_mixer_wire_stats(m, &ws);
+    return (unsigned long long)rumor_wire_stats_rejected(&ws);
+}
+
+static const char *live_connections(rumor_mixer_t *m, char *buf, size_t cap)
+{
+    rumor_transport_stats_t ts;
+    rumor_mixer_transport_stats(m, &ts);
+    if (rumor_transport_stats_json(&ts, buf, cap) < 0)
+        snprintf(buf, cap, "{}");
+    return buf;
+}
+
 static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 {
     float *own = p->model->params;
@@ -660,7 +601,10 @@ int main(int argc, char **argv)
     if (rumor_train_opts_optim(&o, per_epoch, &oc) < 0 ||
         rumor_optim_create(p.dev, &oc, p.model->nparams, &p.opt) < 0)
         return fail(&p, rank, "optimizer");
-    if (o.metrics && rumor_metrics_open(&p.metrics, o.metrics) < 0)
+    /* every event names its peer: peers may share the file (progress.h) */
+    if (o.metrics && (rumor_metrics_open(&p.metrics, o.metrics) < 0 ||
+                      rumor_metrics_tag_int(&p.metrics, "rank", rank) < 0 ||
+                      rumor_metrics_tag_str(&p.metrics, "swarm", opts.swarm) < 0))
         return fail(&p, rank, "metrics");
     p.avg = malloc(p.model->nparams * sizeof(float));
     if (!p.avg) {
@@ -673,15 +617,16 @@ int main(int argc, char **argv)
     if (opts.checkpoint_dir) {
         rumor_ckpt_info_t ci;
         char path[1024];
-        int lrc = rumor_ckpt_load_latest(opts.checkpoint_dir, p.model, p.opt, &ci, path,
-                                         sizeof path);
+        /* only this swarm and rank's own checkpoints (see checkpoint.h) */
+        int lrc = rumor_ckpt_load_latest(opts.checkpoint_dir, opts.swarm, rank, p.model, p.opt,
+                                         &ci, path, sizeof path);
         if (lrc < 0)
             return fail(&p, rank, "checkpoint");
         if (lrc == 0) {
             first_round = ci.round < total_rounds ? ci.round : total_rounds;
-            if (!o.quiet)
-                printf("rumor-peer %d/%d: resumed from %s at round %ld\n", rank, N, path,
-                       first_round);
+            /* stderr, even with -q: which file a run continues matters */
+            fprintf(stderr, "rumor-peer %d/%d: resumed from %s at round %ld%s\n", rank, N, path,
+                    first_round, ci.round > total_rounds ? " (the last of this run)" : "");
         }
     }
 
@@ -696,6 +641,9 @@ int main(int argc, char **argv)
     mc.swarm = rumor_wire_swarm_id(opts.swarm);
     mc.nparams = p.model->nparams;
     mc.chunk_elems = (size_t)(opts.chunk_mb * 1048576.0 / sizeof(float));
+    mc.max_msg_elems = (size_t)(opts.max_message_mb * 1048576.0 / sizeof(float));
+    if (mc.max_msg_elems < 1)
+        mc.max_msg_elems = 1;
     if (mc.chunk_elems < 1)
         mc.chunk_elems = 1;
     mc.round_timeout = opts.round_timeout;
@@ -746,11 +694,13 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
+    if (ready < 0)
+        return fail(&p, rank, "swarm");
     rumor_metrics_write(&p.metrics,
-                        "\"event\":\"start\",\"rank\":%d,\"peers\":%d,\"mode\":\"%s\","
+                        "\"event\":\"start\",\"peers\":%d,\"mode\":\"%s\","
                         "\"topology\":\"%s\",\"model\":\"%s\",\"params\":%zu,\"rounds\":%ld,"
                         "\"ready\":%d",
-                        rank, N, opts.mode, spec, o.model, p.model->nparams, total_rounds, ready);
+                        N, opts.mode, spec, o.model, p.model->nparams, total_rounds, ready);
 
     /* ---- a late joiner or a restarted peer fetches the swarm's state */
     long k = first_round;
@@ -780,6 +730,7 @@ int main(int argc, char **argv)
     rumor_progress_t prog;
     rumor_progress_begin(&prog, stdout, total_rounds, o.progress, o.quiet);
     double start = rumor_now(), wait_total = 0, acc = 0, tloss = 0, last_dis = 0;
+    char conns_json[512];
     double max_stall = 0, deadline = 0;
     long examples = 0, allreduce_failures = 0, rounds_run = 0;
     double last_step_end = rumor_now(); /* when this peer's previous round ended */
@@ -928,11 +879,13 @@ int main(int argc, char **argv)
                                 "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
                                 "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
                                 "\"members\":%d,\"in_neighbors\":%d,\"complete\":%d,"
-                                "\"time\":%.3f",
+                                "\"rejected\":%llu,\"connections\":%s",
                                 k, epoch, (double)loss, examples / el, last_dis,
                                 (unsigned long long)st.bytes_sent,
                                 (unsigned long long)st.bytes_received, wait_total, deadline,
-                                st.members, st.in_neighbors, st.complete, rumor_now());
+                                st.members, st.in_neighbors, st.complete,
+                                (unsigned long long)live_rejected(p.mixer),
+                                live_connections(p.mixer, conns_json, sizeof conns_json));
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;
@@ -981,17 +934,22 @@ int main(int argc, char **argv)
         printf("peer %d: left at round %ld on signal %d after %.1f s%s%s\n", rank, k,
                (int)leave_signal, seconds, opts.checkpoint_dir && crc == 0 ? "; checkpoint in " : "",
                opts.checkpoint_dir && crc == 0 ? opts.checkpoint_dir : "");
-        rumor_metrics_write(&p.metrics, "\"event\":\"leave\",\"rank\":%d,\"round\":%ld,"
+        rumor_metrics_write(&p.metrics, "\"event\":\"leave\",\"round\":%ld,"
                                         "\"signal\":%d,\"checkpoint\":%s",
-                            rank, k, (int)leave_signal, crc == 0 && opts.checkpoint_dir ? "true" : "false");
+                            k, (int)leave_signal, crc == 0 && opts.checkpoint_dir ? "true" : "false");
         peer_free(&p); /* flushes queued chunks, then LEAVE */
         return crc < 0 ? 1 : 0;
     }
 
+    /* ---- a peer that trained alone although it has neighbours: say so */
+    rumor_mixer_counters_t mcn;
+    rumor_mixer_counters(p.mixer, &mcn);
+    int alone = N > 1 && rounds_run > 0 && mcn.rounds_mixed == 0 && !opts.allow_alone;
+
     /* ---- the swarm's average model: all-reduce of the parameters */
     double avg_acc = -1, avg_loss = 0;
     char avg_note[300] = "";
-    if (!opts.no_average) {
+    if (!opts.no_average && !alone) {
         memcpy(p.avg, p.model->params, p.model->nparams * sizeof(float));
         if (rumor_mixer_allreduce_mean(p.mixer, p.avg, p.model->nparams, total_rounds,
                                        fmax(opts.round_timeout, 10.0)) < 0)
@@ -1001,19 +959,23 @@ int main(int argc, char **argv)
     }
     rumor_wire_stats_t ws;
     rumor_mixer_wire_stats(p.mixer, &ws);
-    char rejects[512];
+    char rejects[512], conns[256], conns_j[512];
     rumor_wire_stats_format(&ws, rejects, sizeof rejects);
+    rumor_transport_stats_t ts;
+    rumor_mixer_transport_stats(p.mixer, &ts);
+    if (rumor_transport_stats_format(&ts, p.keys != NULL, conns, sizeof conns) < 0)
+        snprintf(conns, sizeof conns, "?");
+    if (rumor_transport_stats_json(&ts, conns_j, sizeof conns_j) < 0)
+        snprintf(conns_j, sizeof conns_j, "{}");
     printf("peer %d: local test accuracy %.2f%%\n", rank, 100.0 * acc);
     if (avg_acc >= 0)
         printf("peer %d: swarm average test accuracy %.2f%%\n", rank, 100.0 * avg_acc);
-    else if (!opts.no_average)
+    else if (!opts.no_average && !alone)
         printf("peer %d: swarm average %s\n", rank, avg_note);
-    rumor_mixer_counters_t mcn;
-    rumor_mixer_counters(p.mixer, &mcn);
     printf("peer %d: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
-           "received %.1f MB, waited %.1f s; messages: %s%s\n",
+           "received %.1f MB, waited %.1f s; messages: %s; connections: %s%s\n",
            rank, total_rounds, rounds_run, seconds, examples / seconds, st.bytes_sent / 1e6,
-           st.bytes_received / 1e6, wait_total, rejects,
+           st.bytes_received / 1e6, wait_total, rejects, conns,
            allreduce_failures ? " (some all-reduces failed)" : "");
     if (mcn.jumps || catch_ups || mcn.state_served)
         printf("peer %d: caught up: %llu jumps over %llu rounds, %ld state fetches; served state "
@@ -1024,15 +986,16 @@ int main(int argc, char **argv)
     if (rumor_wire_stats_json(&ws, wsj, sizeof wsj) < 0)
         snprintf(wsj, sizeof wsj, "{}");
     rumor_metrics_write(&p.metrics,
-                        "\"event\":\"done\",\"rank\":%d,\"local_accuracy\":%.6f,"
+                        "\"event\":\"done\",\"local_accuracy\":%.6f,"
                         "\"average_accuracy\":%.6f,\"seconds\":%.3f,\"rounds\":%ld,"
                         "\"rounds_run\":%ld,\"examples_per_s\":%.1f,"
                         "\"bytes_sent\":%llu,\"bytes_received\":%llu,\"wait_s\":%.3f,"
                         "\"rejected\":%llu,\"allreduce_failures\":%ld,\"max_stall\":%.3f,"
                         "\"jumps\":%llu,\"rounds_skipped\":%llu,\"catch_ups\":%ld,"
                         "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
-                        "\"endpoints_learned\":%llu,\"messages\":%s",
-                        rank, acc, avg_acc, seconds, total_rounds, rounds_run, examples / seconds,
+                        "\"endpoints_learned\":%llu,\"rounds_mixed\":%llu,\"alone\":%s,"
+                        "\"messages\":%s,\"connections\":%s",
+                        acc, avg_acc, seconds, total_rounds, rounds_run, examples / seconds,
                         (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received,
                         wait_total, (unsigned long long)rumor_wire_stats_rejected(&ws),
                         allreduce_failures, max_stall, (unsigned long long)mcn.jumps,
@@ -1040,7 +1003,17 @@ int main(int argc, char **argv)
                         (unsigned long long)mcn.state_served,
                         (unsigned long long)mcn.digest_failures,
                         (unsigned long long)mcn.stale_applied,
-                        (unsigned long long)mcn.endpoints_learned, wsj);
+                        (unsigned long long)mcn.endpoints_learned,
+                        (unsigned long long)mcn.rounds_mixed, alone ? "true" : "false", wsj,
+                        conns_j);
     peer_free(&p);
+    if (alone) {
+        fprintf(stderr,
+                "rumor-peer %d: trained alone: no neighbour's parameters reached this peer in "
+                "%ld rounds (messages: %s; connections: %s). Check --peers, the keys and "
+                "--allow, and that the neighbours run; --allow-alone accepts training alone\n",
+                rank, rounds_run, rejects, conns);
+        return 1;
+    }
     return 0;
 }

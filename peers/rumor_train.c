@@ -149,7 +149,10 @@ int main(int argc, char **argv)
         return fail(&r, "optimizer");
     if (rumor_optim_create(r.dev, &oc, r.model->nparams, &r.opt) < 0)
         return fail(&r, "optimizer");
-    if (o.metrics && rumor_metrics_open(&r.metrics, o.metrics) < 0)
+    /* the shard in every event: runs of several shards may share the file */
+    if (o.metrics && (rumor_metrics_open(&r.metrics, o.metrics) < 0 ||
+                      rumor_metrics_tag_int(&r.metrics, "rank", opts.rank) < 0 ||
+                      rumor_metrics_tag_int(&r.metrics, "world", opts.world) < 0))
         return fail(&r, "metrics");
 
     if (!o.quiet) {

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -122,6 +124,65 @@ static int fsync_dir(const char *dir)
     return 0;
 }
 
+/* See checkpoint_int.h. */
+void ckpt_swarm_text(const char *swarm, char out[64])
+{
+    size_t i;
+    /* safetensors requires UTF-8: keep the caller's free text printable ASCII. */
+    for (i = 0; i < 63 && swarm && swarm[i]; i++) {
+        unsigned char c = (unsigned char)swarm[i];
+        out[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    out[i] = '\0';
+}
+
+/* See checkpoint_int.h and checkpoint.h for the rule. */
+int ckpt_prefix(const char *swarm, int rank, char *buf, size_t len)
+{
+    char text[64], safe[CKPT_NAME_KEEP + 10];
+    size_t n = 0;
+    int changed = 0;
+    ckpt_swarm_text(swarm, text);
+    for (size_t i = 0; text[i]; i++) {
+        char c = text[i];
+        if (n == CKPT_NAME_KEEP) {
+            changed = 1;
+            break;
+        }
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || (c == '.' && i > 0))) {
+            c = '_';
+            changed = 1;
+        }
+        safe[n++] = c;
+    }
+    safe[n] = '\0';
+    if (changed || n == 0) {
+        /* Two names that sanitize alike still name different files. */
+        unsigned char h[32];
+        if (sodium_init() < 0)
+            return rumor_err_set(RUMOR_ESYS, "checkpoint: libsodium failed to initialize");
+        crypto_generichash(h, sizeof h, (const unsigned char *)text, strlen(text), NULL, 0);
+        snprintf(safe + n, sizeof safe - n, "+%02x%02x%02x%02x", h[0], h[1], h[2], h[3]);
+    }
+    if (rank < 0)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint: rank %d is negative", rank);
+    if ((size_t)snprintf(buf, len, "%s-r%d-", safe, rank) >= len)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint: file name too long");
+    return 0;
+}
+
+int rumor_ckpt_filename(const char *swarm, int rank, long round, char *buf, size_t len)
+{
+    char pre[128];
+    if (round < 0 || round > CKPT_MAX_ROUND)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint: round %ld out of range", round);
+    RUMOR_CHECK(ckpt_prefix(swarm, rank, pre, sizeof pre));
+    if ((size_t)snprintf(buf, len, "%s%012ld" CKPT_SUFFIX, pre, round) >= len)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint: file name too long");
+    return 0;
+}
+
 /* Adds a string member; returns 0 or RUMOR_ENOMEM. */
 static int meta_add(cJSON *meta, const char *key, const char *fmt, ...) RUMOR_PRINTF(3, 4);
 static int meta_add(cJSON *meta, const char *key, const char *fmt, ...)
@@ -141,14 +202,8 @@ static int build_header(const rumor_model_t *m, const rumor_optim_t *o,
                         const rumor_ckpt_info_t *info, const struct ckpt_tensor *t, int nt,
                         char **out, size_t *len, size_t *digest_at)
 {
-    char swarm[sizeof info->swarm];
-    size_t i;
-    /* safetensors requires UTF-8: keep the caller's free text printable ASCII. */
-    for (i = 0; i + 1 < sizeof swarm && info->swarm[i]; i++) {
-        unsigned char c = (unsigned char)info->swarm[i];
-        swarm[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
-    }
-    swarm[i] = '\0';
+    char swarm[64];
+    ckpt_swarm_text(info->swarm, swarm);
     const char *opt = !o ? "none" : o->cfg.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd";
     char zeros[65];
     memset(zeros, '0', 64);
@@ -228,17 +283,47 @@ static int write_file(int fd, const char *tmp, char *hdr, size_t hlen, size_t di
     return 0;
 }
 
-/* Removes stale temp files and all but `keep` checkpoints of dir (always
- * keeping `written`). Failures only warn: the new checkpoint is committed. */
-static void prune(const char *dir, const char *written, int keep)
+/* The pid in the name of a temp file of prefix pre,
+ * ".<pre><round>.<pid>.<n>.tmp", or -1 when name is not one. */
+static long temp_pid(const char *name, const char *pre)
+{
+    size_t pl = strlen(pre);
+    if (name[0] != '.' || strncmp(name + 1, pre, pl))
+        return -1;
+    const char *p = name + 1 + pl;
+    for (int i = 0; i < 12; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+    p += 12;
+    if (*p++ != '.' || *p < '1' || *p > '9')
+        return -1;
+    long pid = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        if ((pid = pid * 10 + (*p - '0')) > INT_MAX)
+            return -1;
+    if (*p++ != '.' || *p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return strcmp(p, ".tmp") ? -1 : pid;
+}
+
+/* Removes this swarm and rank's stale temp files and all but `keep` of its
+ * checkpoints (always keeping `written`). A temp file is stale when the
+ * process that writes it is gone from this machine (killed mid-write): one
+ * of a live process may be in use. Other ranks' files are left alone.
+ * Failures only warn: the new checkpoint is committed. */
+static void prune(const char *dir, const char *swarm, int rank, const char *pre,
+                  const char *written, int keep)
 {
     DIR *d = opendir(dir);
     if (d) {
         struct dirent *e;
         while ((e = readdir(d))) {
-            size_t n = strlen(e->d_name);
-            if (n > 10 && !strncmp(e->d_name, ".ckpt-", 6) && !strcmp(e->d_name + n - 4, ".tmp") &&
-                unlinkat(dirfd(d), e->d_name, 0) < 0 && errno != ENOENT)
+            long pid = temp_pid(e->d_name, pre);
+            if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+                continue;
+            if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno != ENOENT)
                 rumor_warn("%s/%s: cannot remove stale temp file: %s", dir, e->d_name,
                            strerror(errno));
         }
@@ -246,7 +331,7 @@ static void prune(const char *dir, const char *written, int keep)
     }
     char **paths;
     int n, kept = 1;
-    if (rumor_ckpt_list(dir, &paths, &n) < 0) {
+    if (rumor_ckpt_list(dir, swarm, rank, &paths, &n) < 0) {
         rumor_warn("%s: cannot list old checkpoints: %s", dir, rumor_err_msg());
         return;
     }
@@ -264,8 +349,9 @@ static void prune(const char *dir, const char *written, int keep)
 int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t *o,
                     const rumor_ckpt_info_t *info, int keep)
 {
-    if (!dir || !*dir || !m || !info || keep < 1)
-        return rumor_err_set(RUMOR_EINVAL, "checkpoint save: bad argument (keep must be >= 1)");
+    if (!dir || !*dir || !m || !info || keep < 1 || info->rank < 0)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint save: bad argument (keep must be >= 1, "
+                             "rank >= 0)");
     if (info->round < 0 || info->round > CKPT_MAX_ROUND)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint save: round %ld out of range", info->round);
     if (o && o->n != m->nparams)
@@ -298,13 +384,17 @@ int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t
     }
     RUMOR_CHECK_GOTO(build_header(m, o, info, t, nt, &hdr, &hlen, &digest_at), rc, out);
 
-    if ((size_t)snprintf(final, sizeof final, "%s/ckpt-%012ld.safetensors", dir, info->round) >=
-        sizeof final) {
+    char pre[128], name[160];
+    RUMOR_CHECK_GOTO(ckpt_prefix(info->swarm, info->rank, pre, sizeof pre), rc, out);
+    RUMOR_CHECK_GOTO(rumor_ckpt_filename(info->swarm, info->rank, info->round, name, sizeof name),
+                     rc, out);
+    if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, name) >= sizeof final) {
         rc = rumor_err_set(RUMOR_EINVAL, "%s: checkpoint directory name too long", dir);
         goto out;
     }
     for (unsigned i = 0; fd < 0; i++) {
-        snprintf(tmp, sizeof tmp, "%s/.ckpt-%012ld.%ld.%u.tmp", dir, info->round, (long)getpid(), i);
+        snprintf(tmp, sizeof tmp, "%s/.%s%012ld.%ld.%u.tmp", dir, pre, info->round,
+                 (long)getpid(), i);
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && (errno != EEXIST || i >= 100)) {
             rc = rumor_err_sys(RUMOR_ESYS, "%s: cannot create temp file", tmp);
@@ -324,7 +414,7 @@ int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t
     }
     tmp[0] = '\0';
     RUMOR_CHECK_GOTO(fsync_dir(dir), rc, out);
-    prune(dir, final, keep);
+    prune(dir, info->swarm, info->rank, pre, final, keep);
 out:
     if (fd >= 0)
         close(fd);
@@ -337,13 +427,16 @@ out:
     return rc;
 }
 
-/* The round of a checkpoint file name, or -1 when name is not one. */
-static long name_round(const char *name)
+/* The round of the file name of a checkpoint of prefix pre, or -1 when
+ * name is not one. */
+static long name_round(const char *name, const char *pre)
 {
-    if (strlen(name) != 29 || strncmp(name, "ckpt-", 5) || strcmp(name + 17, ".safetensors"))
+    size_t pl = strlen(pre);
+    if (strlen(name) != pl + 12 + strlen(CKPT_SUFFIX) || strncmp(name, pre, pl) ||
+        strcmp(name + pl + 12, CKPT_SUFFIX))
         return -1;
     long r = 0;
-    for (int i = 5; i < 17; i++) {
+    for (size_t i = pl; i < pl + 12; i++) {
         if (name[i] < '0' || name[i] > '9')
             return -1;
         r = r * 10 + (name[i] - '0');
@@ -356,10 +449,12 @@ static int cmp_desc(const void *a, const void *b)
     return strcmp(*(char *const *)b, *(char *const *)a);
 }
 
-int rumor_ckpt_list(const char *dir, char ***paths, int *n)
+int rumor_ckpt_list(const char *dir, const char *swarm, int rank, char ***paths, int *n)
 {
+    char pre[128];
     *paths = NULL;
     *n = 0;
+    RUMOR_CHECK(ckpt_prefix(swarm, rank, pre, sizeof pre));
     DIR *d = opendir(dir);
     if (!d)
         return errno == ENOENT ? 0 : rumor_err_sys(RUMOR_ESYS, "%s: cannot list checkpoints", dir);
@@ -367,7 +462,7 @@ int rumor_ckpt_list(const char *dir, char ***paths, int *n)
     int cnt = 0, cap = 0, rc = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (name_round(e->d_name) < 0)
+        if (name_round(e->d_name, pre) < 0)
             continue;
         if (cnt == cap) {
             char **nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *v);
@@ -407,16 +502,21 @@ void rumor_ckpt_list_free(char ***paths, int n)
     *paths = NULL;
 }
 
-int rumor_ckpt_load_latest(const char *dir, rumor_model_t *m, rumor_optim_t *o,
-                           rumor_ckpt_info_t *info, char *path_out, size_t path_len)
+int rumor_ckpt_load_latest(const char *dir, const char *swarm, int rank, rumor_model_t *m,
+                           rumor_optim_t *o, rumor_ckpt_info_t *info, char *path_out,
+                           size_t path_len)
 {
     char **paths, last[512] = "";
     int n;
     if (!dir || !m)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint load: bad argument");
-    RUMOR_CHECK(rumor_ckpt_list(dir, &paths, &n));
+    RUMOR_CHECK(rumor_ckpt_list(dir, swarm, rank, &paths, &n));
     for (int i = 0; i < n; i++) {
-        if (rumor_ckpt_load(paths[i], m, o, info) == 0) {
+        /* The name ends in <round, 12 digits>.safetensors (listed so). */
+        size_t len = strlen(paths[i]);
+        struct ckpt_owner own = { swarm, rank,
+                                  strtol(paths[i] + len - strlen(CKPT_SUFFIX) - 12, NULL, 10) };
+        if (ckpt_load_owned(paths[i], &own, m, o, info) == 0) {
             if (path_out && path_len)
                 snprintf(path_out, path_len, "%s", paths[i]);
             rumor_ckpt_list_free(&paths, n);
@@ -427,8 +527,9 @@ int rumor_ckpt_load_latest(const char *dir, rumor_model_t *m, rumor_optim_t *o,
     }
     rumor_ckpt_list_free(&paths, n);
     if (n == 0)
-        rumor_err_set(RUMOR_EIO, "%s: no checkpoint", dir);
+        rumor_err_set(RUMOR_EIO, "%s: no checkpoint of rank %d", dir, rank);
     else
-        rumor_err_set(RUMOR_EIO, "%s: none of %d checkpoints loads (last: %s)", dir, n, last);
+        rumor_err_set(RUMOR_EIO, "%s: none of rank %d's %d checkpoints loads (last: %s)", dir,
+                      rank, n, last);
     return RUMOR_CKPT_NONE;
 }

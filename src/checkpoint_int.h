@@ -3,6 +3,7 @@
 #ifndef RUMOR_CHECKPOINT_INT_H
 #define RUMOR_CHECKPOINT_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "checkpoint.h"
@@ -13,6 +14,8 @@
 
 #define CKPT_FORMAT "rumor-checkpoint-1"
 #define CKPT_MAX_ROUND 999999999999L /* the file name holds 12 digits */
+#define CKPT_SUFFIX ".safetensors"
+#define CKPT_NAME_KEEP 48 /* characters of the swarm name a file name keeps */
 #define JSON_MAX_INT 9007199254740992.0 /* 2^53: larger JSON numbers are inexact */
 
 /* One tensor of the layout: name, shape and [begin, end) in the data section. */
@@ -30,5 +33,26 @@ struct ckpt_tensor {
  * section is written as the buffer verbatim). *out is the caller's to free. */
 int ckpt_layout(const rumor_model_t *m, int with_m, int with_v, struct ckpt_tensor **out, int *n,
                 uint64_t *total);
+
+/* The swarm name as the metadata holds it (rumor_ckpt_info_t.swarm): its
+ * first 63 bytes, bytes outside printable ASCII written '?'. */
+void ckpt_swarm_text(const char *swarm, char out[64]);
+
+/* The start of the file names of swarm and rank's checkpoints, up to the
+ * round: "<safe swarm>-r<rank>-" (see checkpoint.h). */
+int ckpt_prefix(const char *swarm, int rank, char *buf, size_t len);
+
+/* Whose checkpoint a file is, by its name. */
+struct ckpt_owner {
+    const char *swarm; /* as given to rumor_ckpt_load_latest */
+    int rank;
+    long round;
+};
+
+/* rumor_ckpt_load that also refuses (RUMOR_EFORMAT, before m or o change) a
+ * file whose metadata names another swarm, rank or round than owner; owner
+ * NULL accepts any. */
+int ckpt_load_owned(const char *path, const struct ckpt_owner *owner, rumor_model_t *m,
+                    rumor_optim_t *o, rumor_ckpt_info_t *info);
 
 #endif

@@ -126,12 +126,27 @@ static int check_tensor(const char *path, const cJSON *e, struct ckpt_tensor *t,
     return 0;
 }
 
-/* Parses and checks the header (metadata and every tensor) against m and o.
- * Fills info, the file's optimizer ("none"/"sgd"/"adamw"), its digest and
- * the data section's length. */
+/* Refuses a file whose metadata names another swarm, rank or round than
+ * its name says (another peer's checkpoint, renamed or copied). */
+static int check_owner(const char *path, const struct ckpt_owner *own, const char *swarm,
+                       long long rank, long long round)
+{
+    char want[64];
+    ckpt_swarm_text(own->swarm, want);
+    if (!strcmp(swarm, want) && rank == own->rank && round == own->round)
+        return 0;
+    return rumor_err_set(RUMOR_EFORMAT, "%s: its metadata says rank %lld of swarm \"%.64s\", "
+                         "round %lld, but the name says rank %d of swarm \"%s\", round %ld: "
+                         "another peer's checkpoint, renamed or copied? Not loading it", path,
+                         rank, swarm, round, own->rank, want, own->round);
+}
+
+/* Parses and checks the header (metadata and every tensor) against m and o
+ * (and own, when not NULL). Fills info, the file's optimizer
+ * ("none"/"sgd"/"adamw"), its digest and the data section's length. */
 static int check_header(const char *path, const cJSON *root, const rumor_model_t *m,
-                        const rumor_optim_t *o, rumor_ckpt_info_t *ci, unsigned char digest[32],
-                        uint64_t *total)
+                        const rumor_optim_t *o, const struct ckpt_owner *own,
+                        rumor_ckpt_info_t *ci, unsigned char digest[32], uint64_t *total)
 {
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
     if (!cJSON_IsObject(root) || !cJSON_IsObject(meta))
@@ -144,9 +159,6 @@ static int check_header(const char *path, const cJSON *root, const rumor_model_t
     if (strcmp(fmt, CKPT_FORMAT))
         return rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
                              CKPT_FORMAT);
-    if (strcmp(spec, m->spec))
-        return rumor_err_set(RUMOR_EFORMAT, "%s: a checkpoint of model \"%.128s\", this model is "
-                             "\"%s\"", path, spec, m->spec);
     long long np, round, epoch, ot, rank, inc;
     RUMOR_CHECK(meta_int(meta, path, "nparams", 0, LLONG_MAX, &np));
     RUMOR_CHECK(meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round));
@@ -154,6 +166,11 @@ static int check_header(const char *path, const cJSON *root, const rumor_model_t
     RUMOR_CHECK(meta_int(meta, path, "optim_t", 0, LONG_MAX, &ot));
     RUMOR_CHECK(meta_int(meta, path, "rank", INT_MIN, INT_MAX, &rank));
     RUMOR_CHECK(meta_int(meta, path, "incarnation", 0, LLONG_MAX, &inc));
+    if (own)
+        RUMOR_CHECK(check_owner(path, own, swarm, rank, round));
+    if (strcmp(spec, m->spec))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: a checkpoint of model \"%.128s\", this model is "
+                             "\"%s\"", path, spec, m->spec);
     if ((unsigned long long)np != m->nparams)
         return rumor_err_set(RUMOR_EFORMAT, "%s: %lld parameters, the model has %zu", path, np,
                              m->nparams);
@@ -233,6 +250,13 @@ static int read_data(const char *path, int fd, uint64_t total, const unsigned ch
 
 int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o, rumor_ckpt_info_t *info)
 {
+    return ckpt_load_owned(path, NULL, m, o, info);
+}
+
+/* See checkpoint_int.h. */
+int ckpt_load_owned(const char *path, const struct ckpt_owner *own, rumor_model_t *m,
+                    rumor_optim_t *o, rumor_ckpt_info_t *info)
+{
     if (!path || !m)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint load: bad argument");
     if (o && o->n != m->nparams)
@@ -287,7 +311,7 @@ int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o, rumor_
                            end ? end - hdr : (ptrdiff_t)strnlen(hdr, hlen));
         goto out;
     }
-    RUMOR_CHECK_GOTO(check_header(path, root, m, o, &ci, digest, &total), rc, out);
+    RUMOR_CHECK_GOTO(check_header(path, root, m, o, own, &ci, digest, &total), rc, out);
     if (size - 8 - hlen != total) {
         rc = size - 8 - hlen < total
                  ? rumor_err_set(RUMOR_EIO, "%s: truncated: data section %" PRIu64 " bytes, file "

@@ -94,6 +94,14 @@ swarm_setup() {
   trap swarm_cleanup EXIT
   trap 'exit 130' INT TERM
 }
+# Tests of rumor-peer processes on loopback: Fashion-MNIST, ss for free
+# ports, $RUMOR_PEER, and swarm_setup's scratch directory and cleanup.
+peer_test_setup() {
+  need_fashion
+  command -v ss >/dev/null || skip "ss (iproute2) not found"
+  RUMOR_PEER="$RUMOR_BUILDDIR/rumor-peer"
+  swarm_setup
+}
 swarm_cleanup() {
   for _p in $pids; do kill -CONT "$_p" 2>/dev/null; kill -KILL "$_p" 2>/dev/null; done
   [ -n "$wd" ] && kill "$wd" 2>/dev/null

@@ -1,14 +1,19 @@
 /* Checkpoints: round trips, the safetensors layout read back by an independent
  * reader (and by Python's json/struct, and the safetensors package when
  * installed), every kind of corrupt file rejected with the model unchanged,
- * fallback to the previous checkpoint, pruning, and a child SIGKILLed at
- * random moments of its checkpoint writes (RUMOR_CKPT_KILLS times, 200 by
- * default) after which the newest checkpoint always loads. */
+ * fallback to the previous checkpoint, pruning, file names that carry the
+ * swarm (made safe for the file system) and rank, ranks and swarms sharing
+ * one directory (each lists, prunes and resumes only its own files; another
+ * peer's file renamed to ours is refused; other ranks' temp files are left
+ * alone), and a child SIGKILLed at random moments of its checkpoint writes
+ * (RUMOR_CKPT_KILLS times, 200 by default) after which the newest checkpoint
+ * always loads. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sodium.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -81,6 +86,33 @@ static uint64_t le64(const unsigned char *p)
     return v;
 }
 
+/* DIR/<part>-r<rank>-<round, 12 digits>.safetensors, the name checkpoint.h
+ * specifies, spelled out here independently of the library. */
+static void ckpt_path(char *out, size_t len, const char *dir, const char *part, int rank,
+                      long round)
+{
+    snprintf(out, len, "%s/%s-r%d-%012ld.safetensors", dir, part, rank, round);
+}
+
+/* <safe>+<first 4 bytes of BLAKE2b-256(name), hex>: the file-name part of a
+ * swarm name that had to change. */
+static void hashed_part(char *out, size_t len, const char *safe, const char *name)
+{
+    unsigned char h[32];
+    crypto_generichash(h, sizeof h, (const unsigned char *)name, strlen(name), NULL, 0);
+    snprintf(out, len, "%s+%02x%02x%02x%02x", safe, h[0], h[1], h[2], h[3]);
+}
+
+/* A pid that no process has: a child's, once it has exited and been reaped. */
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    waitpid(pid, NULL, 0);
+    return pid;
+}
+
 /* Copies src to dst with the first `from` in the header replaced by `to`,
  * the header re-padded and its length rewritten; the data stays as it was
  * (so the digest still matches and only the header checks can object). */
@@ -121,9 +153,12 @@ static void check_round_trip(rumor_optim_kind kind, const char *dir)
     snprintf(in.swarm, sizeof in.swarm, "test swarm");
     rumor_ckpt_info_t out;
     char path[512];
+    char part[64], want[600];
+    hashed_part(part, sizeof part, "test_swarm", "test swarm");
+    ckpt_path(want, sizeof want, dir, part, 2, 42);
     CHECK_OK(rumor_ckpt_save(dir, a, oa, &in, 3));
-    CHECK(rumor_ckpt_load_latest(dir, b, ob, &out, path, sizeof path) == 0);
-    CHECK(strstr(path, "/ckpt-000000000042.safetensors") != NULL);
+    CHECK(rumor_ckpt_load_latest(dir, "test swarm", 2, b, ob, &out, path, sizeof path) == 0);
+    CHECKF(!strcmp(path, want), "loaded %s, expected %s", path, want);
     CHECK(!memcmp(a->params, b->params, a->nparams * sizeof(float)));
     CHECK(!memcmp(oa->m, ob->m, a->nparams * sizeof(float)));
     if (kind == RUMOR_OPT_ADAMW)
@@ -142,7 +177,7 @@ static void check_round_trip(rumor_optim_kind kind, const char *dir)
     /* Parameters only: an optimizer passed to the load is left alone. */
     in.round = 43;
     CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 3));
-    CHECK(rumor_ckpt_load_latest(dir, b, other, &out, NULL, 0) == 0);
+    CHECK(rumor_ckpt_load_latest(dir, "test swarm", 2, b, other, &out, NULL, 0) == 0);
     CHECK(!strcmp(out.optimizer, "none") && other->t == 5 && out.round == 43);
     rumor_optim_destroy(&other);
     rumor_optim_destroy(&oa);
@@ -266,10 +301,10 @@ static void check_corruption(const char *dir)
     rumor_model_t *a = new_model(SPEC, 5), *b = new_model(SPEC, 6);
     rumor_optim_t *oa = new_optim(RUMOR_OPT_SGD, a->nparams, 7, 9);
     rumor_optim_t *ob = new_optim(RUMOR_OPT_SGD, a->nparams, 8, 1);
-    rumor_ckpt_info_t in = { .round = 120 };
+    rumor_ckpt_info_t in = { .round = 120, .swarm = "corrupt" };
     CHECK_OK(rumor_ckpt_save(dir, a, oa, &in, 1));
     char good[600], bad[600];
-    snprintf(good, sizeof good, "%s/ckpt-000000000120.safetensors", dir);
+    ckpt_path(good, sizeof good, dir, "corrupt", 0, 120);
     snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
     check_layout(good, a, oa);
     check_python(good, a);
@@ -372,7 +407,7 @@ static void check_corruption(const char *dir)
     a->params[7] = NAN;
     in.round = 121;
     CHECK_OK(rumor_ckpt_save(dir, a, oa, &in, 5));
-    snprintf(good, sizeof good, "%s/ckpt-000000000121.safetensors", dir);
+    ckpt_path(good, sizeof good, dir, "corrupt", 0, 121);
     CHECK(rename(good, bad) == 0);
     b->params[0] += 1.0f;
     expect_reject(bad, b, ob, RUMOR_EFORMAT, "non-finite value at element 7 of the parameters");
@@ -407,15 +442,15 @@ static void check_fallback_and_pruning(const char *base)
 {
     char dir[300], path[600], stale[600];
     rumor_model_t *a = new_model(SPEC, 1), *b = new_model(SPEC, 2);
-    rumor_ckpt_info_t in = { 0 }, out;
+    rumor_ckpt_info_t in = { .swarm = "fb" }, out;
     snprintf(dir, sizeof dir, "%s/fallback", base);
-    CHECK(rumor_ckpt_load_latest(dir, b, NULL, &out, NULL, 0) == RUMOR_CKPT_NONE);
+    CHECK(rumor_ckpt_load_latest(dir, "fb", 0, b, NULL, &out, NULL, 0) == RUMOR_CKPT_NONE);
     for (in.round = 1; in.round <= 3; in.round++) {
         a->params[0] = (float)in.round;
         CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 5));
     }
     /* Corrupt the newest: load_latest warns, naming it, and takes round 2. */
-    snprintf(path, sizeof path, "%s/ckpt-000000000003.safetensors", dir);
+    ckpt_path(path, sizeof path, dir, "fb", 0, 3);
     size_t len;
     unsigned char *f = slurp(path, &len);
     f[len - 3] ^= 0x10;
@@ -426,34 +461,35 @@ static void check_fallback_and_pruning(const char *base)
     fflush(stderr);
     int saved = dup(2), lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(lfd, 2);
-    int rc = rumor_ckpt_load_latest(dir, b, NULL, &out, path, sizeof path);
+    int rc = rumor_ckpt_load_latest(dir, "fb", 0, b, NULL, &out, path, sizeof path);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
     close(lfd);
     CHECK(rc == 0 && out.round == 2 && b->params[0] == 2.0f);
-    CHECK(strstr(path, "ckpt-000000000002.safetensors") != NULL);
+    CHECK(strstr(path, "/fb-r0-000000000002.safetensors") != NULL);
     f = slurp(log, &len);
     f[len] = '\0';
-    CHECKF(strstr((char *)f, "ckpt-000000000003.safetensors: digest mismatch") != NULL,
+    CHECKF(strstr((char *)f, "fb-r0-000000000003.safetensors: digest mismatch") != NULL,
            "warning was: %s", (char *)f);
     free(f);
     /* Everything corrupt: RUMOR_CKPT_NONE, the model unchanged. */
-    snprintf(path, sizeof path, "%s/ckpt-000000000002.safetensors", dir);
+    ckpt_path(path, sizeof path, dir, "fb", 0, 2);
     CHECK(truncate(path, 100) == 0);
-    snprintf(path, sizeof path, "%s/ckpt-000000000001.safetensors", dir);
+    ckpt_path(path, sizeof path, dir, "fb", 0, 1);
     CHECK(truncate(path, 3) == 0);
     rumor_log_set_level(RUMOR_LOG_ERROR);
-    CHECK(rumor_ckpt_load_latest(dir, b, NULL, &out, NULL, 0) == RUMOR_CKPT_NONE);
+    CHECK(rumor_ckpt_load_latest(dir, "fb", 0, b, NULL, &out, NULL, 0) == RUMOR_CKPT_NONE);
     rumor_log_set_level(RUMOR_LOG_INFO);
-    CHECK(strstr(rumor_err_msg(), "none of 3 checkpoints loads") != NULL);
+    CHECK(strstr(rumor_err_msg(), "none of rank 0's 3 checkpoints loads") != NULL);
     CHECK(b->params[0] == 2.0f);
 
     /* keep=3 after 5 saves leaves 3; stale temp files go. */
     snprintf(dir, sizeof dir, "%s/keep", base);
     for (in.round = 1; in.round <= 5; in.round++) {
         if (in.round == 4) {
-            snprintf(stale, sizeof stale, "%s/.ckpt-000000000004.99999.0.tmp", dir);
+            snprintf(stale, sizeof stale, "%s/.fb-r0-000000000004.%ld.0.tmp", dir,
+                     (long)dead_pid());
             spit(stale, "partial", 7);
             CHECK(count_files(dir, ".tmp") == 1);
         }
@@ -461,26 +497,220 @@ static void check_fallback_and_pruning(const char *base)
     }
     char **paths;
     int n;
-    CHECK_OK(rumor_ckpt_list(dir, &paths, &n));
-    CHECK(n == 3 && strstr(paths[0], "ckpt-000000000005") && strstr(paths[2], "ckpt-000000000003"));
+    CHECK_OK(rumor_ckpt_list(dir, "fb", 0, &paths, &n));
+    CHECK(n == 3 && strstr(paths[0], "fb-r0-000000000005") &&
+          strstr(paths[2], "fb-r0-000000000003"));
     rumor_ckpt_list_free(&paths, n);
     rumor_ckpt_list_free(&paths, n);
     CHECK(count_files(dir, ".tmp") == 0 && count_files(dir, ".safetensors") == 3);
     struct stat sb;
-    snprintf(path, sizeof path, "%s/ckpt-000000000005.safetensors", dir);
+    ckpt_path(path, sizeof path, dir, "fb", 0, 5);
     mode_t mask = umask(022);
     umask(mask);
     CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == (0644 & ~mask));
     /* Saving an older round keeps the file just written. */
     in.round = 2;
     CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 2));
-    CHECK_OK(rumor_ckpt_list(dir, &paths, &n));
-    CHECK(n == 2 && strstr(paths[0], "ckpt-000000000005") && strstr(paths[1], "ckpt-000000000002"));
+    CHECK_OK(rumor_ckpt_list(dir, "fb", 0, &paths, &n));
+    CHECK(n == 2 && strstr(paths[0], "fb-r0-000000000005") &&
+          strstr(paths[1], "fb-r0-000000000002"));
     rumor_ckpt_list_free(&paths, n);
     /* Bad arguments. */
     CHECK_ERR(rumor_ckpt_save(dir, a, NULL, &in, 0), RUMOR_EINVAL, "keep");
     in.round = -1;
     CHECK_ERR(rumor_ckpt_save(dir, a, NULL, &in, 1), RUMOR_EINVAL, "round");
+    in.round = 1;
+    in.rank = -1;
+    CHECK_ERR(rumor_ckpt_save(dir, a, NULL, &in, 1), RUMOR_EINVAL, "rank >= 0");
+    rumor_model_destroy(&a);
+    rumor_model_destroy(&b);
+}
+
+/* File names: the swarm made safe for the file system, a hash of the name
+ * when that changed it, the rank, the round in 12 digits. */
+static void check_names(void)
+{
+    char buf[200], want[200], part[120];
+    CHECK_OK(rumor_ckpt_filename("rumor", 3, 1200, buf, sizeof buf));
+    CHECK(!strcmp(buf, "rumor-r3-000000001200.safetensors"));
+    CHECK_OK(rumor_ckpt_filename("A.z_9-x", 0, 999999999999L, buf, sizeof buf));
+    CHECK(!strcmp(buf, "A.z_9-x-r0-999999999999.safetensors"));
+    CHECK_OK(rumor_ckpt_filename("a_b", 12, 7, buf, sizeof buf));
+    CHECK(!strcmp(buf, "a_b-r12-000000000007.safetensors"));
+    char x48[49], x60[61], x70[71];
+    memset(x48, 'x', 48), x48[48] = '\0';
+    memset(x60, 'x', 60), x60[60] = '\0';
+    memset(x70, 'x', 70), x70[70] = '\0';
+    CHECK_OK(rumor_ckpt_filename(x48, 0, 1, buf, sizeof buf));
+    snprintf(want, sizeof want, "%s-r0-000000000001.safetensors", x48);
+    CHECK(!strcmp(buf, want));
+    /* name, its file-name part before the hash, the text hashed (the name as
+     * the metadata holds it: 63 bytes, non-ASCII as '?') */
+    static const struct { const char *name, *safe, *text; } cases[] = {
+        { "a b", "a_b", "a b" },
+        { "lab/x", "lab_x", "lab/x" },
+        { ".hidden", "_hidden", ".hidden" },
+        { "../up", "_._up", "../up" },
+        { "..", "_.", ".." },
+        { "", "", "" },
+        { "caf\xc3\xa9", "caf__", "caf??" },
+        { "a\tb\"c", "a_b_c", "a?b\"c" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hashed_part(part, sizeof part, cases[i].safe, cases[i].text);
+        snprintf(want, sizeof want, "%s-r1-000000000002.safetensors", part);
+        CHECK_OK(rumor_ckpt_filename(cases[i].name, 1, 2, buf, sizeof buf));
+        CHECKF(!strcmp(buf, want), "swarm '%s': %s, expected %s", cases[i].name, buf, want);
+    }
+    hashed_part(part, sizeof part, x48, x60); /* cut to 48 characters */
+    snprintf(want, sizeof want, "%s-r0-000000000001.safetensors", part);
+    CHECK_OK(rumor_ckpt_filename(x60, 0, 1, buf, sizeof buf));
+    CHECK(!strcmp(buf, want));
+    x70[63] = '\0'; /* the metadata keeps 63 bytes: so does the hash */
+    hashed_part(part, sizeof part, x48, x70);
+    snprintf(want, sizeof want, "%s-r0-000000000001.safetensors", part);
+    x70[63] = 'x';
+    CHECK_OK(rumor_ckpt_filename(x70, 0, 1, buf, sizeof buf));
+    CHECK(!strcmp(buf, want));
+    CHECK_ERR(rumor_ckpt_filename("s", -1, 1, buf, sizeof buf), RUMOR_EINVAL, "rank -1");
+    CHECK_ERR(rumor_ckpt_filename("s", 0, -1, buf, sizeof buf), RUMOR_EINVAL, "round -1");
+    CHECK_ERR(rumor_ckpt_filename("s", 0, 1000000000000L, buf, sizeof buf), RUMOR_EINVAL, "round");
+    CHECK_ERR(rumor_ckpt_filename("s", 0, 1, buf, 20), RUMOR_EINVAL, "too long");
+}
+
+/* rumor_ckpt_load_latest with its warnings captured into log. */
+static int load_latest_logged(const char *base, const char *dir, const char *swarm, int rank,
+                              rumor_model_t *m, rumor_ckpt_info_t *out, char *log, size_t loglen)
+{
+    char lp[400];
+    snprintf(lp, sizeof lp, "%s/shared.log", base);
+    fflush(stderr);
+    int saved = dup(2), lfd = open(lp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(lfd, 2);
+    int rc = rumor_ckpt_load_latest(dir, swarm, rank, m, NULL, out, NULL, 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(lfd);
+    size_t len = 0;
+    unsigned char *f = slurp(lp, &len);
+    snprintf(log, loglen, "%.*s", (int)len, f ? (char *)f : "");
+    free(f);
+    return rc;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t len = 0;
+    unsigned char *b = slurp(from, &len);
+    CHECKF(b != NULL, "cannot read %s", from);
+    if (b)
+        spit(to, b, len);
+    free(b);
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Ranks 0 and 1 of swarm "s" and rank 0 of swarm "s x" in one directory:
+ * each keeps, lists and resumes its own files; another peer's file under
+ * one of ours is refused with a warning naming it; temp files are removed
+ * only by their own rank, and only when their writer is gone. */
+static void check_shared_dir(const char *base)
+{
+    static const struct { const char *swarm; int rank; } who[3] = { { "s", 0 }, { "s", 1 },
+                                                                     { "s x", 0 } };
+    char dir[300], path[600], from[600], parts[3][64], log[4096];
+    snprintf(dir, sizeof dir, "%s/shared", base);
+    snprintf(parts[0], sizeof parts[0], "s");
+    snprintf(parts[1], sizeof parts[1], "s");
+    hashed_part(parts[2], sizeof parts[2], "s_x", "s x");
+    rumor_model_t *a = new_model(SPEC, 1), *b = new_model(SPEC, 2);
+    rumor_ckpt_info_t in, out;
+    for (long r = 1; r <= 4; r++)
+        for (int w = 0; w < 3; w++) {
+            memset(&in, 0, sizeof in);
+            in.round = r;
+            in.rank = who[w].rank;
+            snprintf(in.swarm, sizeof in.swarm, "%s", who[w].swarm);
+            a->params[0] = (float)(100 * w + r);
+            CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 2));
+        }
+    CHECKF(count_files(dir, ".safetensors") == 6, "%d checkpoints, expected 2 of each of 3 peers",
+           count_files(dir, ".safetensors"));
+    for (int w = 0; w < 3; w++) {
+        char **paths;
+        int n;
+        CHECK_OK(rumor_ckpt_list(dir, who[w].swarm, who[w].rank, &paths, &n));
+        CHECKF(n == 2, "peer %d lists %d checkpoints", w, n);
+        for (int i = 0; i < n && i < 2; i++) {
+            ckpt_path(path, sizeof path, dir, parts[w], who[w].rank, 4 - i);
+            CHECKF(!strcmp(paths[i], path), "peer %d lists %s, expected %s", w, paths[i], path);
+        }
+        rumor_ckpt_list_free(&paths, n);
+        CHECK(load_latest_logged(base, dir, who[w].swarm, who[w].rank, b, &out, log,
+                                 sizeof log) == 0);
+        CHECKF(out.round == 4 && out.rank == who[w].rank && !strcmp(out.swarm, who[w].swarm) &&
+               b->params[0] == (float)(100 * w + 4), "peer %d resumed round %ld of rank %d "
+               "(%s), params[0] %g", w, out.round, out.rank, out.swarm, (double)b->params[0]);
+        CHECKF(!*log, "peer %d: warnings: %s", w, log);
+    }
+    /* Rank 1's newest, then swarm "s x"'s, then rank 0's own older one
+     * under rank 0's name for round 5: each refused, naming the file and
+     * what its metadata says; rank 0's round 4 loads. */
+    ckpt_path(path, sizeof path, dir, "s", 0, 5);
+    static const struct { int w; long round; const char *says; } impostors[] = {
+        { 1, 4, "its metadata says rank 1 of swarm \"s\", round 4" },
+        { 2, 4, "its metadata says rank 0 of swarm \"s x\", round 4" },
+        { 0, 3, "its metadata says rank 0 of swarm \"s\", round 3" },
+    };
+    for (size_t i = 0; i < sizeof impostors / sizeof impostors[0]; i++) {
+        int w = impostors[i].w;
+        ckpt_path(from, sizeof from, dir, parts[w], who[w].rank, impostors[i].round);
+        copy_file(from, path);
+        b->params[0] = -1.0f;
+        CHECK(load_latest_logged(base, dir, "s", 0, b, &out, log, sizeof log) == 0);
+        CHECKF(out.round == 4 && out.rank == 0 && b->params[0] == 4.0f,
+               "impostor %zu: loaded round %ld of rank %d, params[0] %g", i, out.round, out.rank,
+               (double)b->params[0]);
+        CHECKF(strstr(log, "/s-r0-000000000005.safetensors: ") && strstr(log, impostors[i].says) &&
+               strstr(log, "trying an older checkpoint"), "impostor %zu: warning: %s", i, log);
+        /* rumor_ckpt_load of the file itself, asking nothing of its owner, takes it */
+        CHECK_OK(rumor_ckpt_load(path, b, NULL, &out));
+        CHECK(out.rank == who[w].rank && out.round == impostors[i].round);
+    }
+    CHECK(unlink(path) == 0);
+
+    /* Temp files: rank 0's save removes only rank 0's of a writer that is
+     * gone; a live writer's (this process's) and other peers' stay. */
+    char tmp[6][600];
+    pid_t dead = dead_pid(), live = getpid();
+    struct { const char *part; int rank; pid_t pid; } t[6] = {
+        { "s", 0, dead }, { "s", 0, live }, { "s", 1, dead }, { "s", 1, live },
+        { parts[2], 0, dead }, { "s", 10, dead },
+    };
+    for (int i = 0; i < 6; i++) {
+        snprintf(tmp[i], sizeof tmp[i], "%s/.%s-r%d-000000000005.%ld.0.tmp", dir, t[i].part,
+                 t[i].rank, (long)t[i].pid);
+        spit(tmp[i], "partial", 7);
+    }
+    memset(&in, 0, sizeof in);
+    in.round = 6;
+    snprintf(in.swarm, sizeof in.swarm, "s");
+    CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 2));
+    CHECKF(!exists(tmp[0]), "%s: a dead writer's temp file of this rank stayed", tmp[0]);
+    for (int i = 1; i < 6; i++)
+        CHECKF(exists(tmp[i]), "%s: removed by rank 0 of swarm s", tmp[i]);
+    in.rank = 1;
+    CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 2));
+    CHECK(!exists(tmp[2]) && exists(tmp[3]) && exists(tmp[4]) && exists(tmp[5]));
+    /* ... and the pruning of each rank left the others' checkpoints. */
+    CHECK(count_files(dir, ".safetensors") == 6);
+    for (int i = 0; i < 6; i++)
+        unlink(tmp[i]);
     rumor_model_destroy(&a);
     rumor_model_destroy(&b);
 }
@@ -489,7 +719,7 @@ static void check_fallback_and_pruning(const char *base)
  * writing each round to the pipe once its save has returned (committed). */
 static void saver(rumor_model_t *m, const char *dir, long start, int fd)
 {
-    rumor_ckpt_info_t in = { .round = start };
+    rumor_ckpt_info_t in = { .round = start, .swarm = "crash" };
     for (;; in.round++) {
         for (int i = 0; i < 4; i++)
             m->params[i * 1000] = (float)in.round;
@@ -509,7 +739,9 @@ static void check_crashes(const char *base)
     char dir[300], path[600];
     snprintf(dir, sizeof dir, "%s/crash", base);
     rumor_model_t *m = new_model("mlp:512-448-64-10", 77); /* 259210 floats, 1.04 MB */
-    rumor_ckpt_info_t in = { .round = 0 }, out;
+    rumor_ckpt_info_t in = { .round = 0, .swarm = "crash" }, out;
+    for (int i = 0; i < 4; i++) /* stamped like the saver's rounds: a load of round 0 */
+        m->params[i * 1000] = 0.0f; /* (every child killed before its first save) checks too */
     CHECK_OK(rumor_ckpt_save(dir, m, NULL, &in, 2));
     unsigned long long rng = 0x9e3779b97f4a7c15ULL;
     int loadable = 0, behind = 0, inconsistent = 0, midwrite = 0, nothing = 0, stale_max = 0;
@@ -545,7 +777,7 @@ static void check_crashes(const char *base)
         int stale = count_files(dir, ".tmp");
         midwrite += stale > 0;
         stale_max = stale > stale_max ? stale : stale_max;
-        if (rumor_ckpt_load_latest(dir, m, NULL, &out, path, sizeof path) != 0) {
+        if (rumor_ckpt_load_latest(dir, "crash", 0, m, NULL, &out, path, sizeof path) != 0) {
             fprintf(stderr, "iteration %d: nothing loads: %s\n", it, rumor_err_msg());
             continue;
         }
@@ -587,6 +819,8 @@ int main(void)
     snprintf(dir, sizeof dir, "%s/corrupt", base);
     check_corruption(dir);
     check_fallback_and_pruning(base);
+    check_names();
+    check_shared_dir(base);
     check_crashes(base);
     rumor_device_close(&dev);
     if (!tu_failures) {

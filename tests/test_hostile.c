@@ -23,11 +23,14 @@
  *    chunks until its fixed 3 s deadline; A sends chunk 0 (peer 0's own
  *    x(0) chunk 0: harmless) and never the last one, then, while round 0
  *    is held open, NaN/Inf versions of the last chunk, chunk 0 again and
- *    chunks off the grid, which must all be rejected, and LEAVE.
- * 3. A message exactly at the size bound (rumor_wire_max_msg_size: it must
- *    reach the mixer and be counted) and one a byte over it, as a payload
- *    frame and as a header frame: libzmq drops the connection (never
- *    counted), the client reconnects, and later messages are counted.
+ *    ranges overlapping it (any range is legal, overlapping what arrived is
+ *    not), which must all be rejected, and LEAVE.
+ * 3. The peers take ranges of at most 1 MiB (--max-message-mb 1); libzmq's
+ *    bound is twice that. A message exactly at that bound
+ *    (rumor_wire_max_msg_size(2 * 2^18): it must reach the mixer and be
+ *    counted) and one a byte over it, as a payload frame and as a header
+ *    frame: libzmq drops the connection (never counted), the client
+ *    reconnects, and later messages are counted.
  *
  * Checks: both peers exit 0, reach > 80% test accuracy (parameters stayed
  * finite and unpoisoned; no "nan"/"inf" in their logs), and peer 0's final
@@ -75,7 +78,7 @@
 #define N_AUTH 10000
 #define N_NONFINITE 300
 #define N_DUP_PARAMS 10
-#define N_OFFGRID 100
+#define N_OVERLAP 100
 #define N_DUP_STATE_REQ 200
 #define N_OUTSIDER 400
 #define WATCHDOG_S 115
@@ -248,7 +251,8 @@ static pid_t spawn_peer(int rank, const char *bin, const char *dir, const char *
         execl(bin, "rumor-peer", "--rank", rank_s, "--peers", peers, "--keys", key, "--allow",
               allow, "--topology", "complete", "--swarm", SWARM, "--model", MODEL, "--epochs",
               EPOCHS, "--throttle", THROTTLE, "--start-timeout", "2", "--round-timeout", DEADLINE,
-              "--min-round-timeout", DEADLINE, "--no-average", "--data", data, "--metrics",
+              "--min-round-timeout", DEADLINE, "--max-message-mb", "1", "--no-average", "--data",
+              data, "--metrics",
               peer_metrics[rank], "--progress", "5", "--log-level", "info", (char *)NULL);
         _exit(127);
     }
@@ -559,10 +563,10 @@ static void gen(int reason, struct msg *m, uint64_t stale_below)
             fill_finite(frame(m, len * 4), len);
             break;
         }
-        default: { /* mixer: a state request off the chunk grid */
+        default: { /* check: a state request past the end of the space */
             h = hdr(RUMOR_WIRE_STATE_REQ);
-            h.offset = 1 + rnd(CHUNK_ELEMS - 1);
-            h.length = 1 + rnd(space_n - h.offset);
+            h.offset = rnd(space_n);
+            h.length = space_n - h.offset + 1 + rnd(CHUNK_ELEMS);
             h.aux = (uint32_t)rnd64(&rng_state);
             put_hdr(m, &h);
         }
@@ -1127,20 +1131,17 @@ static double round0(void *pull, void *sa, long *newest)
         send_msg(sa, &m);
         sent[RUMOR_WIRE_DUPLICATE]++;
     }
-    for (int i = 0; i < N_OFFGRID; i++) {
-        uint32_t nch = (uint32_t)nchunks;
-        uint64_t o = off, len = last_len;
-        switch (i % 3) {
-        case 0: nch += 1 + (uint32_t)rnd(5); break;          /* another chunk count */
-        case 1: o += 1 + rnd(100); len -= o - off; break;     /* shifted */
-        default: len -= 1 + rnd(100);                         /* cut short */
-        }
+    /* ranges overlapping chunk 0, which arrived: inside it, or across its
+     * end into what never came (the second chunk) */
+    for (int i = 0; i < N_OVERLAP; i++) {
+        uint64_t len = 1 + rnd(100);
+        uint64_t o = i % 2 ? rnd(CHUNK_ELEMS - len + 1) : CHUNK_ELEMS - 1 - rnd(len);
         fill_finite(bad, len);
-        params_chunk(&m, 0, (uint32_t)(nchunks - 1), nch, o, len, bad, len * 4);
+        params_chunk(&m, 0, (uint32_t)(nchunks - 1), (uint32_t)nchunks, o, len, bad, len * 4);
         send_msg(sa, &m);
-        sent[RUMOR_WIRE_BAD_RANGE]++;
+        sent[RUMOR_WIRE_DUPLICATE]++;
     }
-    n_auth += N_NONFINITE + N_DUP_PARAMS + N_OFFGRID;
+    n_auth += N_NONFINITE + N_DUP_PARAMS + N_OVERLAP;
     rumor_wire_hdr_t h = hdr(RUMOR_WIRE_LEAVE);
     put_hdr(&m, &h);
     send_msg(sa, &m);
@@ -1151,7 +1152,7 @@ static double round0(void *pull, void *sa, long *newest)
     double took = (sn.t_round[1] > 0 ? sn.t_round[1] : now_s()) - t_begin;
     printf("hostile: round 0 held open %.2f s; its %d malformed chunks were queued %.2f s "
            "after it began\n",
-           took, N_NONFINITE + N_DUP_PARAMS + N_OFFGRID, t_sent - t_begin);
+           took, N_NONFINITE + N_DUP_PARAMS + N_OVERLAP, t_sent - t_begin);
     /* drain for a moment: the newest round seen is a lower bound of peer 0's */
     for (double until = now_s() + 0.2; now_s() < until;)
         pull_one(pull, &sn, 10);
@@ -1335,7 +1336,7 @@ int main(void)
 
     /* ---- 3. the size bound, on a connection of its own */
     double t2 = now_s();
-    size_t bound = rumor_wire_max_msg_size(CHUNK_ELEMS);
+    size_t bound = rumor_wire_max_msg_size(2 * CHUNK_ELEMS); /* twice --max-message-mb */
     void *mon_b = NULL;
     void *sb = curve_push(ctx, &kp[A_KEY], kp[0].public_key, eps[0], &mon_b);
     if (!wait_event(mon_b, ZMQ_EVENT_HANDSHAKE_SUCCEEDED, 10))

@@ -1,19 +1,32 @@
 /* The D-PSGD mixer and ring all-reduce between real processes over real
  * ZeroMQ sockets (TCP on loopback).
  *
- * 1. Exact arithmetic: 3 peers on the path 0-1-2 (grid:1x3) with
- *    Metropolis-Hastings weights W00 = W22 = 2/3, W11 = 1/3, W01 = W12 = 1/3,
- *    known parameters and gradients, chunks smaller than the model: after
- *    each of 3 rounds every peer's parameters equal the mix computed by hand
- *    in double precision (then - lr * g), to float rounding.
- * 2. All-reduce: the mean of 3 known vectors, segments not dividing evenly.
- * 3. A peer that never starts: no round of its neighbours waits longer than
+ * 1. Exact arithmetic with unlike cuts: 3 peers on the path 0-1-2
+ *    (grid:1x3) with Metropolis-Hastings weights W00 = W22 = 2/3, W11 = 1/3,
+ *    W01 = W12 = 1/3, known parameters and gradients, and each peer its own
+ *    chunk size (96, 40 and the whole model): after each of 3 rounds every
+ *    peer's parameters equal the mix computed by hand in double precision
+ *    (then - lr * g), to float rounding.
+ * 2. All-reduce with the same unlike cuts: the mean of 3 known vectors,
+ *    segments not dividing evenly.
+ * 3. State transfer across cuts: peer 2 fetches its neighbour's state,
+ *    served in that neighbour's chunks, and gets x_1(2) exactly.
+ * 4. A peer that never starts: no round of its neighbours waits longer than
  *    the deadline, and its weight goes to the self-weight.
- * 4. Hostile input: raw messages with a bad magic, another swarm, another
- *    model size, an unknown sender, a stale round, a NaN payload and an
- *    off-grid chunk are dropped and counted by reason; the mix is unchanged. */
+ * 5. Hostile input: raw messages with a bad magic, another swarm, another
+ *    model size, an unknown sender, a round too far ahead, a NaN payload, a
+ *    range past the space or above the receiver's limit, and an overlapping
+ *    range are dropped and counted by reason; the mix is unchanged. Ranges
+ *    cut off the receiver's grid and sent out of order mix exactly. A
+ *    rejected message from a "new incarnation" changes nothing: the real
+ *    sender's next round still mixes. A neighbour that sends half its
+ *    parameters before the deadline counts where it sent, element by
+ *    element.
+ * 6. A slow link: a round whose data keeps arriving is not cut at the
+ *    adaptive deadline; one whose data stops ends soon after. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -34,7 +47,11 @@ static const char *eps[3];
 static double x0_of(int peer, int i) { return (peer + 1) * 0.01 * (i % 37) - 0.1 * peer; }
 static double g_of(int peer, int i) { return 0.001 * (peer + 1) * ((i % 5) - 2); }
 
-static rumor_mixer_t *make_mixer(rumor_topo_t *t, int self, const float *init, double timeout)
+/* Each peer cuts the space its own way. */
+static const size_t chunk_of[3] = { CHUNK, 40, NP };
+
+static rumor_mixer_t *make_mixer_c(rumor_topo_t *t, int self, const float *init, double timeout,
+                                   size_t chunk, size_t max_msg, int async)
 {
     rumor_mixer_config_t c = { 0 };
     c.topo = t;
@@ -42,14 +59,21 @@ static rumor_mixer_t *make_mixer(rumor_topo_t *t, int self, const float *init, d
     c.endpoints = eps;
     c.swarm = rumor_wire_swarm_id("test");
     c.nparams = NP;
-    c.chunk_elems = CHUNK;
+    c.chunk_elems = chunk;
+    c.max_msg_elems = max_msg;
     c.round_timeout = timeout;
+    c.async = async;
     rumor_mixer_t *m = NULL;
     if (rumor_mixer_create(&c, init, &m) < 0) {
         fprintf(stderr, "peer %d: %s\n", self, rumor_err_msg());
         exit(2);
     }
     return m;
+}
+
+static rumor_mixer_t *make_mixer(rumor_topo_t *t, int self, const float *init, double timeout)
+{
+    return make_mixer_c(t, self, init, timeout, chunk_of[self], 0, 0);
 }
 
 /* Child: 3 rounds of mix + SGD, checked against the hand-computed values. */
@@ -74,7 +98,11 @@ static int exact_child(int self)
                                     { 1.0 / 3, 1.0 / 3, 1.0 / 3 },
                                     { 0, 1.0 / 3, 2.0 / 3 } };
     int bad = 0;
+    /* peers 0's and 1's parameters at the start of each round */
+    static double x0_at[3][NP], x1_at[3][NP];
     for (long k = 0; k < 3; k++) {
+        memcpy(x0_at[k], ref[0], sizeof ref[0]);
+        memcpy(x1_at[k], ref[1], sizeof ref[1]);
         CHECK_OK(rumor_mixer_round_begin(m, k));
         float *x;
         rumor_round_stats_t st;
@@ -117,11 +145,70 @@ static int exact_child(int self)
         buf[i] = (float)(self == 2 ? 3.0 : 0.0);
     CHECK_OK(rumor_mixer_allreduce_mean(m, buf, NP, 2, 10.0));
     CHECK_CLOSE(buf[NP - 1], 1.0, 1e-6, 0);
+
+    /* State transfer: peer 2 asks the peers it talks to (1 its neighbour,
+     * 0 its successor in the all-reduce ring) for the state, a contiguous
+     * part each; each serves its x(2), the parameters it sent last, in its
+     * own chunks (96 and 40; peer 2's are the whole model). */
+    if (self == 2) {
+        long nk = -1;
+        float *xs = NULL;
+        CHECK_OK(rumor_mixer_catch_up(m, &nk, &xs, 10.0));
+        int off_state = 0, from = -1, switches = 0;
+        for (int i = 0; xs && i < NP; i++) {
+            int src = fabs(xs[i] - x0_at[2][i]) <= 1e-6 + 1e-5 * fabs(x0_at[2][i]) ? 0
+                      : fabs(xs[i] - x1_at[2][i]) <= 1e-6 + 1e-5 * fabs(x1_at[2][i]) ? 1
+                                                                                     : -1;
+            if (src < 0 && off_state++ < 3)
+                fprintf(stderr, "state x[%d] = %.9g: neither x_0(2) = %.9g nor x_1(2) = %.9g\n",
+                        i, xs[i], x0_at[2][i], x1_at[2][i]);
+            /* x_0 and x_1 agree where i % 37 == 10: no switch counted there */
+            if (src >= 0 && fabs(x0_at[2][i] - x1_at[2][i]) > 1e-3) {
+                switches += from >= 0 && src != from;
+                from = src;
+            }
+        }
+        CHECKF(xs && off_state == 0 && switches <= 1,
+               "state transfer: %d parameters from nobody's x(2), %d switches of source",
+               off_state, switches);
+        CHECKF(nk >= 3, "state transfer: joins at round %ld", nk);
+    } else {
+        usleep(3000000); /* serve peer 2 meanwhile */
+    }
     rumor_wire_stats_t ws;
     rumor_mixer_wire_stats(m, &ws);
     CHECKF(rumor_wire_stats_rejected(&ws) == 0, "peer %d: %llu messages rejected", self,
            (unsigned long long)rumor_wire_stats_rejected(&ws));
     rumor_mixer_destroy(&m, 5.0);
+    rumor_topo_destroy(&t);
+    return tu_failures ? 1 : 0;
+}
+
+/* Child: asynchronous gossip with unlike cuts (chunks of 96 and 40) on
+ * ring:2. Each peer waits long enough in round 0 for the other's ranges
+ * to arrive, so the mix is exact: (1 + 3) / 2 everywhere. */
+static int async_child(int self)
+{
+    rumor_topo_t *t;
+    if (rumor_topo_parse("ring:2", &t) < 0)
+        return 2;
+    static float init[NP];
+    for (int i = 0; i < NP; i++)
+        init[i] = self == 0 ? 1.0f : 3.0f;
+    rumor_mixer_t *m = make_mixer_c(t, self, init, 5.0, chunk_of[self], 0, 1);
+    CHECK(rumor_mixer_barrier(m, 10.0) == 1);
+    CHECK_OK(rumor_mixer_round_begin(m, 0));
+    usleep(500000);
+    float *x;
+    rumor_round_stats_t st;
+    CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
+    int off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - 2.0f) > 1e-6f;
+    CHECKF(off == 0 && st.complete == 1, "peer %d: async mix off at %d places (x[0] = %g)", self,
+           off, x[0]);
+    usleep(300000); /* let the other end its round before this one leaves */
+    rumor_mixer_destroy(&m, 1.0);
     rumor_topo_destroy(&t);
     return tu_failures ? 1 : 0;
 }
@@ -199,7 +286,27 @@ static void send_raw(void *push, const rumor_wire_hdr_t *h, const float *payload
         zmq_send(push, payload, n * sizeof(float), 0);
 }
 
-/* Peer 0 of ring:2 receives hostile messages plus peer 1's real ones. */
+/* Sends "peer 1"'s x = v everywhere for round r, in ranges of `piece`
+ * elements, last range first (out of order, off peer 0's grid). */
+static void send_round(void *push, const rumor_wire_hdr_t *h0, long r, float v, size_t piece,
+                       size_t upto)
+{
+    static float buf[NP];
+    for (int i = 0; i < NP; i++)
+        buf[i] = v;
+    size_t n = (upto + piece - 1) / piece;
+    for (size_t c = n; c-- > 0;) {
+        rumor_wire_hdr_t b = *h0;
+        b.round = (uint64_t)r;
+        b.chunk = (uint32_t)c;
+        b.nchunks = (uint32_t)n;
+        b.offset = c * piece;
+        b.length = c == n - 1 ? upto - b.offset : piece;
+        send_raw(push, &b, buf + b.offset, b.length, 0);
+    }
+}
+
+/* Peer 0 of ring:2 receives hostile messages plus "peer 1"'s real ones. */
 static void check_hostile(void)
 {
     rumor_topo_t *t;
@@ -207,7 +314,8 @@ static void check_hostile(void)
     static float init[NP];
     for (int i = 0; i < NP; i++)
         init[i] = 1.0f;
-    rumor_mixer_t *m = make_mixer(t, 0, init, 3.0);
+    /* its own grid: chunks of 96; it takes ranges of at most 500 elements */
+    rumor_mixer_t *m = make_mixer_c(t, 0, init, 1.0, CHUNK, 500, 0);
     void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH);
     int zero = 0;
     zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
@@ -221,32 +329,27 @@ static void check_hostile(void)
     h.incarnation = 5;
     h.round = 0;
     h.space = NP;
-    h.nchunks = (NP + CHUNK - 1) / CHUNK;
-    h.length = CHUNK;
-    static float chunk[CHUNK], nan_chunk[CHUNK];
-    for (int i = 0; i < CHUNK; i++) {
+    h.nchunks = 1;
+    h.length = 70;
+    static float chunk[600], nan_chunk[70];
+    for (int i = 0; i < 600; i++)
         chunk[i] = 3.0f;
+    for (int i = 0; i < 70; i++)
         nan_chunk[i] = i == 17 ? NAN : 3.0f;
-    }
     CHECK_OK(rumor_mixer_round_begin(m, 0));
     rumor_wire_hdr_t b;
-    b = h; send_raw(push, &b, chunk, CHUNK, 1);                 /* bad magic */
-    b = h; b.swarm ^= 1; send_raw(push, &b, chunk, CHUNK, 0);   /* another swarm */
-    b = h; b.space = NP + 1; send_raw(push, &b, chunk, CHUNK, 0); /* another model */
-    b = h; b.sender = 99; send_raw(push, &b, chunk, CHUNK, 0);  /* unknown sender */
-    b = h; b.round = 5; send_raw(push, &b, chunk, CHUNK, 0);    /* too far ahead */
-    b = h; send_raw(push, &b, nan_chunk, CHUNK, 0);             /* NaN */
-    b = h; b.offset = 1; send_raw(push, &b, chunk, CHUNK, 0);   /* off the grid */
-    b = h; b.length = CHUNK - 1; send_raw(push, &b, chunk, CHUNK - 1, 0); /* short chunk */
-    /* Now the real round 0 from "peer 1": every chunk of 3.0. */
-    for (uint32_t c = 0; c < h.nchunks; c++) {
-        b = h;
-        b.chunk = c;
-        b.offset = (uint64_t)c * CHUNK;
-        b.length = c == h.nchunks - 1 ? NP - b.offset : CHUNK;
-        send_raw(push, &b, chunk, b.length, 0);
-    }
-    b = h; send_raw(push, &b, chunk, CHUNK, 0);                 /* duplicate */
+    b = h; send_raw(push, &b, chunk, 70, 1);                     /* bad magic */
+    b = h; b.swarm ^= 1; send_raw(push, &b, chunk, 70, 0);       /* another swarm */
+    b = h; b.space = NP + 1; send_raw(push, &b, chunk, 70, 0);   /* another model */
+    b = h; b.sender = 99; send_raw(push, &b, chunk, 70, 0);      /* unknown sender */
+    b = h; b.round = 5; send_raw(push, &b, chunk, 70, 0);        /* too far ahead */
+    b = h; send_raw(push, &b, nan_chunk, 70, 0);                 /* NaN */
+    b = h; b.offset = NP - 10; send_raw(push, &b, chunk, 70, 0); /* past the space */
+    b = h; b.length = 600; send_raw(push, &b, chunk, 600, 0);    /* above the limit */
+    /* Now the real round 0 from "peer 1": ranges of 70, off peer 0's grid of
+     * 96, last first; then a range overlapping what arrived. */
+    send_round(push, &h, 0, 3.0f, 70, NP);
+    b = h; b.offset = 100; b.length = 50; send_raw(push, &b, chunk, 50, 0); /* overlap */
     float *x;
     rumor_round_stats_t st;
     CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
@@ -256,10 +359,40 @@ static void check_hostile(void)
         off += fabsf(x[i] - 2.0f) > 1e-6f;
     CHECKF(off == 0, "hostile input changed the mix at %d places (x[17] = %g)", off, x[17]);
     CHECK(st.complete == 1 && !st.timed_out);
-    /* An old incarnation and a stale round, now that round 0 is mixed. */
-    b = h; b.incarnation = 4; send_raw(push, &b, chunk, CHUNK, 0);
-    b = h; b.round = 0; send_raw(push, &b, chunk, CHUNK, 0);
-    usleep(300000);
+
+    /* Round 1. First what a rejected message must not change: NaN for the
+     * mixed round 0 from a "new incarnation", a finite one too, and a
+     * message from the old incarnation. Then the real round 1 from
+     * incarnation 5: still taken. */
+    CHECK_OK(rumor_mixer_round_begin(m, 1));
+    b = h; b.incarnation = 1ULL << 62; send_raw(push, &b, nan_chunk, 70, 0); /* NaN, stale */
+    b = h; b.incarnation = 1ULL << 62; send_raw(push, &b, chunk, 70, 0);     /* stale */
+    b = h; b.incarnation = 1ULL << 62; b.round = 1; b.offset = NP - 10;
+    send_raw(push, &b, chunk, 70, 0);                                         /* past the space */
+    b = h; b.incarnation = 4; b.round = 1; send_raw(push, &b, chunk, 70, 0);  /* old incarnation */
+    send_round(push, &h, 1, 4.0f, CHUNK, NP); /* on peer 0's grid: this checks item 1 alone */
+    CHECK_OK(rumor_mixer_round_end(m, 1, &x, &st));
+    off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - 3.0f) > 1e-6f; /* (2 + 4) / 2 */
+    CHECKF(off == 0 && st.complete == 1 && !st.timed_out,
+           "after rejected messages of a 'new incarnation', the real sender's round 1 did not "
+           "mix (%d places off, complete %d, timed out %d)",
+           off, st.complete, st.timed_out);
+
+    /* Round 2: "peer 1" sends [0, 500) only and misses the deadline: its
+     * weight counts there and goes to the self-weight elsewhere. */
+    CHECK_OK(rumor_mixer_round_begin(m, 2));
+    send_round(push, &h, 2, 5.0f, 250, 500);
+    CHECK_OK(rumor_mixer_round_end(m, 2, &x, &st));
+    off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - (i < 500 ? 4.0f : 3.0f)) > 1e-6f;
+    CHECKF(off == 0 && st.timed_out && st.complete == 0,
+           "a half-sent round mixed wrong at %d places (x[0] = %g, x[999] = %g)", off, x[0],
+           x[NP - 1]);
+    CHECK_CLOSE(st.self_weight, 0.75, 1e-6, 0); /* half the elements 1/2, half 1 */
+    usleep(100000);
     rumor_wire_stats_t ws;
     rumor_mixer_wire_stats(m, &ws);
     char line[512];
@@ -272,19 +405,111 @@ static void check_hostile(void)
     CHECK(ws.rejected[RUMOR_WIRE_FUTURE_ROUND] == 1);
     CHECK(ws.rejected[RUMOR_WIRE_NONFINITE] == 1);
     CHECK(ws.rejected[RUMOR_WIRE_BAD_RANGE] == 2);
+    CHECK(ws.rejected[RUMOR_WIRE_CHUNK_TOO_LARGE] == 1);
     CHECK(ws.rejected[RUMOR_WIRE_DUPLICATE] == 1);
+    CHECK(ws.rejected[RUMOR_WIRE_STALE_ROUND] == 2);
     CHECK(ws.rejected[RUMOR_WIRE_OLD_INCARNATION] == 1);
-    CHECK(ws.rejected[RUMOR_WIRE_STALE_ROUND] == 1);
-    CHECK(ws.accepted == h.nchunks);
+    CHECKF(ws.accepted == 15 + 11 + 2, "%llu accepted", (unsigned long long)ws.accepted);
     zmq_close(push);
     zmq_ctx_term(ctx);
     rumor_mixer_destroy(&m, 0.5);
     rumor_topo_destroy(&t);
 }
 
+/* "peer 1" on a slow link: sends round k of x = 3 in ranges of CHUNK (on
+ * peer 0's grid), one every 150 ms, from its own thread and socket. */
+struct trickle {
+    long round;
+    int pieces;
+};
+
+static void *trickle_main(void *arg)
+{
+    const struct trickle *tr = arg;
+    void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH);
+    int zero = 0;
+    zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(push, endpoints[0]);
+    static float v[NP];
+    for (int i = 0; i < NP; i++)
+        v[i] = 3.0f;
+    rumor_wire_hdr_t h = { 0 };
+    h.type = RUMOR_WIRE_PARAMS;
+    h.dtype = RUMOR_WIRE_DT_F32;
+    h.swarm = rumor_wire_swarm_id("test");
+    h.sender = 2;
+    h.incarnation = 5;
+    h.space = NP;
+    h.round = (uint64_t)tr->round;
+    h.nchunks = (NP + CHUNK - 1) / CHUNK;
+    for (int p = 0; p < tr->pieces; p++) {
+        rumor_wire_hdr_t b = h;
+        b.chunk = (uint32_t)p;
+        b.offset = (uint64_t)p * CHUNK;
+        b.length = b.offset + CHUNK > NP ? NP - b.offset : CHUNK;
+        send_raw(push, &b, v + b.offset, b.length, 0);
+        usleep(150000);
+    }
+    usleep(200000);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    return NULL;
+}
+
+/* A slow link: "peer 1"'s round 0 trickles in (11 ranges, 150 ms apart:
+ * 1.6 s), past the adaptive deadline (1 s in the first rounds here), while
+ * peer 0 waits in round_end: the round waits for it, since it arrives at a
+ * rate that brings it in before round_timeout (10 s). Round 1 stops after 5
+ * ranges: it ends soon after the flow stops, not at round_timeout. */
+static void check_slow_link(void)
+{
+    rumor_topo_t *t;
+    CHECK_OK(rumor_topo_parse("ring:2", &t));
+    static float init[NP];
+    for (int i = 0; i < NP; i++)
+        init[i] = 1.0f;
+    rumor_mixer_config_t c = { 0 };
+    c.topo = t;
+    c.self = 0;
+    c.endpoints = eps;
+    c.swarm = rumor_wire_swarm_id("test");
+    c.nparams = NP;
+    c.chunk_elems = CHUNK;
+    c.round_timeout = 10.0;
+    c.min_round_timeout = 0.25; /* deadline 4 x 0.25 s until 8 rounds are seen */
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(&c, init, &m));
+    if (!m)
+        return;
+    for (long k = 0; k < 2; k++) {
+        struct trickle tr = { k, k == 0 ? (NP + CHUNK - 1) / CHUNK : 5 };
+        pthread_t th;
+        CHECK_OK(rumor_mixer_round_begin(m, k));
+        pthread_create(&th, NULL, trickle_main, &tr);
+        float *x;
+        rumor_round_stats_t st;
+        CHECK_OK(rumor_mixer_round_end(m, k, &x, &st));
+        pthread_join(th, NULL);
+        fprintf(stderr, "slow link: round %ld took %.2f s (deadline %.2f s), %s\n", k, st.round_s,
+                st.deadline_s, st.timed_out ? "timed out" : "complete");
+        if (k == 0) {
+            CHECKF(!st.timed_out && st.complete == 1 && st.round_s > st.deadline_s,
+                   "a round whose data kept arriving was cut at %.2f s (deadline %.2f s)",
+                   st.round_s, st.deadline_s);
+            CHECK_CLOSE(x[NP - 1], 2.0, 1e-6, 0);
+        } else {
+            CHECKF(st.timed_out && st.round_s < 2.5,
+                   "a round whose data stopped took %.2f s (timed out %d)", st.round_s,
+                   st.timed_out);
+        }
+    }
+    rumor_mixer_destroy(&m, 0.5);
+    rumor_topo_destroy(&t);
+}
+
 int main(int argc, char **argv)
 {
-    /* argv[1]: run one part only (exact, missing, hostile), for debugging */
+    /* argv[1]: run one part only (exact, async, missing, hostile, slow), for debugging */
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
     for (int p = 0; p < 3; p++) {
@@ -297,11 +522,20 @@ int main(int argc, char **argv)
         snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
         eps[p] = endpoints[p];
     }
+    if (!*only || !strcmp(only, "async"))
+        CHECKF(run_children(async_child, 2) == 0, "asynchronous gossip with unlike cuts");
+    for (int p = 0; p < 3; p++) {
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
+        eps[p] = endpoints[p];
+    }
     if (!*only || !strcmp(only, "missing"))
         CHECKF(run_children(missing_child, 2) == 0, "missing peer");
     snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", tu_free_port());
     snprintf(endpoints[1], sizeof endpoints[1], "tcp://127.0.0.1:%d", tu_free_port());
     if (!*only || !strcmp(only, "hostile"))
         check_hostile();
+    snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", tu_free_port());
+    if (!*only || !strcmp(only, "slow"))
+        check_slow_link();
     return tu_finish("test_mixer");
 }

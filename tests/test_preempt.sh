@@ -36,7 +36,8 @@ echo "peer 1 left $leave_s s after SIGTERM: $(grep '^peer 1: left' "$tmp/p1.log"
 expect_num_lt "$leave_s" 10 "time from SIGTERM to exit (the default --leave-timeout)"
 left=$(sed -n 's/^peer 1: left at round \([0-9]*\).*/\1/p' "$tmp/p1.log")
 [ -n "$left" ] || fail "peer 1 did not report leaving: $(tail -3 "$tmp/p1.log")"
-ls "$tmp/ckpt1" | grep -q "ckpt-0*$left.safetensors" || fail "no checkpoint of round $left in $(ls "$tmp/ckpt1")"
+# checkpoints name their swarm (default rumor) and rank (src/checkpoint.h)
+ls "$tmp/ckpt1" | grep -q "^rumor-r1-0*$left.safetensors" || fail "no checkpoint of round $left in $(ls "$tmp/ckpt1")"
 
 for p in $pids; do wait "$p" 2>/dev/null; done
 for r in 0 2; do
@@ -48,12 +49,13 @@ for r in 0 2; do
 done
 
 # Restart peer 1 alone: it resumes at the round it left, and with every
-# neighbour gone it does not wait out a deadline each round.
+# neighbour gone it does not wait out a deadline each round (alone on
+# purpose: --allow-alone, or it would report that it trained alone).
 t0=$(date +%s)
 "$peer" --insecure --rank 1 --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 0.2 \
-  --start-timeout 0.5 --checkpoint-dir "$tmp/ckpt1" --no-average >"$tmp/p1b.log" 2>&1
+  --start-timeout 0.5 --checkpoint-dir "$tmp/ckpt1" --no-average --allow-alone >"$tmp/p1b.log" 2>&1
 expect_rc 0 $? "restarted peer 1" "$tmp/p1b.log"
-grep -q "resumed from .*ckpt-0*$left.safetensors at round $left" "$tmp/p1b.log" ||
+grep -q "resumed from .*/rumor-r1-0*$left.safetensors at round $left" "$tmp/p1b.log" ||
   fail "restart did not resume at round $left: $(grep -m2 'rumor-peer 1' "$tmp/p1b.log")"
 t1=$(date +%s)
 grep "resumed" "$tmp/p1b.log"
@@ -63,7 +65,8 @@ echo "restarted peer 1 finished its remaining rounds alone in $((t1 - t0)) s"
 newest=$(ls "$tmp/ckpt1" | sort | tail -1)
 printf 'garbage' | dd of="$tmp/ckpt1/$newest" bs=1 seek=200 conv=notrunc 2>/dev/null
 "$peer" --insecure --rank 1 --peers "$eps" --epochs 2 --data "$FASHION" --round-timeout 0.2 \
-  --start-timeout 0.5 --checkpoint-dir "$tmp/ckpt1" --no-average --log-level warn >"$tmp/p1c.log" 2>&1
+  --start-timeout 0.5 --checkpoint-dir "$tmp/ckpt1" --no-average --allow-alone --log-level warn \
+  >"$tmp/p1c.log" 2>&1
 expect_rc 0 $? "peer 1 with a corrupt newest checkpoint" "$tmp/p1c.log"
 grep -q "$newest" "$tmp/p1c.log" || fail "the corrupt checkpoint was not reported: $(head -5 "$tmp/p1c.log")"
 grep -q "resumed from" "$tmp/p1c.log" || fail "no earlier checkpoint was used"

@@ -61,7 +61,7 @@ expect_rc 0 $? "8-peer onepeer-exp swarm" "$tmp/onepeer.out"
 t1=$(date +%s)
 cat "$tmp/onepeer.out"
 for r in 0 1 2 3 4 5 6 7; do
-  grep -q "^peer $r: done.*messages: accepted=[0-9]*\$" "$tmp/onepeer/peer-$r.log" ||
+  grep -q "^peer $r: done.*messages: accepted=[0-9]*;" "$tmp/onepeer/peer-$r.log" ||
     fail "onepeer-exp: peer $r dropped messages: $(grep "^peer $r: done" "$tmp/onepeer/peer-$r.log")"
   grep -q "before the deadline" "$tmp/onepeer/peer-$r.log" && fail "onepeer-exp: peer $r waited for a deadline"
 done

@@ -1,6 +1,10 @@
 #!/bin/sh
 # rumor-train's command line: help, bad flags and bad data give clear errors
 # and the documented exit codes (0 ok, 1 runtime error, 2 usage), never a crash.
+# Then what rumor-peer and examples/local-swarm.sh refuse before training:
+# ports outside 1-65535, a config "file" that is a directory, a public key
+# given for the secret one; and what they must take: Z85 keys with '#' in a
+# peers file, a single .pub file as the allow-list.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 need_fashion
@@ -37,6 +41,10 @@ run_expect 2 "$tmp/typo.ini:2: unknown key 'epoch'" "$train" --config "$tmp/typo
 printf 'epochs = 1\njust words\n' >"$tmp/junk.ini"
 run_expect 2 "$tmp/junk.ini:2: not 'key = value'" "$train" -c "$tmp/junk.ini"
 run_expect 2 "config file '$tmp/none.ini'" "$train" -c "$tmp/none.ini"
+# a directory opens like a file but reads nothing: it must not run on defaults
+mkdir "$tmp/conf.d"
+run_expect 2 "config file '$tmp/conf.d': is a directory" "$train" -c "$tmp/conf.d" --epochs 1 \
+  --train-limit 100
 printf '[data]\ndata = %s\ntrain-limit = 2000\n[run]\nepochs = 5\nquiet = yes\nthreads = 1\n' "$FASHION" >"$tmp/good.ini"
 out=$("$train" -c "$tmp/good.ini" --epochs 1 2>&1)
 echo "$out" | grep -q "after 1 epoch in" || fail "config + --epochs 1 override: $out"
@@ -55,5 +63,68 @@ run_expect 1 "metrics file '$tmp/no/such/dir.jsonl'" "$train" --data "$FASHION" 
   --metrics "$tmp/no/such/dir.jsonl"
 # A learning rate far too high: reported as divergence, not trained into NaN.
 run_expect 1 "training diverged" "$train" --data "$FASHION" --lr 900 --momentum 0.99 --train-limit 5000
+
+# ---- rumor-peer: refused before it trains (exit 2) or at the first step
+# after the peer list and keys loaded (--topology bogus: exit 1, also what
+# keeps a peer that wrongly takes its arguments from training).
+peer="$RUMOR_BUILDDIR/rumor-peer"
+P2=tcp://127.0.0.1:7000,tcp://127.0.0.1:7001
+run_expect 2 "config file '$tmp/conf.d': is a directory" "$peer" -c "$tmp/conf.d" --rank 0 \
+  --peers $P2 --insecure --topology bogus
+# ZeroMQ keeps the low 16 bits of a port (99999 would listen on 34463) and
+# takes 0 for any free port, which the other peers could not know.
+run_expect 2 "peer 1: endpoint 'tcp://127.0.0.1:99999': port 99999 is outside 1-65535" \
+  "$peer" --rank 0 --peers tcp://127.0.0.1:7000,tcp://127.0.0.1:99999 --insecure --topology bogus
+run_expect 2 "peer 1: endpoint 'tcp://127.0.0.1:0': port 0 is outside 1-65535" \
+  "$peer" --rank 0 --peers tcp://127.0.0.1:7000,tcp://127.0.0.1:0 --insecure --topology bogus
+run_expect 2 "--listen: endpoint 'tcp://127.0.0.1:99999': port 99999 is outside 1-65535" \
+  "$peer" --rank 0 --peers $P2 --listen tcp://127.0.0.1:99999 --insecure --topology bogus
+run_expect 2 "--listen: endpoint 'tcp://0.0.0.0:0': port 0 is outside 1-65535" \
+  "$peer" --rank 0 --peers $P2 --listen tcp://0.0.0.0:0 --insecure --topology bogus
+printf 'tcp://127.0.0.1:7000\n# b\ntcp://127.0.0.1:65536\n' >"$tmp/peers-port.txt"
+run_expect 2 "$tmp/peers-port.txt:3: peer 1: endpoint 'tcp://127.0.0.1:65536': port 65536 is outside 1-65535" \
+  "$peer" --rank 0 --peers-file "$tmp/peers-port.txt" --insecure --topology bogus
+
+# Keys whose Z85 text has a '#' (about 38% do) in a peers file's second
+# column: the key is whole, the comment after it ignored.
+mkdir "$tmp/keys"
+hash_key() { # hash_key PREFIX: a keypair whose public key has a '#'
+  for _try in $(seq 100); do
+    rm -f "$1.key" "$1.pub"
+    "$peer" keygen "$1" | grep -q '#' && return 0
+  done
+  fail "no public key with '#' in 100 keypairs"
+}
+hash_key "$tmp/keys/peer-0"
+hash_key "$tmp/keys/peer-1"
+pub() { sed -n 's/^public-key = "\(.*\)"$/\1/p' "$1"; }
+printf 'tcp://127.0.0.1:7000 %s # peer 0\ntcp://127.0.0.1:7001\t%s\n' \
+  "$(pub "$tmp/keys/peer-0.pub")" "$(pub "$tmp/keys/peer-1.pub")" >"$tmp/peers-keys.txt"
+run_expect 1 "unknown family 'bogus'" "$peer" --rank 0 --peers-file "$tmp/peers-keys.txt" \
+  --keys "$tmp/keys/peer-0.key" --allow "$tmp/keys" --topology bogus
+# A public key given for the secret one: say so, not "chmod 600" it.
+run_expect 1 "peer-0.pub is a public key (no secret-key line); the secret key is $tmp/keys/peer-0.key" \
+  "$peer" --rank 0 --peers $P2 --keys "$tmp/keys/peer-0.pub" --allow "$tmp/keys"
+echo "$out" | grep -q chmod && fail "--keys PREFIX.pub advises chmod: $out"
+# One .pub file (what keygen writes) is an allow-list of one key, named by
+# the file: peer-0, so it is also rank 0's key.
+run_expect 1 "unknown family 'bogus'" "$peer" --rank 0 --peers tcp://127.0.0.1:7000 \
+  --keys "$tmp/keys/peer-0.key" --allow "$tmp/keys/peer-0.pub" --topology bogus
+# --help finishes every sentence: --connections with --io-threads
+"$peer" --help >"$tmp/peer-help" 2>&1
+grep -A1 -- '--connections N' "$tmp/peer-help" | tail -n 1 | grep -q -- '--io-threads N as well' ||
+  fail "--help: the --connections sentence is cut: $(grep -A1 -- '--connections N' "$tmp/peer-help")"
+
+# ---- examples/local-swarm.sh: its own options, then -- and rumor-peer's
+# (-t bogus: a swarm that wrongly starts fails at once)
+swarm="$RUMOR_SRCDIR/examples/local-swarm.sh"
+export RUMOR_PEER="$peer"
+run_expect 2 "unknown option '-x'" sh "$swarm" -x -n 2 -t bogus
+run_expect 2 "unexpected argument 'extra'" sh "$swarm" -n 2 extra -t bogus
+run_expect 2 "must lie in 1-65535" sh "$swarm" -n 2 -p 80000 -t bogus
+run_expect 2 "must lie in 1-65535" sh "$swarm" -n 8 -p 65530 -t bogus
+# a peer's error is shown whole in the table, not its last 120 characters
+run_expect 1 "failed: topology: spec 'bogus:2': unknown family 'bogus' (expected ring:N," \
+  sh "$swarm" -n 2 -t bogus -q -d "$tmp/swarm"
 
 finish

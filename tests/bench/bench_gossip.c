@@ -451,7 +451,9 @@ static int thr_child(int self, int wfd)
     c.swarm = rumor_wire_swarm_id("bench_gossip");
     c.nparams = NP;
     c.chunk_elems = 0; /* the mixer's default (1 MiB), as rumor-peer runs it */
-    c.round_timeout = 60;
+    /* a fixed deadline: a benchmark measures rounds, it must never cut one
+     * (the adaptive one starts at 2 s, short for 128 MiB on a slow core) */
+    c.round_timeout = c.min_round_timeout = 60;
     rumor_mixer_t *mx;
     if (rumor_mixer_create(&c, payload, &mx) < 0)
         die("mixer");
@@ -541,7 +543,7 @@ static int ovl_child(int self, int wfd)
     c.endpoints = eps;
     c.swarm = rumor_wire_swarm_id("bench_gossip_overlap");
     c.nparams = m->nparams;
-    c.round_timeout = 60;
+    c.round_timeout = c.min_round_timeout = 60;
     rumor_mixer_t *mx;
     if (rumor_mixer_create(&c, m->params, &mx) < 0)
         die("mixer");

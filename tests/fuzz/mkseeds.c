@@ -296,7 +296,7 @@ static unsigned char *save(const char *dir, rumor_model_t *m, rumor_optim_t *o, 
         return NULL;
     }
     char path[4096];
-    snprintf(path, sizeof path, "%s/ckpt-000000000001.safetensors", dir);
+    snprintf(path, sizeof path, "%s/fuzz-r3-000000000001.safetensors", dir); /* checkpoint.h */
     unsigned char *b = slurp(path, len);
     unlink(path);
     return b;

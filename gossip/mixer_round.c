@@ -1,0 +1,545 @@
+/* Synchronous D-PSGD rounds, the receiving side (see mixer.h): judging a
+ * neighbour's PARAMS range, accumulating it, mixing the cells that are
+ * complete, deciding when a round is done, and closing it. Runs on the comm
+ * thread.
+ *
+ * Neighbours cut the flat space as they like (their own chunk size, their
+ * own pipeline stages): a range is any [offset, offset + length) inside the
+ * space, at most max_recv elements. This peer accumulates W_ij * range into
+ * the round's buffer and mixes in cells, its own chunk grid: a cell is
+ * mixed as soon as every neighbour waited for covered it, while it is still
+ * in cache and the caller still computes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mixer_int.h"
+
+/* ------------------------------------------------------- slots */
+
+int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
+{
+    size_t N = (size_t)m->npeers;
+    s->round = -1;
+    s->wfull = calloc(m->nchunks, sizeof *s->wfull);
+    s->touched = calloc(m->nchunks, 1);
+    s->done = calloc(m->nchunks, 1);
+    s->full = calloc(N * m->nchunks, 1);
+    s->cov = calloc(N, sizeof *s->cov);
+    s->w_of = calloc(N, sizeof *s->w_of);
+    s->in = calloc(N, sizeof *s->in);
+    if (!s->wfull || !s->touched || !s->done || !s->full || !s->cov || !s->w_of || !s->in)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    return 0;
+}
+
+void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
+{
+    for (int j = 0; s->cov && j < m->npeers; j++)
+        mx_cover_free(&s->cov[j]);
+    free(s->cov);
+    free(s->wfull);
+    free(s->touched);
+    free(s->done);
+    free(s->full);
+    free(s->w_of);
+    free(s->in);
+}
+
+/* Makes `s` the receive state of round r: its weights and an accumulator
+ * whose cells are all untouched. Returns 0 or an error (no buffer). */
+int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
+{
+    s->round = r;
+    s->x = r == m->sent_round && m->sent_buf ? m->sent_buf->data : NULL;
+    s->buf = mx_buf_get(m);
+    if (!s->buf)
+        return RUMOR_ENOMEM;
+    /* no memset of the buffer: a cell's first range (or its mix) writes it */
+    memset(s->wfull, 0, m->nchunks * sizeof(double));
+    memset(s->touched, 0, m->nchunks);
+    memset(s->done, 0, m->nchunks);
+    s->ndone = 0;
+    s->dis = s->selfw = 0;
+    memset(s->full, 0, (size_t)m->npeers * m->nchunks);
+    for (int j = 0; j < m->npeers; j++) {
+        s->w_of[j] = 0.0;
+        mx_cover_clear(&s->cov[j]);
+    }
+    s->nin = 0;
+    s->complete = 0;
+    s->mixed_any = 0;
+    s->elems_in = 0;
+    s->first_arrival = s->last_arrival = 0;
+    return mx_slot_reweigh(m, s);
+}
+
+/* (Re)sets slot s's in-neighbours and weights from the current graph: at
+ * open, and when the membership view changes before anything arrived. */
+int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s)
+{
+    for (int i = 0; i < s->nin; i++)
+        s->w_of[s->in[i]] = 0.0;
+    int k = mx_in_neighbors(m, s->round, m->tmp_nbrs, m->tmp_w);
+    if (k < 0)
+        return k;
+    s->nin = k;
+    for (int i = 0; i < k; i++) {
+        s->w_of[m->tmp_nbrs[i]] = m->tmp_w[i];
+        s->in[i] = m->tmp_nbrs[i];
+    }
+    return 0;
+}
+
+int mx_ensure_slot(rumor_mixer_t *m, long r)
+{
+    struct mx_slot *s = &m->slot[r % m->nslots];
+    if (s->round == r && s->buf)
+        return 0;
+    return mx_slot_open(m, s, r);
+}
+
+/* ------------------------------------------------------- mixing */
+
+/* The inner loops run in blocks of 16 so that gcc -O2 vectorizes them. */
+#define BLK 16
+
+static void cell_range(const rumor_mixer_t *m, size_t c, uint64_t *off, uint64_t *len)
+{
+    RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, off, len));
+}
+
+/* acc = acc + a x over n elements; returns sum (acc - x)^2 of the result. */
+static double mix_run(float *restrict acc, const float *restrict x, size_t n, float a)
+{
+    float lanes[BLK] = { 0 };
+    size_t i = 0;
+    for (; i + BLK <= n; i += BLK)
+        for (int j = 0; j < BLK; j++) {
+            float v = acc[i + j] + a * x[i + j];
+            float d = v - x[i + j];
+            lanes[j] += d * d;
+            acc[i + j] = v;
+        }
+    double d2 = 0;
+    for (; i < n; i++) {
+        float v = acc[i] + a * x[i];
+        float d = v - x[i];
+        d2 += (double)d * d;
+        acc[i] = v;
+    }
+    for (int j = 0; j < BLK; j++)
+        d2 += lanes[j];
+    return d2;
+}
+
+/* Mixes cell c: x = acc + (1 - w) x where w is the weight that arrived for
+ * each element. Neighbours whose ranges cover the cell whole add wfull[c];
+ * one that covered only part of it (it missed the deadline) adds its weight
+ * where its ranges are, so the row stays stochastic element by element. */
+static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    uint64_t off, len;
+    cell_range(m, c, &off, &len);
+    float *acc = s->buf->data + off;
+    const float *x = s->x + off;
+    if (!s->touched[c]) {
+        memcpy(acc, x, len * sizeof(float));
+        s->selfw += (double)len;
+    } else {
+        int part[64], np = 0, many = 0;
+        for (int i = 0; i < s->nin; i++) {
+            int j = s->in[i];
+            if (s->full[(size_t)j * m->nchunks + c] ||
+                mx_cover_within(&s->cov[j], off, off + len) == 0)
+                continue;
+            if (np < 64)
+                part[np++] = j;
+            else
+                many = 1;
+        }
+        if (np == 0 || many) {
+            /* (more than 64 partial senders in one cell: their parts are
+             * added to acc; weigh them as if whole, a bounded error in a
+             * case no topology rumor builds reaches) */
+            double w = s->wfull[c];
+            for (int i = 0; many && i < s->nin; i++) {
+                int j = s->in[i];
+                if (!s->full[(size_t)j * m->nchunks + c])
+                    w += s->w_of[j] * (double)mx_cover_within(&s->cov[j], off, off + len) / len;
+            }
+            s->dis += mix_run(acc, x, len, (float)(1.0 - w));
+            s->selfw += (1.0 - w) * (double)len;
+        } else {
+            /* walk the cell in runs where the same partial senders cover it */
+            uint64_t p = off, end = off + len;
+            while (p < end) {
+                double w = s->wfull[c];
+                uint64_t next = end;
+                for (int i = 0; i < np; i++) {
+                    uint64_t run_end;
+                    if (mx_cover_run(&s->cov[part[i]], p, &run_end))
+                        w += s->w_of[part[i]];
+                    if (run_end < next)
+                        next = run_end;
+                }
+                s->dis += mix_run(s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
+                s->selfw += (1.0 - w) * (double)(next - p);
+                p = next;
+            }
+        }
+        s->mixed_any = 1;
+    }
+    s->done[c] = 1;
+    s->ndone++;
+}
+
+/* Whether cell c has everything it will get: every in-neighbour that is
+ * waited for covered it. */
+static int cell_ready(const rumor_mixer_t *m, const struct mx_slot *s, size_t c)
+{
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (!s->full[(size_t)j * m->nchunks + c] && !(m->absent[j] && s->cov[j].covered == 0))
+            return 0;
+    }
+    return 1;
+}
+
+static void mix_if_ready(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    if (s->x && !s->done[c] && cell_ready(m, s, c))
+        mix_cell(m, s, c);
+}
+
+void mx_slot_x_known(rumor_mixer_t *m, struct mx_slot *s)
+{
+    for (size_t c = 0; c < m->nchunks; c++)
+        mix_if_ready(m, s, c);
+}
+
+/* ------------------------------------------------------- receiving */
+
+struct acc_ctx {
+    struct mx_slot *s;
+    float w;
+    uint64_t lo;       /* the range's first element */
+};
+
+/* Adds w * p (n floats, elements lo + at ...) into the accumulator, cell by
+ * cell: a cell the range covers whole and nobody wrote yet is assigned
+ * (touched == 2 while this range writes it), one it covers in part is
+ * zeroed first. */
+static void acc_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
+{
+    struct acc_ctx *a = ctx;
+    uint64_t e = a->lo + at, end = e + n;
+    while (e < end) {
+        size_t c = (size_t)(e / m->chunk);
+        uint64_t cend = ((uint64_t)c + 1) * m->chunk;
+        uint64_t stop = cend < end ? cend : end;
+        float *restrict y = a->s->buf->data + e;
+        const float *restrict x = p + (e - a->lo - at);
+        size_t k = (size_t)(stop - e), i = 0;
+        if (a->s->touched[c] == 2) {
+            for (; i + BLK <= k; i += BLK)
+                for (int j = 0; j < BLK; j++)
+                    y[i + j] = a->w * x[i + j];
+            for (; i < k; i++)
+                y[i] = a->w * x[i];
+        } else {
+            for (; i + BLK <= k; i += BLK)
+                for (int j = 0; j < BLK; j++)
+                    y[i + j] += a->w * x[i + j];
+            for (; i < k; i++)
+                y[i] += a->w * x[i];
+        }
+        e = stop;
+    }
+}
+
+/* A PARAMS range of round h->round from `node`: judged whole, then
+ * accumulated (W_ij * range) into its round's slot. */
+int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
+{
+    if (h->round >= (uint64_t)m->cur + (uint64_t)m->nslots) {
+        /* the sender is ahead (or this peer fell behind): ask its round,
+         * the answer tells the caller to jump or catch up */
+        mx_ask_round(m, node);
+        rumor_err_set(RUMOR_EPROTO, "round %llu while at %ld", (unsigned long long)h->round, m->cur);
+        return -RUMOR_WIRE_FUTURE_ROUND;
+    }
+    long r = (long)h->round;
+    if (r < m->cur) {
+        mx_tell_behind(m, node);
+        rumor_err_set(RUMOR_EPROTO, "round %ld already mixed (at %ld)", r, m->cur);
+        return -RUMOR_WIRE_STALE_ROUND;
+    }
+    if (mx_ensure_slot(m, r) < 0) {
+        rumor_warn("mixer: %s", rumor_err_msg());
+        return -RUMOR_WIRE_UNEXPECTED;
+    }
+    struct mx_slot *s = &m->slot[r % m->nslots];
+    double w = s->w_of[node];
+    if (w == 0.0) {
+        rumor_err_set(RUMOR_EPROTO, "peer %d is not an in-neighbour in round %ld", node, r);
+        return -RUMOR_WIRE_UNKNOWN_SENDER;
+    }
+    uint64_t lo = h->offset, hi = h->offset + h->length; /* inside the space: wire_check */
+    int cv = mx_cover_check(&s->cov[node], lo, hi);
+    if (cv != 0) {
+        if (cv < 0)
+            rumor_warn("mixer: %s", rumor_err_msg());
+        rumor_err_set(RUMOR_EPROTO, cv == 1 ? "range [%llu, %llu) of round %ld overlaps one "
+                                              "received already"
+                                            : "range [%llu, %llu) of round %ld: more than %d "
+                                              "pieces",
+                      (unsigned long long)lo, (unsigned long long)hi, r, MX_COVER_MAX_IVS);
+        return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
+    }
+    size_t c0 = (size_t)(lo / m->chunk), c1 = (size_t)((hi - 1) / m->chunk);
+    for (size_t c = c0; c <= c1; c++)
+        if (s->done[c]) {
+            /* an absent peer came back after this part was mixed without it */
+            rumor_err_set(RUMOR_EPROTO, "range [%llu, %llu) of round %ld was mixed already",
+                          (unsigned long long)lo, (unsigned long long)hi, r);
+            return -RUMOR_WIRE_STALE_ROUND;
+        }
+    if (!rumor_wire_payload_finite(data, h->length)) {
+        rumor_err_set(RUMOR_EPROTO, "NaN or Inf in range [%llu, %llu) of round %ld",
+                      (unsigned long long)lo, (unsigned long long)hi, r);
+        return -RUMOR_WIRE_NONFINITE;
+    }
+
+    /* accepted: from here on the message is used */
+    mx_accept(m, h, node);
+    mx_heard_round(m, node, r);
+    double now = rumor_now();
+    if (s->elems_in == 0)
+        s->first_arrival = now;
+    s->last_arrival = now;
+    s->elems_in += h->length;
+    for (size_t c = c0; c <= c1; c++) {
+        if (s->touched[c])
+            continue;
+        uint64_t off, len;
+        cell_range(m, c, &off, &len);
+        if (lo <= off && hi >= off + len) {
+            s->touched[c] = 2;
+        } else {
+            memset(s->buf->data + off, 0, len * sizeof(float));
+            s->touched[c] = 1;
+        }
+    }
+    struct acc_ctx a = { s, (float)w, lo };
+    mx_payload_blocks(m, data, h->length, acc_block, &a);
+    mx_cover_add(&s->cov[node], lo, hi);
+    for (size_t c = c0; c <= c1; c++) {
+        s->touched[c] = 1;
+        uint8_t *full = &s->full[(size_t)node * m->nchunks + c];
+        uint64_t off, len;
+        cell_range(m, c, &off, &len);
+        if (!*full && mx_cover_within(&s->cov[node], off, off + len) == len) {
+            *full = 1;
+            s->wfull[c] += w;
+            mix_if_ready(m, s, c);
+        }
+    }
+    if (s->cov[node].covered == m->n)
+        s->complete++;
+    return 0;
+}
+
+/* ------------------------------------------------------- closing */
+
+/* Whom round cur waits for. A neighbour is waited for while it is alive
+ * (heard from within the liveness window: the heartbeat timeout, or the
+ * round's deadline if that is longer), has not said it is leaving, and has
+ * not stayed more than MX_WAIT_LAG rounds behind this peer for that long.
+ * One that did not answer the HELLO barrier is not waited for until it
+ * speaks.
+ *   - A live neighbour that misses a deadline is waited for again in the
+ *     next round: peers never run ahead of a slow but live neighbour, they
+ *     stay within a round or two of each other, and nobody has to skip
+ *     rounds or fetch state after one late message.
+ *   - A dead, frozen or cut-off neighbour stops being waited for once it
+ *     has been silent for the window (it is never waited for longer than
+ *     a deadline in any one round).
+ *   - One far behind (restarted from a checkpoint, thawed, joining) is told
+ *     where the swarm is and jumps or fetches state (mixer_state.c), which
+ *     takes well under the window; a peer that stays behind is not waited
+ *     for after it.
+ * A neighbour that has sent part of round cur is waited for regardless. */
+void mx_refresh_absent(rumor_mixer_t *m, double deadline)
+{
+    double now = rumor_now();
+    double alive = m->cfg.heartbeat_timeout_ms > 0 ? m->cfg.heartbeat_timeout_ms / 1000.0 : 2.0;
+    if (deadline > alive)
+        alive = deadline;
+    for (int j = 0; j < m->npeers; j++) {
+        if (!m->talks_to[j])
+            continue;
+        if (m->peer_round[j] >= m->cur - MX_WAIT_LAG)
+            m->behind_since[j] = 0;
+        else if (m->behind_since[j] == 0)
+            m->behind_since[j] = now;
+        m->absent[j] = m->left[j] || now - m->last_heard[j] > alive ||
+                       (m->behind_since[j] > 0 && now - m->behind_since[j] > alive) ||
+                       (m->barrier_run && !m->heard[j] && !m->ready[j]);
+    }
+}
+
+/* j sent ranges of a later round, or said (HELLO) it is in one: its
+ * connection is in order, so what it has not sent of this round is not
+ * coming (it skipped ahead). Ranges of rounds beyond the window were
+ * dropped unread and do not count. */
+static int moved_on(const rumor_mixer_t *m, int j)
+{
+    if (m->said_round[j] > m->cur)
+        return 1;
+    for (int d = 1; d < m->nslots; d++) {
+        const struct mx_slot *n = &m->slot[(m->cur + d) % m->nslots];
+        if (n->round == m->cur + d && n->buf && n->cov[j].covered > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether round cur can close: every in-neighbour covered the space, or is
+ * not waited for (mx_refresh_absent) and has sent nothing this round, or
+ * has moved on to a later round. */
+int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s)
+{
+    if (s->round != m->cur)
+        return 0;
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (s->cov[j].covered == m->n)
+            continue;
+        if (m->absent[j] && s->cov[j].covered == 0)
+            continue;
+        if (m->cfg.conns_per_peer <= 1 && moved_on(m, j))
+            continue;
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether the round's data is still flowing fast enough to arrive before
+ * round_timeout: the deadline is never shorter than the time the round's
+ * bytes need at the rate they arrive (a large model on a slow link). */
+int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now)
+{
+    if (s->round != m->cur || s->elems_in == 0 || now - s->last_arrival > 0.25)
+        return 0;
+    double span = s->last_arrival - s->first_arrival;
+    if (span <= 0)
+        return 1; /* the first ranges just came */
+    uint64_t missing = 0;
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (!(m->absent[j] && s->cov[j].covered == 0))
+            missing += m->n - s->cov[j].covered;
+    }
+    double rate = (double)s->elems_in / span;
+    return now + 1.25 * (double)missing / rate <= m->round_start + m->timeout;
+}
+
+/* Finishes round cur: mixes the cells not mixed yet (x = acc + (1 - w) x
+ * where w is the weight that arrived), hands the buffer to the caller and
+ * moves on to round cur + 1. */
+void mx_close_round(rumor_mixer_t *m, int timed_out)
+{
+    long k = m->cur;
+    if (mx_ensure_slot(m, k) < 0) {
+        pthread_mutex_lock(&m->mu);
+        snprintf(m->closed_err, sizeof m->closed_err, "%s", rumor_err_msg());
+        m->closed_rc = rumor_err_code() ? rumor_err_code() : RUMOR_ENOMEM;
+        m->req_close = -1;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    struct mx_slot *s = &m->slot[k % m->nslots];
+    s->x = m->params->data;
+    for (size_t c = 0; c < m->nchunks; c++)
+        if (!s->done[c])
+            mix_cell(m, s, c);
+    double dis = s->dis, selfw = s->selfw;
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        uint64_t got = s->cov[j].covered;
+        if (got == m->n || m->absent[j])
+            continue;
+        char why[160] = "";
+        if (m->rej_round[j] == k && m->rej_count[j] > 0)
+            snprintf(why, sizeof why, "; %d of its messages were rejected (last: %s)",
+                     m->rej_count[j], rumor_wire_reject_name(m->rej_reason[j]));
+        rumor_info("round %ld: peer %d sent %llu of %zu parameters (%.1f%%) before the deadline%s; "
+                   "the weight %.3g of what is missing went to the self-weight",
+                   k, j, (unsigned long long)got, m->n, 100.0 * (double)got / (double)m->n, why,
+                   s->w_of[j]);
+    }
+    rumor_sendbuf_t *out = s->buf;
+    /* The caller now owns s->buf as its parameters; the slot waits, empty,
+     * for round k + nslots. */
+    s->buf = NULL;
+    s->round = -1;
+    m->round_staleness = 0;
+    /* a round that timed out waiting for a peer that sent nothing says
+     * nothing about how long rounds take: not a deadline sample */
+    int silent = 0;
+    for (int i = 0; i < s->nin; i++)
+        silent += s->cov[s->in[i]].covered == 0;
+    m->round_sample = !(timed_out && silent);
+    mx_publish_close(m, k, out, s->nin, s->complete, timed_out, dis, selfw / (double)m->n,
+                     s->mixed_any);
+}
+
+/* Hands the mixed parameters of round k to the caller and moves on to
+ * round k + 1 (or later: an asynchronous peer follows its neighbours'
+ * clock, see mixer_async.c, which sets m->cur itself beforehand). */
+void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
+                      int timed_out, double dis, double selfw, int mixed_any)
+{
+    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
+    if (m->cur <= k)
+        m->cur = k + 1;
+    if (mixed_any)
+        m->counters.rounds_mixed++;
+    pthread_mutex_lock(&m->mu);
+    double elapsed = rumor_now() - m->round_start;
+    if (!m->cfg.async && !atomic_load(&m->hurry) && m->round_sample)
+        mx_record_round_time(m, elapsed);
+    rumor_round_stats_t *st = &m->closed_stats;
+    memset(st, 0, sizeof *st);
+    st->round = k;
+    st->in_neighbors = nin;
+    st->complete = complete;
+    st->timed_out = timed_out;
+    st->disagreement = sqrt(dis);
+    st->self_weight = selfw;
+    st->deadline_s = m->cur_deadline;
+    st->round_s = elapsed;
+    st->swarm_round = mx_swarm_round(m);
+    st->next_round = m->cur;
+    st->window = m->nslots;
+    st->behind_round = m->told_behind;
+    st->members = m->swim ? m->vn : 0;
+    m->told_behind = -1;
+    st->max_staleness = m->round_staleness;
+    st->bytes_sent = m->pub_sent = ts->bytes_sent;
+    st->bytes_received = m->pub_received = ts->bytes_received;
+    mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
+    m->params = out;
+    m->closed_buf = out;
+    m->closed_rc = 0;
+    m->req_close = -1;
+    m->next_send = m->cur;
+    m->wire_stats_pub = m->wire_stats;
+    m->counters_pub = m->counters;
+    m->ts_pub = *ts;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
