@@ -51,6 +51,9 @@ e.g. --mode allreduce --topology onepeer-exp --epochs 2):
 
 Each peer gets --rank K --peers tcp://10.77.0.1:PORT,...
 --metrics RUNDIR/peerK.jsonl; its output goes to RUNDIR/peerK.log.
+CurveZMQ is on: a keypair per peer is made in RUNDIR/keys (also the swarm's
+allow-list) and each peer gets --keys and --allow, unless --insecure (or
+--keys) is among the rumor-peer arguments.
 Traffic only flows between the namespaces this script creates.
 
 Examples:
@@ -308,13 +311,27 @@ command -v stdbuf >/dev/null 2>&1 && STDBUF=(stdbuf -oL -eL)
 TMO=()
 [ "$TIMEOUT" -gt 0 ] && TMO=(timeout --kill-after=10 "$TIMEOUT")
 
+# Secure by default, as rumor-peer: a keypair per peer in RUN_DIR/keys,
+# which is also the allow-list; --insecure (or keys of the caller's) skips it.
+SECURE=1
+for a in "${PASS[@]+"${PASS[@]}"}"; do
+    case $a in --insecure|--keys|--keys=*) SECURE=0 ;; esac
+done
+if [ "$SECURE" = 1 ]; then
+    mkdir -p "$RUN_DIR/keys"
+    for ((k = 0; k < NODES; k++)); do
+        "$BIN" keygen "$RUN_DIR/keys/peer-$k" >/dev/null || die "rumor-peer keygen failed"
+    done
+fi
+keyargs() { [ "$SECURE" = 1 ] && echo "--keys $RUN_DIR/keys/peer-$1.key --allow $RUN_DIR/keys"; }
+
 say "run directory $RUN_DIR"
 say "starting $NODES peers: $BIN ${PASS[*]-}"
 T0=$(date +%s.%N)
 for ((k = 0; k < NODES; k++)); do
     rm -f "$RUN_DIR/peer$k.jsonl"
     ip netns exec "$PREFIX-$k" "${TMO[@]+"${TMO[@]}"}" "${STDBUF[@]+"${STDBUF[@]}"}" "$BIN" \
-        --rank "$k" --peers "$EPS" --metrics "$RUN_DIR/peer$k.jsonl" \
+        --rank "$k" --peers "$EPS" --metrics "$RUN_DIR/peer$k.jsonl" $(keyargs "$k") \
         "${PASS[@]+"${PASS[@]}"}" > "$RUN_DIR/peer$k.log" 2>&1 < /dev/null &
     PIDS+=($!)
 done
