@@ -66,6 +66,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->rej_count = calloc((size_t)N, sizeof *m->rej_count);
     m->rej_reason = calloc((size_t)N, sizeof *m->rej_reason);
     m->asked_round = calloc((size_t)N, sizeof *m->asked_round);
+    m->part_scratch = calloc((size_t)N, sizeof *m->part_scratch);
     m->tmp_nbrs = calloc((size_t)N, sizeof *m->tmp_nbrs);
     m->tmp_w = calloc((size_t)N, sizeof *m->tmp_w);
     m->out_nbrs = calloc((size_t)N, sizeof *m->out_nbrs);
@@ -75,7 +76,8 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
         !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since ||
         !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
-        !m->hold || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round)
+        !m->hold || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round ||
+        !m->part_scratch)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     for (int j = 0; j < N; j++)
         m->rej_round[j] = -1;
@@ -179,6 +181,7 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->rej_count);
     free(m->rej_reason);
     free(m->asked_round);
+    free(m->part_scratch);
     mx_state_free(m);
     mx_async_free(m);
     mx_view_free(m);

@@ -161,6 +161,7 @@ struct rumor_mixer {
     double *behind_since;      /* (npeers) since when it is > MX_WAIT_LAG rounds behind; 0 not */
     float *scratch;            /* (MX_SCRATCH) aligned copy of an unaligned payload */
     size_t max_recv;           /* the most elements one message may carry here */
+    int *part_scratch;         /* (npeers) mix_cell: neighbours that covered part of a cell */
     /* per peer: rejections in the current round, for the round's log line */
     long *rej_round;           /* (npeers) round of the last rejection */
     int *rej_count;            /* (npeers) rejections in that round */

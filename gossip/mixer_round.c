@@ -148,27 +148,15 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
         memcpy(acc, x, len * sizeof(float));
         s->selfw += (double)len;
     } else {
-        int part[64], np = 0, many = 0;
+        int *part = m->part_scratch, np = 0;
         for (int i = 0; i < s->nin; i++) {
             int j = s->in[i];
-            if (s->full[(size_t)j * m->nchunks + c] ||
-                mx_cover_within(&s->cov[j], off, off + len) == 0)
-                continue;
-            if (np < 64)
+            if (!s->full[(size_t)j * m->nchunks + c] &&
+                mx_cover_within(&s->cov[j], off, off + len) > 0)
                 part[np++] = j;
-            else
-                many = 1;
         }
-        if (np == 0 || many) {
-            /* (more than 64 partial senders in one cell: their parts are
-             * added to acc; weigh them as if whole, a bounded error in a
-             * case no topology rumor builds reaches) */
+        if (np == 0) {
             double w = s->wfull[c];
-            for (int i = 0; many && i < s->nin; i++) {
-                int j = s->in[i];
-                if (!s->full[(size_t)j * m->nchunks + c])
-                    w += s->w_of[j] * (double)mx_cover_within(&s->cov[j], off, off + len) / len;
-            }
             s->dis += mix_run(acc, x, len, (float)(1.0 - w));
             s->selfw += (1.0 - w) * (double)len;
         } else {
