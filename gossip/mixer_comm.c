@@ -218,53 +218,6 @@ static void drain_wake(rumor_mixer_t *m)
         ;
 }
 
-/* ------------------------------------------------------- headers */
-
-void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type)
-{
-    memset(h, 0, sizeof *h);
-    h->type = (uint8_t)type;
-    h->swarm = m->swarm;
-    h->sender = m->ids[m->self];
-    h->incarnation = m->incarnation;
-    h->space = m->n;
-}
-
-/* A header-only message; its round field says which round this peer is
- * receiving, so a neighbour learns whether it fell behind. */
-static int send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
-{
-    rumor_wire_hdr_t h;
-    uint8_t bytes[RUMOR_WIRE_HDR_LEN];
-    mx_fill_hdr(m, &h, type);
-    h.aux = aux;
-    h.round = m->cur > 0 ? (uint64_t)m->cur : 0;
-    rumor_wire_encode(&h, bytes);
-    return rumor_transport_send(m->tr, peer, bytes, sizeof bytes, NULL, NULL, 0);
-}
-
-/* Sends a copy of p as one frame of a multipart message (flags: ZMQ_DONTWAIT,
- * ZMQ_SNDMORE): for the rare messages (state, membership) that need a body
- * frame the transport's zero-copy send does not carry. 0 or -1. */
-int mx_send_frame(void *sock, const void *p, size_t len, int flags)
-{
-    zmq_msg_t msg;
-    if (zmq_msg_init_size(&msg, len) != 0)
-        return -1;
-    if (len)
-        memcpy(zmq_msg_data(&msg), p, len);
-    if (zmq_msg_send(&msg, sock, flags) < 0) {
-        zmq_msg_close(&msg);
-        return -1;
-    }
-    return 0;
-}
-
-int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux)
-{
-    return send_control(m, peer, type, aux);
-}
-
 void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what)
 {
     rumor_wire_stats_count(&m->wire_stats, verdict);
@@ -301,15 +254,6 @@ void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
     if (m->swim && h->type != RUMOR_WIRE_PROBE && h->type != RUMOR_WIRE_PROBE_REQ &&
         h->type != RUMOR_WIRE_ACK && h->type != RUMOR_WIRE_LEAVE)
         rumor_swim_heard(m->swim, rumor_now(), h->sender, h->incarnation);
-}
-
-void mx_ask_round(rumor_mixer_t *m, int node)
-{
-    double now = rumor_now();
-    if (!m->talks_to[node] || now - m->asked_round[node] < 0.25)
-        return;
-    m->asked_round[node] = now;
-    (void)send_control(m, node, RUMOR_WIRE_HELLO, 1);
 }
 
 void mx_payload_blocks(rumor_mixer_t *m, const void *data, size_t n, mx_block_fn fn, void *ctx)
@@ -359,106 +303,6 @@ const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
     return m->ep[node] ? m->ep[node] : "address not known yet";
 }
 
-/* Queues round k's parameters for its out-neighbours. Rounds a window or
- * more behind k still queued for a peer are dropped: that peer has moved
- * past them or is gone. Absent peers get nothing until they show up again. */
-static void start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
-{
-    /* x(k) is known now: chunks of round k that are complete can be mixed */
-    m->sent_round = k;
-    m->sent_buf = buf;
-    struct mx_slot *s = &m->slot[k % m->nslots];
-    if (s->round == k && s->buf) {
-        s->x = buf->data;
-        mx_slot_x_known(m, s);
-    }
-    for (int j = 0; j < m->npeers; j++) {
-        struct mx_sendq *q = &m->sendq[j];
-        while (q->n > 0 && q->round[0] < k - m->nslots + 1) {
-            q->buf[0]->pins--;
-            q->round[0] = q->round[1];
-            q->buf[0] = q->buf[1];
-            q->next[0] = q->next[1];
-            q->n--;
-        }
-    }
-    mx_view_update(m);
-    int n = mx_out_neighbors(m, k, m->out_nbrs);
-    n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
-    for (int i = 0; i < n; i++) {
-        int j = m->out_nbrs[i];
-        struct mx_sendq *q = &m->sendq[j];
-        /* absent peers get x(k) too: a peer that comes back (thawed,
-         * reconnected) learns the swarm's round from it */
-        if (q->n == 2)
-            continue;
-        q->round[q->n] = k;
-        q->buf[q->n] = buf;
-        q->next[q->n] = 0;
-        q->n++;
-        buf->pins++;
-    }
-}
-
-/* Hands as many chunks to ZeroMQ as each peer's queue takes, oldest round
- * first. */
-static void pump_sends(rumor_mixer_t *m)
-{
-    for (int j = 0; j < m->npeers; j++) {
-        struct mx_sendq *q = &m->sendq[j];
-        while (q->n > 0) {
-            size_t c = q->next[0];
-            if (c == m->nchunks) {
-                q->buf[0]->pins--;
-                q->round[0] = q->round[1];
-                q->buf[0] = q->buf[1];
-                q->next[0] = q->next[1];
-                q->n--;
-                continue;
-            }
-            uint64_t off, len;
-            RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
-            rumor_wire_hdr_t h;
-            uint8_t bytes[RUMOR_WIRE_HDR_LEN];
-            mx_fill_hdr(m, &h, RUMOR_WIRE_PARAMS);
-            h.dtype = RUMOR_WIRE_DT_F32;
-            h.round = (uint64_t)q->round[0];
-            h.chunk = (uint32_t)c;
-            h.nchunks = (uint32_t)m->nchunks;
-            h.offset = off;
-            h.length = len;
-            rumor_wire_encode(&h, bytes);
-            int rc = rumor_transport_send(m->tr, j, bytes, sizeof bytes, q->buf[0],
-                                          q->buf[0]->data + off, len * sizeof(float));
-            if (rc != 0) {
-                if (rc < 0)
-                    rumor_warn("mixer: %s", rumor_err_msg());
-                break;
-            }
-            q->next[0]++;
-        }
-    }
-}
-
-static int sends_queued(const rumor_mixer_t *m)
-{
-    for (int j = 0; j < m->npeers; j++)
-        if (m->sendq[j].n > 0)
-            return 1;
-    return 0;
-}
-
-/* Drops every queued send (leaving). */
-static void drop_sends(rumor_mixer_t *m)
-{
-    for (int j = 0; j < m->npeers; j++) {
-        struct mx_sendq *q = &m->sendq[j];
-        for (int i = 0; i < q->n; i++)
-            q->buf[i]->pins--;
-        q->n = 0;
-    }
-}
-
 /* ------------------------------------------------------- HELLO */
 
 /* HELLO's aux: 0 "I have not heard you", 1 "I have heard you", 2 "a reply:
@@ -487,7 +331,7 @@ static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
     if (h->aux == 3 && m->talks_to[node] && r > m->told_behind)
         m->told_behind = r;
     if (h->aux < 2 && m->talks_to[node])
-        (void)send_control(m, node, RUMOR_WIRE_HELLO, 2);
+        (void)mx_send_control(m, node, RUMOR_WIRE_HELLO, 2);
     if (h->aux >= 1 && !m->ready[node]) {
         pthread_mutex_lock(&m->mu);
         m->ready[node] = 1;
@@ -497,19 +341,6 @@ static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
         pthread_mutex_unlock(&m->mu);
     }
     return 0;
-}
-
-static void send_hellos(rumor_mixer_t *m)
-{
-    double now = rumor_now();
-    /* not before the rank check passed: a second process claiming this
-     * peer's rank must not reach the neighbours */
-    if (!m->hello_active || now < m->next_hello || m->rank_state != 2)
-        return;
-    m->next_hello = now + 0.1;
-    for (int j = 0; j < m->npeers; j++)
-        if (m->talks_to[j])
-            (void)send_control(m, j, RUMOR_WIRE_HELLO, m->heard[j]);
 }
 
 /* ------------------------------------------------------- receiving */
@@ -685,7 +516,7 @@ static void take_requests(rumor_mixer_t *m)
     }
     pthread_mutex_unlock(&m->mu);
     if (send >= 0) {
-        start_send(m, send, send_buf);
+        mx_start_send(m, send, send_buf);
         if (send >= 1)
             m->hello_active = 0; /* everyone who was coming has come */
     }
@@ -700,14 +531,6 @@ static void take_requests(rumor_mixer_t *m)
         pthread_cond_broadcast(&m->cv);
         pthread_mutex_unlock(&m->mu);
     }
-}
-
-static int all_sends_done(rumor_mixer_t *m)
-{
-    for (int i = 0; i < m->nbufs; i++)
-        if (atomic_load(&m->bufs[i]->refs) != 0)
-            return 0;
-    return atomic_load(&m->ar.ref.refs) == 0;
 }
 
 void mx_comm_main(rumor_mixer_t *m)
@@ -735,8 +558,8 @@ void mx_comm_main(rumor_mixer_t *m)
          * (behind them: each connection is FIFO), then ZeroMQ lets go. */
         if (stop && !stopping)
             stopping = 1;
-        if (stopping == 1 && (!sends_queued(m) || rumor_now() >= stop_deadline)) {
-            drop_sends(m);
+        if (stopping == 1 && (!mx_sends_queued(m) || rumor_now() >= stop_deadline)) {
+            mx_drop_sends(m);
             /* a process refused as a copy of this peer (or still being
              * checked) says nothing: its LEAVE would be the real peer's */
             int speak = m->rank_state == 2;
@@ -744,16 +567,16 @@ void mx_comm_main(rumor_mixer_t *m)
                 (void)rumor_swim_leave(m->swim, rumor_now());
             for (int j = 0; speak && j < m->npeers; j++)
                 if (m->talks_to[j])
-                    (void)send_control(m, j, RUMOR_WIRE_LEAVE, 0);
+                    (void)mx_send_control(m, j, RUMOR_WIRE_LEAVE, 0);
             stopping = 2;
         }
-        if (stopping == 2 && (all_sends_done(m) || rumor_now() >= stop_deadline))
+        if (stopping == 2 && (mx_all_sends_done(m) || rumor_now() >= stop_deadline))
             break;
 
         rumor_transport_events(m->tr);
         mx_rank_progress(m);
-        pump_sends(m);
-        send_hellos(m);
+        mx_pump_sends(m);
+        mx_send_hellos(m);
         ar_progress(m);
         mx_state_progress(m);
         if (!stopping)

@@ -281,7 +281,6 @@ void mx_wake_close(rumor_mixer_t *m);
 void mx_wake(rumor_mixer_t *m);
 void mx_comm_main(rumor_mixer_t *m);
 int mx_node_of(const rumor_mixer_t *m, uint64_t id);
-void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);
 /* Counts a verdict; a rejection is also tallied for its sender's round
  * (the round's log line says why a neighbour's data did not arrive). */
 void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what);
@@ -289,13 +288,29 @@ void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what);
  * (unless it says so), and in this incarnation (a newer one is a restart:
  * what was known of its previous life is dropped). */
 void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
-/* Asks a peer its round (a HELLO it answers), at most every 0.25 s: after
- * a message from a round too far ahead was dropped unread. */
-void mx_ask_round(rumor_mixer_t *m, int node);
 /* Calls fn on the n floats at data (a payload, any alignment) in aligned
  * blocks: at is the block's first element. */
 typedef void (*mx_block_fn)(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n);
 void mx_payload_blocks(rumor_mixer_t *m, const void *data, size_t n, mx_block_fn fn, void *ctx);
+
+/* mixer_send.c: the sending side */
+void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);
+/* Asks a peer its round (a HELLO it answers), at most every 0.25 s: after
+ * a message from a round too far ahead was dropped unread. */
+void mx_ask_round(rumor_mixer_t *m, int node);
+/* A header-only message; its round field says which round this peer is
+ * receiving, so a neighbour learns whether it fell behind. */
+int mx_send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux);
+/* Sends a copy of p as one frame of a multipart message (flags: ZMQ_DONTWAIT,
+ * ZMQ_SNDMORE): for the rare messages (state, membership) that need a body
+ * frame the transport's zero-copy send does not carry. 0 or -1. */
+int mx_send_frame(void *sock, const void *p, size_t len, int flags);
+void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf);
+void mx_pump_sends(rumor_mixer_t *m);
+int mx_sends_queued(const rumor_mixer_t *m);
+void mx_drop_sends(rumor_mixer_t *m);
+void mx_send_hellos(rumor_mixer_t *m);
+int mx_all_sends_done(rumor_mixer_t *m);
 
 /* mixer_round.c: synchronous D-PSGD rounds (receiving side) */
 int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);
@@ -331,8 +346,6 @@ int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint);
 void mx_drop_serves(rumor_mixer_t *m, int node);
 const char *mx_endpoint_name(const rumor_mixer_t *m, int node);
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
-int mx_send_control_round(rumor_mixer_t *m, int peer, int type, uint32_t aux);
-int mx_send_frame(void *sock, const void *p, size_t len, int flags);
 
 /* mixer_view.c: membership */
 int mx_view_create(rumor_mixer_t *m);

@@ -116,7 +116,7 @@ void mx_tell_behind(rumor_mixer_t *m, int node)
     if (!m->talks_to[node] || now - m->stale_reply[node] < TELL_BEHIND_S)
         return;
     m->stale_reply[node] = now;
-    (void)mx_send_control_round(m, node, RUMOR_WIRE_HELLO, 3);
+    (void)mx_send_control(m, node, RUMOR_WIRE_HELLO, 3);
 }
 
 void mx_do_jump(rumor_mixer_t *m, long round)
@@ -461,7 +461,7 @@ static void catchup_progress(rumor_mixer_t *m)
             cu->next_hello = now + 0.25;
             for (int j = 0; j < m->npeers; j++)
                 if (m->talks_to[j])
-                    (void)mx_send_control_round(m, j, RUMOR_WIRE_HELLO, 1);
+                    (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, 1);
         }
         return;
     }
