@@ -47,13 +47,22 @@ static int set_int(void *sock, int opt, int v, const char *what)
 
 static int watch(rumor_transport_t *t, void *s, const char *what, int events, void **out);
 
-/* The settings every rumor socket has (see transport.h). */
-static int common_opts(const rumor_transport_t *t, void *s)
+/* The settings every rumor socket has (see transport.h). Heartbeats only
+ * on the sending sockets (`sender`): they notice a receiver that froze or
+ * was cut off. None on the receiving PULL socket, and no TTL asking the
+ * receiver to time its senders out: a receiver whose input is stopped (its
+ * queue full while the comm thread is busy) cannot read PINGs, and libzmq
+ * 4.3.4 aborts the process when such a stopped connection times out
+ * (Assertion failed: !_io_error, stream_engine_base.cpp:331; zeromq/libzmq
+ * #4364, #4767; seen under ThreadSanitizer's slowdown). */
+static int common_opts(const rumor_transport_t *t, void *s, int sender)
 {
     RUMOR_CHECK(set_int(s, ZMQ_LINGER, 0, "LINGER"));
-    RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_IVL, t->o.heartbeat_ivl_ms, "HEARTBEAT_IVL"));
-    RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_TIMEOUT, t->o.heartbeat_timeout_ms, "HEARTBEAT_TIMEOUT"));
-    RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_TTL, t->o.heartbeat_timeout_ms, "HEARTBEAT_TTL"));
+    if (sender) {
+        RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_IVL, t->o.heartbeat_ivl_ms, "HEARTBEAT_IVL"));
+        RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_TIMEOUT, t->o.heartbeat_timeout_ms,
+                            "HEARTBEAT_TIMEOUT"));
+    }
     RUMOR_CHECK(set_int(s, ZMQ_RECONNECT_IVL, 100, "RECONNECT_IVL"));
     RUMOR_CHECK(set_int(s, ZMQ_RECONNECT_IVL_MAX, 500, "RECONNECT_IVL_MAX"));
     /* (ZMQ_CONNECT_TIMEOUT would cut the kernel's SYN backoff after a
@@ -132,7 +141,7 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
                                zmq_strerror(zmq_errno()));
     }
     if (rc == 0)
-        rc = common_opts(t, t->pull);
+        rc = common_opts(t, t->pull, 0);
     if (rc == 0)
         rc = set_int(t->pull, ZMQ_RCVHWM, t->o.rcvhwm, "RCVHWM");
     if (rc == 0 && t->keys) {
@@ -306,7 +315,7 @@ int rumor_transport_probe_open(rumor_transport_t *t, const char *endpoint, const
     if (!s)
         return rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s", zmq_strerror(zmq_errno()));
     t->probe = s;
-    int rc = common_opts(t, s);
+    int rc = common_opts(t, s, 1);
     /* as this peer's own client: whoever answers there must hold our key */
     if (rc == 0 && t->keys &&
         (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, t->keys->public_key, RUMOR_CURVE_KEY_BYTES) != 0 ||
@@ -405,7 +414,7 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
     void *s = zmq_socket(t->ctx, ZMQ_PUSH);
     if (!s)
         return rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s", zmq_strerror(zmq_errno()));
-    int rc = common_opts(t, s);
+    int rc = common_opts(t, s, 1);
     if (rc == 0)
         rc = set_int(s, ZMQ_IMMEDIATE, 1, "IMMEDIATE");
     if (rc == 0)

@@ -3,8 +3,9 @@
  * A transport is one ZeroMQ context, one PULL socket bound at the peer's
  * listen address (every neighbour sends to it) and one PUSH socket per peer
  * this peer sends to. All sockets: LINGER 0 (closing never waits on a dead
- * peer), ZMTP heartbeats (a frozen or partitioned peer is noticed in
- * heartbeat_timeout instead of never), PUSH with ZMQ_IMMEDIATE (nothing
+ * peer), ZMTP heartbeats on the PUSH sockets (a frozen or partitioned
+ * receiver is noticed in heartbeat_timeout instead of never; none on the
+ * PULL socket, see transport.c), PUSH with ZMQ_IMMEDIATE (nothing
  * queues for a peer that is not connected: a send reports "would block"
  * instead) and a small send HWM, PULL with ZMQ_MAXMSGSIZE.
  *
