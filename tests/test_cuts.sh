@@ -2,7 +2,8 @@
 # Peers that cut the parameter space differently mix with each other:
 #  1. 3 peers on a ring with --chunk-mb 1, 0.3 and 0.05 (ranges of 262144,
 #     78643 and 13107 floats: nobody's grid is another's) train together:
-#     every message is taken, no round waits for its deadline, and each
+#     every message is taken, no round waits for its deadline (fixed at 5 s:
+#     an adaptive one expired on a loaded 2-core machine), and each
 #     peer's model agrees with its neighbours' (the consensus distance
 #     shrinks);
 #  2. a peer whose --max-message-mb is below a neighbour's --chunk-mb drops
@@ -18,7 +19,8 @@ chunks="1 0.3 0.05"
 r=0
 for c in $chunks; do
   timeout 120 "$RUMOR_PEER" --insecure --rank $r --peers "$ports" --epochs 2 --train-limit 1280 \
-    --data "$FASHION" --chunk-mb "$c" --round-timeout 5 --no-average -q --log-level info \
+    --data "$FASHION" --chunk-mb "$c" --round-timeout 5 --min-round-timeout 5 --no-average -q \
+    --log-level info \
     --metrics "$tmp/cut-$r.jsonl" >"$tmp/cut-$r.log" 2>&1 &
   pids="$pids $!"
   r=$((r + 1))
