@@ -52,6 +52,7 @@ static int open_cpu(rumor_device_t *d, int threads)
     d->kind = RUMOR_DEV_CPU;
     d->index = 0;
     d->nthreads = threads > 0 ? threads : rumor_cpu_cores();
+    rumor_blas_set_threads(d->nthreads); /* once here, never per GEMM */
     d->ops = &rumor_cpu_ops;
     snprintf(d->name, sizeof d->name, "cpu (%d thread%s, OpenBLAS %s)", d->nthreads,
              d->nthreads == 1 ? "" : "s", rumor_blas_corename());

@@ -25,6 +25,22 @@ typedef enum { RUMOR_DEV_CPU = 0, RUMOR_DEV_CUDA = 1 } rumor_dev_kind;
 
 typedef struct rumor_device rumor_device_t;
 
+/* Queues of work on a device, and markers in them. On the CPU work runs at
+ * once on the calling thread: streams and events exist (so callers are
+ * written once) but every event is complete when recorded. */
+typedef struct rumor_stream rumor_stream_t;
+typedef struct rumor_event rumor_event_t;
+
+/* Ops a backend may lack, for rumor_ops_t.supports. */
+typedef enum {
+    RUMOR_CAP_ASYNC_COPY = 0, /* upload/download_async overlap compute */
+    RUMOR_CAP_PEER_COPY,      /* copy_peer between two devices of this kind */
+    RUMOR_CAP_PINNED,         /* host_alloc returns page-locked memory */
+    RUMOR_CAP_BF16,           /* bf16 compute (a stage's precision) */
+    RUMOR_CAP_TF32,
+    RUMOR_CAP_COUNT_
+} rumor_cap;
+
 typedef struct rumor_ops {
     const char *name;
 
@@ -80,6 +96,83 @@ typedef struct rumor_ops {
                      float momentum, float wd, int nesterov);
     void (*adamw_step)(rumor_device_t *d, float *p, float *m, float *v, const float *g, size_t n,
                        float lr, float b1, float b2, float eps, float wd, float bc1, float bc2);
+
+    /* ---- element-wise and reductions. fill writes v (zeroing gradients
+     * with fill 0 clears a NaN, where scaling by 0 would keep it). */
+    void (*fill)(rumor_device_t *d, float *y, float v, size_t n);
+    /* y = a + b (residual connections); y may alias a or b. */
+    void (*add)(rumor_device_t *d, float *y, const float *a, const float *b, size_t n);
+    /* y = a * x + b * y, element-wise over n (mixing two parameter copies). */
+    void (*axpby)(rumor_device_t *d, float *y, float a, const float *x, float b, size_t n);
+    /* *out = sum of x[i]^2 in double precision, and *nonfinite = how many x[i]
+     * are NaN or +-Inf (either pointer may be NULL). Host results: waits. */
+    int (*sumsq)(rumor_device_t *d, const float *x, size_t n, double *out, size_t *nonfinite);
+
+    /* ---- batched GEMM: for i in [0, batch), C_i = alpha op(A_i) op(B_i) +
+     * beta C_i with X_i = X + i * stride_x (cuBLAS's strided-batched form). */
+    void (*gemm_batched)(rumor_device_t *d, int trans_a, int trans_b, int m, int n, int k,
+                         float alpha, const float *a, int lda, long long stride_a, const float *b,
+                         int ldb, long long stride_b, float beta, float *c, int ldc,
+                         long long stride_c, int batch);
+
+    /* ---- layernorm over the last dimension (GPT-2: eps 1e-5).
+     * y (rows,C) = (x - mean) * rstd * w + b; mean and rstd (rows) are saved
+     * for backward. backward_x: dx (=, or += when accumulate) from dy;
+     * backward_w: dw += sum over rows dy * xhat, db += sum over rows dy. */
+    void (*layernorm_forward)(rumor_device_t *d, float *y, float *mean, float *rstd,
+                              const float *x, const float *w, const float *b, int rows, int C,
+                              float eps);
+    void (*layernorm_backward_x)(rumor_device_t *d, float *dx, const float *dy, const float *x,
+                                 const float *w, const float *mean, const float *rstd, int rows,
+                                 int C, int accumulate);
+    void (*layernorm_backward_w)(rumor_device_t *d, float *dw, float *db, const float *dy,
+                                 const float *x, const float *mean, const float *rstd, int rows,
+                                 int C);
+
+    /* ---- causal multi-head self-attention (GPT-2 layout).
+     * qkv (B,T,3C): q, k and v side by side in each row, head h using columns
+     * [h*hs, (h+1)*hs) of each, hs = C/NH. out (B,T,C): head outputs side by
+     * side. att (B,NH,T,T): the softmax probabilities, saved for backward
+     * (entries above the diagonal are 0). Scores scaled by 1/sqrt(hs).
+     * backward writes dqkv (=) from dout; datt (B,NH,T,T) is scratch. */
+    void (*attention_forward)(rumor_device_t *d, float *out, float *att, const float *qkv, int B,
+                              int T, int C, int NH);
+    void (*attention_backward)(rumor_device_t *d, float *dqkv, float *datt, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int C, int NH);
+
+    /* ---- token and position embeddings. out (B,T,C) = wte[tok[b,t]] +
+     * wpe[t]; tokens must be in [0, V) (callers validate). backward adds:
+     * dwte[tok] += dout, dwpe[t] += dout summed over b (dwpe may be NULL). */
+    void (*embed_forward)(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,
+                          const float *wpe, int B, int T, int C);
+    void (*embed_backward)(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
+                           const int32_t *tok, int B, int T, int C);
+
+    /* ---- device plumbing. A NULL stream is the device's default stream;
+     * the math ops run on the current stream (set_stream). */
+    int (*stream_create)(rumor_device_t *d, rumor_stream_t **out);
+    void (*stream_destroy)(rumor_device_t *d, rumor_stream_t *s);
+    int (*set_stream)(rumor_device_t *d, rumor_stream_t *s);
+    int (*stream_sync)(rumor_device_t *d, rumor_stream_t *s);
+    int (*event_create)(rumor_device_t *d, rumor_event_t **out);
+    void (*event_destroy)(rumor_device_t *d, rumor_event_t *e);
+    int (*event_record)(rumor_device_t *d, rumor_event_t *e, rumor_stream_t *s);
+    /* work queued on s after this waits for e (recorded on any stream) */
+    int (*stream_wait)(rumor_device_t *d, rumor_stream_t *s, rumor_event_t *e);
+    int (*event_sync)(rumor_device_t *d, rumor_event_t *e);
+    /* copies ordered on stream s; host memory should come from host_alloc */
+    int (*upload_async)(rumor_device_t *d, void *dst, const void *host_src, size_t bytes,
+                        rumor_stream_t *s);
+    int (*download_async)(rumor_device_t *d, void *host_dst, const void *src, size_t bytes,
+                          rumor_stream_t *s);
+    /* dst on device dd, src on device sd (both of this table's kind), ordered
+     * on stream s of d */
+    int (*copy_peer)(rumor_device_t *dd, void *dst, rumor_device_t *sd, const void *src,
+                     size_t bytes, rumor_stream_t *s);
+    /* host memory for async copies (page-locked where the device has such) */
+    void *(*host_alloc)(rumor_device_t *d, size_t bytes);
+    void (*host_free)(rumor_device_t *d, void *p);
+    int (*supports)(const rumor_device_t *d, rumor_cap cap);
 } rumor_ops_t;
 
 struct rumor_device {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "blas_tune.h"
+#include "cpu_int.h"
 #include "ops.h"
 
 static void *cpu_alloc(rumor_device_t *d, size_t bytes)
@@ -51,7 +52,7 @@ static void cpu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, flo
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc)
 {
-    rumor_blas_set_threads(d->nthreads);
+    (void)d; /* OpenBLAS's thread count is set when the device opens and by the step */
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
                 n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -240,4 +241,31 @@ const rumor_ops_t rumor_cpu_ops = {
     .softmax_xent_backward = cpu_softmax_xent_backward,
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
+    .fill = cpu_fill,
+    .add = cpu_add,
+    .axpby = cpu_axpby,
+    .sumsq = cpu_sumsq,
+    .gemm_batched = cpu_gemm_batched,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward_x = cpu_layernorm_backward_x,
+    .layernorm_backward_w = cpu_layernorm_backward_w,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .embed_forward = cpu_embed_forward,
+    .embed_backward = cpu_embed_backward,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .set_stream = cpu_set_stream,
+    .stream_sync = cpu_stream_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .stream_wait = cpu_stream_wait,
+    .event_sync = cpu_event_sync,
+    .upload_async = cpu_copy_async,
+    .download_async = cpu_copy_async,
+    .copy_peer = cpu_copy_peer,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
+    .supports = cpu_supports,
 };
