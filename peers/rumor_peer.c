@@ -226,8 +226,8 @@ struct peer {
     rumor_dataset_t *train, *test;
     rumor_loader_t *loader;
     rumor_model_t *model;
+    rumor_stage_t *stage;
     rumor_step_t *step;
-    rumor_optim_t *opt;
     rumor_mixer_t *mixer;
     float *avg;
     rumor_metrics_t metrics;
@@ -326,8 +326,8 @@ static void peer_free(struct peer *p)
 {
     rumor_mixer_destroy(&p->mixer, 5.0);
     rumor_metrics_close(&p->metrics);
-    rumor_optim_destroy(&p->opt);
     rumor_step_destroy(&p->step);
+    rumor_stage_destroy(&p->stage);
     rumor_model_destroy(&p->model);
     rumor_loader_destroy(&p->loader);
     rumor_dataset_destroy(&p->train);
@@ -413,10 +413,14 @@ static const char *live_connections(rumor_mixer_t *m, char *buf, size_t cap)
 
 static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 {
-    float *own = p->model->params;
-    p->model->params = params;
-    int rc = rumor_model_evaluate(p->model, p->test->x, p->test->y, p->test->n, acc, loss);
-    p->model->params = own;
+    /* the stage looks at params for a moment; its own buffer is kept */
+    float *own = p->stage->params;
+    int owns = p->stage->owns_params;
+    p->stage->owns_params = 0;
+    rumor_step_bind_params(p->step, params);
+    int rc = rumor_train_evaluate(p->step, p->test, p->stage->max_B, acc, loss);
+    rumor_step_bind_params(p->step, own);
+    p->stage->owns_params = owns;
     return rc;
 }
 
@@ -477,12 +481,12 @@ static int save_checkpoint(struct peer *p, const struct options *opts, long roun
     memset(&ci, 0, sizeof ci);
     ci.round = round;
     ci.epoch = epoch;
-    ci.optim_t = p->opt->t;
+    ci.optim_t = p->stage->opt->t;
     ci.rank = opts->rank;
     snprintf(ci.model, sizeof ci.model, "%s", p->model->spec);
     snprintf(ci.optimizer, sizeof ci.optimizer, "%s", opts->t.optimizer);
     snprintf(ci.swarm, sizeof ci.swarm, "%s", opts->swarm);
-    return rumor_ckpt_save(opts->checkpoint_dir, p->model, p->opt, &ci, opts->keep_checkpoints);
+    return rumor_ckpt_save(opts->checkpoint_dir, p->stage, p->stage->opt, &ci, opts->keep_checkpoints);
 }
 
 int main(int argc, char **argv)
@@ -591,16 +595,20 @@ int main(int argc, char **argv)
                             &p.loader) < 0)
         return fail(&p, rank, "loader");
     /* The same seed on every peer: every peer starts from the same model. */
-    if (rumor_model_create(p.dev, o.model, o.batch, (uint64_t)o.seed, &p.model) < 0)
+    if (rumor_model_create(o.model, 0, &p.model) < 0)
         return fail(&p, rank, "model");
     if (rumor_train_opts_check_model(p.model, p.train) < 0)
         return fail(&p, rank, "model");
-    if (rumor_step_create(p.model, p.dev->nthreads, &p.step) < 0)
-        return fail(&p, rank, "workers");
     rumor_optim_config_t oc;
-    if (rumor_train_opts_optim(&o, per_epoch, &oc) < 0 ||
-        rumor_optim_create(p.dev, &oc, p.model->nparams, &p.opt) < 0)
+    if (rumor_train_opts_optim(&o, per_epoch, &oc) < 0)
         return fail(&p, rank, "optimizer");
+    rumor_stage_config_t sc = { .model = p.model, .dev = p.dev, .first = 0,
+                                .last = p.model->nblocks, .max_B = o.batch, .T = 1, .slots = 1,
+                                .seed = (uint64_t)o.seed, .optim = &oc };
+    if (rumor_stage_create(&sc, &p.stage) < 0)
+        return fail(&p, rank, "model");
+    if (rumor_step_create(p.stage, p.dev->nthreads, &p.step) < 0)
+        return fail(&p, rank, "workers");
     /* every event names its peer: peers may share the file (progress.h) */
     if (o.metrics && (rumor_metrics_open(&p.metrics, o.metrics) < 0 ||
                       rumor_metrics_tag_int(&p.metrics, "rank", rank) < 0 ||
@@ -618,7 +626,7 @@ int main(int argc, char **argv)
         rumor_ckpt_info_t ci;
         char path[1024];
         /* only this swarm and rank's own checkpoints (see checkpoint.h) */
-        int lrc = rumor_ckpt_load_latest(opts.checkpoint_dir, opts.swarm, rank, p.model, p.opt,
+        int lrc = rumor_ckpt_load_latest(opts.checkpoint_dir, opts.swarm, rank, p.stage, p.stage->opt,
                                          &ci, path, sizeof path);
         if (lrc < 0)
             return fail(&p, rank, "checkpoint");
@@ -669,7 +677,7 @@ int main(int argc, char **argv)
     mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
     mc.staleness = opts.staleness;
     mc.first_round = first_round;
-    if (rumor_mixer_create(&mc, p.model->params, &p.mixer) < 0)
+    if (rumor_mixer_create(&mc, p.stage->params, &p.mixer) < 0)
         return fail(&p, rank, "swarm");
     hurry_mixer = p.mixer;
     catch_leave_signals(opts.leave_timeout);
@@ -765,13 +773,15 @@ int main(int argc, char **argv)
         }
         float loss;
         long next = k + 1;
+        rumor_batch_t batch = { .kind = RUMOR_BATCH_IMAGES, .n = bs, .width = p.train->dim,
+                                .x = x, .y = y };
         if (dpsgd) {
             /* send x(k) while computing the gradient at x(k); then
              * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, rank, "round");
             double tc = rumor_now();
-            if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
+            if (rumor_step_grads(p.step, &batch, k, &loss) < 0)
                 return fail(&p, rank, "gradient");
             if (opts.throttle > 1)
                 rumor_sleep((opts.throttle - 1) * (rumor_now() - tc));
@@ -787,17 +797,16 @@ int main(int argc, char **argv)
                 max_stall = st.round_s / st.deadline_s;
             next = st.next_round;
         } else {
-            if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
+            if (rumor_step_grads(p.step, &batch, k, &loss) < 0)
                 return fail(&p, rank, "gradient");
             double t0 = rumor_now();
-            if (rumor_mixer_allreduce_mean(p.mixer, p.model->grads, p.model->nparams, k,
+            if (rumor_mixer_allreduce_mean(p.mixer, p.stage->grads, p.model->nparams, k,
                                            opts.round_timeout) < 0) {
                 /* A missing peer stops the ring: this round steps on the
                  * local gradient instead (C-PSGD has no better answer). */
                 allreduce_failures++;
                 rumor_warn("round %ld: %s; stepping on the local gradient", k, rumor_err_msg());
-                rumor_model_zero_grad(p.model);
-                if (rumor_step_grads(p.step, x, y, bs, &loss) < 0)
+                if (rumor_step_grads(p.step, &batch, k, &loss) < 0)
                     return fail(&p, rank, "gradient");
             }
             wait_total += rumor_now() - t0;
@@ -806,7 +815,7 @@ int main(int argc, char **argv)
             rumor_err_set(RUMOR_EINVAL, "loss is %g at round %ld: lower --lr", (double)loss, k);
             return fail(&p, rank, "training diverged");
         }
-        if (rumor_step_update(p.step, p.opt) < 0)
+        if (rumor_step_update(p.step) < 0)
             return fail(&p, rank, "optimizer step");
         loss_sum += loss;
         examples += bs;
@@ -895,7 +904,7 @@ int main(int argc, char **argv)
             ;
         double epoch_s = rumor_now() - epoch_start;
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
-        if (evaluated && evaluate(&p, p.model->params, &acc, &tloss) < 0)
+        if (evaluated && evaluate(&p, p.stage->params, &acc, &tloss) < 0)
             return fail(&p, rank, "evaluation");
         if (evaluated)
             evaluated_at = k;
@@ -923,7 +932,7 @@ int main(int argc, char **argv)
     }
     double seconds = rumor_now() - start;
     /* a peer that caught up at the very end trained no epoch to its end */
-    if (!leaving && evaluated_at != k && evaluate(&p, p.model->params, &acc, &tloss) < 0)
+    if (!leaving && evaluated_at != k && evaluate(&p, p.stage->params, &acc, &tloss) < 0)
         return fail(&p, rank, "evaluation");
 
     /* ---- preempted: checkpoint, tell the neighbours, exit 0 */
@@ -950,7 +959,7 @@ int main(int argc, char **argv)
     double avg_acc = -1, avg_loss = 0;
     char avg_note[300] = "";
     if (!opts.no_average && !alone) {
-        memcpy(p.avg, p.model->params, p.model->nparams * sizeof(float));
+        memcpy(p.avg, p.stage->params, p.model->nparams * sizeof(float));
         if (rumor_mixer_allreduce_mean(p.mixer, p.avg, p.model->nparams, total_rounds,
                                        fmax(opts.round_timeout, 10.0)) < 0)
             snprintf(avg_note, sizeof avg_note, "unavailable: %s", rumor_err_msg());

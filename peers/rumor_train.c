@@ -18,6 +18,8 @@
 #include "optim.h"
 #include "progress.h"
 #include "step.h"
+#include "train_cmds.h"
+#include "train_lm.h"
 #include "trainopts.h"
 
 static const char usage_head[] =
@@ -31,6 +33,19 @@ static const char usage_head[] =
     "\n"
     "Sharding:\n"
     "  --rank R, --world W    train on shard R of W (default: 0 of 1)\n"
+    "\n"
+    "Language models (--data text:FILE[,FILE...] or tokens:TRAIN.bin[,VAL.bin],\n"
+    "--model gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P]):\n"
+    "  --steps N              optimizer steps (default: --epochs passes over the tokens)\n"
+    "  --eval-every N         steps between validation losses (default 100)\n"
+    "  --eval-batches N       validation batches per evaluation, 0 = all (default 0)\n"
+    "  --checkpoint-dir DIR   write a checkpoint at every evaluation\n"
+    "  --keep-checkpoints N   how many to keep (default 3)\n"
+    "  --resume FILE          start from a checkpoint (its step, parameters, optimizer)\n"
+    "\n"
+    "Subcommands on a checkpoint (see rumor-train sample --help):\n"
+    "  rumor-train sample CKPT [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]\n"
+    "  rumor-train export CKPT DIR   Hugging Face GPT-2 format\n"
     "\n";
 
 static const char usage_tail[] =
@@ -49,12 +64,19 @@ static const char usage_tail[] =
 
 struct options {
     struct rumor_train_opts t;
+    struct rumor_lm_opts lm;
     int rank, world;
 };
 
 static const rumor_opt_t option_table[] = {
     { "rank", 0, RUMOR_OPT_INT, offsetof(struct options, rank), 0, 1 << 20, NULL, 0 },
     { "world", 0, RUMOR_OPT_INT, offsetof(struct options, world), 1, 1 << 20, NULL, 0 },
+    { "steps", 0, RUMOR_OPT_LONG, offsetof(struct options, lm.steps), 1, 1e12, NULL, 0 },
+    { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, lm.eval_every), 1, 1 << 30, NULL, 0 },
+    { "eval-batches", 0, RUMOR_OPT_INT, offsetof(struct options, lm.eval_batches), 0, 1 << 30, NULL, 0 },
+    { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, lm.checkpoint_dir), 0, 0, NULL, 0 },
+    { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, lm.keep_checkpoints), 1, 1000, NULL, 0 },
+    { "resume", 0, RUMOR_OPT_STR, offsetof(struct options, lm.resume), 0, 0, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -82,16 +104,16 @@ struct run {
     rumor_dataset_t *train_full, *train, *test;
     rumor_loader_t *loader;
     rumor_model_t *model;
+    rumor_stage_t *stage;
     rumor_step_t *step;
-    rumor_optim_t *opt;
     rumor_metrics_t metrics;
 };
 
 static void run_free(struct run *r)
 {
     rumor_metrics_close(&r->metrics);
-    rumor_optim_destroy(&r->opt);
     rumor_step_destroy(&r->step);
+    rumor_stage_destroy(&r->stage);
     rumor_model_destroy(&r->model);
     rumor_loader_destroy(&r->loader);
     rumor_dataset_destroy(&r->train);
@@ -111,11 +133,16 @@ static int fail(struct run *r, const char *what)
 int main(int argc, char **argv)
 {
     rumor_blas_autotune(argc, argv);
+    int sub = rumor_train_subcommand(argc, argv);
+    if (sub >= 0)
+        return sub;
     struct options opts;
     int rc = parse_args(argc, argv, &opts);
     if (rc >= 0)
         return rc;
     struct rumor_train_opts o = opts.t;
+    if (rumor_train_is_lm(o.data))
+        return rumor_train_lm(&o, &opts.lm, opts.rank, opts.world);
 
     struct run r;
     memset(&r, 0, sizeof r);
@@ -135,20 +162,23 @@ int main(int argc, char **argv)
         return fail(&r, "loader");
 
     /* ---- model and optimizer */
-    if (rumor_model_create(r.dev, o.model, o.batch, (uint64_t)o.seed, &r.model) < 0)
+    if (rumor_model_create(o.model, 0, &r.model) < 0)
         return fail(&r, "model");
     if (rumor_train_opts_check_model(r.model, r.train) < 0)
         return fail(&r, "model");
-    /* One worker per CPU thread, each with one BLAS thread (see step.h). */
-    if (rumor_step_create(r.model, r.dev->kind == RUMOR_DEV_CPU ? r.dev->nthreads : 1, &r.step) < 0)
-        return fail(&r, "workers");
     long steps_per_epoch = rumor_loader_batches_per_epoch(r.loader);
     long total_steps = steps_per_epoch * o.epochs;
     rumor_optim_config_t oc;
     if (rumor_train_opts_optim(&o, steps_per_epoch, &oc) < 0)
         return fail(&r, "optimizer");
-    if (rumor_optim_create(r.dev, &oc, r.model->nparams, &r.opt) < 0)
-        return fail(&r, "optimizer");
+    rumor_stage_config_t sc = { .model = r.model, .dev = r.dev, .first = 0,
+                                .last = r.model->nblocks, .max_B = o.batch, .T = 1, .slots = 1,
+                                .seed = (uint64_t)o.seed, .optim = &oc };
+    if (rumor_stage_create(&sc, &r.stage) < 0)
+        return fail(&r, "model");
+    /* One worker per CPU thread, each with one BLAS thread (see step.h). */
+    if (rumor_step_create(r.stage, r.dev->kind == RUMOR_DEV_CPU ? r.dev->nthreads : 1, &r.step) < 0)
+        return fail(&r, "workers");
     /* the shard in every event: runs of several shards may share the file */
     if (o.metrics && (rumor_metrics_open(&r.metrics, o.metrics) < 0 ||
                       rumor_metrics_tag_int(&r.metrics, "rank", opts.rank) < 0 ||
@@ -185,15 +215,17 @@ int main(int argc, char **argv)
         int b;
         while ((b = rumor_loader_next(r.loader, &x, &y)) > 0) {
             float loss;
-            if (rumor_step_grads(r.step, x, y, b, &loss) < 0)
+            rumor_batch_t batch = { .kind = RUMOR_BATCH_IMAGES, .n = b, .width = r.train->dim,
+                                    .x = x, .y = y };
+            if (rumor_step_grads(r.step, &batch, step, &loss) < 0)
                 return fail(&r, "training step");
             if (!isfinite(loss)) {
                 rumor_err_set(RUMOR_EINVAL, "loss is %g at step %ld: lower --lr (now %g)",
                               (double)loss, step, (double)oc.lr);
                 return fail(&r, "training diverged");
             }
-            float lr = rumor_optim_lr_at(&oc, r.opt->t);
-            if (rumor_step_update(r.step, r.opt) < 0)
+            float lr = rumor_optim_lr_at(&oc, r.stage->opt->t);
+            if (rumor_step_update(r.step) < 0)
                 return fail(&r, "optimizer step");
             step++;
             examples += b;
@@ -209,7 +241,7 @@ int main(int argc, char **argv)
                                     "\"lr\":%.6g,\"examples_per_s\":%.1f",
                                     epoch, step, (double)loss, (double)lr, rate);
         }
-        if (rumor_model_evaluate(r.model, r.test->x, r.test->y, r.test->n, &acc, &test_loss) < 0)
+        if (rumor_train_evaluate(r.step, r.test, o.batch, &acc, &test_loss) < 0)
             return fail(&r, "evaluation");
         double secs = rumor_now() - epoch_start;
         double train_loss = epoch_examples ? loss_sum / (double)epoch_examples : 0;

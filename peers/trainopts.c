@@ -16,8 +16,10 @@
 
 const char rumor_train_opts_help[] =
     "Data:\n"
-    "  --data DIR             directory of the IDX files, gzip'd or plain\n"
-    "                         (default: /usr/share/datasets/fashion-mnist)\n"
+    "  --data SPEC            fashion-mnist[:DIR] or DIR: Fashion-MNIST's IDX files,\n"
+    "                         gzip'd or plain (default: /usr/share/datasets/fashion-mnist);\n"
+    "                         text:FILE[,FILE...] or tokens:TRAIN.bin[,VAL.bin] for\n"
+    "                         language models (rumor-train)\n"
     "  --train-limit N        use at most N examples of the training shard\n"
     "  --shuffle-labels       permute the training labels: a control run that must\n"
     "                         not learn (test accuracy near 10%)\n"
@@ -82,8 +84,26 @@ int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst
     return -1;
 }
 
+int rumor_train_evaluate(rumor_step_t *s, const rumor_dataset_t *d, int batch, double *accuracy,
+                         double *loss)
+{
+    double sum = 0.0;
+    long targets = 0, correct = 0;
+    for (int i = 0; i < d->n; i += batch) {
+        rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = d->n - i < batch ? d->n - i : batch,
+                            .width = d->dim, .x = d->x + (size_t)i * d->dim, .y = d->y + i };
+        RUMOR_CHECK(rumor_step_eval(s, &b, &sum, &targets, &correct));
+    }
+    *accuracy = targets ? (double)correct / (double)targets : 0.0;
+    *loss = targets ? sum / (double)targets : 0.0;
+    return 0;
+}
+
 int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d)
 {
+    if (m->kind != RUMOR_MODEL_MLP)
+        return rumor_err_set(RUMOR_EINVAL, "'%s' is a language model; the data are images",
+                             m->spec);
     if (m->in_dim != d->dim || m->classes != d->classes)
         return rumor_err_set(RUMOR_EINVAL,
                              "'%s' takes %d inputs and %d classes; the data have %d and %d",
@@ -159,9 +179,18 @@ int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
 {
     rumor_dataset_t *full = NULL;
     *train = *test = NULL;
-    int rc = rumor_dataset_load(o->data, "train", &full);
+    /* fashion-mnist[:DIR]; a bare directory keeps meaning the same */
+    const char *dir = o->data;
+    if (!strcmp(dir, "fashion-mnist"))
+        dir = "/usr/share/datasets/fashion-mnist";
+    else if (!strncmp(dir, "fashion-mnist:", 14))
+        dir += 14;
+    else if (!strncmp(dir, "text:", 5) || !strncmp(dir, "tokens:", 7))
+        return rumor_err_set(RUMOR_EINVAL, "--data %s: text for a language model; this program "
+                             "trains on Fashion-MNIST", o->data);
+    int rc = rumor_dataset_load(dir, "train", &full);
     if (rc == 0)
-        rc = rumor_dataset_load(o->data, "test", test);
+        rc = rumor_dataset_load(dir, "test", test);
     if (rc == 0)
         rc = rumor_dataset_shard(full, rank, world, (uint64_t)o->seed, train);
     if (rc == 0 && smallest) {

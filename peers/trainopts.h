@@ -9,6 +9,7 @@
 
 #include "data.h"
 #include "model.h"
+#include "step.h"
 #include "optim.h"
 #include "options.h"
 
@@ -56,6 +57,11 @@ extern const char rumor_train_opts_help[];
  * on, else the exit status (0 after help or version, 2 on bad usage). */
 int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst, int argc,
                            char **argv, const char *help_head, const char *help_tail);
+
+/* Accuracy and mean loss over a dataset in batches of `batch`, dropout off,
+ * the workers of s splitting each batch. */
+int rumor_train_evaluate(rumor_step_t *s, const rumor_dataset_t *d, int batch, double *accuracy,
+                         double *loss);
 
 /* Checks that a model fits the data (inputs and classes). */
 int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d);

@@ -27,40 +27,29 @@
 int ckpt_layout(const rumor_model_t *m, int with_m, int with_v, struct ckpt_tensor **out, int *n,
                 uint64_t *total)
 {
-    int nlin = 0;
-    for (int l = 0; l < m->nlayers; l++)
-        nlin += m->layers[l].kind == RUMOR_LAYER_LINEAR;
-    struct ckpt_tensor *t = calloc((size_t)(2 * nlin + 2), sizeof *t);
+    struct ckpt_tensor *t = calloc((size_t)m->ntensors + 2, sizeof *t);
     if (!t)
         return rumor_err_set(RUMOR_ENOMEM, "checkpoint: out of memory");
-    int k = 0, fc = 0;
+    int k = 0;
     size_t off = 0;
-    for (int l = 0; l < m->nlayers; l++) {
-        const rumor_layer_t *L = &m->layers[l];
-        if (L->kind != RUMOR_LAYER_LINEAR)
-            continue;
-        if (L->w_off != off || L->b_off != off + (size_t)L->out * (size_t)L->in) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const rumor_tensor_t *mt = &m->tensors[i];
+        if (mt->off != off) {
             free(t);
-            return rumor_err_set(RUMOR_EINVAL, "checkpoint: model %s: layer %d is not stored "
-                                 "back to back with the previous one", m->spec, l);
+            return rumor_err_set(RUMOR_EINVAL, "checkpoint: model %s: tensor %s is not stored "
+                                 "back to back with the previous one", m->spec, mt->name);
         }
-        snprintf(t[k].name, sizeof t[k].name, "fc%d.weight", fc);
-        t[k].ndim = 2;
-        t[k].shape[0] = (uint64_t)L->out;
-        t[k].shape[1] = (uint64_t)L->in;
+        snprintf(t[k].name, sizeof t[k].name, "%s", mt->name);
+        t[k].ndim = mt->ndim;
+        for (int d = 0; d < mt->ndim; d++)
+            t[k].shape[d] = (uint64_t)mt->shape[d];
         t[k].begin = off * 4;
-        off += (size_t)L->out * (size_t)L->in;
-        t[k++].end = off * 4;
-        snprintf(t[k].name, sizeof t[k].name, "fc%d.bias", fc++);
-        t[k].ndim = 1;
-        t[k].shape[0] = (uint64_t)L->out;
-        t[k].begin = off * 4;
-        off += (size_t)L->out;
+        off += mt->numel;
         t[k++].end = off * 4;
     }
     if (off != m->nparams) {
         free(t);
-        return rumor_err_set(RUMOR_EINVAL, "checkpoint: model %s: layers cover %zu of %zu "
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint: model %s: tensors cover %zu of %zu "
                              "parameters", m->spec, off, m->nparams);
     }
     const char *extra[2] = { with_m ? "optim.m" : NULL, with_v ? "optim.v" : NULL };
@@ -346,14 +335,19 @@ static void prune(const char *dir, const char *swarm, int rank, const char *pre,
     rumor_ckpt_list_free(&paths, n);
 }
 
-int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t *o,
+int rumor_ckpt_save(const char *dir, const rumor_stage_t *st, const rumor_optim_t *o,
                     const rumor_ckpt_info_t *info, int keep)
 {
-    if (!dir || !*dir || !m || !info || keep < 1 || info->rank < 0)
+    if (!dir || !*dir || !st || !info || keep < 1 || info->rank < 0)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint save: bad argument (keep must be >= 1, "
                              "rank >= 0)");
     if (info->round < 0 || info->round > CKPT_MAX_ROUND)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint save: round %ld out of range", info->round);
+    const rumor_model_t *m = st->model;
+    if (st->lo != 0 || st->n != m->nparams)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint save: the stage holds [%zu, %zu) of %zu "
+                             "parameters; checkpoints hold the whole space", st->lo, st->hi,
+                             m->nparams);
     if (o && o->n != m->nparams)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint save: optimizer has %zu values, model %zu",
                              o->n, m->nparams);
@@ -372,7 +366,7 @@ int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t
     float *owned[3] = { NULL, NULL, NULL };
     tmp[0] = '\0';
     RUMOR_CHECK_GOTO(ckpt_layout(m, o != NULL, with_v, &t, &nt, &total), rc, out);
-    RUMOR_CHECK_GOTO(host_view(m->dev, m->params, m->nparams, &parts[0], &owned[0]), rc, out);
+    RUMOR_CHECK_GOTO(host_view(st->dev, st->params, m->nparams, &parts[0], &owned[0]), rc, out);
     nparts = 1;
     if (o) {
         RUMOR_CHECK_GOTO(host_view(o->dev, o->m, o->n, &parts[1], &owned[1]), rc, out);
@@ -502,7 +496,7 @@ void rumor_ckpt_list_free(char ***paths, int n)
     *paths = NULL;
 }
 
-int rumor_ckpt_load_latest(const char *dir, const char *swarm, int rank, rumor_model_t *m,
+int rumor_ckpt_load_latest(const char *dir, const char *swarm, int rank, rumor_stage_t *m,
                            rumor_optim_t *o, rumor_ckpt_info_t *info, char *path_out,
                            size_t path_len)
 {

@@ -13,9 +13,11 @@
  * The file is readable by PyTorch and Hugging Face tools
  * (safetensors.torch.load_file): an 8-byte little-endian header length N,
  * N bytes of JSON padded with spaces to a multiple of 8, then the data
- * section. One F32 tensor per layer parameter:
- * the k-th linear layer's "fc{k}.weight" (out, in) and "fc{k}.bias" (out), in
- * the order of the flat buffer, so the parameter data is that buffer verbatim;
+ * section. One F32 tensor per model tensor (model.h), with its name and shape,
+ * in the order of the flat space, so the parameter data is that space
+ * verbatim: an MLP's "fc{k}.weight" (out, in) and "fc{k}.bias"; a GPT's
+ * GPT-2 names ("transformer.h.0.attn.c_attn.weight", (in, out) as Conv1D
+ * stores it), which Hugging Face's GPT2LMHeadModel reads;
  * then, when an optimizer was given, "optim.m" (nparams) and for AdamW
  * "optim.v" (nparams). The "__metadata__" strings record the format, model
  * spec, round, epoch, optimizer and its step count, rank, incarnation, swarm,
@@ -38,6 +40,7 @@
 
 #include "model.h"
 #include "optim.h"
+#include "stage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,7 +59,7 @@ typedef struct rumor_ckpt_info {
     long optim_t;         /* save: ignored (o->t is written); load: restored into o->t */
     int rank;
     uint64_t incarnation;
-    char model[128];      /* load: the file's model spec (save writes m->spec) */
+    char model[RUMOR_MODEL_SPEC]; /* load: the file's model spec (save writes the stage's) */
     char optimizer[16];   /* load: "sgd", "adamw" or "none" (save derives it from o) */
     char swarm[64];       /* the swarm's name: bytes outside printable ASCII are
                            * written as '?'; it and rank name the file */
@@ -78,7 +81,7 @@ int rumor_ckpt_filename(const char *swarm, int rank, long round, char *buf, size
  * checkpoints: the one just written and the keep-1 highest other rounds.
  * Creates DIR (mode 0755) if missing. o may be NULL (parameters only). On
  * failure the temp file is removed and no final-named file is changed. */
-int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t *o,
+int rumor_ckpt_save(const char *dir, const rumor_stage_t *st, const rumor_optim_t *o,
                     const rumor_ckpt_info_t *info, int keep) RUMOR_WUR;
 
 /* Loads one checkpoint file into m, and into o when o is not NULL and the
@@ -88,8 +91,14 @@ int rumor_ckpt_save(const char *dir, const rumor_model_t *m, const rumor_optim_t
  * dtype, shape and offsets against m's layout, the data length, the BLAKE2b
  * digest and that every value is finite. On any failure m and o are left
  * unchanged and the error names the file and the problem. info may be NULL. */
-int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
+int rumor_ckpt_load(const char *path, rumor_stage_t *st, rumor_optim_t *o,
                     rumor_ckpt_info_t *info) RUMOR_WUR;
+
+/* Reads a checkpoint's metadata only (model spec, round, epoch, optimizer
+ * and its step count, rank, swarm) into info, without its data: what model
+ * to build before rumor_ckpt_load (rumor-train sample, eval, export). The
+ * data is checked by the load. */
+int rumor_ckpt_peek(const char *path, rumor_ckpt_info_t *info) RUMOR_WUR;
 
 /* Loads the newest loadable checkpoint of swarm and rank in DIR: tries its
  * files highest round first, warning (rumor_warn, with the reason and the
@@ -100,7 +109,7 @@ int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o,
  * (if not NULL) when one loaded; RUMOR_CKPT_NONE when DIR is missing or
  * holds nothing of this swarm and rank that loads (the last error then says
  * why); a negative code when DIR cannot be read. */
-int rumor_ckpt_load_latest(const char *dir, const char *swarm, int rank, rumor_model_t *m,
+int rumor_ckpt_load_latest(const char *dir, const char *swarm, int rank, rumor_stage_t *st,
                            rumor_optim_t *o, rumor_ckpt_info_t *info, char *path_out,
                            size_t path_len) RUMOR_WUR;
 

@@ -20,7 +20,7 @@
 
 /* One tensor of the layout: name, shape and [begin, end) in the data section. */
 struct ckpt_tensor {
-    char name[32];
+    char name[RUMOR_TENSOR_NAME];
     int ndim;
     uint64_t shape[2];
     uint64_t begin, end;
@@ -52,7 +52,7 @@ struct ckpt_owner {
 /* rumor_ckpt_load that also refuses (RUMOR_EFORMAT, before m or o change) a
  * file whose metadata names another swarm, rank or round than owner; owner
  * NULL accepts any. */
-int ckpt_load_owned(const char *path, const struct ckpt_owner *owner, rumor_model_t *m,
+int ckpt_load_owned(const char *path, const struct ckpt_owner *owner, rumor_stage_t *st,
                     rumor_optim_t *o, rumor_ckpt_info_t *info);
 
 #endif

@@ -248,69 +248,126 @@ static int read_data(const char *path, int fd, uint64_t total, const unsigned ch
     return 0;
 }
 
-int rumor_ckpt_load(const char *path, rumor_model_t *m, rumor_optim_t *o, rumor_ckpt_info_t *info)
+/* Opens path and reads and parses its header: *fd is left open just past
+ * it (the caller closes it, also on failure when *fd >= 0), *hdr and *root
+ * are the caller's to free. */
+static int read_header(const char *path, int *fd, uint64_t *size_out, char **hdr_out,
+                       uint64_t *hlen_out, cJSON **root_out)
 {
-    return ckpt_load_owned(path, NULL, m, o, info);
+    struct stat sb;
+    unsigned char len8[8];
+    uint64_t size, hlen = 0;
+    char *hdr;
+    *hdr_out = NULL;
+    *root_out = NULL;
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return rumor_err_sys(RUMOR_ESYS, "%s: cannot open", path);
+    if (fstat(*fd, &sb) < 0 || !S_ISREG(sb.st_mode))
+        return rumor_err_set(RUMOR_EIO, "%s: not a regular file", path);
+    size = (uint64_t)sb.st_size;
+    if (size < 8 || ckpt_read_full(*fd, len8, 8) != 8)
+        return rumor_err_set(RUMOR_EIO, "%s: truncated: %" PRIu64 " bytes, less than the 8-byte "
+                             "header length", path, size);
+    for (int i = 0; i < 8; i++)
+        hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen > RUMOR_CKPT_MAX_HEADER)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: header length %" PRIu64 " exceeds the %u-byte "
+                             "limit", path, hlen, RUMOR_CKPT_MAX_HEADER);
+    if (hlen > size - 8)
+        return rumor_err_set(RUMOR_EIO, "%s: truncated: header %" PRIu64 " bytes, file has %" PRIu64,
+                             path, hlen, size);
+    if (!(hdr = *hdr_out = malloc(hlen + 1)))
+        return rumor_err_set(RUMOR_ENOMEM, "%s: no memory for the header", path);
+    if (ckpt_read_full(*fd, hdr, hlen) != (ssize_t)hlen)
+        return rumor_err_sys(RUMOR_EIO, "%s: reading the header failed", path);
+    hdr[hlen] = '\0';
+    const char *end = NULL;
+    if (memchr(hdr, '\0', hlen) || !(*root_out = cJSON_ParseWithOpts(hdr, &end, 1)))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: header is not valid JSON (near byte %td)", path,
+                             end ? end - hdr : (ptrdiff_t)strnlen(hdr, hlen));
+    *size_out = size;
+    *hlen_out = hlen;
+    return 0;
+}
+
+int rumor_ckpt_peek(const char *path, rumor_ckpt_info_t *info)
+{
+    int fd = -1, rc;
+    char *hdr = NULL;
+    cJSON *root = NULL;
+    uint64_t size, hlen;
+    memset(info, 0, sizeof *info);
+    rc = read_header(path, &fd, &size, &hdr, &hlen, &root);
+    const cJSON *meta = root ? cJSON_GetObjectItemCaseSensitive(root, "__metadata__") : NULL;
+    if (rc == 0 && !cJSON_IsObject(meta))
+        rc = rumor_err_set(RUMOR_EFORMAT, "%s: header has no __metadata__ object", path);
+    const char *fmt = NULL, *spec = NULL, *opt = NULL, *swarm = NULL;
+    if (rc == 0) {
+        fmt = meta_get(meta, path, "format");
+        spec = fmt ? meta_get(meta, path, "model") : NULL;
+        opt = spec ? meta_get(meta, path, "optimizer") : NULL;
+        swarm = opt ? meta_get(meta, path, "swarm") : NULL;
+        if (!swarm)
+            rc = RUMOR_EFORMAT;
+        else if (strcmp(fmt, CKPT_FORMAT))
+            rc = rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
+                               CKPT_FORMAT);
+    }
+    long long round = 0, epoch = 0, ot = 0, rank = 0;
+    if (rc == 0)
+        rc = meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round);
+    if (rc == 0)
+        rc = meta_int(meta, path, "epoch", INT_MIN, INT_MAX, &epoch);
+    if (rc == 0)
+        rc = meta_int(meta, path, "optim_t", 0, LONG_MAX, &ot);
+    if (rc == 0)
+        rc = meta_int(meta, path, "rank", INT_MIN, INT_MAX, &rank);
+    if (rc == 0) {
+        info->round = (long)round;
+        info->epoch = (int)epoch;
+        info->optim_t = (long)ot;
+        info->rank = (int)rank;
+        snprintf(info->model, sizeof info->model, "%s", spec);
+        snprintf(info->optimizer, sizeof info->optimizer, "%s", opt);
+        snprintf(info->swarm, sizeof info->swarm, "%s", swarm);
+    }
+    cJSON_Delete(root);
+    free(hdr);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int rumor_ckpt_load(const char *path, rumor_stage_t *st, rumor_optim_t *o, rumor_ckpt_info_t *info)
+{
+    return ckpt_load_owned(path, NULL, st, o, info);
 }
 
 /* See checkpoint_int.h. */
-int ckpt_load_owned(const char *path, const struct ckpt_owner *own, rumor_model_t *m,
+int ckpt_load_owned(const char *path, const struct ckpt_owner *own, rumor_stage_t *st,
                     rumor_optim_t *o, rumor_ckpt_info_t *info)
 {
-    if (!path || !m)
+    if (!path || !st)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint load: bad argument");
+    const rumor_model_t *m = st->model;
+    if (st->lo != 0 || st->n != m->nparams)
+        return rumor_err_set(RUMOR_EINVAL, "checkpoint load: the stage holds [%zu, %zu) of %zu "
+                             "parameters; checkpoints hold the whole space", st->lo, st->hi,
+                             m->nparams);
     if (o && o->n != m->nparams)
         return rumor_err_set(RUMOR_EINVAL, "checkpoint load: optimizer has %zu values, model %zu",
                              o->n, m->nparams);
     if (sodium_init() < 0)
         return rumor_err_set(RUMOR_ESYS, "checkpoint load: libsodium failed to initialize");
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    if (fd < 0)
-        return rumor_err_sys(RUMOR_ESYS, "%s: cannot open", path);
+    int fd = -1, rc = 0;
     char *hdr = NULL;
     cJSON *root = NULL;
     float *data = NULL;
-    struct stat sb;
-    unsigned char len8[8], digest[32];
+    unsigned char digest[32];
     rumor_ckpt_info_t ci;
-    uint64_t size, hlen = 0, total;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        rc = rumor_err_set(RUMOR_EIO, "%s: not a regular file", path);
-        goto out;
-    }
-    size = (uint64_t)sb.st_size;
-    if (size < 8 || ckpt_read_full(fd, len8, 8) != 8) {
-        rc = rumor_err_set(RUMOR_EIO, "%s: truncated: %" PRIu64 " bytes, less than the 8-byte "
-                           "header length", path, size);
-        goto out;
-    }
-    for (int i = 0; i < 8; i++)
-        hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen > RUMOR_CKPT_MAX_HEADER) {
-        rc = rumor_err_set(RUMOR_EFORMAT, "%s: header length %" PRIu64 " exceeds the %u-byte "
-                           "limit", path, hlen, RUMOR_CKPT_MAX_HEADER);
-        goto out;
-    }
-    if (hlen > size - 8) {
-        rc = rumor_err_set(RUMOR_EIO, "%s: truncated: header %" PRIu64 " bytes, file has %" PRIu64,
-                           path, hlen, size);
-        goto out;
-    }
-    if (!(hdr = malloc(hlen + 1))) {
-        rc = rumor_err_set(RUMOR_ENOMEM, "%s: no memory for the header", path);
-        goto out;
-    }
-    if (ckpt_read_full(fd, hdr, hlen) != (ssize_t)hlen) {
-        rc = rumor_err_sys(RUMOR_EIO, "%s: reading the header failed", path);
-        goto out;
-    }
-    hdr[hlen] = '\0';
-    const char *end = NULL;
-    if (memchr(hdr, '\0', hlen) || !(root = cJSON_ParseWithOpts(hdr, &end, 1))) {
-        rc = rumor_err_set(RUMOR_EFORMAT, "%s: header is not valid JSON (near byte %td)", path,
-                           end ? end - hdr : (ptrdiff_t)strnlen(hdr, hlen));
-        goto out;
-    }
+    uint64_t size, hlen, total;
+    RUMOR_CHECK_GOTO(read_header(path, &fd, &size, &hdr, &hlen, &root), rc, out);
     RUMOR_CHECK_GOTO(check_header(path, root, m, o, own, &ci, digest, &total), rc, out);
     if (size - 8 - hlen != total) {
         rc = size - 8 - hlen < total
@@ -322,7 +379,7 @@ int ckpt_load_owned(const char *path, const struct ckpt_owner *own, rumor_model_
     }
     RUMOR_CHECK_GOTO(read_data(path, fd, total, digest, m, &data), rc, out);
     /* All checked: only now do m and o change. */
-    RUMOR_CHECK_GOTO(rumor_model_set_params(m, data), rc, out);
+    RUMOR_CHECK_GOTO(rumor_stage_set_params(st, data), rc, out);
     if (o && strcmp(ci.optimizer, "none")) {
         size_t bytes = m->nparams * sizeof(float);
         RUMOR_CHECK_GOTO(o->dev->ops->upload(o->dev, o->m, data + m->nparams, bytes), rc, out);
@@ -334,7 +391,8 @@ int ckpt_load_owned(const char *path, const struct ckpt_owner *own, rumor_model_
     if (info)
         *info = ci;
 out:
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     free(data);
     cJSON_Delete(root);
     free(hdr);

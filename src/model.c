@@ -1,4 +1,4 @@
-/* Models over one flat parameter buffer (see model.h). */
+/* Model specs and the layout of the flat parameter space (see model.h). */
 #include "model.h"
 
 #include <math.h>
@@ -6,12 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-
 #define MAX_LAYERS 64
+#define MAX_GPT_LAYERS 256
 
-/* splitmix64: a small, portable generator for parameter init, so every peer
- * (and every platform) draws the same initial model from the same seed. */
+/* splitmix64 stream for parameter init */
 static uint64_t next_u64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -25,18 +23,83 @@ static double next_uniform(uint64_t *s) /* [0,1) */
     return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* Parses "mlp:784-256-256-10[:relu|:gelu][:dropout=P]" into dims and options. */
-static int parse_spec(const char *spec, int *dims, int *ndims, rumor_layer_kind *act,
-                      float *dropout)
+/* ------------------------------------------------------------ building */
+
+typedef struct {
+    rumor_model_t *m;
+    int cap_t, cap_b;
+    size_t off;
+} builder_t;
+
+static int add_tensor(builder_t *b, const char *name, int d0, int d1, rumor_init_kind init,
+                      float scale, size_t *off_out)
 {
-    const char *s = spec;
+    rumor_model_t *m = b->m;
+    if (m->ntensors == b->cap_t) {
+        int cap = b->cap_t ? 2 * b->cap_t : 16;
+        rumor_tensor_t *t = realloc(m->tensors, (size_t)cap * sizeof *t);
+        if (!t)
+            return rumor_err_set(RUMOR_ENOMEM, "model: out of memory");
+        m->tensors = t;
+        b->cap_t = cap;
+    }
+    rumor_tensor_t *t = &m->tensors[m->ntensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = d1 > 0 ? 2 : 1;
+    t->shape[0] = d0;
+    t->shape[1] = d1 > 0 ? d1 : 0;
+    t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    t->off = b->off;
+    t->init = init;
+    t->scale = scale;
+    b->off += t->numel;
+    if (off_out)
+        *off_out = t->off;
+    return 0;
+}
+
+static rumor_block_t *begin_block(builder_t *b, const rumor_block_type_t *type, const char *name,
+                                  int in_width, int out_width)
+{
+    rumor_model_t *m = b->m;
+    if (m->nblocks == b->cap_b) {
+        int cap = b->cap_b ? 2 * b->cap_b : 8;
+        rumor_block_t *nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
+        if (!nb) {
+            rumor_err_set(RUMOR_ENOMEM, "model: out of memory");
+            return NULL;
+        }
+        m->blocks = nb;
+        b->cap_b = cap;
+    }
+    rumor_block_t *k = &m->blocks[m->nblocks];
+    memset(k, 0, sizeof *k);
+    k->type = type;
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->index = m->nblocks++;
+    k->lo = b->off;
+    k->first_tensor = m->ntensors;
+    k->in_width = in_width;
+    k->out_width = out_width;
+    k->tied_off = SIZE_MAX;
+    return k;
+}
+
+static void end_block(builder_t *b, rumor_block_t *k)
+{
+    k->hi = b->off;
+    k->ntensors = b->m->ntensors - k->first_tensor;
+}
+
+/* ------------------------------------------------------------------ MLP */
+
+static int parse_mlp(const char *spec, int *dims, int *ndims, int *act, float *dropout)
+{
+    const char *s = spec + 4;
     *ndims = 0;
-    *act = RUMOR_LAYER_RELU;
+    *act = 1;
     *dropout = 0.0f;
-    if (strncmp(s, "mlp:", 4) != 0)
-        return rumor_err_set(RUMOR_EINVAL, "model '%s': expected mlp:D0-D1-...-Dn (e.g. mlp:784-256-256-10)",
-                             spec);
-    s += 4;
     for (;;) {
         char *end;
         long v = strtol(s, &end, 10);
@@ -60,10 +123,10 @@ static int parse_spec(const char *spec, int *dims, int *ndims, rumor_layer_kind 
     while (*s == ':') {
         s++;
         if (strncmp(s, "relu", 4) == 0 && (s[4] == ':' || s[4] == '\0')) {
-            *act = RUMOR_LAYER_RELU;
+            *act = 1;
             s += 4;
         } else if (strncmp(s, "gelu", 4) == 0 && (s[4] == ':' || s[4] == '\0')) {
-            *act = RUMOR_LAYER_GELU;
+            *act = 2;
             s += 4;
         } else if (strncmp(s, "dropout=", 8) == 0) {
             char *end;
@@ -85,108 +148,212 @@ static int parse_spec(const char *spec, int *dims, int *ndims, rumor_layer_kind 
     return 0;
 }
 
-static int alloc_buffers(rumor_model_t *m)
+static int build_mlp(builder_t *b, const char *spec)
 {
-    const rumor_ops_t *ops = m->dev->ops;
-    int widest = m->in_dim;
-    for (int l = 0; l < m->nlayers; l++)
-        widest = m->layers[l].out > widest ? m->layers[l].out : widest;
-    size_t B = (size_t)m->max_batch;
-    m->params = ops->alloc(m->dev, m->nparams * sizeof(float));
-    m->grads = ops->alloc(m->dev, m->nparams * sizeof(float));
-    m->act = calloc((size_t)m->nlayers + 1, sizeof *m->act);
-    if (!m->params || !m->grads || !m->act)
-        return rumor_err_set(RUMOR_ENOMEM, "model: cannot allocate %zu parameters", m->nparams);
-    m->act[0] = ops->alloc(m->dev, B * (size_t)m->in_dim * sizeof(float));
-    if (!m->act[0])
-        return RUMOR_ENOMEM;
-    for (int l = 0; l < m->nlayers; l++) {
-        m->act[l + 1] = ops->alloc(m->dev, B * (size_t)m->layers[l].out * sizeof(float));
-        if (!m->act[l + 1])
+    int dims[MAX_LAYERS], nd, act;
+    float dropout;
+    RUMOR_CHECK(parse_mlp(spec, dims, &nd, &act, &dropout));
+    rumor_model_t *m = b->m;
+    m->kind = RUMOR_MODEL_MLP;
+    m->input = RUMOR_BATCH_IMAGES;
+    m->in_dim = dims[0];
+    m->classes = dims[nd - 1];
+    m->dropout = dropout;
+    /* the spec as given is canonical already (the parser accepts one form) */
+    snprintf(m->spec, sizeof m->spec, "%s", spec);
+    int nlin = nd - 1;
+    for (int i = 0; i < nlin; i++) {
+        char name[RUMOR_TENSOR_NAME];
+        int last = i == nlin - 1;
+        snprintf(name, sizeof name, "fc%d", i);
+        rumor_block_t *k = begin_block(b, &rumor_block_dense, name, dims[i], dims[i + 1]);
+        if (!k)
             return RUMOR_ENOMEM;
+        double bound = last ? 1.0 / sqrt((double)dims[i]) : sqrt(6.0 / (double)dims[i]);
+        snprintf(name, sizeof name, "fc%d.weight", i);
+        RUMOR_CHECK(add_tensor(b, name, dims[i + 1], dims[i], RUMOR_INIT_UNIFORM, (float)bound,
+                               &k->w_off));
+        snprintf(name, sizeof name, "fc%d.bias", i);
+        RUMOR_CHECK(add_tensor(b, name, dims[i + 1], 0, RUMOR_INIT_ZERO, 0.0f, &k->b_off));
+        k->act = last ? 0 : act;
+        k->dropout = last ? 0.0f : dropout;
+        end_block(b, k);
     }
-    for (int i = 0; i < 2; i++)
-        if (!(m->dbuf[i] = ops->alloc(m->dev, B * (size_t)widest * sizeof(float))))
-            return RUMOR_ENOMEM;
-    m->probs = ops->alloc(m->dev, B * (size_t)m->classes * sizeof(float));
-    m->losses = ops->alloc(m->dev, B * sizeof(float));
-    m->labels = ops->alloc(m->dev, B * sizeof(int32_t));
-    m->host_losses = calloc(B, sizeof(float));
-    m->host_probs = calloc(B * (size_t)m->classes, sizeof(float));
-    m->host_labels = calloc(B, sizeof(int32_t));
-    if (!m->probs || !m->losses || !m->labels || !m->host_losses || !m->host_probs ||
-        !m->host_labels)
-        return rumor_err_set(RUMOR_ENOMEM, "model: cannot allocate activations for batch %d",
-                             m->max_batch);
+    rumor_block_t *h = begin_block(b, &rumor_block_xent, "head", m->classes, 1);
+    if (!h)
+        return RUMOR_ENOMEM;
+    h->V = m->classes;
+    end_block(b, h);
     return 0;
 }
 
-int rumor_model_create(rumor_device_t *dev, const char *spec, int max_batch, uint64_t seed,
-                       rumor_model_t **out)
-{
-    int dims[MAX_LAYERS], nd;
-    rumor_layer_kind act;
-    float dropout;
-    *out = NULL;
-    RUMOR_CHECK(parse_spec(spec, dims, &nd, &act, &dropout));
-    if (max_batch < 1 || max_batch > (1 << 20))
-        return rumor_err_set(RUMOR_EINVAL, "model: batch size %d out of range [1, 1048576]",
-                             max_batch);
+/* ------------------------------------------------------------------ GPT */
 
+static int gpt_field(const char *spec, const char **s, const char *key, long lo, long hi,
+                     long *out)
+{
+    size_t n = strlen(key);
+    if (strncmp(*s, key, n) != 0 || (*s)[n] != '=')
+        return 0;
+    char *end;
+    long v = strtol(*s + n + 1, &end, 10);
+    if (end == *s + n + 1 || v < lo || v > hi || (*end != ',' && *end != '\0'))
+        return rumor_err_set(RUMOR_EINVAL, "model '%s': %s must be an integer in [%ld, %ld]", spec,
+                             key, lo, hi);
+    *out = v;
+    *s = end;
+    return 1;
+}
+
+static int build_gpt(builder_t *b, const char *spec, int data_vocab)
+{
+    long L = -1, D = -1, H = -1, T = -1, V = -1;
+    double P = 0.0;
+    const char *s = spec + 4;
+    while (*s) {
+        int r = 0;
+        if ((r = gpt_field(spec, &s, "layers", 1, MAX_GPT_LAYERS, &L)) == 0 &&
+            (r = gpt_field(spec, &s, "dim", 1, 1 << 16, &D)) == 0 &&
+            (r = gpt_field(spec, &s, "heads", 1, 1 << 10, &H)) == 0 &&
+            (r = gpt_field(spec, &s, "ctx", 1, 1 << 16, &T)) == 0 &&
+            (r = gpt_field(spec, &s, "vocab", 2, 1 << 20, &V)) == 0) {
+            if (strncmp(s, "dropout=", 8) == 0) {
+                char *end;
+                P = strtod(s + 8, &end);
+                if (end == s + 8 || !(P >= 0.0 && P < 1.0) || (*end != ',' && *end != '\0'))
+                    return rumor_err_set(RUMOR_EINVAL,
+                                         "model '%s': dropout must be a number in [0, 1)", spec);
+                s = end;
+                r = 1;
+            } else {
+                return rumor_err_set(RUMOR_EINVAL,
+                                     "model '%s': unknown field at offset %d (expected layers=, "
+                                     "dim=, heads=, ctx=, vocab= or dropout=)",
+                                     spec, (int)(s - spec));
+            }
+        }
+        if (r < 0)
+            return r;
+        if (*s == ',')
+            s++;
+    }
+    if (L < 0 || D < 0 || H < 0 || T < 0)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "model '%s': layers=, dim=, heads= and ctx= are required (e.g. "
+                             "gpt:layers=4,dim=128,heads=4,ctx=128)",
+                             spec);
+    if (D % H)
+        return rumor_err_set(RUMOR_EINVAL, "model '%s': dim %ld is not a multiple of heads %ld",
+                             spec, D, H);
+    if (V < 0) {
+        if (data_vocab < 2)
+            return rumor_err_set(RUMOR_EINVAL, "model '%s': vocab= is required here", spec);
+        V = data_vocab;
+    }
+    if ((double)V * D + (double)L * 12.0 * D * D > 4e9)
+        return rumor_err_set(RUMOR_EINVAL, "model '%s': more than 4e9 parameters", spec);
+    rumor_model_t *m = b->m;
+    m->kind = RUMOR_MODEL_GPT;
+    m->input = RUMOR_BATCH_TOKENS;
+    m->layers = (int)L;
+    m->dim = (int)D;
+    m->heads = (int)H;
+    m->ctx = (int)T;
+    m->vocab = (int)V;
+    m->dropout = (float)P;
+    m->classes = (int)V;
+    snprintf(m->spec, sizeof m->spec, "gpt:layers=%ld,dim=%ld,heads=%ld,ctx=%ld,vocab=%ld,dropout=%g",
+             L, D, H, T, V, P);
+
+    int C = (int)D;
+    const float std = 0.02f, proj_std = (float)(0.02 / sqrt(2.0 * (double)L));
+    rumor_block_t *k = begin_block(b, &rumor_block_embed, "embed", 0, C);
+    if (!k)
+        return RUMOR_ENOMEM;
+    RUMOR_CHECK(add_tensor(b, "transformer.wte.weight", (int)V, C, RUMOR_INIT_NORMAL, std,
+                           &k->w_off));
+    RUMOR_CHECK(add_tensor(b, "transformer.wpe.weight", (int)T, C, RUMOR_INIT_NORMAL, 0.01f,
+                           &k->b_off));
+    k->C = C;
+    k->V = (int)V;
+    k->T = (int)T;
+    k->dropout = (float)P;
+    end_block(b, k);
+    size_t wte = k->w_off;
+
+    for (int i = 0; i < L; i++) {
+        char name[RUMOR_TENSOR_NAME], bname[RUMOR_BLOCK_NAME];
+        snprintf(bname, sizeof bname, "h.%d", i);
+        k = begin_block(b, &rumor_block_gpt, bname, C, C);
+        if (!k)
+            return RUMOR_ENOMEM;
+        static const struct {
+            const char *suffix;
+            int d0, d1; /* in multiples of C (0: none) */
+            rumor_init_kind init;
+            int proj;
+        } t[12] = {
+            {"ln_1.weight", 1, 0, RUMOR_INIT_ONE, 0},       {"ln_1.bias", 1, 0, RUMOR_INIT_ZERO, 0},
+            {"attn.c_attn.weight", 1, 3, RUMOR_INIT_NORMAL, 0},
+            {"attn.c_attn.bias", 3, 0, RUMOR_INIT_ZERO, 0},
+            {"attn.c_proj.weight", 1, 1, RUMOR_INIT_NORMAL, 1},
+            {"attn.c_proj.bias", 1, 0, RUMOR_INIT_ZERO, 0}, {"ln_2.weight", 1, 0, RUMOR_INIT_ONE, 0},
+            {"ln_2.bias", 1, 0, RUMOR_INIT_ZERO, 0},
+            {"mlp.c_fc.weight", 1, 4, RUMOR_INIT_NORMAL, 0},
+            {"mlp.c_fc.bias", 4, 0, RUMOR_INIT_ZERO, 0},
+            {"mlp.c_proj.weight", 4, 1, RUMOR_INIT_NORMAL, 1},
+            {"mlp.c_proj.bias", 1, 0, RUMOR_INIT_ZERO, 0},
+        };
+        for (int j = 0; j < 12; j++) {
+            snprintf(name, sizeof name, "transformer.h.%d.%s", i, t[j].suffix);
+            RUMOR_CHECK(add_tensor(b, name, t[j].d0 * C, t[j].d1 * C, t[j].init,
+                                   t[j].init == RUMOR_INIT_NORMAL ? (t[j].proj ? proj_std : std)
+                                                                  : 0.0f,
+                                   &k->sub[j]));
+        }
+        k->C = C;
+        k->NH = (int)H;
+        k->T = (int)T;
+        k->dropout = (float)P;
+        end_block(b, k);
+    }
+    k = begin_block(b, &rumor_block_lm_head, "head", C, 1);
+    if (!k)
+        return RUMOR_ENOMEM;
+    RUMOR_CHECK(add_tensor(b, "transformer.ln_f.weight", C, 0, RUMOR_INIT_ONE, 0.0f, &k->w_off));
+    RUMOR_CHECK(add_tensor(b, "transformer.ln_f.bias", C, 0, RUMOR_INIT_ZERO, 0.0f, &k->b_off));
+    k->C = C;
+    k->V = (int)V;
+    k->tied_off = wte;
+    end_block(b, k);
+    return 0;
+}
+
+int rumor_model_create(const char *spec, int data_vocab, rumor_model_t **out)
+{
+    *out = NULL;
+    if (!spec || strlen(spec) >= RUMOR_MODEL_SPEC - 40)
+        return rumor_err_set(RUMOR_EINVAL, "model: spec missing or longer than %d characters",
+                             RUMOR_MODEL_SPEC - 40);
     rumor_model_t *m = calloc(1, sizeof *m);
     if (!m)
         return rumor_err_set(RUMOR_ENOMEM, "model: out of memory");
-    m->dev = dev;
-    snprintf(m->spec, sizeof m->spec, "%s", spec);
-    m->in_dim = dims[0];
-    m->classes = dims[nd - 1];
-    m->max_batch = max_batch;
-    m->seed = seed;
-    int nlin = nd - 1;
-    m->layers = calloc((size_t)nlin * 3, sizeof *m->layers);
-    m->blocks = calloc((size_t)nlin, sizeof *m->blocks);
-    if (!m->layers || !m->blocks) {
-        rumor_model_destroy(&m);
-        return rumor_err_set(RUMOR_ENOMEM, "model: out of memory");
-    }
-    /* One block per linear layer with the activation (and dropout) after it;
-     * each block's parameters are W then b, blocks back to back. */
-    size_t off = 0;
-    for (int i = 0; i < nlin; i++) {
-        rumor_block_t *b = &m->blocks[m->nblocks++];
-        b->first = m->nlayers;
-        b->lo = off;
-        rumor_layer_t *L = &m->layers[m->nlayers++];
-        L->kind = RUMOR_LAYER_LINEAR;
-        L->in = dims[i];
-        L->out = dims[i + 1];
-        L->w_off = off;
-        off += (size_t)L->in * (size_t)L->out;
-        L->b_off = off;
-        off += (size_t)L->out;
-        if (i < nlin - 1) {
-            rumor_layer_t *A = &m->layers[m->nlayers++];
-            A->kind = act;
-            A->in = A->out = dims[i + 1];
-            if (dropout > 0.0f) {
-                rumor_layer_t *D = &m->layers[m->nlayers++];
-                D->kind = RUMOR_LAYER_DROPOUT;
-                D->in = D->out = dims[i + 1];
-                D->p = dropout;
-            }
-        }
-        b->hi = off;
-        b->count = m->nlayers - b->first;
-    }
-    m->nparams = off;
-    m->owns_params = 1;
-    int rc = alloc_buffers(m);
-    if (rc == 0)
-        rc = rumor_model_init_params(m, seed);
+    builder_t b = {.m = m};
+    int rc;
+    if (strncmp(spec, "mlp:", 4) == 0)
+        rc = build_mlp(&b, spec);
+    else if (strncmp(spec, "gpt:", 4) == 0)
+        rc = build_gpt(&b, spec, data_vocab);
+    else
+        rc = rumor_err_set(RUMOR_EINVAL,
+                           "model '%s': unknown kind (expected mlp:D0-D1-...-Dn or "
+                           "gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P])",
+                           spec);
     if (rc < 0) {
         rumor_model_destroy(&m);
-        return rumor_err_trace_add(__FILE__, __LINE__, rc);
+        return rc;
     }
+    m->nparams = b.off;
     *out = m;
     return 0;
 }
@@ -195,229 +362,61 @@ void rumor_model_destroy(rumor_model_t **mp)
 {
     if (!mp || !*mp)
         return;
-    rumor_model_t *m = *mp;
-    const rumor_ops_t *ops = m->dev->ops;
-    if (m->act)
-        for (int l = 0; l <= m->nlayers; l++)
-            ops->free(m->dev, m->act[l]);
-    free(m->act);
-    for (int i = 0; i < 2; i++)
-        ops->free(m->dev, m->dbuf[i]);
-    if (m->owns_params)
-        ops->free(m->dev, m->params);
-    ops->free(m->dev, m->grads);
-    ops->free(m->dev, m->probs);
-    ops->free(m->dev, m->losses);
-    ops->free(m->dev, m->labels);
-    free(m->host_losses);
-    free(m->host_probs);
-    free(m->host_labels);
-    free(m->layers);
-    free(m->blocks);
-    free(m);
+    free((*mp)->blocks);
+    free((*mp)->tensors);
+    free(*mp);
     *mp = NULL;
 }
 
-int rumor_model_create_replica(const rumor_model_t *m, rumor_device_t *dev, int max_batch,
-                               int stream, rumor_model_t **out)
+int rumor_model_find_tensor(const rumor_model_t *m, const char *name)
 {
-    if (dev->kind != RUMOR_DEV_CPU || m->dev->kind != RUMOR_DEV_CPU)
-        return rumor_err_set(RUMOR_ENOTSUP, "model: replicas share host memory (CPU only)");
-    RUMOR_CHECK(rumor_model_create(dev, m->spec, max_batch, m->seed, out));
-    rumor_model_t *r = *out;
-    dev->ops->free(dev, r->params);
-    r->params = m->params;
-    r->owns_params = 0;
-    r->seed = m->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)stream;
-    return 0;
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return i;
+    return -1;
 }
 
-/* Weights of a linear layer followed by an activation: He-uniform,
- * U(-sqrt(6/I), sqrt(6/I)), which keeps ReLU activations' variance steady;
- * the output layer: U(-1/sqrt(I), 1/sqrt(I)) (PyTorch's default). Biases 0. */
-int rumor_model_init_params(rumor_model_t *m, uint64_t seed)
+int rumor_model_init_host(const rumor_model_t *m, uint64_t seed, float *host)
 {
-    float *host = malloc(m->nparams * sizeof(float));
-    if (!host)
-        return rumor_err_set(RUMOR_ENOMEM, "model: out of memory");
     uint64_t s = seed ^ 0x72756d6f72ULL; /* "rumor" */
-    for (int l = 0; l < m->nlayers; l++) {
-        const rumor_layer_t *L = &m->layers[l];
-        if (L->kind != RUMOR_LAYER_LINEAR)
-            continue;
-        int last = (l == m->nlayers - 1);
-        double bound = last ? 1.0 / sqrt((double)L->in) : sqrt(6.0 / (double)L->in);
-        size_t nw = (size_t)L->in * (size_t)L->out;
-        for (size_t i = 0; i < nw; i++)
-            host[L->w_off + i] = (float)((2.0 * next_uniform(&s) - 1.0) * bound);
-        memset(host + L->b_off, 0, (size_t)L->out * sizeof(float));
-    }
-    int rc = m->dev->ops->upload(m->dev, m->params, host, m->nparams * sizeof(float));
-    free(host);
-    return rc;
-}
-
-void rumor_model_zero_grad(rumor_model_t *m)
-{
-    m->dev->ops->scale(m->dev, m->grads, 0.0f, m->nparams);
-}
-
-int rumor_model_forward(rumor_model_t *m, const float *x, const int32_t *labels, int batch,
-                        int training, float *loss)
-{
-    rumor_device_t *d = m->dev;
-    const rumor_ops_t *ops = d->ops;
-    if (batch < 1 || batch > m->max_batch)
-        return rumor_err_set(RUMOR_EINVAL, "model: batch %d out of range [1, %d]", batch,
-                             m->max_batch);
-    for (int b = 0; b < batch; b++)
-        if (labels[b] < 0 || labels[b] >= m->classes)
-            return rumor_err_set(RUMOR_EINVAL, "model: label %d at row %d out of range [0, %d)",
-                                 (int)labels[b], b, m->classes);
-    RUMOR_CHECK(ops->upload(d, m->act[0], x, (size_t)batch * (size_t)m->in_dim * sizeof(float)));
-    RUMOR_CHECK(ops->upload(d, m->labels, labels, (size_t)batch * sizeof(int32_t)));
-    m->batch = batch;
-    m->training = training;
-    if (training)
-        m->dropout_calls++;
-    for (int l = 0; l < m->nlayers; l++) {
-        const rumor_layer_t *L = &m->layers[l];
-        const float *in = m->act[l];
-        float *out = m->act[l + 1];
-        size_t n = (size_t)batch * (size_t)L->out;
-        switch (L->kind) {
-        case RUMOR_LAYER_LINEAR:
-            /* out (B,O) = in (B,I) W^T (I,O) + b */
-            ops->gemm(d, 0, 1, batch, L->out, L->in, 1.0f, in, L->in, m->params + L->w_off, L->in,
-                      0.0f, out, L->out);
-            ops->add_bias(d, out, m->params + L->b_off, batch, L->out);
+    for (int i = 0; i < m->ntensors; i++) {
+        const rumor_tensor_t *t = &m->tensors[i];
+        float *p = host + t->off;
+        switch (t->init) {
+        case RUMOR_INIT_ZERO:
+            memset(p, 0, t->numel * sizeof(float));
             break;
-        case RUMOR_LAYER_RELU:
-            ops->relu_forward(d, out, in, n);
+        case RUMOR_INIT_ONE:
+            for (size_t j = 0; j < t->numel; j++)
+                p[j] = 1.0f;
             break;
-        case RUMOR_LAYER_GELU:
-            ops->gelu_forward(d, out, in, n);
+        case RUMOR_INIT_UNIFORM:
+            for (size_t j = 0; j < t->numel; j++)
+                p[j] = (float)((2.0 * next_uniform(&s) - 1.0) * t->scale);
             break;
-        case RUMOR_LAYER_DROPOUT:
-            if (training)
-                ops->dropout_forward(d, out, in, n, L->p,
-                                     m->seed * 0x2545f4914f6cdd1dULL + m->dropout_calls * 1315423911ULL + (uint64_t)l);
-            else
-                ops->copy(d, out, in, n * sizeof(float));
+        case RUMOR_INIT_NORMAL:
+            for (size_t j = 0; j < t->numel; j += 2) {
+                double u1 = next_uniform(&s), u2 = next_uniform(&s);
+                double r = sqrt(-2.0 * log(1.0 - u1)), a = 6.283185307179586 * u2;
+                p[j] = (float)(r * cos(a) * t->scale);
+                if (j + 1 < t->numel)
+                    p[j + 1] = (float)(r * sin(a) * t->scale);
+            }
             break;
         }
     }
-    ops->softmax_xent_forward(d, m->probs, m->losses, m->act[m->nlayers], m->labels, batch,
-                              m->classes);
-    RUMOR_CHECK(ops->download(d, m->host_losses, m->losses, (size_t)batch * sizeof(float)));
-    double sum = 0.0;
-    for (int b = 0; b < batch; b++)
-        sum += m->host_losses[b];
-    *loss = (float)(sum / batch);
     return 0;
 }
 
-int rumor_model_backward(rumor_model_t *m)
+size_t rumor_model_act_bytes(const rumor_model_t *m, int first, int last, int B, int T)
 {
-    /* the gradient of the mean loss: dlogits = (probs - onehot) / B */
-    return rumor_model_backward_scaled(m, m->batch > 0 ? 1.0f / (float)m->batch : 0.0f);
-}
-
-int rumor_model_backward_scaled(rumor_model_t *m, float scale)
-{
-    rumor_device_t *d = m->dev;
-    const rumor_ops_t *ops = d->ops;
-    int B = m->batch;
-    if (B < 1)
-        return rumor_err_set(RUMOR_ESTATE, "model: backward without a forward");
-    float *dy = m->dbuf[0], *dx = m->dbuf[1];
-    ops->softmax_xent_backward(d, dy, m->probs, m->labels, B, m->classes, scale);
-    for (int l = m->nlayers - 1; l >= 0; l--) {
-        const rumor_layer_t *L = &m->layers[l];
-        const float *in = m->act[l];
-        size_t n = (size_t)B * (size_t)L->out;
-        switch (L->kind) {
-        case RUMOR_LAYER_LINEAR:
-            /* dW (O,I) += dy^T (O,B) in (B,I); db (O) += sum_B dy */
-            ops->gemm(d, 1, 0, L->out, L->in, B, 1.0f, dy, L->out, in, L->in,
-                      m->grad_overwrite ? 0.0f : 1.0f, m->grads + L->w_off, L->in);
-            ops->sum_rows(d, m->grads + L->b_off, dy, B, L->out, m->grad_overwrite ? 0.0f : 1.0f);
-            if (l > 0) /* dx (B,I) = dy (B,O) W (O,I) */
-                ops->gemm(d, 0, 0, B, L->in, L->out, 1.0f, dy, L->out, m->params + L->w_off,
-                          L->in, 0.0f, dx, L->in);
-            break;
-        case RUMOR_LAYER_RELU:
-            ops->relu_backward(d, dx, in, dy, n);
-            break;
-        case RUMOR_LAYER_GELU:
-            ops->gelu_backward(d, dx, in, dy, n);
-            break;
-        case RUMOR_LAYER_DROPOUT:
-            if (m->training)
-                ops->dropout_backward(d, dx, dy, n, L->p,
-                                      m->seed * 0x2545f4914f6cdd1dULL + m->dropout_calls * 1315423911ULL + (uint64_t)l);
-            else
-                ops->copy(d, dx, dy, n * sizeof(float));
-            break;
-        }
-        float *t = dy;
-        dy = dx;
-        dx = t;
+    size_t total = 0;
+    for (int i = first; i < last; i++) {
+        const rumor_block_t *k = &m->blocks[i];
+        size_t rows = (size_t)B * (size_t)T;
+        /* output and its gradient, plus the block's own state */
+        total += 2 * rows * (size_t)k->out_width * sizeof(float) + 64 * 4;
+        total += k->type->saved_bytes(k, B, T) + 64;
     }
-    return ops->sync(d);
-}
-
-int rumor_model_correct(rumor_model_t *m)
-{
-    const rumor_ops_t *ops = m->dev->ops;
-    size_t n = (size_t)m->batch * (size_t)m->classes;
-    RUMOR_CHECK(ops->download(m->dev, m->host_probs, m->probs, n * sizeof(float)));
-    RUMOR_CHECK(ops->download(m->dev, m->host_labels, m->labels, (size_t)m->batch * sizeof(int32_t)));
-    int correct = 0;
-    for (int b = 0; b < m->batch; b++) {
-        const float *r = m->host_probs + (size_t)b * m->classes;
-        int best = 0;
-        for (int c = 1; c < m->classes; c++)
-            if (r[c] > r[best])
-                best = c;
-        correct += (best == m->host_labels[b]);
-    }
-    return correct;
-}
-
-int rumor_model_evaluate(rumor_model_t *m, const float *x, const int32_t *y, int n,
-                         double *accuracy, double *loss)
-{
-    long correct = 0;
-    double total = 0.0;
-    for (int i = 0; i < n; i += m->max_batch) {
-        int b = n - i < m->max_batch ? n - i : m->max_batch;
-        float l;
-        RUMOR_CHECK(rumor_model_forward(m, x + (size_t)i * m->in_dim, y + i, b, 0, &l));
-        int c = rumor_model_correct(m);
-        RUMOR_CHECK(c);
-        correct += c;
-        total += (double)l * b;
-    }
-    *accuracy = n ? (double)correct / n : 0.0;
-    *loss = n ? total / n : 0.0;
-    return 0;
-}
-
-void rumor_model_bind_params(rumor_model_t *m, float *params)
-{
-    if (m->owns_params && m->params != params)
-        m->dev->ops->free(m->dev, m->params);
-    m->owns_params = 0;
-    m->params = params;
-}
-
-int rumor_model_get_params(const rumor_model_t *m, float *host)
-{
-    return m->dev->ops->download(m->dev, host, m->params, m->nparams * sizeof(float));
-}
-
-int rumor_model_set_params(rumor_model_t *m, const float *host)
-{
-    return m->dev->ops->upload(m->dev, m->params, host, m->nparams * sizeof(float));
+    return total;
 }

@@ -6,40 +6,44 @@
 
 #include "blas_tune.h"
 
+#define MAX_WORKERS 64
+
 struct rumor_step {
-    rumor_model_t *model;       /* not owned */
+    rumor_stage_t *stage;       /* not owned */
     int n;
     rumor_pool_t *pool;
     rumor_device_t *wdev;       /* one-thread CPU device the replicas run on */
-    rumor_model_t **replicas;   /* n, or NULL when n == 1 */
+    rumor_stage_t **replicas;   /* n, or NULL when n == 1 */
 
     /* the job being run */
-    const float *x;
-    const int32_t *y;
-    int batch;
+    const rumor_batch_t *b;
+    long step;
+    int eval, want_correct;
+    float scale;
     float lr;
     long t;
-    rumor_optim_t *opt;
-    double loss_sum[64];        /* per worker: sum of its rows' losses */
-    int rc[64];
+    int dirty;                  /* replicas' gradients not zeroed (a step failed) */
+    double loss_sum[MAX_WORKERS];
+    long correct[MAX_WORKERS];
+    int rc[MAX_WORKERS];
 };
 
-#define MAX_WORKERS 64
-
-int rumor_step_create(rumor_model_t *m, int workers, rumor_step_t **out)
+int rumor_step_create(rumor_stage_t *st, int workers, rumor_step_t **out)
 {
     *out = NULL;
     if (workers < 1 || workers > MAX_WORKERS)
         return rumor_err_set(RUMOR_EINVAL, "step: %d workers out of range [1, %d]", workers,
                              MAX_WORKERS);
-    if (m->dev->kind != RUMOR_DEV_CPU)
+    if (!st->is_first || !st->is_last)
+        return rumor_err_set(RUMOR_EINVAL, "step: the stage must hold the whole model");
+    if (st->dev->kind != RUMOR_DEV_CPU)
         workers = 1;
-    if (workers > m->max_batch)
-        workers = m->max_batch;
+    if (workers > st->max_B)
+        workers = st->max_B;
     rumor_step_t *s = calloc(1, sizeof *s);
     if (!s)
         return rumor_err_set(RUMOR_ENOMEM, "step: out of memory");
-    s->model = m;
+    s->stage = st;
     s->n = workers;
     int rc = rumor_pool_create(workers, &s->pool);
     if (rc == 0 && workers > 1) {
@@ -47,9 +51,9 @@ int rumor_step_create(rumor_model_t *m, int workers, rumor_step_t **out)
         s->replicas = calloc((size_t)workers, sizeof *s->replicas);
         if (rc == 0 && !s->replicas)
             rc = rumor_err_set(RUMOR_ENOMEM, "step: out of memory");
-        int rows = (m->max_batch + workers - 1) / workers;
+        int rows = (st->max_B + workers - 1) / workers;
         for (int w = 0; rc == 0 && w < workers; w++)
-            rc = rumor_model_create_replica(m, s->wdev, rows, w + 1, &s->replicas[w]);
+            rc = rumor_stage_create_replica(st, s->wdev, rows, &s->replicas[w]);
     }
     if (rc < 0) {
         rumor_step_destroy(&s);
@@ -66,7 +70,7 @@ void rumor_step_destroy(rumor_step_t **sp)
     rumor_step_t *s = *sp;
     if (s->replicas)
         for (int w = 0; w < s->n; w++)
-            rumor_model_destroy(&s->replicas[w]);
+            rumor_stage_destroy(&s->replicas[w]);
     free(s->replicas);
     rumor_device_close(&s->wdev);
     rumor_pool_destroy(&s->pool);
@@ -78,32 +82,39 @@ int rumor_step_workers(const rumor_step_t *s) { return s->n; }
 
 void rumor_step_bind_params(rumor_step_t *s, float *params)
 {
-    rumor_model_bind_params(s->model, params);
+    rumor_stage_bind_params(s->stage, params);
     if (s->replicas)
         for (int w = 0; w < s->n; w++)
             s->replicas[w]->params = params; /* replicas never own theirs */
 }
 
-/* Worker w: forward and backward on its rows of the batch. */
-static void grads_job(void *arg, int w, int n)
+/* Forward (and for training backward) of rows [lo, hi) of the batch on st. */
+static int run_rows(rumor_step_t *s, rumor_stage_t *st, int lo, int hi, int micro, double *loss,
+                    long *correct, int zero)
+{
+    *loss = 0.0;
+    *correct = 0;
+    if (hi <= lo)
+        return 0;
+    RUMOR_CHECK(rumor_stage_load(st, 0, s->b, lo, hi - lo));
+    RUMOR_CHECK(rumor_stage_forward(st, 0, NULL, !s->eval, s->step, micro));
+    RUMOR_CHECK(rumor_stage_loss(st, 0, loss, s->want_correct ? correct : NULL));
+    if (s->eval)
+        return 0;
+    if (zero)
+        RUMOR_CHECK(rumor_stage_zero_grad(st));
+    RUMOR_CHECK(rumor_stage_backward_b(st, 0, NULL, s->scale));
+    RUMOR_CHECK(rumor_stage_backward_w(st, 0));
+    return 0;
+}
+
+static void rows_job(void *arg, int w, int n)
 {
     rumor_step_t *s = arg;
-    rumor_model_t *r = s->replicas[w];
-    size_t lo = (size_t)s->batch * (size_t)w / (size_t)n;
-    size_t hi = (size_t)s->batch * (size_t)(w + 1) / (size_t)n;
-    s->loss_sum[w] = 0;
-    s->rc[w] = 0;
-    if (hi == lo)
-        return;
-    float loss = 0.0f;
-    int rc = rumor_model_forward(r, s->x + lo * (size_t)r->in_dim, s->y + lo, (int)(hi - lo), 1,
-                                 &loss);
-    if (rc == 0) {
-        r->grad_overwrite = 1; /* each linear layer's gradient is written once */
-        rc = rumor_model_backward_scaled(r, 1.0f / (float)s->batch);
-    }
-    s->loss_sum[w] = (double)loss * (double)(hi - lo);
-    s->rc[w] = rc;
+    int lo = (int)((long)s->b->n * w / n), hi = (int)((long)s->b->n * (w + 1) / n);
+    /* replicas' gradients are zeroed by the reduce that read them (while
+     * they are in cache), or here after a failed step */
+    s->rc[w] = run_rows(s, s->replicas[w], lo, hi, w, &s->loss_sum[w], &s->correct[w], s->dirty);
 }
 
 /* Worker w: sums every replica's gradient over its range of the buffer. */
@@ -111,49 +122,81 @@ static void reduce_job(void *arg, int w, int n)
 {
     rumor_step_t *s = arg;
     size_t lo, hi;
-    rumor_pool_split(s->model->nparams, w, n, &lo, &hi);
-    float *g = s->model->grads;
+    rumor_pool_split(s->stage->n, w, n, &lo, &hi);
     if (hi <= lo)
         return;
-    /* one pass for the first two replicas, then one a replica more */
-    const float *g0 = s->replicas[0]->grads, *g1 = s->replicas[1]->grads;
-    for (size_t i = lo; i < hi; i++)
-        g[i] = g0[i] + g1[i];
-    for (int v = 2; v < n; v++) {
-        const float *gv = s->replicas[v]->grads;
-        for (size_t i = lo; i < hi; i++)
-            g[i] += gv[i];
+    rumor_device_t *d = s->wdev;
+    float *g = s->stage->grads + lo;
+    int used = 0;
+    for (int v = 0; v < n; v++) {
+        int vlo = (int)((long)s->b->n * v / n), vhi = (int)((long)s->b->n * (v + 1) / n);
+        if (vhi <= vlo)
+            continue; /* a worker without rows wrote no gradient */
+        float *gv = s->replicas[v]->grads + lo;
+        if (used++ == 0)
+            d->ops->copy(d, g, gv, (hi - lo) * sizeof(float));
+        else
+            d->ops->add(d, g, g, gv, hi - lo);
+        d->ops->fill(d, gv, 0.0f, hi - lo); /* ready for the next step */
     }
+    if (!used)
+        d->ops->fill(d, g, 0.0f, hi - lo);
 }
 
-int rumor_step_grads(rumor_step_t *s, const float *x, const int32_t *y, int batch, float *loss)
+static int run(rumor_step_t *s, const rumor_batch_t *b, long step, int eval, int want_correct,
+               double *loss_sum, long *correct)
 {
-    rumor_model_t *m = s->model;
+    rumor_stage_t *st = s->stage;
+    if (b->n < 1 || b->n > st->max_B)
+        return rumor_err_set(RUMOR_EINVAL, "step: batch %d out of range [1, %d]", b->n, st->max_B);
+    s->b = b;
+    s->step = step;
+    s->eval = eval;
+    s->want_correct = want_correct;
+    s->scale = (float)(1.0 / (double)rumor_batch_targets(b));
+    *loss_sum = 0.0;
+    *correct = 0;
     if (s->n == 1) {
-        RUMOR_CHECK(rumor_model_forward(m, x, y, batch, 1, loss));
-        int saved = m->grad_overwrite;
-        m->grad_overwrite = 1;
-        int rc = rumor_model_backward(m);
-        m->grad_overwrite = saved;
-        return rc;
+        if (st->dev->kind == RUMOR_DEV_CPU) /* one model: the device's threads in BLAS */
+            rumor_blas_set_threads(st->dev->nthreads);
+        RUMOR_CHECK(run_rows(s, st, 0, b->n, 0, loss_sum, correct, 1));
+        return 0;
     }
-    if (batch < 1 || batch > m->max_batch)
-        return rumor_err_set(RUMOR_EINVAL, "step: batch %d out of range [1, %d]", batch,
-                             m->max_batch);
     rumor_blas_set_threads(1); /* workers must not spawn BLAS threads */
-    s->x = x;
-    s->y = y;
-    s->batch = batch;
-    rumor_pool_run(s->pool, grads_job, s);
-    double sum = 0;
+    rumor_pool_run(s->pool, rows_job, s);
+    s->dirty = 0;
     for (int w = 0; w < s->n; w++) {
-        if (s->rc[w] < 0)
+        if (s->rc[w] < 0) {
+            s->dirty = 1;
             return rumor_err_trace_add(__FILE__, __LINE__, s->rc[w]);
-        sum += s->loss_sum[w];
+        }
+        *loss_sum += s->loss_sum[w];
+        *correct += s->correct[w];
     }
-    *loss = (float)(sum / batch);
-    m->batch = batch;
-    rumor_pool_run(s->pool, reduce_job, s);
+    if (!eval)
+        rumor_pool_run(s->pool, reduce_job, s);
+    return 0;
+}
+
+int rumor_step_grads(rumor_step_t *s, const rumor_batch_t *b, long step, float *loss)
+{
+    double sum;
+    long correct;
+    RUMOR_CHECK(run(s, b, step, 0, 0, &sum, &correct));
+    *loss = (float)(sum / (double)rumor_batch_targets(b));
+    return 0;
+}
+
+int rumor_step_eval(rumor_step_t *s, const rumor_batch_t *b, double *loss_sum, long *targets,
+                    long *correct)
+{
+    double sum;
+    long ok;
+    RUMOR_CHECK(run(s, b, 0, 1, correct != NULL, &sum, &ok));
+    *loss_sum += sum;
+    *targets += rumor_batch_targets(b);
+    if (correct)
+        *correct += ok;
     return 0;
 }
 
@@ -161,17 +204,19 @@ static void update_job(void *arg, int w, int n)
 {
     rumor_step_t *s = arg;
     size_t lo, hi;
-    rumor_pool_split(s->model->nparams, w, n, &lo, &hi);
-    s->rc[w] = hi > lo ? rumor_optim_step_range(s->opt, s->model->params, s->model->grads, lo, hi,
-                                                s->t, s->lr)
+    rumor_pool_split(s->stage->n, w, n, &lo, &hi);
+    s->rc[w] = hi > lo ? rumor_optim_step_range(s->stage->opt, s->stage->params,
+                                                s->stage->grads, lo, hi, s->t, s->lr)
                        : 0;
 }
 
-int rumor_step_update(rumor_step_t *s, rumor_optim_t *o)
+int rumor_step_update(rumor_step_t *s)
 {
+    rumor_optim_t *o = s->stage->opt;
+    if (!o)
+        return rumor_err_set(RUMOR_ESTATE, "step: the stage has no optimizer");
     if (s->n == 1)
-        return rumor_optim_step(o, s->model->params, s->model->grads);
-    s->opt = o;
+        return rumor_optim_step(o, s->stage->params, s->stage->grads);
     s->t = o->t;
     s->lr = rumor_optim_lr_at(&o->cfg, o->t);
     rumor_pool_run(s->pool, update_job, s);

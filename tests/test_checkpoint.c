@@ -26,15 +26,31 @@
 static rumor_device_t *dev;
 static const char *SPEC = "mlp:20-16-5";
 
-static rumor_model_t *new_model(const char *spec, unsigned long long seed)
+/* A whole-model stage of spec on the CPU with random parameters. */
+static rumor_stage_t *new_model(const char *spec, unsigned long long seed)
 {
     rumor_model_t *m = NULL;
-    CHECK_OK(rumor_model_create(dev, spec, 4, seed, &m));
+    rumor_stage_t *st = NULL;
+    CHECK_OK(rumor_model_create(spec, 0, &m));
     if (!m)
         exit(1);
-    for (size_t i = 0; i < m->nparams; i++)
-        m->params[i] = tu_randf(&seed);
-    return m;
+    rumor_stage_config_t sc = { .model = m, .dev = dev, .first = 0, .last = m->nblocks,
+                                .max_B = 4, .T = rumor_model_seq(m), .slots = 1, .seed = seed };
+    CHECK_OK(rumor_stage_create(&sc, &st));
+    if (!st)
+        exit(1);
+    for (size_t i = 0; i < st->n; i++)
+        st->params[i] = tu_randf(&seed);
+    return st;
+}
+
+static void free_model(rumor_stage_t **sp)
+{
+    if (!*sp)
+        return;
+    rumor_model_t *m = (rumor_model_t *)(*sp)->model;
+    rumor_stage_destroy(sp);
+    rumor_model_destroy(&m);
 }
 
 static rumor_optim_t *new_optim(rumor_optim_kind kind, size_t n, unsigned long long seed, long t)
@@ -147,8 +163,8 @@ static void edit_header(const char *src, const char *dst, const char *from, cons
 
 static void check_round_trip(rumor_optim_kind kind, const char *dir)
 {
-    rumor_model_t *a = new_model(SPEC, 11), *b = new_model(SPEC, 22);
-    rumor_optim_t *oa = new_optim(kind, a->nparams, 33, 17), *ob = new_optim(kind, a->nparams, 44, 0);
+    rumor_stage_t *a = new_model(SPEC, 11), *b = new_model(SPEC, 22);
+    rumor_optim_t *oa = new_optim(kind, a->n, 33, 17), *ob = new_optim(kind, a->n, 44, 0);
     rumor_ckpt_info_t in = { .round = 42, .epoch = 3, .rank = 2, .incarnation = 0x123456789abcdef0ULL };
     snprintf(in.swarm, sizeof in.swarm, "test swarm");
     rumor_ckpt_info_t out;
@@ -159,10 +175,10 @@ static void check_round_trip(rumor_optim_kind kind, const char *dir)
     CHECK_OK(rumor_ckpt_save(dir, a, oa, &in, 3));
     CHECK(rumor_ckpt_load_latest(dir, "test swarm", 2, b, ob, &out, path, sizeof path) == 0);
     CHECKF(!strcmp(path, want), "loaded %s, expected %s", path, want);
-    CHECK(!memcmp(a->params, b->params, a->nparams * sizeof(float)));
-    CHECK(!memcmp(oa->m, ob->m, a->nparams * sizeof(float)));
+    CHECK(!memcmp(a->params, b->params, a->n * sizeof(float)));
+    CHECK(!memcmp(oa->m, ob->m, a->n * sizeof(float)));
     if (kind == RUMOR_OPT_ADAMW)
-        CHECK(!memcmp(oa->v, ob->v, a->nparams * sizeof(float)));
+        CHECK(!memcmp(oa->v, ob->v, a->n * sizeof(float)));
     CHECK(ob->t == 17 && out.optim_t == 17);
     CHECK(out.round == 42 && out.epoch == 3 && out.rank == 2);
     CHECK(out.incarnation == 0x123456789abcdef0ULL);
@@ -170,7 +186,7 @@ static void check_round_trip(rumor_optim_kind kind, const char *dir)
     CHECK(!strcmp(out.optimizer, kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd"));
     /* State of another kind of optimizer is refused, parameters alone load. */
     rumor_optim_t *other = new_optim(kind == RUMOR_OPT_ADAMW ? RUMOR_OPT_SGD : RUMOR_OPT_ADAMW,
-                                     a->nparams, 55, 5);
+                                     a->n, 55, 5);
     CHECK_ERR(rumor_ckpt_load(path, b, other, NULL), RUMOR_EFORMAT, "state, the optimizer is");
     CHECK(other->t == 5);
     CHECK_OK(rumor_ckpt_load(path, b, NULL, NULL));
@@ -182,13 +198,13 @@ static void check_round_trip(rumor_optim_kind kind, const char *dir)
     rumor_optim_destroy(&other);
     rumor_optim_destroy(&oa);
     rumor_optim_destroy(&ob);
-    rumor_model_destroy(&a);
-    rumor_model_destroy(&b);
+    free_model(&a);
+    free_model(&b);
 }
 
 /* Reads a checkpoint with nothing but the safetensors spec: the length, the
  * JSON, offsets contiguous from 0 and covering the data, values in place. */
-static void check_layout(const char *path, const rumor_model_t *m, const rumor_optim_t *o)
+static void check_layout(const char *path, const rumor_stage_t *m, const rumor_optim_t *o)
 {
     size_t len;
     unsigned char *b = slurp(path, &len);
@@ -231,10 +247,10 @@ static void check_layout(const char *path, const rumor_model_t *m, const rumor_o
     uint64_t wb = (uint64_t)cJSON_GetArrayItem(cJSON_GetObjectItem(w, "data_offsets"), 0)->valuedouble;
     float first[20];
     memcpy(first, b + 8 + n + wb, sizeof first);
-    CHECK(!memcmp(first, m->params + m->layers[0].w_off, sizeof first)); /* W[0][0..19] */
+    CHECK(!memcmp(first, m->params + m->model->blocks[0].w_off, sizeof first)); /* W[0][0..19] */
     cJSON *b1 = cJSON_GetObjectItem(h, "fc1.bias");
     uint64_t bb = (uint64_t)cJSON_GetArrayItem(cJSON_GetObjectItem(b1, "data_offsets"), 0)->valuedouble;
-    CHECK(!memcmp(b + 8 + n + bb, m->params + m->layers[2].b_off, 5 * sizeof(float)));
+    CHECK(!memcmp(b + 8 + n + bb, m->params + m->model->blocks[1].b_off, 5 * sizeof(float)));
     /* The digest in the metadata is BLAKE2b-256 of the data section. */
     unsigned char dg[32];
     char hex[65];
@@ -249,7 +265,7 @@ static void check_layout(const char *path, const rumor_model_t *m, const rumor_o
 
 /* Python's strict json module and struct, and the safetensors package when
  * it is installed, read fc0.weight[0][1]. */
-static void check_python(const char *path, const rumor_model_t *m)
+static void check_python(const char *path, const rumor_stage_t *m)
 {
     if (system("python3 -c 'import json, struct' >/dev/null 2>&1") != 0) {
         fprintf(stderr, "python3 not available: skipping the Python readers\n");
@@ -265,7 +281,7 @@ static void check_python(const char *path, const rumor_model_t *m)
              " print(repr(float(load_file(sys.argv[1])[\"fc0.weight\"][0][1])))\n"
              "except ImportError:\n print(\"skip\")' '%s'", path);
     FILE *p = popen(cmd, "r");
-    float want = m->params[m->layers[0].w_off + 1];
+    float want = m->params[m->model->blocks[0].w_off + 1];
     CHECK(p && fgets(line, sizeof line, p) && strtod(line, NULL) == (double)want);
     if (p && fgets(line, sizeof line, p)) {
         if (strncmp(line, "skip", 4))
@@ -278,10 +294,10 @@ static void check_python(const char *path, const rumor_model_t *m)
 
 /* Loads a broken file into m and o, expecting code `rc` and `msg` in the
  * error, and checks that neither m nor o changed. */
-static void expect_reject(const char *path, rumor_model_t *m, rumor_optim_t *o, int rc,
+static void expect_reject(const char *path, rumor_stage_t *m, rumor_optim_t *o, int rc,
                           const char *msg)
 {
-    size_t bytes = m->nparams * sizeof(float);
+    size_t bytes = m->n * sizeof(float);
     float *before = malloc(bytes), *mbefore = malloc(bytes);
     memcpy(before, m->params, bytes);
     memcpy(mbefore, o->m, bytes);
@@ -298,9 +314,9 @@ static void expect_reject(const char *path, rumor_model_t *m, rumor_optim_t *o, 
 
 static void check_corruption(const char *dir)
 {
-    rumor_model_t *a = new_model(SPEC, 5), *b = new_model(SPEC, 6);
-    rumor_optim_t *oa = new_optim(RUMOR_OPT_SGD, a->nparams, 7, 9);
-    rumor_optim_t *ob = new_optim(RUMOR_OPT_SGD, a->nparams, 8, 1);
+    rumor_stage_t *a = new_model(SPEC, 5), *b = new_model(SPEC, 6);
+    rumor_optim_t *oa = new_optim(RUMOR_OPT_SGD, a->n, 7, 9);
+    rumor_optim_t *ob = new_optim(RUMOR_OPT_SGD, a->n, 8, 1);
     rumor_ckpt_info_t in = { .round = 120, .swarm = "corrupt" };
     CHECK_OK(rumor_ckpt_save(dir, a, oa, &in, 1));
     char good[600], bad[600];
@@ -401,7 +417,7 @@ static void check_corruption(const char *dir)
     expect_reject(bad, b, ob, RUMOR_EFORMAT, "out of order");
     /* The unedited file still loads after all that. */
     CHECK_OK(rumor_ckpt_load(good, b, ob, NULL));
-    CHECK(!memcmp(a->params, b->params, a->nparams * sizeof(float)) && ob->t == 9);
+    CHECK(!memcmp(a->params, b->params, a->n * sizeof(float)) && ob->t == 9);
 
     /* A NaN and an Inf with a matching digest: only the value check objects. */
     a->params[7] = NAN;
@@ -420,8 +436,8 @@ static void check_corruption(const char *dir)
     CHECK_ERR(rumor_ckpt_load(bad, b, ob, NULL), RUMOR_ESYS, "bad.safetensors: cannot open");
     rumor_optim_destroy(&oa);
     rumor_optim_destroy(&ob);
-    rumor_model_destroy(&a);
-    rumor_model_destroy(&b);
+    free_model(&a);
+    free_model(&b);
 }
 
 static int count_files(const char *dir, const char *suffix)
@@ -441,7 +457,7 @@ static int count_files(const char *dir, const char *suffix)
 static void check_fallback_and_pruning(const char *base)
 {
     char dir[300], path[600], stale[600];
-    rumor_model_t *a = new_model(SPEC, 1), *b = new_model(SPEC, 2);
+    rumor_stage_t *a = new_model(SPEC, 1), *b = new_model(SPEC, 2);
     rumor_ckpt_info_t in = { .swarm = "fb" }, out;
     snprintf(dir, sizeof dir, "%s/fallback", base);
     CHECK(rumor_ckpt_load_latest(dir, "fb", 0, b, NULL, &out, NULL, 0) == RUMOR_CKPT_NONE);
@@ -522,8 +538,8 @@ static void check_fallback_and_pruning(const char *base)
     in.round = 1;
     in.rank = -1;
     CHECK_ERR(rumor_ckpt_save(dir, a, NULL, &in, 1), RUMOR_EINVAL, "rank >= 0");
-    rumor_model_destroy(&a);
-    rumor_model_destroy(&b);
+    free_model(&a);
+    free_model(&b);
 }
 
 /* File names: the swarm made safe for the file system, a hash of the name
@@ -580,7 +596,7 @@ static void check_names(void)
 
 /* rumor_ckpt_load_latest with its warnings captured into log. */
 static int load_latest_logged(const char *base, const char *dir, const char *swarm, int rank,
-                              rumor_model_t *m, rumor_ckpt_info_t *out, char *log, size_t loglen)
+                              rumor_stage_t *m, rumor_ckpt_info_t *out, char *log, size_t loglen)
 {
     char lp[400];
     snprintf(lp, sizeof lp, "%s/shared.log", base);
@@ -628,7 +644,7 @@ static void check_shared_dir(const char *base)
     snprintf(parts[0], sizeof parts[0], "s");
     snprintf(parts[1], sizeof parts[1], "s");
     hashed_part(parts[2], sizeof parts[2], "s_x", "s x");
-    rumor_model_t *a = new_model(SPEC, 1), *b = new_model(SPEC, 2);
+    rumor_stage_t *a = new_model(SPEC, 1), *b = new_model(SPEC, 2);
     rumor_ckpt_info_t in, out;
     for (long r = 1; r <= 4; r++)
         for (int w = 0; w < 3; w++) {
@@ -711,13 +727,13 @@ static void check_shared_dir(const char *base)
     CHECK(count_files(dir, ".safetensors") == 6);
     for (int i = 0; i < 6; i++)
         unlink(tmp[i]);
-    rumor_model_destroy(&a);
-    rumor_model_destroy(&b);
+    free_model(&a);
+    free_model(&b);
 }
 
 /* The child of the crash test: saves rounds start, start+1, ... for ever,
  * writing each round to the pipe once its save has returned (committed). */
-static void saver(rumor_model_t *m, const char *dir, long start, int fd)
+static void saver(rumor_stage_t *m, const char *dir, long start, int fd)
 {
     rumor_ckpt_info_t in = { .round = start, .swarm = "crash" };
     for (;; in.round++) {
@@ -738,7 +754,7 @@ static void check_crashes(const char *base)
     int kills = env && *env ? atoi(env) : 200;
     char dir[300], path[600];
     snprintf(dir, sizeof dir, "%s/crash", base);
-    rumor_model_t *m = new_model("mlp:512-448-64-10", 77); /* 259210 floats, 1.04 MB */
+    rumor_stage_t *m = new_model("mlp:512-448-64-10", 77); /* 259210 floats, 1.04 MB */
     rumor_ckpt_info_t in = { .round = 0, .swarm = "crash" }, out;
     for (int i = 0; i < 4; i++) /* stamped like the saver's rounds: a load of round 0 */
         m->params[i * 1000] = 0.0f; /* (every child killed before its first save) checks too */
@@ -801,7 +817,7 @@ static void check_crashes(const char *base)
     in.round = start;
     CHECK_OK(rumor_ckpt_save(dir, m, NULL, &in, 2));
     CHECK(count_files(dir, ".tmp") == 0 && count_files(dir, ".safetensors") == 2);
-    rumor_model_destroy(&m);
+    free_model(&m);
 }
 
 int main(void)

@@ -1,4 +1,6 @@
-/* Finite-difference gradient checks of every layer and of whole MLPs.
+/* Finite-difference gradient checks of every op and block type, of whole
+ * MLPs and GPTs (every parameter, the tied token embedding included), of a
+ * stage's input gradient, and of the B/W split.
  *
  * Each check perturbs one input or parameter by +-eps, recomputes the scalar
  * loss with the forward pass, and compares (L+ - L-)/(2 eps) with what the
@@ -6,64 +8,123 @@
  * match; ReLU has kinks where a perturbation can cross zero, so there the
  * whole gradient must match in norm and almost every element individually. */
 #include "model.h"
+#include "stage.h"
 #include "testutil.h"
 
 static rumor_device_t *dev;
 
-/* Loss of the model at its current parameters (dropout mask pinned). */
-static double model_loss(rumor_model_t *m, const float *x, const int32_t *y, int B, int training,
-                         uint64_t dropout_call)
+/* A whole-model stage of spec with B examples (of T rows each) and a fixed
+ * batch: random images with labels, or random tokens with next tokens. */
+typedef struct {
+    rumor_model_t *m;
+    rumor_stage_t *st;
+    rumor_batch_t b;
+    float *x;
+    int32_t *tok, *y;
+} fixture_t;
+
+static void fixture_init(fixture_t *f, const char *spec, int B, int T, int slots)
 {
-    float loss;
-    m->dropout_calls = dropout_call - 1; /* forward advances it to dropout_call */
-    if (rumor_model_forward(m, x, y, B, training, &loss) < 0) {
+    memset(f, 0, sizeof *f);
+    CHECK_OK(rumor_model_create(spec, 0, &f->m));
+    if (!f->m)
+        exit(1);
+    rumor_stage_config_t sc = { .model = f->m, .dev = dev, .first = 0, .last = f->m->nblocks,
+                                .max_B = B, .T = rumor_model_seq(f->m), .slots = slots,
+                                .seed = 42 };
+    CHECK_OK(rumor_stage_create(&sc, &f->st));
+    if (!f->st)
+        exit(1);
+    unsigned long long s = 7;
+    rumor_batch_t *b = &f->b;
+    b->n = B;
+    if (f->m->kind == RUMOR_MODEL_MLP) {
+        b->kind = RUMOR_BATCH_IMAGES;
+        b->width = f->m->in_dim;
+        f->x = malloc(sizeof(float) * (size_t)B * f->m->in_dim);
+        f->y = malloc(sizeof(int32_t) * (size_t)B);
+        for (int i = 0; i < B * f->m->in_dim; i++)
+            f->x[i] = tu_randf(&s);
+        for (int i = 0; i < B; i++)
+            f->y[i] = (int32_t)(i % f->m->classes);
+        b->x = f->x;
+    } else {
+        b->kind = RUMOR_BATCH_TOKENS;
+        b->width = T;
+        f->tok = malloc(sizeof(int32_t) * (size_t)B * T);
+        f->y = malloc(sizeof(int32_t) * (size_t)B * T);
+        /* tokens from the lower part of the vocabulary only: rows of wte
+         * that no input uses get gradient only from the tied output */
+        for (int i = 0; i < B * T; i++) {
+            f->tok[i] = (int32_t)(tu_randu(&s) % (unsigned)(f->m->vocab - 3));
+            f->y[i] = (int32_t)(tu_randu(&s) % (unsigned)f->m->vocab);
+        }
+        b->tok = f->tok;
+    }
+    b->y = f->y;
+    /* bias the parameters away from zero so ReLU kinks are rare */
+    for (size_t i = 0; i < f->st->n; i++)
+        f->st->params[i] += 0.05f * tu_randf(&s);
+}
+
+static void fixture_free(fixture_t *f)
+{
+    rumor_stage_destroy(&f->st);
+    rumor_model_destroy(&f->m);
+    free(f->x);
+    free(f->tok);
+    free(f->y);
+}
+
+/* Mean loss of the batch at the current parameters (dropout keyed by step 5). */
+static double loss_at(fixture_t *f, int slot, int training)
+{
+    double sum;
+    if (rumor_stage_load(f->st, slot, &f->b, 0, f->b.n) < 0 ||
+        rumor_stage_forward(f->st, slot, NULL, training, 5, 0) < 0 ||
+        rumor_stage_loss(f->st, slot, &sum, NULL) < 0) {
         fprintf(stderr, "forward failed: %s\n", rumor_err_msg());
         exit(1);
     }
-    return loss;
+    return sum / (double)rumor_batch_targets(&f->b);
+}
+
+/* grads = d(mean loss)/d params by the stage's B and W. */
+static void grads_at(fixture_t *f, int training)
+{
+    loss_at(f, 0, training);
+    CHECK_OK(rumor_stage_zero_grad(f->st));
+    CHECK_OK(rumor_stage_backward_b(f->st, 0, NULL, (float)(1.0 / rumor_batch_targets(&f->b))));
+    CHECK_OK(rumor_stage_backward_w(f->st, 0));
 }
 
 /* Checks every parameter gradient of `spec` against central differences.
  * strict: every element within tolerance; else norm + 98% of elements.
  * eps: the step; small enough not to cross ReLU kinks, large enough that
  * float32 rounding of the loss stays far below the gradient. */
-static void check_model(const char *spec, int B, int training, int strict, float eps)
+static void check_model(const char *spec, int B, int T, int training, int strict, float eps)
 {
-    rumor_model_t *m;
-    CHECK_OK(rumor_model_create(dev, spec, B, 42, &m));
-    if (!m)
-        return;
-    unsigned long long s = 7;
-    float *x = malloc(sizeof(float) * (size_t)B * m->in_dim);
-    int32_t *y = malloc(sizeof(int32_t) * (size_t)B);
-    for (int i = 0; i < B * m->in_dim; i++)
-        x[i] = tu_randf(&s);
-    for (int b = 0; b < B; b++)
-        y[b] = (int32_t)(b % m->classes);
-    /* Bias the biases away from zero so ReLU kinks are rare. */
-    for (size_t i = 0; i < m->nparams; i++)
-        m->params[i] += 0.05f * tu_randf(&s);
-
-    const uint64_t call = 5;
-    model_loss(m, x, y, B, training, call);
-    rumor_model_zero_grad(m);
-    CHECK_OK(rumor_model_backward(m));
-
+    fixture_t f;
+    fixture_init(&f, spec, B, T, 1);
+    rumor_stage_t *st = f.st;
+    grads_at(&f, training);
+    float *g = malloc(st->n * sizeof *g);
+    memcpy(g, st->grads, st->n * sizeof *g);
     size_t bad = 0;
     double num = 0, den = 0;
-    for (size_t i = 0; i < m->nparams; i++) {
-        float saved = m->params[i];
-        m->params[i] = saved + eps;
-        double lp = model_loss(m, x, y, B, training, call);
-        m->params[i] = saved - eps;
-        double lm = model_loss(m, x, y, B, training, call);
-        m->params[i] = saved;
-        double fd = (lp - lm) / (2.0 * eps), g = m->grads[i];
-        num += (g - fd) * (g - fd);
+    for (size_t i = 0; i < st->n; i++) {
+        float saved = st->params[i];
+        st->params[i] = saved + eps;
+        double lp = loss_at(&f, 0, training);
+        st->params[i] = saved - eps;
+        double lm = loss_at(&f, 0, training);
+        st->params[i] = saved;
+        double fd = (lp - lm) / (2.0 * eps);
+        num += (g[i] - fd) * (g[i] - fd);
         den += fd * fd;
-        if (fabs(g - fd) > 2e-4 + 2e-2 * fabs(fd)) {
+        if (fabs(g[i] - fd) > 2e-4 + 2e-2 * fabs(fd)) {
             if (strict || bad < 3)
-                fprintf(stderr, "  %s: param %zu grad %.6g fd %.6g\n", spec, i, g, fd);
+                fprintf(stderr, "  %s: param %zu grad %.6g fd %.6g\n", spec, i, g[i], fd);
             bad++;
         }
     }
@@ -71,13 +132,143 @@ static void check_model(const char *spec, int B, int training, int strict, float
     CHECKF(den > 0, "%s: gradient is all zero", spec);
     CHECKF(rel < (strict ? 5e-3 : 2e-2), "%s: relative gradient error %.3g", spec, rel);
     if (strict)
-        CHECKF(bad == 0, "%s: %zu of %zu elements off", spec, bad, m->nparams);
+        CHECKF(bad == 0, "%s: %zu of %zu elements off", spec, bad, st->n);
     else
-        CHECKF(bad <= m->nparams / 50, "%s: %zu of %zu elements off", spec, bad, m->nparams);
-    fprintf(stderr, "%s: %zu params, relative error %.2e, %zu off\n", spec, m->nparams, rel, bad);
-    free(x);
-    free(y);
-    rumor_model_destroy(&m);
+        CHECKF(bad <= st->n / 50, "%s: %zu of %zu elements off", spec, bad, st->n);
+    fprintf(stderr, "%s (B %d, T %d%s): %zu params, relative error %.2e, %zu off\n", spec, B, T,
+            training ? ", dropout on" : "", st->n, rel, bad);
+    free(g);
+    fixture_free(&f);
+}
+
+/* A model cut into two stages: the second stage's input gradient (what it
+ * sends upstream) against central differences of the loss in its input, and
+ * the two stages' weight gradients against the one-stage model's. */
+static void check_two_stages(void)
+{
+    const char *spec = "mlp:9-8-7-4:gelu";
+    enum { B = 5 };
+    fixture_t f;
+    fixture_init(&f, spec, B, 1, 1);
+    grads_at(&f, 0);
+    rumor_stage_t *s0 = NULL, *s1 = NULL;
+    rumor_stage_config_t c0 = { .model = f.m, .dev = dev, .first = 0, .last = 1, .max_B = B,
+                                .T = 1, .slots = 1, .seed = 42 };
+    rumor_stage_config_t c1 = c0;
+    c1.first = 1;
+    c1.last = f.m->nblocks;
+    CHECK_OK(rumor_stage_create(&c0, &s0));
+    CHECK_OK(rumor_stage_create(&c1, &s1));
+    if (!s0 || !s1)
+        exit(1);
+    CHECK(s0->lo == 0 && s0->hi == s1->lo && s1->hi == f.m->nparams);
+    memcpy(s0->params, f.st->params, s0->n * sizeof(float));
+    memcpy(s1->params, f.st->params + s1->lo, s1->n * sizeof(float));
+    float scale = 1.0f / B;
+    CHECK_OK(rumor_stage_load(s0, 0, &f.b, 0, B));
+    CHECK_OK(rumor_stage_load(s1, 0, &f.b, 0, B));
+    CHECK_OK(rumor_stage_forward(s0, 0, NULL, 0, 5, 0));
+    int W = f.m->blocks[0].out_width;
+    float *h = malloc(sizeof(float) * B * W);
+    memcpy(h, rumor_stage_output(s0, 0), sizeof(float) * B * W);
+    CHECK_OK(rumor_stage_forward(s1, 0, h, 0, 5, 0));
+    CHECK_OK(rumor_stage_zero_grad(s0));
+    CHECK_OK(rumor_stage_zero_grad(s1));
+    CHECK_OK(rumor_stage_backward_b(s1, 0, NULL, scale));
+    const float *dh = rumor_stage_input_grad(s1, 0);
+    CHECK_OK(rumor_stage_backward_b(s0, 0, dh, scale));
+    CHECK_OK(rumor_stage_backward_w(s1, 0));
+    CHECK_OK(rumor_stage_backward_w(s0, 0));
+    CHECK(rumor_stage_input_grad(s0, 0) == NULL); /* the first stage sends nothing up */
+    double err = 0;
+    for (size_t i = 0; i < s0->n; i++)
+        err = fmax(err, fabs(s0->grads[i] - f.st->grads[i]));
+    for (size_t i = 0; i < s1->n; i++)
+        err = fmax(err, fabs(s1->grads[i] - f.st->grads[s1->lo + i]));
+    CHECKF(err < 1e-6, "two stages' gradients differ from one stage's by %.3g", err);
+    /* d loss / d h by central differences through stage 1 alone */
+    float *dh_copy = malloc(sizeof(float) * B * W);
+    memcpy(dh_copy, dh, sizeof(float) * B * W);
+    int bad = 0;
+    const float eps = 1e-2f;
+    for (int i = 0; i < B * W; i++) {
+        double l[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            float saved = h[i];
+            h[i] = saved + (sgn ? -eps : eps);
+            double sum;
+            CHECK_OK(rumor_stage_forward(s1, 0, h, 0, 5, 0));
+            CHECK_OK(rumor_stage_loss(s1, 0, &sum, NULL));
+            l[sgn] = sum / B;
+            h[i] = saved;
+        }
+        double fd = (l[0] - l[1]) / (2.0 * eps);
+        if (fabs(dh_copy[i] - fd) > 2e-4 + 2e-2 * fabs(fd) && bad++ < 3)
+            fprintf(stderr, "  input grad %d: %g vs fd %g\n", i, dh_copy[i], fd);
+    }
+    CHECKF(bad == 0, "stage input gradient: %d of %d elements off", bad, B * W);
+    fprintf(stderr, "two stages: weight gradients within %.1e of one stage's; input gradient "
+            "matches finite differences\n", err);
+    free(h);
+    free(dh_copy);
+    rumor_stage_destroy(&s0);
+    rumor_stage_destroy(&s1);
+    fixture_free(&f);
+}
+
+/* B and W split: W of micro-batch 0 run after the forward and B of
+ * micro-batch 1 gives the same gradients as running them in order. */
+static void check_bw_split(const char *spec, int T)
+{
+    enum { B = 2 };
+    fixture_t f;
+    fixture_init(&f, spec, B, T, 2);
+    rumor_stage_t *st = f.st;
+    float scale = 1.0f / (float)rumor_batch_targets(&f.b);
+    /* in order, micro-batches 0 and 1 (rows 0 and 1) */
+    CHECK_OK(rumor_stage_zero_grad(st));
+    for (int mb = 0; mb < 2; mb++) {
+        CHECK_OK(rumor_stage_load(st, 0, &f.b, mb, 1));
+        CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, mb));
+        CHECK_OK(rumor_stage_backward_b(st, 0, NULL, scale));
+        CHECK_OK(rumor_stage_backward_w(st, 0));
+    }
+    float *ref = malloc(st->n * sizeof *ref);
+    memcpy(ref, st->grads, st->n * sizeof *ref);
+    /* F0 F1 B1 B0 W1 W0 on two slots */
+    CHECK_OK(rumor_stage_zero_grad(st));
+    CHECK_OK(rumor_stage_load(st, 0, &f.b, 0, 1));
+    CHECK_OK(rumor_stage_load(st, 1, &f.b, 1, 1));
+    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, 0));
+    CHECK_OK(rumor_stage_forward(st, 1, NULL, 1, 3, 1));
+    CHECK_OK(rumor_stage_backward_b(st, 1, NULL, scale));
+    CHECK_OK(rumor_stage_backward_b(st, 0, NULL, scale));
+    CHECK_OK(rumor_stage_backward_w(st, 1));
+    CHECK_OK(rumor_stage_backward_w(st, 0));
+    double err = 0, mx = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        err = fmax(err, fabs(st->grads[i] - ref[i]));
+        mx = fmax(mx, fabs(ref[i]));
+    }
+    CHECKF(mx > 0 && err <= 1e-6 * mx, "%s: out-of-order B/W gradients differ by %.3g (max %.3g)",
+           spec, err, mx);
+    /* a NaN in the gradients does not survive zeroing */
+    st->grads[0] = NAN;
+    CHECK_OK(rumor_stage_zero_grad(st));
+    CHECK(st->grads[0] == 0.0f);
+    /* the same (step, micro-batch) draws the same dropout masks; another step does not */
+    CHECK_OK(rumor_stage_load(st, 0, &f.b, 0, 1));
+    double l1, l2, l3;
+    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, 0));
+    CHECK_OK(rumor_stage_loss(st, 0, &l1, NULL));
+    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, 0));
+    CHECK_OK(rumor_stage_loss(st, 0, &l2, NULL));
+    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 4, 0));
+    CHECK_OK(rumor_stage_loss(st, 0, &l3, NULL));
+    CHECKF(l1 == l2 && l1 != l3, "%s: dropout losses %.9g %.9g (same key) %.9g (next step)", spec,
+           l1, l2, l3);
+    free(ref);
+    fixture_free(&f);
 }
 
 /* Element-wise layer check: L = sum r .* f(x); backward(r) must equal dL/dx. */
@@ -166,62 +357,99 @@ static void check_softmax_xent(void)
     CHECKF(bad == 0, "softmax cross-entropy: %d of %d logits off", bad, B * C);
 }
 
-/* Blocks own contiguous, disjoint ranges covering the whole buffer, and every
- * linear layer's W and b lie inside its own block. */
+/* Blocks own contiguous, disjoint ranges covering the whole space, every
+ * tensor lies inside its block, and the same seed gives the same parameters. */
 static void check_layout(void)
 {
-    rumor_model_t *m;
-    CHECK_OK(rumor_model_create(dev, "mlp:784-256-256-10:gelu:dropout=0.1", 8, 1, &m));
-    if (!m)
-        return;
-    CHECK(m->nparams == (size_t)784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
-    CHECK(m->nblocks == 3);
-    CHECK(m->nlayers == 3 + 2 * 2);
-    size_t expect_lo = 0;
-    for (int b = 0; b < m->nblocks; b++) {
-        const rumor_block_t *bk = &m->blocks[b];
-        CHECK(bk->lo == expect_lo && bk->hi > bk->lo);
-        expect_lo = bk->hi;
-        for (int l = bk->first; l < bk->first + bk->count; l++) {
-            const rumor_layer_t *L = &m->layers[l];
-            if (L->kind == RUMOR_LAYER_LINEAR)
-                CHECK(L->w_off == bk->lo && L->b_off + (size_t)L->out == bk->hi);
+    static const char *specs[] = { "mlp:784-256-256-10:gelu:dropout=0.1",
+                                   "gpt:layers=3,dim=16,heads=2,ctx=8,vocab=11" };
+    for (int k = 0; k < 2; k++) {
+        rumor_model_t *m;
+        CHECK_OK(rumor_model_create(specs[k], 0, &m));
+        if (!m)
+            return;
+        size_t expect_lo = 0;
+        for (int b = 0; b < m->nblocks; b++) {
+            const rumor_block_t *bk = &m->blocks[b];
+            CHECK(bk->lo == expect_lo && bk->hi >= bk->lo && bk->index == b);
+            expect_lo = bk->hi;
+            for (int t = bk->first_tensor; t < bk->first_tensor + bk->ntensors; t++)
+                CHECK(m->tensors[t].off >= bk->lo &&
+                      m->tensors[t].off + m->tensors[t].numel <= bk->hi);
         }
+        CHECK(expect_lo == m->nparams);
+        float *a = malloc(m->nparams * sizeof *a), *b = malloc(m->nparams * sizeof *b);
+        CHECK_OK(rumor_model_init_host(m, 1, a));
+        CHECK_OK(rumor_model_init_host(m, 1, b));
+        CHECK(memcmp(a, b, m->nparams * sizeof *a) == 0);
+        CHECK_OK(rumor_model_init_host(m, 2, b));
+        CHECK(memcmp(a, b, m->nparams * sizeof *a) != 0);
+        free(a);
+        free(b);
+        rumor_model_destroy(&m);
+        rumor_model_destroy(&m); /* safe twice */
     }
-    CHECK(expect_lo == m->nparams);
-    /* The same seed gives the same parameters; another seed does not. */
-    rumor_model_t *a, *b2;
-    CHECK_OK(rumor_model_create(dev, "mlp:784-256-256-10:gelu:dropout=0.1", 4, 1, &a));
-    CHECK_OK(rumor_model_create(dev, "mlp:784-256-256-10:gelu:dropout=0.1", 4, 2, &b2));
-    if (a && b2) {
-        CHECK(memcmp(a->params, m->params, m->nparams * sizeof(float)) == 0);
-        CHECK(memcmp(b2->params, m->params, m->nparams * sizeof(float)) != 0);
+    rumor_model_t *m;
+    CHECK_OK(rumor_model_create("mlp:784-256-256-10", 0, &m));
+    if (m) {
+        CHECK(m->nparams == (size_t)784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+        CHECK(m->nblocks == 4 && !strcmp(m->tensors[0].name, "fc0.weight") &&
+              m->tensors[0].shape[0] == 256 && m->tensors[0].shape[1] == 784);
     }
-    rumor_model_destroy(&a);
-    rumor_model_destroy(&b2);
     rumor_model_destroy(&m);
-    rumor_model_destroy(&m); /* safe twice */
+    /* GPT-2's names, Conv1D layouts and sizes: 12 D^2 + 13 D per layer */
+    CHECK_OK(rumor_model_create("gpt:layers=2,dim=8,heads=2,ctx=5", 13, &m));
+    if (m) {
+        size_t D = 8, want = 13 * D + 5 * D + 2 * (12 * D * D + 13 * D) + 2 * D;
+        CHECKF(m->nparams == want, "gpt: %zu parameters, expected %zu", m->nparams, want);
+        int t = rumor_model_find_tensor(m, "transformer.h.1.attn.c_attn.weight");
+        CHECK(t >= 0 && m->tensors[t].shape[0] == 8 && m->tensors[t].shape[1] == 24);
+        CHECK(rumor_model_find_tensor(m, "lm_head.weight") < 0); /* tied */
+        CHECK(!strcmp(m->spec, "gpt:layers=2,dim=8,heads=2,ctx=5,vocab=13,dropout=0"));
+    }
+    rumor_model_destroy(&m);
 }
 
 static void check_bad_specs(void)
 {
     rumor_model_t *m = NULL;
-    CHECK_ERR(rumor_model_create(dev, "cnn:1-2", 4, 1, &m), RUMOR_EINVAL, "expected mlp");
-    CHECK_ERR(rumor_model_create(dev, "mlp:784", 4, 1, &m), RUMOR_EINVAL, "at least");
-    CHECK_ERR(rumor_model_create(dev, "mlp:784-0-10", 4, 1, &m), RUMOR_EINVAL, "width");
-    CHECK_ERR(rumor_model_create(dev, "mlp:784-x", 4, 1, &m), RUMOR_EINVAL, "width");
-    CHECK_ERR(rumor_model_create(dev, "mlp:784-10:tanh", 4, 1, &m), RUMOR_EINVAL, "unknown option");
-    CHECK_ERR(rumor_model_create(dev, "mlp:784-10:dropout=1", 4, 1, &m), RUMOR_EINVAL, "dropout");
-    CHECK_ERR(rumor_model_create(dev, "mlp:784-10", 0, 1, &m), RUMOR_EINVAL, "batch");
+    CHECK_ERR(rumor_model_create("cnn:1-2", 0, &m), RUMOR_EINVAL, "unknown kind");
+    CHECK_ERR(rumor_model_create("mlp:784", 0, &m), RUMOR_EINVAL, "at least");
+    CHECK_ERR(rumor_model_create("mlp:784-0-10", 0, &m), RUMOR_EINVAL, "width");
+    CHECK_ERR(rumor_model_create("mlp:784-x", 0, &m), RUMOR_EINVAL, "width");
+    CHECK_ERR(rumor_model_create("mlp:784-10:tanh", 0, &m), RUMOR_EINVAL, "unknown option");
+    CHECK_ERR(rumor_model_create("mlp:784-10:dropout=1", 0, &m), RUMOR_EINVAL, "dropout");
+    CHECK_ERR(rumor_model_create("gpt:layers=2,dim=10,heads=3,ctx=8,vocab=5", 0, &m),
+              RUMOR_EINVAL, "not a multiple of heads");
+    CHECK_ERR(rumor_model_create("gpt:layers=2,dim=8,heads=2", 0, &m), RUMOR_EINVAL,
+              "are required");
+    CHECK_ERR(rumor_model_create("gpt:layers=2,dim=8,heads=2,ctx=4", 0, &m), RUMOR_EINVAL,
+              "vocab= is required");
+    CHECK_ERR(rumor_model_create("gpt:layers=2,dim=8,heads=2,ctx=4,vocab=9,width=3", 0, &m),
+              RUMOR_EINVAL, "unknown field");
+    CHECK_ERR(rumor_model_create("gpt:layers=0,dim=8,heads=2,ctx=4,vocab=9", 0, &m),
+              RUMOR_EINVAL, "layers");
     CHECK(m == NULL);
-    CHECK_OK(rumor_model_create(dev, "mlp:4-3", 2, 1, &m));
-    if (m) {
-        float x[8] = { 0 }, loss;
-        int32_t y[2] = { 0, 3 };
-        CHECK_ERR(rumor_model_forward(m, x, y, 2, 1, &loss), RUMOR_EINVAL, "label 3 at row 1");
-        CHECK_ERR(rumor_model_forward(m, x, y, 3, 1, &loss), RUMOR_EINVAL, "batch 3");
-    }
-    rumor_model_destroy(&m);
+    /* labels and tokens outside the vocabulary, batches too large */
+    fixture_t f;
+    fixture_init(&f, "mlp:4-3", 2, 1, 1);
+    f.y[1] = 3;
+    CHECK_ERR(rumor_stage_load(f.st, 0, &f.b, 0, 2), RUMOR_EINVAL, "label 3 at row 1");
+    f.b.n = 3;
+    CHECK_ERR(rumor_stage_load(f.st, 0, &f.b, 0, 3), RUMOR_EINVAL, "at most 2");
+    fixture_free(&f);
+    fixture_init(&f, "gpt:layers=1,dim=8,heads=2,ctx=4,vocab=9", 2, 4, 1);
+    f.tok[5] = 9;
+    CHECK_ERR(rumor_stage_load(f.st, 0, &f.b, 0, 2), RUMOR_EINVAL, "token 9 at row 5");
+    /* a stage holding the head without the embedding it is tied to */
+    rumor_stage_t *st = NULL;
+    rumor_stage_config_t c = { .model = f.m, .dev = dev, .first = 1, .last = f.m->nblocks,
+                               .max_B = 2, .T = 4, .slots = 1 };
+    CHECK_ERR(rumor_stage_create(&c, &st), RUMOR_ENOTSUP, "shares weights");
+    c.first = 0;
+    c.T = 5;
+    CHECK_ERR(rumor_stage_create(&c, &st), RUMOR_EINVAL, "longer than the model's context");
+    fixture_free(&f);
 }
 
 int main(void)
@@ -234,10 +462,17 @@ int main(void)
     check_elementwise("gelu", gelu_f, gelu_b);
     check_elementwise("dropout", drop_f, drop_b);
     check_softmax_xent();
-    check_model("mlp:7-3", 5, 1, 1, 1e-2f);                    /* linear + softmax */
-    check_model("mlp:12-10-8-5:gelu", 6, 1, 1, 1e-2f);         /* smooth: every element */
-    check_model("mlp:12-10-8-5:gelu:dropout=0.3", 6, 1, 1, 1e-2f); /* pinned mask */
-    check_model("mlp:12-10-8-5", 6, 1, 0, 1e-3f); /* ReLU kinks: small steps */
+    check_model("mlp:7-3", 5, 1, 1, 1, 1e-2f);                    /* linear + softmax */
+    check_model("mlp:12-10-8-5:gelu", 6, 1, 1, 1, 1e-2f);         /* smooth: every element */
+    check_model("mlp:12-10-8-5:gelu:dropout=0.3", 6, 1, 1, 1, 1e-2f); /* keyed mask */
+    check_model("mlp:12-10-8-5", 6, 1, 1, 0, 1e-3f); /* ReLU kinks: small steps */
+    /* GPT: embedding, 2 transformer blocks, tied head; full and short windows */
+    check_model("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11", 3, 8, 0, 1, 1e-2f);
+    check_model("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11", 2, 5, 0, 1, 1e-2f);
+    check_model("gpt:layers=1,dim=16,heads=2,ctx=6,vocab=7,dropout=0.2", 2, 6, 1, 1, 1e-2f);
+    check_two_stages();
+    check_bw_split("mlp:12-10-8-5:gelu:dropout=0.3", 1);
+    check_bw_split("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11,dropout=0.1", 8);
     check_layout();
     check_bad_specs();
     rumor_device_close(&dev);

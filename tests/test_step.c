@@ -1,10 +1,11 @@
 /* The worker pool and the data-parallel step.
  *
- * The reference is the plain single-threaded model: for 2, 3 and 5 workers
+ * The reference is one stage running the whole batch as one micro-batch: for 2, 3 and 5 workers
  * (batches that split evenly and unevenly) the summed gradient, the loss and
  * the parameters after an optimizer update must equal what one model computes
  * on the whole batch, to float rounding. */
 #include "pool.h"
+#include "stage.h"
 #include "step.h"
 #include "testutil.h"
 
@@ -48,60 +49,89 @@ static void check_pool(void)
     CHECK_ERR(rumor_pool_create(0, &p), RUMOR_EINVAL, "workers");
 }
 
-static void check_step(int workers, int batch)
+/* A whole-model stage of spec on dev with SGD state. */
+static rumor_stage_t *new_stage(rumor_device_t *dev, const rumor_model_t *m, int batch,
+                                const rumor_optim_config_t *oc)
+{
+    rumor_stage_config_t sc = { .model = m, .dev = dev, .first = 0, .last = m->nblocks,
+                                .max_B = batch, .T = rumor_model_seq(m), .slots = 1, .seed = 9,
+                                .optim = oc };
+    rumor_stage_t *st = NULL;
+    CHECK_OK(rumor_stage_create(&sc, &st));
+    return st;
+}
+
+static void check_step(const char *spec, int workers, int batch)
 {
     rumor_device_t *dev;
     CHECK_OK(rumor_device_open("cpu:1", &dev));
-    rumor_model_t *ref, *m;
-    CHECK_OK(rumor_model_create(dev, "mlp:20-16-12-5", batch, 9, &ref));
-    CHECK_OK(rumor_model_create(dev, "mlp:20-16-12-5", batch, 9, &m));
-    rumor_step_t *s;
-    CHECK_OK(rumor_step_create(m, workers, &s));
-    if (!ref || !m || !s)
+    rumor_model_t *m;
+    CHECK_OK(rumor_model_create(spec, 0, &m));
+    if (!m)
         return;
-    CHECK(rumor_step_workers(s) == workers);
-    float *x = malloc(sizeof(float) * (size_t)batch * 20);
-    int32_t *y = malloc(sizeof(int32_t) * (size_t)batch);
-    unsigned long long seed = 21;
     rumor_optim_config_t oc;
     rumor_optim_config_default(&oc);
-    rumor_optim_t *oa, *ob;
-    CHECK_OK(rumor_optim_create(dev, &oc, ref->nparams, &oa));
-    CHECK_OK(rumor_optim_create(dev, &oc, ref->nparams, &ob));
+    rumor_stage_t *ref = new_stage(dev, m, batch, &oc), *st = new_stage(dev, m, batch, &oc);
+    rumor_step_t *s;
+    CHECK_OK(rumor_step_create(st, workers, &s));
+    if (!ref || !st || !s)
+        return;
+    CHECK(rumor_step_workers(s) == workers);
+    int T = rumor_model_seq(m), gpt = m->kind == RUMOR_MODEL_GPT;
+    size_t rows = (size_t)batch * T;
+    float *x = gpt ? NULL : malloc(sizeof(float) * rows * m->in_dim);
+    int32_t *tok = malloc(sizeof(int32_t) * rows), *y = malloc(sizeof(int32_t) * rows);
+    rumor_batch_t b = { .kind = gpt ? RUMOR_BATCH_TOKENS : RUMOR_BATCH_IMAGES, .n = batch,
+                        .width = gpt ? T : m->in_dim, .x = x, .tok = gpt ? tok : NULL, .y = y };
+    unsigned long long seed = 21;
+    float scale = (float)(1.0 / (double)rows);
     for (int step = 0; step < 3; step++) {
-        for (int i = 0; i < batch * 20; i++)
+        for (size_t i = 0; x && i < rows * m->in_dim; i++)
             x[i] = tu_randf(&seed);
-        for (int b = 0; b < batch; b++)
-            y[b] = (int32_t)((b * 7 + step) % 5);
-        float l_ref, l;
-        CHECK_OK(rumor_model_forward(ref, x, y, batch, 1, &l_ref));
-        rumor_model_zero_grad(ref);
-        CHECK_OK(rumor_model_backward(ref));
-        CHECK_OK(rumor_step_grads(s, x, y, batch, &l));
-        CHECK_CLOSE(l, l_ref, 1e-6, 1e-5);
+        for (size_t r = 0; r < rows; r++) {
+            tok[r] = (int32_t)(tu_randu(&seed) % (unsigned)m->classes);
+            y[r] = (int32_t)((r * 7 + step) % (unsigned)m->classes);
+        }
+        /* the reference: the whole batch as one micro-batch, no workers */
+        double sum;
+        CHECK_OK(rumor_stage_load(ref, 0, &b, 0, batch));
+        CHECK_OK(rumor_stage_forward(ref, 0, NULL, 1, step, 0));
+        CHECK_OK(rumor_stage_loss(ref, 0, &sum, NULL));
+        CHECK_OK(rumor_stage_zero_grad(ref));
+        CHECK_OK(rumor_stage_backward_b(ref, 0, NULL, scale));
+        CHECK_OK(rumor_stage_backward_w(ref, 0));
+        float l;
+        CHECK_OK(rumor_step_grads(s, &b, step, &l));
+        CHECK_CLOSE(l, sum / (double)rows, 1e-6, 1e-5);
         double worst = 0;
-        for (size_t i = 0; i < ref->nparams; i++) {
-            double d = fabs((double)m->grads[i] - ref->grads[i]) /
+        for (size_t i = 0; i < ref->n; i++) {
+            double d = fabs((double)st->grads[i] - ref->grads[i]) /
                        (1e-6 + fabs((double)ref->grads[i]));
             worst = d > worst ? d : worst;
         }
-        CHECKF(worst < 1e-3, "%d workers, batch %d: gradient differs by %.3g (relative)", workers,
-               batch, worst);
-        CHECK_OK(rumor_optim_step(oa, ref->params, ref->grads));
-        CHECK_OK(rumor_step_update(s, ob));
+        CHECKF(worst < 1e-3, "%s, %d workers, batch %d: gradient differs by %.3g (relative)",
+               spec, workers, batch, worst);
+        CHECK_OK(rumor_stage_step(ref));
+        CHECK_OK(rumor_step_update(s));
         double pw = 0;
-        for (size_t i = 0; i < ref->nparams; i++)
-            pw = fmax(pw, fabs((double)m->params[i] - ref->params[i]));
-        CHECKF(pw < 1e-5, "%d workers: parameters differ by %.3g after step %d", workers, pw, step);
+        for (size_t i = 0; i < ref->n; i++)
+            pw = fmax(pw, fabs((double)st->params[i] - ref->params[i]));
+        CHECKF(pw < 1e-5, "%s, %d workers: parameters differ by %.3g after step %d", spec, workers,
+               pw, step);
+        /* evaluation splits the batch too, and sums the same losses */
+        double es = 0;
+        long targets = 0, correct = 0;
+        CHECK_OK(rumor_step_eval(s, &b, &es, &targets, &correct));
+        CHECK(targets == (long)rows && correct >= 0 && correct <= (long)rows);
     }
-    CHECK(ob->t == 3);
+    CHECK(st->opt->t == 3);
     free(x);
+    free(tok);
     free(y);
-    rumor_optim_destroy(&oa);
-    rumor_optim_destroy(&ob);
     rumor_step_destroy(&s);
     rumor_step_destroy(&s);
-    rumor_model_destroy(&ref);
+    rumor_stage_destroy(&ref);
+    rumor_stage_destroy(&st);
     rumor_model_destroy(&m);
     rumor_device_close(&dev);
 }
@@ -109,9 +139,11 @@ static void check_step(int workers, int batch)
 int main(void)
 {
     check_pool();
-    check_step(1, 32);
-    check_step(2, 32);
-    check_step(3, 31);
-    check_step(5, 17);
+    check_step("mlp:20-16-12-5", 1, 32);
+    check_step("mlp:20-16-12-5", 2, 32);
+    check_step("mlp:20-16-12-5", 3, 31);
+    check_step("mlp:20-16-12-5", 5, 17);
+    check_step("gpt:layers=2,dim=16,heads=2,ctx=8,vocab=13", 2, 4);
+    check_step("gpt:layers=2,dim=16,heads=2,ctx=8,vocab=13", 3, 5);
     return tu_finish("test_step");
 }

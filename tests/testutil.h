@@ -102,6 +102,15 @@ static inline float tu_randf(unsigned long long *s)
     return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
+/* Deterministic test data: xorshift, 32 random bits. */
+static inline unsigned tu_randu(unsigned long long *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (unsigned)(*s >> 32);
+}
+
 /* A scratch directory unique to this test run (mkdtemp under TMPDIR). */
 static inline const char *tu_tmpdir(void)
 {

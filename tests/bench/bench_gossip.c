@@ -50,6 +50,7 @@
 #include "mixer.h"
 #include "model.h"
 #include "step.h"
+#include "../stageutil.h"
 
 #define NP (16u << 20)              /* model floats: 64 MiB */
 #define CHUNK_ELEMS (1u << 20)      /* raw ZeroMQ/TCP: 4 MiB messages, their best */
@@ -527,11 +528,11 @@ static int ovl_child(int self, int wfd)
     alarm(150);
     rumor_log_set_level(RUMOR_LOG_WARN);
     rumor_device_t *dev;
-    rumor_model_t *m;
+    rumor_stage_t *m = NULL;
     rumor_step_t *s;
     rumor_topo_t *topo;
-    if (rumor_device_open("cpu:1", &dev) < 0 ||
-        rumor_model_create(dev, O_SPEC, O_BATCH, 1, &m) < 0 || rumor_step_create(m, 1, &s) < 0 ||
+    if (rumor_device_open("cpu:1", &dev) < 0 || !(m = su_stage_new(dev, O_SPEC, O_BATCH, 1, NULL)) ||
+        rumor_step_create(m, 1, &s) < 0 ||
         rumor_topo_parse("ring:2", &topo) < 0)
         die("model");
     const char *eps[O_PEERS];
@@ -542,15 +543,14 @@ static int ovl_child(int self, int wfd)
     c.self = self;
     c.endpoints = eps;
     c.swarm = rumor_wire_swarm_id("bench_gossip_overlap");
-    c.nparams = m->nparams;
+    c.nparams = m->n;
     c.round_timeout = c.min_round_timeout = 60;
     rumor_mixer_t *mx;
     if (rumor_mixer_create(&c, m->params, &mx) < 0)
         die("mixer");
     if (rumor_mixer_barrier(mx, 30) < 1)
         die("mixer barrier");
-    float *own = m->params; /* the model's buffer, restored before destroy */
-    m->params = rumor_mixer_params(mx);
+    rumor_step_bind_params(s, rumor_mixer_params(mx)); /* the mixer owns the buffers now */
 
     float *x = malloc(sizeof(float) * O_BATCH * 784);
     int32_t *y = malloc(sizeof(int32_t) * O_BATCH);
@@ -563,20 +563,22 @@ static int ovl_child(int self, int wfd)
     }
     for (int b = 0; b < O_BATCH; b++)
         y[b] = b % 10;
+    rumor_batch_t batch = { .kind = RUMOR_BATCH_IMAGES, .n = O_BATCH, .width = 784, .x = x,
+                            .y = y };
 
     long k = 0;
     float loss, *px;
     sync_all();
     for (int r = 0; r < 2; r++) {
-        if (rumor_step_grads(s, x, y, O_BATCH, &loss) < 0 ||
+        if (rumor_step_grads(s, &batch, k, &loss) < 0 ||
             rumor_mixer_round_begin(mx, k) < 0 || rumor_mixer_round_end(mx, k, &px, NULL) < 0)
             die("warm-up");
-        m->params = px;
+        rumor_step_bind_params(s, px);
         k++;
     }
     struct ovl_result res;
     memset(&res, 0, sizeof res);
-    res.nparams = m->nparams;
+    res.nparams = m->n;
     for (int rep = 0; rep < O_REPS; rep++)
         for (int v = 0; v < 3; v++) {
             sync_all();
@@ -584,7 +586,7 @@ static int ovl_child(int self, int wfd)
             for (int r = 0; r < O_ROUNDS; r++) {
                 if (v != 0 && rumor_mixer_round_begin(mx, k) < 0)
                     die("round_begin");
-                if (v != 1 && rumor_step_grads(s, x, y, O_BATCH, &loss) < 0)
+                if (v != 1 && rumor_step_grads(s, &batch, k, &loss) < 0)
                     die("step_grads");
                 if (v != 0) {
                     rumor_round_stats_t st;
@@ -592,7 +594,7 @@ static int ovl_child(int self, int wfd)
                         die("round_end");
                     if (st.timed_out)
                         die("round timed out");
-                    m->params = px; /* the model reads the mixed parameters */
+                    rumor_step_bind_params(s, px); /* the model reads the mixed parameters */
                     k++;
                 }
             }
@@ -602,12 +604,11 @@ static int ovl_child(int self, int wfd)
     sync_all();
     write_full(wfd, &res, sizeof res);
     close(wfd);
-    m->params = own;
+    rumor_step_destroy(&s); /* before the mixer frees the buffers it reads */
     rumor_mixer_destroy(&mx, 5.0);
     free(x);
     free(y);
-    rumor_step_destroy(&s);
-    rumor_model_destroy(&m);
+    su_stage_free(&m);
     rumor_topo_destroy(&topo);
     rumor_device_close(&dev);
     return 0;

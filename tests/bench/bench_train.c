@@ -17,6 +17,7 @@
 #include "model.h"
 #include "optim.h"
 #include "step.h"
+#include "../stageutil.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -30,41 +31,38 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The GEMMs of one step of a model, through CBLAS directly. */
+/* The GEMMs of one step of a model, through CBLAS directly: each dense
+ * block's forward, weight gradient and (but the first) input gradient. */
 static void gemm_floor(const rumor_model_t *m, int B, float *scratch_a, float *scratch_b,
                        float *scratch_c)
 {
-    for (int l = 0; l < m->nlayers; l++) {
-        const rumor_layer_t *L = &m->layers[l];
-        if (L->kind != RUMOR_LAYER_LINEAR)
+    for (int l = 0; l < m->nblocks; l++) {
+        const rumor_block_t *k = &m->blocks[l];
+        if (k->type != &rumor_block_dense)
             continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, L->out, L->in, 1, scratch_a, L->in,
-                    scratch_b, L->in, 0, scratch_c, L->out);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L->out, L->in, B, 1, scratch_c,
-                    L->out, scratch_a, L->in, 1, scratch_b, L->in);
+        int in = k->in_width, out = k->out_width;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1, scratch_a, in,
+                    scratch_b, in, 0, scratch_c, out);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1, scratch_c, out,
+                    scratch_a, in, 1, scratch_b, in);
         if (l > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, L->in, L->out, 1, scratch_c,
-                        L->out, scratch_b, L->in, 0, scratch_a, L->in);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out, 1, scratch_c, out,
+                        scratch_b, in, 0, scratch_a, in);
     }
 }
 
-/* Times one variant: `workers` step workers, or (workers == 0) one model
- * with 2 OpenBLAS threads. Returns seconds per step. */
-static double time_steps(rumor_model_t *m, rumor_step_t *s, rumor_optim_t *opt, const float *x,
-                         const int32_t *y, int B, int steps)
+/* Times one variant: a step of `workers` workers, or (one == 1) one model
+ * with 2 OpenBLAS threads and no worker split. Returns seconds per step. */
+static double time_steps(rumor_step_t *s, int one, const rumor_batch_t *b, int steps)
 {
     float loss;
     double t0 = rumor_now();
     for (int k = 0; k < steps; k++) {
-        if (s) {
-            rumor_step_grads(s, x, y, B, &loss);
-            rumor_step_update(s, opt);
-        } else {
+        if (one)
             rumor_blas_set_threads(2);
-            rumor_model_forward(m, x, y, B, 1, &loss);
-            rumor_model_zero_grad(m);
-            rumor_model_backward(m);
-            rumor_optim_step(opt, m->params, m->grads);
+        if (rumor_step_grads(s, b, k, &loss) < 0 || rumor_step_update(s) < 0) {
+            fprintf(stderr, "bench_train: %s\n", rumor_err_msg());
+            exit(1);
         }
     }
     return (rumor_now() - t0) / steps;
@@ -73,17 +71,19 @@ static double time_steps(rumor_model_t *m, rumor_step_t *s, rumor_optim_t *opt, 
 static void run(void)
 {
     const int B = 128, steps = 50, rounds = 9;
-    rumor_device_t *dev;
-    rumor_model_t *m;
-    rumor_optim_t *opt;
-    rumor_step_t *s1, *s2;
+    rumor_device_t *dev, *dev1;
+    rumor_stage_t *st = NULL, *st1 = NULL;
+    rumor_step_t *s1, *s2, *sb2;
     rumor_optim_config_t oc;
     rumor_optim_config_default(&oc);
     oc.lr = 0.01f;
-    if (rumor_device_open("cpu:2", &dev) < 0 ||
-        rumor_model_create(dev, "mlp:784-256-256-10", B, 1, &m) < 0 ||
-        rumor_optim_create(dev, &oc, m->nparams, &opt) < 0 || rumor_step_create(m, 1, &s1) < 0 ||
-        rumor_step_create(m, 2, &s2) < 0) {
+    /* 1 worker: one BLAS thread (cpu:1); 2 workers and one model with 2
+     * BLAS threads: cpu:2 */
+    if (rumor_device_open("cpu:2", &dev) < 0 || rumor_device_open("cpu:1", &dev1) < 0 ||
+        !(st = su_stage_new(dev, "mlp:784-256-256-10", B, 1, &oc)) ||
+        !(st1 = su_stage_new(dev1, "mlp:784-256-256-10", B, 1, &oc)) ||
+        rumor_step_create(st1, 1, &s1) < 0 || rumor_step_create(st, 2, &s2) < 0 ||
+        rumor_step_create(st, 1, &sb2) < 0) {
         fprintf(stderr, "bench_train: %s\n", rumor_err_msg());
         exit(1);
     }
@@ -95,15 +95,16 @@ static void run(void)
         x[i] = (float)((i * 37) % 255) / 255.0f;
     for (int b = 0; b < B; b++)
         y[b] = b % 10;
+    rumor_batch_t batch = { .kind = RUMOR_BATCH_IMAGES, .n = B, .width = 784, .x = x, .y = y };
     double r1[16], r2[16], rb[16], f1[16], f2[16], speedup[16];
     for (int r = 0; r < rounds; r++) {
-        double t1 = time_steps(m, s1, opt, x, y, B, steps);
-        double t2 = time_steps(m, s2, opt, x, y, B, steps);
-        double tb = time_steps(m, NULL, opt, x, y, B, steps);
+        double t1 = time_steps(s1, 0, &batch, steps);
+        double t2 = time_steps(s2, 0, &batch, steps);
+        double tb = time_steps(sb2, 1, &batch, steps);
         rumor_blas_set_threads(1);
         double t0 = rumor_now();
         for (int k = 0; k < steps; k++)
-            gemm_floor(m, B, sa, sb, sc);
+            gemm_floor(st->model, B, sa, sb, sc);
         double tg = (rumor_now() - t0) / steps;
         r1[r] = B / t1;
         r2[r] = B / t2;
@@ -125,8 +126,10 @@ static void run(void)
     free(sc);
     rumor_step_destroy(&s1);
     rumor_step_destroy(&s2);
-    rumor_optim_destroy(&opt);
-    rumor_model_destroy(&m);
+    rumor_step_destroy(&sb2);
+    su_stage_free(&st);
+    su_stage_free(&st1);
+    rumor_device_close(&dev1);
     rumor_device_close(&dev);
 }
 

@@ -17,13 +17,14 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "../stageutil.h"
 #include "fuzz.h"
 #include "ops.h"
 
 #define MODEL "mlp:4-3-2" /* 23 parameters, as tests/fuzz/mkseeds.c saves */
 
 static rumor_device_t *dev;
-static rumor_model_t *model;
+static rumor_stage_t *model;
 static rumor_optim_t *sgd, *adamw;
 
 static void fail(const char *what)
@@ -41,21 +42,21 @@ static void setup(void)
     fuzz_quiet();
     rumor_optim_config_t c;
     if (sodium_init() < 0 || rumor_device_open("cpu:1", &dev) < 0 ||
-        rumor_model_create(dev, MODEL, 1, 1, &model) < 0)
+        !(model = su_stage_new(dev, MODEL, 1, 1, NULL)))
         fail("cannot set up the model");
     rumor_optim_config_default(&c);
     c.kind = RUMOR_OPT_SGD;
-    if (rumor_optim_create(dev, &c, model->nparams, &sgd) < 0)
+    if (rumor_optim_create(dev, &c, model->n, &sgd) < 0)
         fail("cannot set up SGD");
     c.kind = RUMOR_OPT_ADAMW;
-    if (rumor_optim_create(dev, &c, model->nparams, &adamw) < 0)
+    if (rumor_optim_create(dev, &c, model->n, &adamw) < 0)
         fail("cannot set up AdamW");
 }
 
 /* Fills the model and optimizer state with a recognizable pattern. */
 static void fill(rumor_optim_t *o)
 {
-    for (size_t i = 0; i < model->nparams; i++) {
+    for (size_t i = 0; i < model->n; i++) {
         model->params[i] = 0.5f + (float)i;
         if (o) {
             o->m[i] = -1.0f - (float)i;
@@ -69,7 +70,7 @@ static void fill(rumor_optim_t *o)
 
 static int unchanged(const rumor_optim_t *o)
 {
-    for (size_t i = 0; i < model->nparams; i++) {
+    for (size_t i = 0; i < model->n; i++) {
         if (model->params[i] != 0.5f + (float)i)
             return 0;
         if (o && (o->m[i] != -1.0f - (float)i || (o->v && o->v[i] != 2.0f + (float)i)))
@@ -104,11 +105,11 @@ static void load(const char *path, const uint8_t *data, size_t size, rumor_optim
         fail("load returned a positive value");
     /* success: the data section starts with the parameters, verbatim */
     uint64_t h = header_len(data, size);
-    if (h > size - 8 || size - 8 - h < model->nparams * sizeof(float))
+    if (h > size - 8 || size - 8 - h < model->n * sizeof(float))
         fail("a load succeeded on a file too short for the parameters");
-    if (memcmp(model->params, data + 8 + h, model->nparams * sizeof(float)))
+    if (memcmp(model->params, data + 8 + h, model->n * sizeof(float)))
         fail("the loaded parameters are not the file's");
-    if (strcmp(info.model, model->spec) || memchr(info.optimizer, '\0', sizeof info.optimizer) ==
+    if (strcmp(info.model, model->model->spec) || memchr(info.optimizer, '\0', sizeof info.optimizer) ==
         NULL || memchr(info.swarm, '\0', sizeof info.swarm) == NULL || info.round < 0)
         fail("info not filled as documented");
     if (o && strcmp(info.optimizer, "none") && o->t != info.optim_t)

@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "checkpoint.h"
+#include "../stageutil.h"
 #include "fuzz.h"
 #include "ops.h"
 #include "swim.h"
@@ -286,7 +287,7 @@ static unsigned char *slurp(const char *path, size_t *len)
 
 /* Saves m (and o) as round 1 into a scratch directory and returns the
  * file's bytes. */
-static unsigned char *save(const char *dir, rumor_model_t *m, rumor_optim_t *o, size_t *len)
+static unsigned char *save(const char *dir, rumor_stage_t *m, rumor_optim_t *o, size_t *len)
 {
     rumor_ckpt_info_t info = { .round = 1, .epoch = 2, .rank = 3, .incarnation = 4 };
     snprintf(info.swarm, sizeof info.swarm, "fuzz");
@@ -346,23 +347,23 @@ static void checkpoint_seeds(void)
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/rumor-mkseeds-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     rumor_device_t *dev = NULL;
-    rumor_model_t *m = NULL;
+    rumor_stage_t *m = NULL;
     rumor_optim_t *sgd = NULL, *adamw = NULL;
     rumor_optim_config_t c;
     rumor_optim_config_default(&c);
     if (!mkdtemp(dir) || rumor_device_open("cpu:1", &dev) < 0 ||
-        rumor_model_create(dev, CKPT_MODEL, 1, 7, &m) < 0 ||
-        rumor_optim_create(dev, &c, m->nparams, &sgd) < 0) {
+        !(m = su_stage_new(dev, CKPT_MODEL, 1, 7, NULL)) ||
+        rumor_optim_create(dev, &c, m->n, &sgd) < 0) {
         fprintf(stderr, "mkseeds: checkpoint set-up failed: %s\n", rumor_err_msg());
         failed = 1;
         goto out;
     }
     c.kind = RUMOR_OPT_ADAMW;
-    if (rumor_optim_create(dev, &c, m->nparams, &adamw) < 0) {
+    if (rumor_optim_create(dev, &c, m->n, &adamw) < 0) {
         failed = 1;
         goto out;
     }
-    for (size_t i = 0; i < m->nparams; i++) {
+    for (size_t i = 0; i < m->n; i++) {
         sgd->m[i] = 0.01f * (float)i;
         adamw->m[i] = -0.02f * (float)i;
         adamw->v[i] = 0.001f * (float)(i + 1);
@@ -387,7 +388,7 @@ static void checkpoint_seeds(void)
 out:
     rumor_optim_destroy(&sgd);
     rumor_optim_destroy(&adamw);
-    rumor_model_destroy(&m);
+    su_stage_free(&m);
     rumor_device_close(&dev);
     rmdir(dir);
 }

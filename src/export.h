@@ -1,0 +1,25 @@
+/* Exports a model for other tools.
+ *
+ * rumor_export_hf writes a Hugging Face GPT-2 directory: model.safetensors
+ * (every tensor of the model under its GPT-2 name, F32, no optimizer state;
+ * the output layer is tied to transformer.wte.weight, as GPT-2's is, so it
+ * has no tensor of its own) and config.json (GPT2LMHeadModel, gelu_new,
+ * layer_norm_epsilon 1e-5), which transformers' GPT2LMHeadModel.from_pretrained
+ * loads. */
+#ifndef RUMOR_EXPORT_H
+#define RUMOR_EXPORT_H
+
+#include "stage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* st holds a whole GPT model. Creates dir (mode 0755) when missing;
+ * overwrites the two files (each written to a temp file, then renamed). */
+int rumor_export_hf(const rumor_stage_t *st, const char *dir) RUMOR_WUR;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
