@@ -1,0 +1,335 @@
+/* The transformer ops of the ops table on every backend present, against
+ * naive double-precision references written here: layernorm forward and
+ * both backward parts, causal attention forward and backward, token and
+ * position embeddings (with repeated tokens, so the scatter-add collides),
+ * strided-batched GEMM, fill (over NaN), add (aliased), axpby and sumsq
+ * (counting NaN and Inf). Every output has canaries after its end that must
+ * stay untouched. A backend whose table lacks one of these ops fails. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "testutil.h"
+
+#define CANARY 4
+#define SENTINEL 12345.5f
+
+static rumor_device_t *d;
+
+/* device buffer of n floats (+ canaries) holding host (or zeros) */
+static float *dput(const float *host, size_t n)
+{
+    float *p = d->ops->alloc(d, (n + CANARY) * sizeof(float));
+    float *tmp = malloc((n + CANARY) * sizeof(float));
+    if (!p || !tmp)
+        exit(99);
+    for (size_t i = 0; i < n + CANARY; i++)
+        tmp[i] = i < n ? (host ? host[i] : 0.0f) : SENTINEL;
+    if (d->ops->upload(d, p, tmp, (n + CANARY) * sizeof(float)) < 0)
+        exit(99);
+    free(tmp);
+    return p;
+}
+
+/* copies n floats back, checks the canaries, frees the device buffer */
+static float *dtake(float *p, size_t n, const char *what)
+{
+    float *h = malloc((n + CANARY) * sizeof(float));
+    CHECK_OK(d->ops->sync(d));
+    CHECK_OK(d->ops->download(d, h, p, (n + CANARY) * sizeof(float)));
+    for (int i = 0; i < CANARY; i++)
+        CHECKF(h[n + i] == SENTINEL, "%s: %s wrote past its end", d->name, what);
+    d->ops->free(d, p);
+    return h;
+}
+
+static void rnd(float *x, size_t n, unsigned long long *s, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * tu_randf(s);
+}
+
+/* max |a - ref| / (max |ref| + tiny) */
+static double rel_err(const float *a, const double *ref, size_t n)
+{
+    double e = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)a[i] - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+    }
+    return e / m;
+}
+
+static void check_layernorm(void)
+{
+    enum { R = 5, C = 12 };
+    unsigned long long s = 3;
+    float x[R * C], w[C], b[C], dy[R * C], dx0[R * C];
+    rnd(x, R * C, &s, 2.0f);
+    rnd(w, C, &s, 1.0f);
+    rnd(b, C, &s, 1.0f);
+    rnd(dy, R * C, &s, 1.0f);
+    rnd(dx0, R * C, &s, 1.0f);
+    double y[R * C], mean[R], rstd[R], dx[R * C], dxa[R * C], dw[C] = { 0 }, db[C] = { 0 };
+    for (int r = 0; r < R; r++) {
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++)
+            m += x[r * C + c] / (double)C;
+        for (int c = 0; c < C; c++)
+            v += (x[r * C + c] - m) * (x[r * C + c] - m) / C;
+        mean[r] = m;
+        rstd[r] = 1.0 / sqrt(v + 1e-5);
+        double g[C], sg = 0, sgx = 0;
+        for (int c = 0; c < C; c++) {
+            double xh = (x[r * C + c] - m) * rstd[r];
+            y[r * C + c] = xh * w[c] + b[c];
+            g[c] = dy[r * C + c] * w[c];
+            sg += g[c];
+            sgx += g[c] * xh;
+            dw[c] += dy[r * C + c] * xh;
+            db[c] += dy[r * C + c];
+        }
+        for (int c = 0; c < C; c++) {
+            double xh = (x[r * C + c] - m) * rstd[r];
+            dx[r * C + c] = rstd[r] * (g[c] - sg / C - xh * sgx / C);
+            dxa[r * C + c] = dx[r * C + c] + dx0[r * C + c];
+        }
+    }
+    float *px = dput(x, R * C), *pw = dput(w, C), *pb = dput(b, C), *py = dput(NULL, R * C);
+    float *pm = dput(NULL, R), *pr = dput(NULL, R), *pdy = dput(dy, R * C);
+    float *pdx = dput(NULL, R * C), *pdxa = dput(dx0, R * C), *pdw = dput(NULL, C),
+          *pdb = dput(NULL, C);
+    d->ops->layernorm_forward(d, py, pm, pr, px, pw, pb, R, C, 1e-5f);
+    d->ops->layernorm_backward_x(d, pdx, pdy, px, pw, pm, pr, R, C, 0);
+    d->ops->layernorm_backward_x(d, pdxa, pdy, px, pw, pm, pr, R, C, 1);
+    d->ops->layernorm_backward_w(d, pdw, pdb, pdy, px, pm, pr, R, C);
+    float *hy = dtake(py, R * C, "layernorm y"), *hdx = dtake(pdx, R * C, "layernorm dx");
+    float *hdxa = dtake(pdxa, R * C, "layernorm dx (+=)"), *hdw = dtake(pdw, C, "layernorm dw");
+    float *hdb = dtake(pdb, C, "layernorm db"), *hm = dtake(pm, R, "mean"), *hr = dtake(pr, R, "rstd");
+    CHECKF(rel_err(hy, y, R * C) < 1e-5, "%s: layernorm forward %.3g", d->name, rel_err(hy, y, R * C));
+    CHECKF(rel_err(hm, mean, R) < 1e-5 && rel_err(hr, rstd, R) < 1e-5, "%s: layernorm stats", d->name);
+    CHECKF(rel_err(hdx, dx, R * C) < 1e-5, "%s: layernorm dx %.3g", d->name, rel_err(hdx, dx, R * C));
+    CHECKF(rel_err(hdxa, dxa, R * C) < 1e-5, "%s: layernorm dx accumulate", d->name);
+    CHECKF(rel_err(hdw, dw, C) < 1e-5 && rel_err(hdb, db, C) < 1e-5, "%s: layernorm dw/db", d->name);
+    free(hy), free(hdx), free(hdxa), free(hdw), free(hdb), free(hm), free(hr);
+    d->ops->free(d, px), d->ops->free(d, pw), d->ops->free(d, pb), d->ops->free(d, pdy);
+}
+
+static void check_attention(void)
+{
+    enum { B = 2, T = 7, NH = 3, HS = 4, C = NH * HS, C3 = 3 * C };
+    unsigned long long s = 9;
+    static float qkv[B * T * C3], dout[B * T * C];
+    rnd(qkv, B * T * C3, &s, 1.5f);
+    rnd(dout, B * T * C, &s, 1.0f);
+    static double out[B * T * C], att[B * NH * T * T], dqkv[B * T * C3];
+    memset(dqkv, 0, sizeof dqkv);
+    double sc = 1.0 / sqrt((double)HS);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + (b * T + t) * C3 + h * HS;
+                double p[T], mx = -1e300, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + (b * T + u) * C3 + C + h * HS;
+                    double dot = 0;
+                    for (int i = 0; i < HS; i++)
+                        dot += (double)q[i] * k[i];
+                    p[u] = dot * sc;
+                    mx = fmax(mx, p[u]);
+                }
+                for (int u = 0; u <= t; u++)
+                    sum += p[u] = exp(p[u] - mx);
+                double *a = att + ((b * NH + h) * T + t) * T;
+                for (int u = 0; u < T; u++)
+                    a[u] = u <= t ? p[u] / sum : 0.0;
+                double *o = out + (b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) {
+                    o[i] = 0;
+                    for (int u = 0; u <= t; u++)
+                        o[i] += a[u] * qkv[(b * T + u) * C3 + 2 * C + h * HS + i];
+                }
+                /* backward of this row */
+                const float *g = dout + (b * T + t) * C + h * HS;
+                double da[T], dot = 0;
+                for (int u = 0; u <= t; u++) {
+                    da[u] = 0;
+                    for (int i = 0; i < HS; i++) {
+                        da[u] += (double)g[i] * qkv[(b * T + u) * C3 + 2 * C + h * HS + i];
+                        dqkv[(b * T + u) * C3 + 2 * C + h * HS + i] += a[u] * g[i];
+                    }
+                    dot += a[u] * da[u];
+                }
+                for (int u = 0; u <= t; u++) {
+                    double dp = a[u] * (da[u] - dot) * sc;
+                    for (int i = 0; i < HS; i++) {
+                        dqkv[(b * T + t) * C3 + h * HS + i] +=
+                            dp * qkv[(b * T + u) * C3 + C + h * HS + i];
+                        dqkv[(b * T + u) * C3 + C + h * HS + i] += dp * q[i];
+                    }
+                }
+            }
+    float *pq = dput(qkv, B * T * C3), *po = dput(NULL, B * T * C);
+    float *pa = dput(NULL, B * NH * T * T), *pg = dput(dout, B * T * C);
+    float *pdq = dput(NULL, B * T * C3), *pda = dput(NULL, B * NH * T * T);
+    /* dqkv must be written in full: start it dirty */
+    float junk[B * T * C3];
+    for (int i = 0; i < B * T * C3; i++)
+        junk[i] = NAN;
+    CHECK_OK(d->ops->upload(d, pdq, junk, sizeof junk));
+    d->ops->attention_forward(d, po, pa, pq, B, T, C, NH);
+    d->ops->attention_backward(d, pdq, pda, pg, pq, pa, B, T, C, NH);
+    float *ho = dtake(po, B * T * C, "attention out"), *ha = dtake(pa, B * NH * T * T, "att");
+    float *hdq = dtake(pdq, B * T * C3, "dqkv");
+    free(dtake(pda, B * NH * T * T, "datt"));
+    CHECKF(rel_err(ho, out, B * T * C) < 1e-5, "%s: attention out %.3g", d->name,
+           rel_err(ho, out, B * T * C));
+    CHECKF(rel_err(ha, att, B * NH * T * T) < 1e-5, "%s: attention weights", d->name);
+    CHECKF(rel_err(hdq, dqkv, B * T * C3) < 1e-5, "%s: attention dqkv %.3g", d->name,
+           rel_err(hdq, dqkv, B * T * C3));
+    free(ho), free(ha), free(hdq);
+    d->ops->free(d, pq), d->ops->free(d, pg);
+}
+
+static void check_embed(void)
+{
+    enum { B = 3, T = 4, C = 5, V = 6 };
+    unsigned long long s = 4;
+    float wte[V * C], wpe[T * C], g[B * T * C];
+    int32_t tok[B * T] = { 1, 1, 5, 0, 2, 1, 1, 3, 5, 5, 0, 1 }; /* repeats collide */
+    rnd(wte, V * C, &s, 1.0f);
+    rnd(wpe, T * C, &s, 1.0f);
+    rnd(g, B * T * C, &s, 1.0f);
+    double out[B * T * C], dwte[V * C] = { 0 }, dwpe[T * C] = { 0 };
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                out[(b * T + t) * C + c] = (double)wte[tok[b * T + t] * C + c] + wpe[t * C + c];
+                dwte[tok[b * T + t] * C + c] += g[(b * T + t) * C + c];
+                dwpe[t * C + c] += g[(b * T + t) * C + c];
+            }
+    int32_t *pt = d->ops->alloc(d, sizeof tok);
+    CHECK_OK(d->ops->upload(d, pt, tok, sizeof tok));
+    float *pe = dput(wte, V * C), *pp = dput(wpe, T * C), *po = dput(NULL, B * T * C);
+    float *pg = dput(g, B * T * C), *pde = dput(NULL, V * C), *pdp = dput(NULL, T * C);
+    d->ops->embed_forward(d, po, pt, pe, pp, B, T, C);
+    d->ops->embed_backward(d, pde, pdp, pg, pt, B, T, C);
+    float *ho = dtake(po, B * T * C, "embed out"), *hde = dtake(pde, V * C, "dwte");
+    float *hdp = dtake(pdp, T * C, "dwpe");
+    CHECKF(rel_err(ho, out, B * T * C) < 1e-6, "%s: embed forward", d->name);
+    CHECKF(rel_err(hde, dwte, V * C) < 1e-6 && rel_err(hdp, dwpe, T * C) < 1e-6,
+           "%s: embed backward (scatter-add)", d->name);
+    free(ho), free(hde), free(hdp);
+    d->ops->free(d, pt), d->ops->free(d, pe), d->ops->free(d, pp), d->ops->free(d, pg);
+}
+
+static void check_small_ops(void)
+{
+    enum { N = 37, M = 3, K = 5, NN = 4, BATCH = 3 };
+    unsigned long long s = 8;
+    float a[N], b[N];
+    rnd(a, N, &s, 1.0f);
+    rnd(b, N, &s, 1.0f);
+    /* fill over NaN */
+    float nan_buf[N];
+    for (int i = 0; i < N; i++)
+        nan_buf[i] = NAN;
+    float *p = dput(nan_buf, N);
+    d->ops->fill(d, p, 0.0f, N);
+    float *h = dtake(p, N, "fill");
+    int zero = 1;
+    for (int i = 0; i < N; i++)
+        zero &= h[i] == 0.0f;
+    CHECKF(zero, "%s: fill 0 left a NaN", d->name);
+    free(h);
+    /* add with y aliasing a; axpby */
+    float *pa = dput(a, N), *pb = dput(b, N);
+    d->ops->add(d, pa, pa, pb, N);
+    d->ops->axpby(d, pb, 2.0f, pa, -0.5f, N);
+    h = dtake(pa, N, "add");
+    float *h2 = dtake(pb, N, "axpby");
+    double ra[N], rb[N];
+    for (int i = 0; i < N; i++) {
+        ra[i] = (double)a[i] + b[i];
+        rb[i] = 2.0 * ((double)a[i] + b[i]) - 0.5 * b[i];
+    }
+    CHECKF(rel_err(h, ra, N) < 1e-6 && rel_err(h2, rb, N) < 1e-6, "%s: add/axpby", d->name);
+    free(h), free(h2);
+    /* sumsq counts non-finite values */
+    float v[N];
+    double ss = 0;
+    for (int i = 0; i < N; i++)
+        ss += (double)a[i] * a[i];
+    memcpy(v, a, sizeof v);
+    float *pv = dput(v, N);
+    double got;
+    size_t bad = 99;
+    CHECK_OK(d->ops->sumsq(d, pv, N, &got, &bad));
+    CHECKF(fabs(got - ss) < 1e-5 * ss && bad == 0, "%s: sumsq %g vs %g", d->name, got, ss);
+    v[3] = NAN;
+    v[7] = INFINITY;
+    CHECK_OK(d->ops->upload(d, pv, v, sizeof v));
+    CHECK_OK(d->ops->sumsq(d, pv, N, NULL, &bad));
+    CHECKF(bad == 2, "%s: sumsq counted %zu non-finite values, expected 2", d->name, bad);
+    d->ops->free(d, pv);
+    /* strided-batched GEMM: C_i (M,NN) = 0.5 A_i^T (M,K) B_i (K,NN) + 2 C_i, padded strides */
+    enum { SA = K * M + 3, SB = K * NN + 2, SC = M * NN + 1 };
+    float A[BATCH * SA], Bm[BATCH * SB], Cm[BATCH * SC];
+    rnd(A, BATCH * SA, &s, 1.0f);
+    rnd(Bm, BATCH * SB, &s, 1.0f);
+    rnd(Cm, BATCH * SC, &s, 1.0f);
+    double ref[BATCH * SC];
+    for (int i = 0; i < BATCH * SC; i++)
+        ref[i] = Cm[i];
+    for (int bi = 0; bi < BATCH; bi++)
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < NN; c++) {
+                double acc = 0;
+                for (int k = 0; k < K; k++)
+                    acc += (double)A[bi * SA + k * M + r] * Bm[bi * SB + k * NN + c];
+                ref[bi * SC + r * NN + c] = 0.5 * acc + 2.0 * Cm[bi * SC + r * NN + c];
+            }
+    float *pA = dput(A, BATCH * SA), *pB = dput(Bm, BATCH * SB), *pC = dput(Cm, BATCH * SC);
+    d->ops->gemm_batched(d, 1, 0, M, NN, K, 0.5f, pA, M, SA, pB, NN, SB, 2.0f, pC, NN, SC, BATCH);
+    h = dtake(pC, BATCH * SC, "gemm_batched");
+    CHECKF(rel_err(h, ref, BATCH * SC) < 1e-5, "%s: gemm_batched %.3g", d->name,
+           rel_err(h, ref, BATCH * SC));
+    free(h);
+    d->ops->free(d, pA), d->ops->free(d, pB);
+}
+
+static int complete(const rumor_ops_t *o)
+{
+    return o->fill && o->add && o->axpby && o->sumsq && o->gemm_batched && o->layernorm_forward &&
+           o->layernorm_backward_x && o->layernorm_backward_w && o->attention_forward &&
+           o->attention_backward && o->embed_forward && o->embed_backward && o->stream_create &&
+           o->set_stream && o->event_record && o->stream_wait && o->upload_async &&
+           o->download_async && o->copy_peer && o->host_alloc && o->supports;
+}
+
+int main(void)
+{
+    char specs[10][16] = { "cpu:1", "cpu:2" };
+    int n = 2;
+    for (int i = 0; i < rumor_device_count(RUMOR_DEV_CUDA) && n < 10; i++)
+        snprintf(specs[n++], sizeof specs[0], "cuda:%d", i);
+    for (int i = 0; i < n; i++) {
+        if (rumor_device_open(specs[i], &d) < 0) {
+            CHECKF(0, "%s: does not open: %s", specs[i], rumor_err_msg());
+            continue;
+        }
+        if (!complete(d->ops)) {
+            CHECKF(0, "%s: the ops table lacks transformer ops or plumbing", d->name);
+        } else {
+            check_layernorm();
+            check_attention();
+            check_embed();
+            check_small_ops();
+            fprintf(stderr, "%s: transformer ops checked\n", d->name);
+        }
+        rumor_device_close(&d);
+    }
+    return tu_finish("test_ops_tf");
+}
