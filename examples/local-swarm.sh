@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs a swarm of rumor-peer processes on this machine, over loopback, and
-# prints each peer's accuracy and the swarm average's at the end.
+# prints each peer's accuracy (a language model's validation loss) and the
+# swarm average's at the end.
 #
 # Usage: examples/local-swarm.sh [-n PEERS] [-t TOPOLOGY] [-p BASEPORT]
 #                                [-d RUNDIR] [-q] [-- rumor-peer options...]
@@ -129,6 +130,12 @@ while [ $r -lt "$n" ]; do
   log="$rundir/peer-$r.log"
   local_acc=$(sed -n "s/^peer $r: local test accuracy \(.*\)%/\1/p" "$log")
   avg_acc=$(sed -n "s/^peer $r: swarm average test accuracy \(.*\)%/\1/p" "$log")
+  unit=%
+  if [ -z "$local_acc" ]; then # a language model: validation losses
+    local_acc=$(sed -n "s/^peer $r: local validation loss \(.*\)/\1/p" "$log")
+    avg_acc=$(sed -n "s/^peer $r: swarm average validation loss \(.*\)/\1/p" "$log")
+    unit=" "
+  fi
   secs=$(sed -n "s/^peer $r: done: [0-9]* rounds ([0-9]* run here) in \([0-9.]*\) s.*/\1/p" "$log")
   note=
   # a failed peer's reason: its last "rumor-peer R: ..." line, whole
@@ -137,7 +144,8 @@ while [ $r -lt "$n" ]; do
       sed 's/^rumor-peer\( [0-9][0-9]*\)\{0,1\}: //')
     [ -n "$why" ] || why=$(tail -n 1 "$log")
     note="failed: $why"; status=1; }
-  printf '%-6s %9s%% %9s%% %10s %s\n' "$r" "${local_acc:--}" "${avg_acc:--}" "${secs:--}" "$note"
+  printf '%-6s %9s%s %9s%s %10s %s\n' "$r" "${local_acc:--}" "$unit" "${avg_acc:--}" "$unit" \
+    "${secs:--}" "$note"
   r=$((r + 1))
 done
 exit $status

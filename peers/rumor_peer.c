@@ -225,6 +225,7 @@ struct peer {
     rumor_device_t *dev;
     rumor_dataset_t *train, *test;
     rumor_loader_t *loader;
+    rumor_source_t *lm;       /* text or tokens: a language model's data */
     rumor_model_t *model;
     rumor_stage_t *stage;
     rumor_step_t *step;
@@ -330,6 +331,7 @@ static void peer_free(struct peer *p)
     rumor_stage_destroy(&p->stage);
     rumor_model_destroy(&p->model);
     rumor_loader_destroy(&p->loader);
+    rumor_source_destroy(&p->lm);
     rumor_dataset_destroy(&p->train);
     rumor_dataset_destroy(&p->test);
     rumor_device_close(&p->dev);
@@ -418,7 +420,11 @@ static int evaluate(struct peer *p, float *params, double *acc, double *loss)
     int owns = p->stage->owns_params;
     p->stage->owns_params = 0;
     rumor_step_bind_params(p->step, params);
-    int rc = rumor_train_evaluate(p->step, p->test, p->stage->max_B, acc, loss);
+    /* a language model: validation loss (no accuracy) over 16 batches */
+    int rc = p->lm ? rumor_train_validate(p->step, p->lm, p->stage->max_B, 16, loss)
+                   : rumor_train_evaluate(p->step, p->test, p->stage->max_B, acc, loss);
+    if (p->lm)
+        *acc = -1.0;
     rumor_step_bind_params(p->step, own);
     p->stage->owns_params = owns;
     return rc;
@@ -578,32 +584,62 @@ int main(int argc, char **argv)
                       p.dev->name);
         return fail(&p, rank, "device");
     }
-    int smallest = 0;
+    int smallest = 0, lm = rumor_train_is_lm(o.data);
     double t_load = rumor_now();
-    if (rumor_train_opts_data(&o, rank, N, &p.train, &p.test, &smallest) < 0)
-        return fail(&p, rank, "data");
-    /* Every peer runs the same number of rounds per epoch: what the smallest
-     * shard holds. */
-    long per_epoch = smallest / o.batch;
-    if (per_epoch < 1) {
-        rumor_err_set(RUMOR_EINVAL, "shards of %d examples hold no batch of %d", smallest,
-                      o.batch);
-        return fail(&p, rank, "data");
+    long per_epoch;
+    if (lm) {
+        /* a language model: the model first (its context is the window),
+         * then this rank's slice of the text; an epoch is as many windows
+         * as the slice (the same count on every rank) holds tokens */
+        if (rumor_model_create(o.model, !strncmp(o.data, "text:", 5) ? 256 : 50257,
+                               &p.model) < 0)
+            return fail(&p, rank, "model");
+        if (p.model->kind != RUMOR_MODEL_GPT) {
+            rumor_err_set(RUMOR_EINVAL, "'%s' is not a language model; --data %s is text",
+                          o.model, o.data);
+            return fail(&p, rank, "model");
+        }
+        rumor_source_config_t sc;
+        rumor_source_config_default(&sc);
+        sc.spec = o.data;
+        sc.seed = (uint64_t)o.seed;
+        sc.rank = rank;
+        sc.world = N;
+        sc.batch = o.batch;
+        sc.seq = p.model->ctx;
+        sc.vocab = p.model->vocab;
+        if (rumor_source_open(&sc, &p.lm) < 0)
+            return fail(&p, rank, "data");
+        per_epoch = rumor_source_train_size(p.lm) / ((long)o.batch * p.model->ctx);
+        if (per_epoch < 1)
+            per_epoch = 1;
+    } else {
+        if (rumor_train_opts_data(&o, rank, N, &p.train, &p.test, &smallest) < 0)
+            return fail(&p, rank, "data");
+        /* Every peer runs the same number of rounds per epoch: what the
+         * smallest shard holds. */
+        per_epoch = smallest / o.batch;
+        if (per_epoch < 1) {
+            rumor_err_set(RUMOR_EINVAL, "shards of %d examples hold no batch of %d", smallest,
+                          o.batch);
+            return fail(&p, rank, "data");
+        }
+        if (rumor_loader_create(p.train, o.batch, (uint64_t)o.seed + (uint64_t)rank, 1, 1,
+                                &p.loader) < 0)
+            return fail(&p, rank, "loader");
+        /* The same seed on every peer: every peer starts from the same model. */
+        if (rumor_model_create(o.model, 0, &p.model) < 0)
+            return fail(&p, rank, "model");
+        if (rumor_train_opts_check_model(p.model, p.train) < 0)
+            return fail(&p, rank, "model");
     }
     long total_rounds = per_epoch * o.epochs;
-    if (rumor_loader_create(p.train, o.batch, (uint64_t)o.seed + (uint64_t)rank, 1, 1,
-                            &p.loader) < 0)
-        return fail(&p, rank, "loader");
-    /* The same seed on every peer: every peer starts from the same model. */
-    if (rumor_model_create(o.model, 0, &p.model) < 0)
-        return fail(&p, rank, "model");
-    if (rumor_train_opts_check_model(p.model, p.train) < 0)
-        return fail(&p, rank, "model");
     rumor_optim_config_t oc;
     if (rumor_train_opts_optim(&o, per_epoch, &oc) < 0)
         return fail(&p, rank, "optimizer");
     rumor_stage_config_t sc = { .model = p.model, .dev = p.dev, .first = 0,
-                                .last = p.model->nblocks, .max_B = o.batch, .T = 1, .slots = 1,
+                                .last = p.model->nblocks, .max_B = o.batch,
+                                .T = rumor_model_seq(p.model), .slots = 1,
                                 .seed = (uint64_t)o.seed, .optim = &oc };
     if (rumor_stage_create(&sc, &p.stage) < 0)
         return fail(&p, rank, "model");
@@ -696,9 +732,15 @@ int main(int argc, char **argv)
         printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
                rank, N, o.model, p.model->nparams, p.model->nparams * 4.0 / 1e6, p.dev->name, nb,
                nb == 1 ? "" : "s");
-        printf("rumor-peer %d/%d: shard of %d examples (loaded in %.2f s), %ld rounds of batch "
-               "%d per epoch, %d epochs\n",
-               rank, N, p.train->n, rumor_now() - t_load, per_epoch, o.batch, o.epochs);
+        if (p.lm)
+            printf("rumor-peer %d/%d: %s (loaded in %.2f s), %ld rounds of %d windows of %d "
+                   "tokens per epoch, %d epochs\n",
+                   rank, N, rumor_source_describe(p.lm), rumor_now() - t_load, per_epoch,
+                   o.batch, p.model->ctx, o.epochs);
+        else
+            printf("rumor-peer %d/%d: shard of %d examples (loaded in %.2f s), %ld rounds of "
+                   "batch %d per epoch, %d epochs\n",
+                   rank, N, p.train->n, rumor_now() - t_load, per_epoch, o.batch, o.epochs);
         fflush(stdout);
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
@@ -746,7 +788,7 @@ int main(int argc, char **argv)
     rumor_round_stats_t st = { 0 };
     /* A resumed peer replays its loader to the round it stopped at, so it
      * draws the batches it would have drawn. */
-    for (long i = 0; i < k; i++) {
+    for (long i = 0; p.loader && i < k; i++) {
         const float *x;
         const int32_t *y;
         (void)rumor_loader_next(p.loader, &x, &y);
@@ -762,19 +804,25 @@ int main(int argc, char **argv)
             leaving = 1;
             break;
         }
-        const float *x;
-        const int32_t *y;
-        int bs = rumor_loader_next(p.loader, &x, &y);
-        if (bs == 0) /* a jump skipped the end of the loader's epoch */
+        const float *x = NULL;
+        const int32_t *y = NULL;
+        rumor_batch_t batch;
+        int bs;
+        if (p.lm) { /* windows keyed by (seed, rank, round): nothing to replay */
+            bs = rumor_source_next(p.lm, k, &batch);
+        } else {
             bs = rumor_loader_next(p.loader, &x, &y);
+            if (bs == 0) /* a jump skipped the end of the loader's epoch */
+                bs = rumor_loader_next(p.loader, &x, &y);
+            batch = (rumor_batch_t){ .kind = RUMOR_BATCH_IMAGES, .n = bs,
+                                     .width = p.train->dim, .x = x, .y = y };
+        }
         if (bs <= 0) {
             rumor_err_set(RUMOR_ESTATE, "the loader ran out of batches at round %ld", k);
             return fail(&p, rank, "data");
         }
         float loss;
         long next = k + 1;
-        rumor_batch_t batch = { .kind = RUMOR_BATCH_IMAGES, .n = bs, .width = p.train->dim,
-                                .x = x, .y = y };
         if (dpsgd) {
             /* send x(k) while computing the gradient at x(k); then
              * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
@@ -900,7 +948,7 @@ int main(int argc, char **argv)
             continue;
         const float *xx;
         const int32_t *yy;
-        while (rumor_loader_next(p.loader, &xx, &yy) > 0)
+        while (p.loader && rumor_loader_next(p.loader, &xx, &yy) > 0)
             ;
         double epoch_s = rumor_now() - epoch_start;
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
@@ -911,7 +959,9 @@ int main(int argc, char **argv)
         double nr = epoch_rounds > 0 ? (double)epoch_rounds : 1.0;
         if (!o.quiet) {
             char accs[64] = "";
-            if (evaluated)
+            if (evaluated && p.lm)
+                snprintf(accs, sizeof accs, "  validation loss %.4f", tloss);
+            else if (evaluated)
                 snprintf(accs, sizeof accs, "  test accuracy %.2f%%", 100.0 * acc);
             rumor_progress_print(&prog, "epoch %d/%d  train loss %.4f%s  |mix-x| %.3g  %.1f s",
                                  epoch, o.epochs, loss_sum / nr, accs,
@@ -919,9 +969,10 @@ int main(int argc, char **argv)
         }
         rumor_metrics_write(&p.metrics,
                             "\"event\":\"epoch\",\"epoch\":%d,\"round\":%ld,\"train_loss\":%.6g,"
-                            "\"test_accuracy\":%.6f,\"consensus\":%.6g,\"seconds\":%.3f,"
-                            "\"epoch_seconds\":%.3f",
+                            "\"test_accuracy\":%.6f,\"eval_loss\":%.6g,\"consensus\":%.6g,"
+                            "\"seconds\":%.3f,\"epoch_seconds\":%.3f",
                             epoch, k, loss_sum / nr, evaluated ? acc : -1.0,
+                            evaluated ? tloss : -1.0,
                             dpsgd ? dis_sum / nr : 0.0, rumor_now() - start, epoch_s);
         epoch = (int)(k / per_epoch) + 1;
         if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k, epoch) < 0)
@@ -976,10 +1027,16 @@ int main(int argc, char **argv)
         snprintf(conns, sizeof conns, "?");
     if (rumor_transport_stats_json(&ts, conns_j, sizeof conns_j) < 0)
         snprintf(conns_j, sizeof conns_j, "{}");
-    printf("peer %d: local test accuracy %.2f%%\n", rank, 100.0 * acc);
+    if (p.lm) {
+        printf("peer %d: local validation loss %.4f\n", rank, tloss);
+        if (!avg_note[0] && !opts.no_average && !alone)
+            printf("peer %d: swarm average validation loss %.4f\n", rank, avg_loss);
+    } else {
+        printf("peer %d: local test accuracy %.2f%%\n", rank, 100.0 * acc);
+    }
     if (avg_acc >= 0)
         printf("peer %d: swarm average test accuracy %.2f%%\n", rank, 100.0 * avg_acc);
-    else if (!opts.no_average && !alone)
+    else if (!opts.no_average && !alone && avg_note[0])
         printf("peer %d: swarm average %s\n", rank, avg_note);
     printf("peer %d: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
            "received %.1f MB, waited %.1f s; messages: %s; connections: %s%s\n",
@@ -996,7 +1053,8 @@ int main(int argc, char **argv)
         snprintf(wsj, sizeof wsj, "{}");
     rumor_metrics_write(&p.metrics,
                         "\"event\":\"done\",\"local_accuracy\":%.6f,"
-                        "\"average_accuracy\":%.6f,\"seconds\":%.3f,\"rounds\":%ld,"
+                        "\"average_accuracy\":%.6f,\"local_eval_loss\":%.6g,"
+                        "\"average_eval_loss\":%.6g,\"seconds\":%.3f,\"rounds\":%ld,"
                         "\"rounds_run\":%ld,\"examples_per_s\":%.1f,"
                         "\"bytes_sent\":%llu,\"bytes_received\":%llu,\"wait_s\":%.3f,"
                         "\"rejected\":%llu,\"allreduce_failures\":%ld,\"max_stall\":%.3f,"
@@ -1004,7 +1062,8 @@ int main(int argc, char **argv)
                         "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
                         "\"endpoints_learned\":%llu,\"rounds_mixed\":%llu,\"alone\":%s,"
                         "\"messages\":%s,\"connections\":%s",
-                        acc, avg_acc, seconds, total_rounds, rounds_run, examples / seconds,
+                        acc, avg_acc, tloss, avg_note[0] || opts.no_average || alone ? -1.0 : avg_loss,
+                        seconds, total_rounds, rounds_run, examples / seconds,
                         (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received,
                         wait_total, (unsigned long long)rumor_wire_stats_rejected(&ws),
                         allreduce_failures, max_stall, (unsigned long long)mcn.jumps,

@@ -17,11 +17,6 @@
 #include "step.h"
 #include "train_lm.h"
 
-int rumor_train_is_lm(const char *data)
-{
-    return data && (!strncmp(data, "text:", 5) || !strncmp(data, "tokens:", 7));
-}
-
 struct lm_run {
     rumor_device_t *dev;
     rumor_source_t *src;
@@ -47,26 +42,6 @@ static int lm_fail(struct lm_run *r, const char *what)
     rumor_debug("error trace: %s", rumor_err_trace());
     lm_free(r);
     return 1;
-}
-
-/* Mean validation loss over the first n batches (all when n == 0). */
-static int validate(struct lm_run *r, int batch, int n, double *loss)
-{
-    double sum = 0.0;
-    long targets = 0;
-    int nb = rumor_source_val_batches(r->src, batch);
-    if (n > 0 && n < nb)
-        nb = n;
-    for (int i = 0; i < nb; i++) {
-        rumor_batch_t b;
-        int got = rumor_source_val(r->src, i, batch, &b);
-        RUMOR_CHECK(got);
-        if (got == 0)
-            break;
-        RUMOR_CHECK(rumor_step_eval(r->step, &b, &sum, &targets, NULL));
-    }
-    *loss = targets ? sum / (double)targets : NAN;
-    return 0;
 }
 
 static int save(struct lm_run *r, const struct rumor_lm_opts *lm, const struct rumor_train_opts *o,
@@ -193,7 +168,7 @@ int rumor_train_lm(const struct rumor_train_opts *o, const struct rumor_lm_opts 
         loss_ema = isnan(loss_ema) ? loss : 0.9 * loss_ema + 0.1 * loss;
         int evaluate = step % eval_every == 0 || step == total;
         if (evaluate) {
-            if (validate(&r, o->batch, lm->eval_batches, &val) < 0)
+            if (rumor_train_validate(r.step, r.src, o->batch, lm->eval_batches, &val) < 0)
                 return lm_fail(&r, "validation");
             rumor_metrics_write(&r.metrics,
                                 "\"event\":\"eval\",\"step\":%ld,\"val_loss\":%.6g,"

@@ -13,9 +13,6 @@ struct rumor_lm_opts {
     int keep_checkpoints;
 };
 
-/* Whether --data names text or token data. */
-int rumor_train_is_lm(const char *data);
-
 /* Trains o->model (a GPT spec) on o->data; returns the exit status. */
 int rumor_train_lm(const struct rumor_train_opts *o, const struct rumor_lm_opts *lm, int rank,
                    int world);

@@ -3,6 +3,7 @@
 
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +20,15 @@ const char rumor_train_opts_help[] =
     "  --data SPEC            fashion-mnist[:DIR] or DIR: Fashion-MNIST's IDX files,\n"
     "                         gzip'd or plain (default: /usr/share/datasets/fashion-mnist);\n"
     "                         text:FILE[,FILE...] or tokens:TRAIN.bin[,VAL.bin] for\n"
-    "                         language models (rumor-train)\n"
+    "                         language models (with --model gpt:...)\n"
     "  --train-limit N        use at most N examples of the training shard\n"
     "  --shuffle-labels       permute the training labels: a control run that must\n"
     "                         not learn (test accuracy near 10%)\n"
     "\n"
     "Model and device:\n"
     "  --model SPEC           mlp:D0-D1-...-Dn[:relu|:gelu][:dropout=P]\n"
-    "                         (default: mlp:784-256-256-10)\n"
+    "                         (default: mlp:784-256-256-10), or a GPT-2:\n"
+    "                         gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P]\n"
     "  --device SPEC          cpu, cpu:THREADS, cuda, cuda:N or auto (default: cpu)\n"
     "  --threads N            CPU worker threads; each takes a share of every batch\n"
     "                         with one BLAS thread\n"
@@ -96,6 +98,30 @@ int rumor_train_evaluate(rumor_step_t *s, const rumor_dataset_t *d, int batch, d
     }
     *accuracy = targets ? (double)correct / (double)targets : 0.0;
     *loss = targets ? sum / (double)targets : 0.0;
+    return 0;
+}
+
+int rumor_train_is_lm(const char *data)
+{
+    return data && (!strncmp(data, "text:", 5) || !strncmp(data, "tokens:", 7));
+}
+
+int rumor_train_validate(rumor_step_t *s, rumor_source_t *src, int batch, int n, double *loss)
+{
+    double sum = 0.0;
+    long targets = 0;
+    int nb = rumor_source_val_batches(src, batch);
+    if (n > 0 && n < nb)
+        nb = n;
+    for (int i = 0; i < nb; i++) {
+        rumor_batch_t b;
+        int got = rumor_source_val(src, i, batch, &b);
+        RUMOR_CHECK(got);
+        if (got == 0)
+            break;
+        RUMOR_CHECK(rumor_step_eval(s, &b, &sum, &targets, NULL));
+    }
+    *loss = targets ? sum / (double)targets : NAN;
     return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "data.h"
 #include "model.h"
+#include "source.h"
 #include "step.h"
 #include "optim.h"
 #include "options.h"
@@ -62,6 +63,13 @@ int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst
  * the workers of s splitting each batch. */
 int rumor_train_evaluate(rumor_step_t *s, const rumor_dataset_t *d, int batch, double *accuracy,
                          double *loss);
+
+/* Whether --data names text or token data (a language model's). */
+int rumor_train_is_lm(const char *data);
+
+/* Mean validation loss of a language model over the first n validation
+ * batches of src (all when n == 0), the workers of s splitting each. */
+int rumor_train_validate(rumor_step_t *s, rumor_source_t *src, int batch, int n, double *loss);
 
 /* Checks that a model fits the data (inputs and classes). */
 int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d);

@@ -7,6 +7,8 @@
 #    structure) does not, so the bar can fail;
 #  - the checkpoint it wrote samples text (rumor-train sample) and exports
 #    to Hugging Face's layout (rumor-train export);
+#  - two rumor-peer processes train it together with D-PSGD: the average
+#    model beats the unigram entropy and the peers agree;
 #  - bad text files are refused with the file's name.
 # The corpus is the King James Bible that ./bootstrap writes to
 # build/corpus/kjv.txt when present, else the licence texts every Debian
@@ -77,6 +79,26 @@ if [ -n "$ck" ]; then
   [ -s "$tmp/hf/model.safetensors" ] && [ -s "$tmp/hf/config.json" ] ||
     fail "export wrote no model.safetensors or config.json"
   grep -q '"n_layer":[[:space:]]*2' "$tmp/hf/config.json" || fail "config.json: $(cat "$tmp/hf/config.json")"
+fi
+
+# two rumor-peer processes train the GPT together (D-PSGD over loopback):
+# both learn, and their models agree
+if [ -x "$RUMOR_BUILDDIR/rumor-peer" ]; then
+  ports=$(free_endpoints 2)
+  pids=
+  for r in 0 1; do
+    "$RUMOR_BUILDDIR/rumor-peer" --insecure --rank $r --peers "$ports" --model gpt:layers=1,dim=32,heads=2,ctx=32 \
+      --data "text:$tmp/text.txt" --batch 8 --epochs 1 --optimizer adamw --lr 3e-3 -q \
+      >"$tmp/peer-$r.log" 2>&1 &
+    pids="$pids $!"
+  done
+  for p in $pids; do wait "$p" || fail "peer exited with $?: $(tail -3 "$tmp"/peer-*.log)"; done
+  l0=$(sed -n 's/^peer 0: local validation loss \(.*\)/\1/p' "$tmp/peer-0.log")
+  l1=$(sed -n 's/^peer 1: local validation loss \(.*\)/\1/p' "$tmp/peer-1.log")
+  a0=$(sed -n 's/^peer 0: swarm average validation loss \(.*\)/\1/p' "$tmp/peer-0.log")
+  echo "2-peer swarm: local validation losses $l0 and $l1, average model $a0"
+  expect_num_lt "${a0:-99}" "$(awk "BEGIN{print $H - 0.3}")" "swarm average validation loss vs unigram entropy - 0.3"
+  expect_num_close "${l0:-0}" "${l1:-9}" 0.05 "the two peers' validation losses"
 fi
 
 : >"$tmp/empty.txt"
