@@ -45,6 +45,7 @@ static const char usage_head[] =
     "\n"
     "Subcommands on a checkpoint (see rumor-train sample --help):\n"
     "  rumor-train sample CKPT [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]\n"
+    "  rumor-train eval CKPT [--data SPEC] [--batch N] [--eval-batches N]\n"
     "  rumor-train export CKPT DIR   Hugging Face GPT-2 format\n"
     "\n";
 

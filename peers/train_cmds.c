@@ -1,4 +1,4 @@
-/* rumor-train sample and export (see train_cmds.h). */
+/* rumor-train sample, eval and export (see train_cmds.h). */
 #include "config.h"
 
 #include <math.h>
@@ -14,7 +14,9 @@
 #include "model.h"
 #include "options.h"
 #include "stage.h"
+#include "step.h"
 #include "train_cmds.h"
+#include "trainopts.h"
 
 static const char sample_usage[] =
     "Usage: rumor-train sample CKPT [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]\n"
@@ -29,6 +31,20 @@ static const char sample_usage[] =
     "\n"
     "Example:\n"
     "  rumor-train sample ckpt/rumor-r0-000000002000.safetensors --prompt 'And God said'\n";
+
+static const char eval_usage[] =
+    "Usage: rumor-train eval CKPT [--data SPEC] [--batch N] [--eval-batches N]\n"
+    "Print the validation loss of checkpoint CKPT's model (and the test accuracy of\n"
+    "a classifier).\n"
+    "\n"
+    "  --data SPEC            text:FILE[,FILE...] or tokens:TRAIN.bin[,VAL.bin] for a GPT\n"
+    "                         (its validation part: the last 10% of each file, or VAL.bin);\n"
+    "                         fashion-mnist[:DIR] for an MLP (the test set; the default)\n"
+    "  --batch N              windows or examples per batch, 1..65536 (default 16)\n"
+    "  --eval-batches N       batches to evaluate, 0 = all (default 0)\n"
+    "\n"
+    "Example:\n"
+    "  rumor-train eval ckpt/train-r0-000000002000.safetensors --data text:build/corpus/kjv.txt\n";
 
 static const char export_usage[] =
     "Usage: rumor-train export CKPT DIR\n"
@@ -52,6 +68,19 @@ static const rumor_opt_t sample_table[] = {
     { 0 },
 };
 
+struct eval_opts {
+    const char *data;
+    int batch, eval_batches;
+};
+
+static const rumor_opt_t eval_table[] = {
+    { "data", 0, RUMOR_OPT_STR, offsetof(struct eval_opts, data), 0, 0, NULL, 0 },
+    { "batch", 0, RUMOR_OPT_INT, offsetof(struct eval_opts, batch), 1, 65536, NULL, 0 },
+    { "eval-batches", 0, RUMOR_OPT_INT, offsetof(struct eval_opts, eval_batches), 0, 1 << 30,
+      NULL, 0 },
+    { 0 },
+};
+
 /* Builds the model of checkpoint path on the CPU and loads it. */
 static int open_ckpt(const char *path, int max_B, rumor_device_t **dev, rumor_model_t **m,
                      rumor_stage_t **st)
@@ -66,9 +95,11 @@ static int open_ckpt(const char *path, int max_B, rumor_device_t **dev, rumor_mo
     return rumor_ckpt_load(path, *st, NULL, NULL);
 }
 
+/* Says what failed (what NULL: nothing) and releases the model. Returns 1. */
 static int cmd_fail(const char *what, rumor_device_t **dev, rumor_model_t **m, rumor_stage_t **st)
 {
-    fprintf(stderr, "rumor-train %s: %s\n", what, rumor_err_msg());
+    if (what)
+        fprintf(stderr, "rumor-train %s: %s\n", what, rumor_err_msg());
     rumor_stage_destroy(st);
     rumor_model_destroy(m);
     rumor_device_close(dev);
@@ -120,26 +151,35 @@ static int sample(const rumor_stage_t *st, const struct sample_opts *o, int32_t 
     return 0;
 }
 
-static int cmd_sample(int argc, char **argv)
+/* Parses "CKPT [options]" of a subcommand: the checkpoint first. */
+static int parse_sub(const char *prog, const char *usage, const rumor_opt_t *table, void *dst,
+                     int argc, char **argv, const char **path)
 {
-    struct sample_opts o = { .prompt = "\n", .tokens = 300, .temperature = 0.8, .seed = 1 };
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(sample_usage, stdout);
+        fputs(usage, stdout);
         return 0;
     }
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "rumor-train sample: expected a checkpoint file first\n%s", sample_usage);
+        fprintf(stderr, "%s: expected a checkpoint file first\n%s", prog, usage);
         return 2;
     }
-    const char *path = argv[1];
+    *path = argv[1];
     argv[1] = argv[0];
-    int rc = rumor_opts_parse("rumor-train sample", sample_table, &o, argc - 1, argv + 1);
+    int rc = rumor_opts_parse(prog, table, dst, argc - 1, argv + 1);
     if (rc == RUMOR_OPTS_HELP) {
-        fputs(sample_usage, stdout);
+        fputs(usage, stdout);
         return 0;
     }
-    if (rc != 0)
-        return rc == RUMOR_OPTS_VERSION ? 0 : 2;
+    return rc == 0 ? -1 : rc == RUMOR_OPTS_VERSION ? 0 : 2;
+}
+
+static int cmd_sample(int argc, char **argv)
+{
+    struct sample_opts o = { .prompt = "\n", .tokens = 300, .temperature = 0.8, .seed = 1 };
+    const char *path = NULL;
+    int rc = parse_sub("rumor-train sample", sample_usage, sample_table, &o, argc, argv, &path);
+    if (rc >= 0)
+        return rc;
     rumor_device_t *dev = NULL;
     rumor_model_t *m = NULL;
     rumor_stage_t *st = NULL;
@@ -175,6 +215,67 @@ static int cmd_sample(int argc, char **argv)
     return 0;
 }
 
+static int cmd_eval(int argc, char **argv)
+{
+    struct eval_opts o = { .data = NULL, .batch = 16, .eval_batches = 0 };
+    const char *path = NULL;
+    int rc = parse_sub("rumor-train eval", eval_usage, eval_table, &o, argc, argv, &path);
+    if (rc >= 0)
+        return rc;
+    rumor_device_t *dev = NULL;
+    rumor_model_t *m = NULL;
+    rumor_stage_t *st = NULL;
+    rumor_step_t *step = NULL;
+    rumor_source_t *src = NULL;
+    rumor_dataset_t *train = NULL, *test = NULL;
+    if (open_ckpt(path, o.batch, &dev, &m, &st) < 0 ||
+        rumor_step_create(st, dev->nthreads, &step) < 0)
+        goto fail;
+    if (m->kind == RUMOR_MODEL_GPT) {
+        if (!o.data || !rumor_train_is_lm(o.data)) {
+            rumor_err_set(RUMOR_EINVAL, "%s is a language model: give --data text:FILE or "
+                          "tokens:TRAIN.bin[,VAL.bin]", m->spec);
+            goto fail;
+        }
+        rumor_source_config_t sc;
+        rumor_source_config_default(&sc);
+        sc.spec = o.data;
+        sc.batch = o.batch;
+        sc.seq = m->ctx;
+        sc.vocab = m->vocab;
+        double loss;
+        if (rumor_source_open(&sc, &src) < 0 ||
+            rumor_train_validate(step, src, o.batch, o.eval_batches, &loss) < 0)
+            goto fail;
+        printf("%s: validation loss %.4f (%.4f bits per token) on %s\n", path, loss,
+               loss / log(2.0), rumor_source_describe(src));
+    } else {
+        struct rumor_train_opts to;
+        rumor_train_opts_default(&to);
+        if (o.data)
+            to.data = o.data;
+        double acc, loss;
+        if (rumor_train_opts_data(&to, 0, 1, &train, &test, NULL) < 0 ||
+            rumor_train_opts_check_model(m, test) < 0 ||
+            rumor_train_evaluate(step, test, o.batch, &acc, &loss) < 0)
+            goto fail;
+        printf("%s: test accuracy %.2f%%, test loss %.4f on %d examples\n", path, 100.0 * acc,
+               loss, test->n);
+    }
+    rumor_dataset_destroy(&train);
+    rumor_dataset_destroy(&test);
+    rumor_source_destroy(&src);
+    rumor_step_destroy(&step);
+    cmd_fail(NULL, &dev, &m, &st);
+    return 0;
+fail:
+    rumor_dataset_destroy(&train);
+    rumor_dataset_destroy(&test);
+    rumor_source_destroy(&src);
+    rumor_step_destroy(&step);
+    return cmd_fail("eval", &dev, &m, &st);
+}
+
 static int cmd_export(int argc, char **argv)
 {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -206,5 +307,7 @@ int rumor_train_subcommand(int argc, char **argv)
         return cmd_sample(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export"))
         return cmd_export(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "eval"))
+        return cmd_eval(argc - 1, argv + 1);
     return -1;
 }

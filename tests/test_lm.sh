@@ -5,8 +5,9 @@
 #    than byte frequencies;
 #  - the same run on the same bytes shuffled (same unigram entropy, no
 #    structure) does not, so the bar can fail;
-#  - the checkpoint it wrote samples text (rumor-train sample) and exports
-#    to Hugging Face's layout (rumor-train export);
+#  - the checkpoint it wrote samples text (rumor-train sample), evaluates to
+#    the run's last validation loss (rumor-train eval) and exports to
+#    Hugging Face's layout (rumor-train export);
 #  - two rumor-peer processes train it together with D-PSGD: the average
 #    model beats the unigram entropy and the peers agree;
 #  - bad text files are refused with the file's name.
@@ -74,6 +75,12 @@ if [ -n "$ck" ]; then
   [ "$(wc -c <"$tmp/sample.out")" -ge 84 ] || fail "sample printed $(wc -c <"$tmp/sample.out") bytes"
   "$train" sample "$ck" --prompt "the " --tokens 80 --seed 3 >"$tmp/sample2.out" 2>&1
   cmp -s "$tmp/sample.out" "$tmp/sample2.out" || fail "the same seed sampled different text"
+  # eval of the last checkpoint on the same windows gives the run's last loss
+  "$train" eval "$ck" --data "text:$tmp/text.txt" --batch 16 --eval-batches 8 >"$tmp/eval.out" 2>&1
+  expect_rc 0 $? "rumor-train eval" "$tmp/eval.out"
+  e=$(sed -n 's/.*: validation loss \([0-9.]*\) .*/\1/p' "$tmp/eval.out")
+  expect_num_close "${e:-0}" "${v:-9}" 0.0002 "rumor-train eval of the last checkpoint vs the run's last validation loss"
+  run_expect 1 "is a language model" "$train" eval "$ck"
   "$train" export "$ck" "$tmp/hf" >"$tmp/export.out" 2>&1
   expect_rc 0 $? "rumor-train export" "$tmp/export.out"
   [ -s "$tmp/hf/model.safetensors" ] && [ -s "$tmp/hf/config.json" ] ||
