@@ -178,9 +178,12 @@ int rumor_train_lm(const struct rumor_train_opts *o, const struct rumor_lm_opts 
                 return lm_fail(&r, "checkpoint");
         }
         double rate = (double)tokens / (rumor_now() - start);
+        char vals[32] = "";
+        if (!isnan(val))
+            snprintf(vals, sizeof vals, "  val %.4f", val);
         if (rumor_progress_update(&prog, step - first, evaluate,
-                                  "step %ld/%ld  loss %.4f  val %.4f  lr %.3g  %.0f tok/s", step,
-                                  total, loss_ema, val, (double)lr, rate))
+                                  "step %ld/%ld  loss %.4f%s  lr %.3g  %.0f tok/s", step, total,
+                                  loss_ema, vals, (double)lr, rate))
             rumor_metrics_write(&r.metrics,
                                 "\"event\":\"step\",\"step\":%ld,\"loss\":%.6g,\"lr\":%.6g,"
                                 "\"tokens_per_s\":%.1f",
