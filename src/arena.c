@@ -7,7 +7,7 @@ int rumor_arena_init(rumor_arena_t *a, rumor_device_t *dev, size_t bytes)
 {
     memset(a, 0, sizeof *a);
     a->dev = dev;
-    a->size = (bytes + 63) & ~(size_t)63;
+    a->size = rumor_align64(bytes);
     a->base = dev->ops->alloc(dev, a->size ? a->size : 64);
     if (!a->base)
         return rumor_err_set(RUMOR_ENOMEM, "arena: cannot allocate %zu bytes on %s", bytes,
@@ -17,7 +17,7 @@ int rumor_arena_init(rumor_arena_t *a, rumor_device_t *dev, size_t bytes)
 
 void *rumor_arena_take(rumor_arena_t *a, size_t bytes)
 {
-    size_t n = (bytes + 63) & ~(size_t)63;
+    size_t n = rumor_align64(bytes);
     if (n > a->size - a->used) {
         rumor_err_set(RUMOR_ENOMEM, "arena: %zu bytes wanted, %zu of %zu left", bytes,
                       a->size - a->used, a->size);

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "block.h"
 #include "ops.h"
 
 #ifdef __cplusplus

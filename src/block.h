@@ -113,6 +113,10 @@ extern const rumor_block_type_t rumor_block_embed;    /* GPT: token + position e
 extern const rumor_block_type_t rumor_block_gpt;      /* GPT-2 transformer block */
 extern const rumor_block_type_t rumor_block_lm_head;  /* GPT: ln_f, tied logits, xent */
 
+/* Bytes rounded up to 64: the alignment of every buffer carved from a
+ * block's saved state (and of arenas). */
+static inline size_t rumor_align64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
 /* A call's view of a parameter or gradient tensor at flat offset off. */
 static inline const float *rumor_call_param(const rumor_call_t *c, size_t off)
 {

@@ -12,13 +12,11 @@
 
 #define LN_EPS 1e-5f
 
-static size_t al(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
-
 /* carves n floats off *p */
 static float *take(char **p, size_t n)
 {
     float *r = (float *)*p;
-    *p += al(n * sizeof(float));
+    *p += rumor_align64(n * sizeof(float));
     return r;
 }
 
@@ -68,7 +66,7 @@ static void dropout_bwd(const rumor_call_t *c, float p, float *dx, const float *
 
 static size_t embed_saved_bytes(const rumor_block_t *b, int B, int T)
 {
-    return al((size_t)B * T * b->C * sizeof(float));
+    return rumor_align64((size_t)B * T * b->C * sizeof(float));
 }
 
 static int embed_forward(const rumor_block_t *b, const rumor_call_t *c, const float *x, float *y,

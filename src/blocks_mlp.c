@@ -11,18 +11,16 @@
 static int dense_keeps_z(const rumor_block_t *b) { return b->act != 0; }
 static int dense_keeps_dz(const rumor_block_t *b) { return b->act != 0 || b->dropout > 0.0f; }
 
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
 static size_t dense_saved_bytes(const rumor_block_t *b, int B, int T)
 {
-    size_t one = align64((size_t)B * (size_t)T * (size_t)b->out_width * sizeof(float));
+    size_t one = rumor_align64((size_t)B * (size_t)T * (size_t)b->out_width * sizeof(float));
     return (dense_keeps_z(b) ? one : 0) + (dense_keeps_dz(b) ? one : 0);
 }
 
 static void dense_views(const rumor_block_t *b, const rumor_call_t *c, void *saved, float **z,
                         float **dz)
 {
-    size_t one = align64((size_t)c->B * (size_t)c->T * (size_t)b->out_width * sizeof(float));
+    size_t one = rumor_align64((size_t)c->B * (size_t)c->T * (size_t)b->out_width * sizeof(float));
     char *p = saved;
     *z = NULL;
     *dz = NULL;
@@ -114,7 +112,7 @@ const rumor_block_type_t rumor_block_dense = {
 /* saved: probs (rows, V). y (rows): each row's loss. */
 static size_t xent_saved_bytes(const rumor_block_t *b, int B, int T)
 {
-    return align64((size_t)B * (size_t)T * (size_t)b->V * sizeof(float));
+    return rumor_align64((size_t)B * (size_t)T * (size_t)b->V * sizeof(float));
 }
 
 static int xent_forward(const rumor_block_t *b, const rumor_call_t *c, const float *x, float *y,

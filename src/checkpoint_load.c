@@ -141,6 +141,42 @@ static int check_owner(const char *path, const struct ckpt_owner *own, const cha
                          rank, swarm, round, own->rank, want, own->round);
 }
 
+/* Reads and checks the metadata every checkpoint has (format, model,
+ * optimizer, swarm, digest and the integers) into ci; *np gets the
+ * parameter count and *hex the digest's text. */
+static int parse_meta(const char *path, const cJSON *root, rumor_ckpt_info_t *ci, long long *np,
+                      const char **hex)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+    if (!cJSON_IsObject(root) || !cJSON_IsObject(meta))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: header has no __metadata__ object", path);
+    const char *fmt = meta_get(meta, path, "format"), *spec = meta_get(meta, path, "model");
+    const char *opt = meta_get(meta, path, "optimizer"), *swarm = meta_get(meta, path, "swarm");
+    *hex = meta_get(meta, path, "blake2b");
+    if (!fmt || !spec || !opt || !swarm || !*hex)
+        return RUMOR_EFORMAT;
+    if (strcmp(fmt, CKPT_FORMAT))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
+                             CKPT_FORMAT);
+    long long round, epoch, ot, rank, inc;
+    RUMOR_CHECK(meta_int(meta, path, "nparams", 0, LLONG_MAX, np));
+    RUMOR_CHECK(meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round));
+    RUMOR_CHECK(meta_int(meta, path, "epoch", INT_MIN, INT_MAX, &epoch));
+    RUMOR_CHECK(meta_int(meta, path, "optim_t", 0, LONG_MAX, &ot));
+    RUMOR_CHECK(meta_int(meta, path, "rank", INT_MIN, INT_MAX, &rank));
+    RUMOR_CHECK(meta_int(meta, path, "incarnation", 0, LLONG_MAX, &inc));
+    memset(ci, 0, sizeof *ci);
+    ci->round = (long)round;
+    ci->epoch = (int)epoch;
+    ci->optim_t = (long)ot;
+    ci->rank = (int)rank;
+    ci->incarnation = (uint64_t)inc;
+    snprintf(ci->model, sizeof ci->model, "%s", spec);
+    snprintf(ci->optimizer, sizeof ci->optimizer, "%s", opt);
+    snprintf(ci->swarm, sizeof ci->swarm, "%s", swarm);
+    return 0;
+}
+
 /* Parses and checks the header (metadata and every tensor) against m and o
  * (and own, when not NULL). Fills info, the file's optimizer
  * ("none"/"sgd"/"adamw"), its digest and the data section's length. */
@@ -148,26 +184,13 @@ static int check_header(const char *path, const cJSON *root, const rumor_model_t
                         const rumor_optim_t *o, const struct ckpt_owner *own,
                         rumor_ckpt_info_t *ci, unsigned char digest[32], uint64_t *total)
 {
+    long long np;
+    const char *hex;
+    RUMOR_CHECK(parse_meta(path, root, ci, &np, &hex));
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
-    if (!cJSON_IsObject(root) || !cJSON_IsObject(meta))
-        return rumor_err_set(RUMOR_EFORMAT, "%s: header has no __metadata__ object", path);
-    const char *fmt = meta_get(meta, path, "format"), *spec = meta_get(meta, path, "model");
-    const char *opt = meta_get(meta, path, "optimizer"), *swarm = meta_get(meta, path, "swarm");
-    const char *hex = meta_get(meta, path, "blake2b");
-    if (!fmt || !spec || !opt || !swarm || !hex)
-        return RUMOR_EFORMAT;
-    if (strcmp(fmt, CKPT_FORMAT))
-        return rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
-                             CKPT_FORMAT);
-    long long np, round, epoch, ot, rank, inc;
-    RUMOR_CHECK(meta_int(meta, path, "nparams", 0, LLONG_MAX, &np));
-    RUMOR_CHECK(meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round));
-    RUMOR_CHECK(meta_int(meta, path, "epoch", INT_MIN, INT_MAX, &epoch));
-    RUMOR_CHECK(meta_int(meta, path, "optim_t", 0, LONG_MAX, &ot));
-    RUMOR_CHECK(meta_int(meta, path, "rank", INT_MIN, INT_MAX, &rank));
-    RUMOR_CHECK(meta_int(meta, path, "incarnation", 0, LLONG_MAX, &inc));
-    if (own)
-        RUMOR_CHECK(check_owner(path, own, swarm, rank, round));
+    const char *spec = ci->model, *opt = ci->optimizer;
+    if (own) /* the metadata's own text: ci->swarm may be cut short */
+        RUMOR_CHECK(check_owner(path, own, meta_get(meta, path, "swarm"), ci->rank, ci->round));
     if (strcmp(spec, m->spec))
         return rumor_err_set(RUMOR_EFORMAT, "%s: a checkpoint of model \"%.128s\", this model is "
                              "\"%s\"", path, spec, m->spec);
@@ -197,15 +220,6 @@ static int check_header(const char *path, const cJSON *root, const rumor_model_t
     free(t);
     if (rc < 0)
         return rc;
-    memset(ci, 0, sizeof *ci);
-    ci->round = (long)round;
-    ci->epoch = (int)epoch;
-    ci->optim_t = (long)ot;
-    ci->rank = (int)rank;
-    ci->incarnation = (uint64_t)inc;
-    snprintf(ci->model, sizeof ci->model, "%s", spec);
-    snprintf(ci->optimizer, sizeof ci->optimizer, "%s", opt);
-    snprintf(ci->swarm, sizeof ci->swarm, "%s", swarm);
     return 0;
 }
 
@@ -297,41 +311,12 @@ int rumor_ckpt_peek(const char *path, rumor_ckpt_info_t *info)
     char *hdr = NULL;
     cJSON *root = NULL;
     uint64_t size, hlen;
+    long long np;
+    const char *hex;
     memset(info, 0, sizeof *info);
     rc = read_header(path, &fd, &size, &hdr, &hlen, &root);
-    const cJSON *meta = root ? cJSON_GetObjectItemCaseSensitive(root, "__metadata__") : NULL;
-    if (rc == 0 && !cJSON_IsObject(meta))
-        rc = rumor_err_set(RUMOR_EFORMAT, "%s: header has no __metadata__ object", path);
-    const char *fmt = NULL, *spec = NULL, *opt = NULL, *swarm = NULL;
-    if (rc == 0) {
-        fmt = meta_get(meta, path, "format");
-        spec = fmt ? meta_get(meta, path, "model") : NULL;
-        opt = spec ? meta_get(meta, path, "optimizer") : NULL;
-        swarm = opt ? meta_get(meta, path, "swarm") : NULL;
-        if (!swarm)
-            rc = RUMOR_EFORMAT;
-        else if (strcmp(fmt, CKPT_FORMAT))
-            rc = rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
-                               CKPT_FORMAT);
-    }
-    long long round = 0, epoch = 0, ot = 0, rank = 0;
     if (rc == 0)
-        rc = meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round);
-    if (rc == 0)
-        rc = meta_int(meta, path, "epoch", INT_MIN, INT_MAX, &epoch);
-    if (rc == 0)
-        rc = meta_int(meta, path, "optim_t", 0, LONG_MAX, &ot);
-    if (rc == 0)
-        rc = meta_int(meta, path, "rank", INT_MIN, INT_MAX, &rank);
-    if (rc == 0) {
-        info->round = (long)round;
-        info->epoch = (int)epoch;
-        info->optim_t = (long)ot;
-        info->rank = (int)rank;
-        snprintf(info->model, sizeof info->model, "%s", spec);
-        snprintf(info->optimizer, sizeof info->optimizer, "%s", opt);
-        snprintf(info->swarm, sizeof info->swarm, "%s", swarm);
-    }
+        rc = parse_meta(path, root, info, &np, &hex);
     cJSON_Delete(root);
     free(hdr);
     if (fd >= 0)
