@@ -638,6 +638,23 @@ int rumor_loader_next(rumor_loader_t *l, const float **x, const int32_t **y)
     return b;
 }
 
+int rumor_loader_seek(rumor_loader_t *l, int epoch, int index)
+{
+    if (!l)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_loader_seek: NULL loader");
+    int per = rumor_loader_batches_per_epoch(l);
+    if (epoch < 0 || index < 0 || index > per)
+        return rumor_err_set(RUMOR_EINVAL, "loader: batch %d of epoch %d is outside [0, %d]",
+                             index, epoch, per);
+    if (epoch != l->epoch) {
+        l->epoch = epoch;
+        loader_order(l);
+    }
+    long pos = (long)index * l->batch;
+    l->pos = pos < l->end ? (int)pos : l->end;
+    return 0;
+}
+
 int rumor_loader_epoch(const rumor_loader_t *l) { return l ? l->epoch : 0; }
 
 int rumor_loader_batches_per_epoch(const rumor_loader_t *l)

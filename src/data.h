@@ -126,6 +126,13 @@ int rumor_loader_next(rumor_loader_t *l, const float **x, const int32_t **y);
  * batch as rumor_loader_batch returns it. */
 int rumor_loader_next_into(rumor_loader_t *l, float *x, int32_t *y);
 
+/* Positions the loader at batch `index` of `epoch` (the batches a loader
+ * created alike would hand out after index batches of that epoch), so a run
+ * can draw the batch of any step without replaying the ones before it.
+ * index in [0, batches per epoch]; index == batches per epoch is the epoch's
+ * end (the next call returns 0). */
+int rumor_loader_seek(rumor_loader_t *l, int epoch, int index) RUMOR_WUR;
+
 /* The epoch the next batch comes from: 0 at first, +1 after each 0 return. */
 int rumor_loader_epoch(const rumor_loader_t *l);
 int rumor_loader_batches_per_epoch(const rumor_loader_t *l);

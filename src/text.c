@@ -1,4 +1,5 @@
-/* Token corpora (see text.h). */
+/* Token corpora: byte-level text, llm.c token shards, seeded training
+ * windows and validation windows (see text.h). */
 #include "text.h"
 
 #include <errno.h>
@@ -10,6 +11,29 @@
 
 #include "data.h"
 
+int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_tokens_create: out is NULL");
+    *out = NULL;
+    if (vocab < 1 || vocab > 65536 || n > SIZE_MAX / sizeof(uint16_t))
+        return rumor_err_set(RUMOR_EINVAL, "%s: %zu tokens of a vocabulary of %d",
+                             name ? name : "tokens", n, vocab);
+    rumor_tokens_t *t = calloc(1, sizeof *t);
+    if (t)
+        t->tok = calloc(n ? n : 1, sizeof *t->tok); /* n = 0 never asks for 0 bytes */
+    if (!t || !t->tok) {
+        free(t);
+        return rumor_err_set(RUMOR_ENOMEM, "%s: out of memory for %zu tokens",
+                             name ? name : "tokens", n);
+    }
+    t->n = n;
+    t->vocab = vocab;
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    *out = t;
+    return 0;
+}
+
 void rumor_tokens_destroy(rumor_tokens_t **tp)
 {
     if (!tp || !*tp)
@@ -19,219 +43,327 @@ void rumor_tokens_destroy(rumor_tokens_t **tp)
     *tp = NULL;
 }
 
-static int tokens_new(size_t n, int vocab, const char *name, rumor_tokens_t **out)
-{
-    rumor_tokens_t *t = calloc(1, sizeof *t);
-    if (t)
-        t->tok = malloc((n ? n : 1) * sizeof *t->tok);
-    if (!t || !t->tok) {
-        if (t)
-            free(t);
-        return rumor_err_set(RUMOR_ENOMEM, "%s: out of memory for %zu tokens", name, n);
-    }
-    t->n = n;
-    t->vocab = vocab;
-    snprintf(t->name, sizeof t->name, "%s", name);
-    *out = t;
-    return 0;
-}
+/* ------------------------------------------------------------------ files */
 
-/* Reads a whole regular file. */
-static int read_file(const char *path, unsigned char **data, size_t *len)
+/* Opens a regular file for reading and tells its size. */
+static int open_regular(const char *path, FILE **f, size_t *len)
 {
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    *f = fopen(path, "rb");
+    if (!*f)
         return rumor_err_sys(RUMOR_ESYS, "%s: cannot open", path);
     struct stat sb;
-    if (fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return rumor_err_set(RUMOR_EIO, "%s: not a regular file", path);
+    if (fstat(fileno(*f), &sb) < 0) {
+        int rc = rumor_err_sys(RUMOR_ESYS, "%s: cannot stat", path);
+        fclose(*f);
+        *f = NULL;
+        return rc;
     }
-    size_t n = (size_t)sb.st_size;
-    unsigned char *p = malloc(n ? n : 1);
-    if (!p) {
-        fclose(f);
-        return rumor_err_set(RUMOR_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+    if (!S_ISREG(sb.st_mode)) {
+        fclose(*f);
+        *f = NULL;
+        return rumor_err_set(RUMOR_EINVAL, "%s: not a regular file", path);
     }
-    size_t got = fread(p, 1, n, f);
-    int bad = ferror(f);
+    *len = (size_t)sb.st_size;
+    return 0;
+}
+
+/* Reads exactly n bytes; a read error or a file that shrank names path. */
+static int read_exact(FILE *f, const char *path, void *buf, size_t n, size_t at)
+{
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    if (got == n)
+        return 0;
+    if (ferror(f))
+        return rumor_err_sys(RUMOR_ESYS, "%s: read failed at byte %zu", path, at + got);
+    return rumor_err_set(RUMOR_EIO, "%s: truncated while reading: %zu of %zu bytes at byte %zu",
+                         path, got, n, at);
+}
+
+/* Reads a whole regular file into a new buffer. */
+static int read_whole(const char *path, unsigned char **data, size_t *len)
+{
+    FILE *f;
+    *data = NULL;
+    RUMOR_CHECK(open_regular(path, &f, len));
+    unsigned char *p = malloc(*len ? *len : 1);
+    int rc = p ? read_exact(f, path, p, *len, 0)
+               : rumor_err_set(RUMOR_ENOMEM, "%s: out of memory for %zu bytes", path, *len);
     fclose(f);
-    if (bad || got != n) {
+    if (rc < 0) {
         free(p);
-        return rumor_err_set(RUMOR_EIO, "%s: read %zu of %zu bytes", path, got, n);
+        return rc;
     }
     *data = p;
-    *len = n;
     return 0;
 }
 
-/* Splits "a,b,c" into at most max paths (copies into buf). */
-static int split_list(const char *list, char *buf, size_t cap, char **paths, int max, int *n)
+/* Splits "a,b,c" into a fresh copy *buf and pointers into it; empty names
+ * and more than max of them are RUMOR_EINVAL. */
+static int split_list(const char *list, int max, char **buf, char ***paths, int *n)
 {
+    *buf = NULL;
+    *paths = NULL;
+    *n = 0;
     if (!list || !*list)
         return rumor_err_set(RUMOR_EINVAL, "no file named");
-    if (strlen(list) >= cap)
-        return rumor_err_set(RUMOR_EINVAL, "file list longer than %zu characters", cap - 1);
-    strcpy(buf, list);
-    *n = 0;
-    for (char *s = buf, *save = NULL, *tok; (tok = strtok_r(s, ",", &save)); s = NULL) {
-        if (*n == max)
-            return rumor_err_set(RUMOR_EINVAL, "more than %d files", max);
-        paths[(*n)++] = tok;
+    int k = 1;
+    for (const char *c = list; *c; c++)
+        k += *c == ',';
+    if (k > max)
+        return rumor_err_set(RUMOR_EINVAL, "'%s': %d files, at most %d", list, k, max);
+    *buf = strdup(list);
+    *paths = malloc((size_t)k * sizeof **paths);
+    if (!*buf || !*paths) {
+        free(*buf);
+        free(*paths);
+        *buf = NULL;
+        *paths = NULL;
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
     }
-    if (*n == 0)
-        return rumor_err_set(RUMOR_EINVAL, "no file named in '%s'", list);
+    char *s = *buf;
+    for (int i = 0; i < k; i++) {
+        (*paths)[i] = s;
+        char *comma = strchr(s, ',');
+        if (comma)
+            *comma = '\0';
+        if (!*s) {
+            free(*buf);
+            free(*paths);
+            *buf = NULL;
+            *paths = NULL;
+            return rumor_err_set(RUMOR_EINVAL, "'%s': an empty file name", list);
+        }
+        s = comma ? comma + 1 : s;
+    }
+    *n = k;
     return 0;
 }
 
-static int check_fraction(double f)
+static int check_args(double val_fraction, size_t window, rumor_tokens_t **train,
+                      rumor_tokens_t **val)
 {
-    if (!(f > 0.0 && f < 1.0))
-        return rumor_err_set(RUMOR_EINVAL, "validation fraction %g outside (0, 1)", f);
+    if (!train || !val)
+        return rumor_err_set(RUMOR_EINVAL, "token loader: out pointers are NULL");
+    *train = *val = NULL;
+    if (!(val_fraction > 0.0 && val_fraction < 1.0))
+        return rumor_err_set(RUMOR_EINVAL, "validation fraction %g outside (0, 1)", val_fraction);
+    if (window < 2)
+        return rumor_err_set(RUMOR_EINVAL, "a window of %zu tokens: need at least 2", window);
     return 0;
 }
 
-#define MAX_FILES 64
+/* Tokens of a part of n that go to validation: the last floor(n f). */
+static size_t val_part(size_t n, double f) { return (size_t)((double)n * f); }
+
+/* ------------------------------------------------------------ text: bytes */
 
 int rumor_text_load(const char *files, double val_fraction, size_t window, rumor_tokens_t **train,
                     rumor_tokens_t **val)
 {
-    *train = *val = NULL;
-    char buf[8192], *paths[MAX_FILES];
+    RUMOR_CHECK(check_args(val_fraction, window, train, val));
+    char *buf, **paths;
     int n;
-    RUMOR_CHECK(check_fraction(val_fraction));
-    RUMOR_CHECK(split_list(files, buf, sizeof buf, paths, MAX_FILES, &n));
-    unsigned char *data[MAX_FILES] = { 0 };
-    size_t len[MAX_FILES], tr = 0, va = 0;
-    int rc = 0;
+    RUMOR_CHECK(split_list(files, 4096, &buf, &paths, &n));
+    unsigned char **data = calloc((size_t)n, sizeof *data);
+    size_t *len = calloc((size_t)n, sizeof *len), tr = 0, va = 0;
+    int rc = data && len ? 0 : rumor_err_set(RUMOR_ENOMEM, "out of memory");
     for (int i = 0; i < n && rc == 0; i++) {
-        rc = read_file(paths[i], &data[i], &len[i]);
+        rc = read_whole(paths[i], &data[i], &len[i]);
         if (rc == 0 && len[i] == 0)
             rc = rumor_err_set(RUMOR_EFORMAT, "%s: empty file", paths[i]);
-        if (rc == 0) {
-            size_t v = (size_t)((double)len[i] * val_fraction);
-            tr += len[i] - v;
-            va += v;
-        }
+        if (rc < 0)
+            break;
+        size_t v = val_part(len[i], val_fraction), t = len[i] - v;
+        if (t < window || v < window)
+            rc = rumor_err_set(RUMOR_EFORMAT,
+                               "%s: %zu bytes give %zu training and %zu validation tokens; a "
+                               "window of %zu tokens needs at least %zu in each",
+                               paths[i], len[i], t, v, window, window);
+        tr += t;
+        va += v;
     }
-    if (rc == 0 && (tr < window || va < window))
-        rc = rumor_err_set(RUMOR_EFORMAT,
-                           "%s: %zu training and %zu validation bytes; a window of %zu tokens "
-                           "needs more text",
-                           files, tr, va, window);
     if (rc == 0)
-        rc = tokens_new(tr, 256, files, train);
+        rc = rumor_tokens_create(tr, RUMOR_BYTE_VOCAB, files, train);
     if (rc == 0)
-        rc = tokens_new(va, 256, files, val);
-    if (rc == 0) {
-        size_t at = 0, av = 0;
-        for (int i = 0; i < n; i++) {
-            size_t v = (size_t)((double)len[i] * val_fraction), t = len[i] - v;
-            for (size_t j = 0; j < t; j++)
-                (*train)->tok[at++] = data[i][j];
-            for (size_t j = 0; j < v; j++)
-                (*val)->tok[av++] = data[i][t + j];
-        }
+        rc = rumor_tokens_create(va, RUMOR_BYTE_VOCAB, files, val);
+    for (size_t i = 0, at = 0, av = 0; rc == 0 && i < (size_t)n; i++) {
+        size_t v = val_part(len[i], val_fraction), t = len[i] - v;
+        for (size_t j = 0; j < t; j++)
+            (*train)->tok[at++] = data[i][j];
+        for (size_t j = 0; j < v; j++)
+            (*val)->tok[av++] = data[i][t + j];
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; data && i < n; i++)
         free(data[i]);
+    free(data);
+    free(len);
+    free(paths);
+    free(buf);
     if (rc < 0) {
         rumor_tokens_destroy(train);
         rumor_tokens_destroy(val);
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
     }
+    return 0;
+}
+
+/* ------------------------------------------------------ tokens: llm.c shards */
+
+static int32_t le32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24);
+}
+
+/* Checks a shard's header against its size (len bytes); *count on success. */
+static int check_header(const char *path, const unsigned char *h, size_t len, int32_t *count)
+{
+    if (len == 0)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: empty file", path);
+    if (len >= 4 && le32(h) != RUMOR_TOKENS_MAGIC)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: magic %d, expected %d (an llm.c token shard)",
+                             path, le32(h), RUMOR_TOKENS_MAGIC);
+    if (len < RUMOR_TOKENS_HEADER)
+        return rumor_err_set(RUMOR_EIO, "%s: truncated: %zu bytes, shorter than the %d-byte header",
+                             path, len, RUMOR_TOKENS_HEADER);
+    if (le32(h + 4) != RUMOR_TOKENS_VERSION)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: version %d, expected %d", path, le32(h + 4),
+                             RUMOR_TOKENS_VERSION);
+    *count = le32(h + 8);
+    if (*count <= 0)
+        return rumor_err_set(RUMOR_EFORMAT, "%s: the header claims %d tokens", path, *count);
+    uint64_t want = RUMOR_TOKENS_HEADER + 2 * (uint64_t)*count;
+    if ((uint64_t)len < want)
+        return rumor_err_set(RUMOR_EIO,
+                             "%s: truncated: %zu bytes, the header's %d tokens need %llu", path,
+                             len, *count, (unsigned long long)want);
+    if ((uint64_t)len > want)
+        return rumor_err_set(RUMOR_EFORMAT,
+                             "%s: %zu bytes, %llu trailing bytes after the header's %d tokens "
+                             "(%llu bytes)",
+                             path, len, (unsigned long long)((uint64_t)len - want), *count,
+                             (unsigned long long)want);
+    return 0;
+}
+
+/* Reads one shard: the header, checked against the file's size, then the
+ * tokens straight into their array. */
+static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
+{
+    FILE *f;
+    size_t len;
+    RUMOR_CHECK(open_regular(path, &f, &len));
+    unsigned char h[RUMOR_TOKENS_HEADER];
+    size_t hlen = len < sizeof h ? len : sizeof h;
+    int32_t count = 0;
+    int rc = read_exact(f, path, h, hlen, 0);
+    if (rc == 0)
+        rc = check_header(path, h, len, &count);
+    if (rc == 0)
+        rc = rumor_tokens_create((size_t)count, vocab, path, out);
+    if (rc == 0)
+        rc = read_exact(f, path, (*out)->tok, 2 * (size_t)count, RUMOR_TOKENS_HEADER);
+    fclose(f);
+    const uint16_t one = 1;
+    int big_endian = *(const unsigned char *)&one == 0;
+    for (size_t i = 0; rc == 0 && i < (size_t)count; i++) {
+        uint16_t v = (*out)->tok[i];
+        if (big_endian)
+            (*out)->tok[i] = v = (uint16_t)(v >> 8 | v << 8);
+        if (v >= vocab)
+            rc = rumor_err_set(RUMOR_EFORMAT,
+                               "%s: token %u at index %zu is outside the vocabulary of %d", path,
+                               (unsigned)v, i, vocab);
+    }
+    if (rc < 0)
+        rumor_tokens_destroy(out);
     return rc;
 }
 
-/* One llm.c shard. */
-static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
+static int too_short(const char *path, size_t n, size_t window, const char *what)
 {
-    *out = NULL;
-    unsigned char *d;
-    size_t len;
-    RUMOR_CHECK(read_file(path, &d, &len));
-    int rc = 0;
-    int32_t h[3] = { 0, 0, 0 };
-    if (len < 1024) {
-        rc = rumor_err_set(RUMOR_EFORMAT, "%s: %zu bytes, shorter than the 1024-byte header",
-                           path, len);
-    } else {
-        for (int i = 0; i < 3; i++)
-            h[i] = (int32_t)((uint32_t)d[4 * i] | (uint32_t)d[4 * i + 1] << 8 |
-                             (uint32_t)d[4 * i + 2] << 16 | (uint32_t)d[4 * i + 3] << 24);
-        if (h[0] != RUMOR_TOKENS_MAGIC)
-            rc = rumor_err_set(RUMOR_EFORMAT, "%s: magic %d, expected %d (an llm.c token shard)",
-                               path, h[0], RUMOR_TOKENS_MAGIC);
-        else if (h[1] != 1)
-            rc = rumor_err_set(RUMOR_EFORMAT, "%s: version %d, expected 1", path, h[1]);
-        else if (h[2] <= 0)
-            rc = rumor_err_set(RUMOR_EFORMAT, "%s: token count %d", path, h[2]);
-        else if (len != 1024 + 2 * (size_t)h[2])
-            rc = rumor_err_set(len < 1024 + 2 * (size_t)h[2] ? RUMOR_EIO : RUMOR_EFORMAT,
-                               "%s: %zu bytes; the header's %d tokens need %zu (%s)", path, len,
-                               h[2], 1024 + 2 * (size_t)h[2],
-                               len < 1024 + 2 * (size_t)h[2] ? "truncated" : "trailing bytes");
-    }
-    if (rc == 0)
-        rc = tokens_new((size_t)h[2], vocab, path, out);
-    for (size_t i = 0; rc == 0 && i < (size_t)h[2]; i++) {
-        uint16_t v = (uint16_t)(d[1024 + 2 * i] | d[1024 + 2 * i + 1] << 8);
-        if (v >= vocab) {
-            rc = rumor_err_set(RUMOR_EFORMAT, "%s: token %u at index %zu is outside the "
-                               "vocabulary of %d", path, v, i, vocab);
-            rumor_tokens_destroy(out);
-            break;
-        }
-        (*out)->tok[i] = v;
-    }
-    free(d);
-    return rc;
+    return rumor_err_set(RUMOR_EFORMAT, "%s: %zu %s tokens, fewer than a window of %zu", path, n,
+                         what, window);
 }
 
 int rumor_tokens_load(const char *files, int vocab, double val_fraction, size_t window,
                       rumor_tokens_t **train, rumor_tokens_t **val)
 {
-    *train = *val = NULL;
-    char buf[8192], *paths[2];
-    int n;
-    RUMOR_CHECK(check_fraction(val_fraction));
-    RUMOR_CHECK(split_list(files, buf, sizeof buf, paths, 2, &n));
+    RUMOR_CHECK(check_args(val_fraction, window, train, val));
     if (vocab < 2 || vocab > 65536)
         return rumor_err_set(RUMOR_EINVAL, "vocabulary %d outside [2, 65536]", vocab);
-    RUMOR_CHECK(read_shard(paths[0], vocab, train));
-    int rc = 0;
-    if (n == 2) {
+    char *buf, **paths;
+    int n;
+    RUMOR_CHECK(split_list(files, 2, &buf, &paths, &n));
+    int rc = read_shard(paths[0], vocab, train);
+    if (rc == 0 && n == 2) {
         rc = read_shard(paths[1], vocab, val);
-    } else {
-        size_t v = (size_t)((double)(*train)->n * val_fraction);
-        rc = tokens_new(v, vocab, paths[0], val);
+        if (rc == 0 && (*train)->n < window)
+            rc = too_short(paths[0], (*train)->n, window, "training");
+        if (rc == 0 && (*val)->n < window)
+            rc = too_short(paths[1], (*val)->n, window, "validation");
+    } else if (rc == 0) {
+        size_t all = (*train)->n, v = val_part(all, val_fraction);
+        if (all - v < window || v < window)
+            rc = rumor_err_set(RUMOR_EFORMAT,
+                               "%s: %zu tokens give %zu training and %zu validation tokens; a "
+                               "window of %zu tokens needs at least %zu in each",
+                               paths[0], all, all - v, v, window, window);
+        if (rc == 0)
+            rc = rumor_tokens_create(v, vocab, paths[0], val);
         if (rc == 0) {
-            memcpy((*val)->tok, (*train)->tok + (*train)->n - v, v * sizeof(uint16_t));
-            (*train)->n -= v;
+            memcpy((*val)->tok, (*train)->tok + (all - v), v * sizeof(uint16_t));
+            (*train)->n = all - v;
         }
     }
-    if (rc == 0 && ((*train)->n < window || (*val)->n < window))
-        rc = rumor_err_set(RUMOR_EFORMAT,
-                           "%s: %zu training and %zu validation tokens; a window of %zu tokens "
-                           "needs more",
-                           files, (*train)->n, (*val)->n, window);
+    free(paths);
+    free(buf);
     if (rc < 0) {
         rumor_tokens_destroy(train);
         rumor_tokens_destroy(val);
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
     }
-    return rc;
+    return 0;
 }
 
-double rumor_tokens_unigram_entropy(const rumor_tokens_t *t)
+int rumor_tokens_save(const rumor_tokens_t *t, const char *path)
 {
-    size_t *c = calloc((size_t)t->vocab, sizeof *c);
-    if (!c || t->n == 0) {
-        free(c);
-        return 0.0;
+    if (!t || !path || t->n < 1 || t->n > INT32_MAX)
+        return rumor_err_set(RUMOR_EINVAL, "%s: cannot save %zu tokens as a shard",
+                             path ? path : "(null)", t ? t->n : 0);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return rumor_err_sys(RUMOR_ESYS, "%s: cannot create", path);
+    unsigned char h[RUMOR_TOKENS_HEADER] = { 0 };
+    int32_t head[3] = { RUMOR_TOKENS_MAGIC, RUMOR_TOKENS_VERSION, (int32_t)t->n };
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 4; k++)
+            h[4 * i + k] = (unsigned char)((uint32_t)head[i] >> (8 * k));
+    int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
+    for (size_t i = 0; ok && i < t->n; i++) {
+        uint16_t v = t->tok[i];
+        unsigned char le[2] = { (unsigned char)(v & 0xff), (unsigned char)(v >> 8) };
+        ok = fwrite(le, 1, 2, f) == 2;
     }
+    if (fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        return rumor_err_sys(RUMOR_ESYS, "%s: write failed", path);
+    return 0;
+}
+
+/* -------------------------------------------------------------- statistics */
+
+int rumor_unigram_entropy(const rumor_tokens_t *t, double *nats)
+{
+    if (!t || !nats || t->n == 0 || t->vocab < 1)
+        return rumor_err_set(RUMOR_EINVAL, "unigram entropy of %s: no tokens",
+                             t ? t->name : "(null)");
+    size_t *c = calloc((size_t)t->vocab, sizeof *c);
+    if (!c)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
     for (size_t i = 0; i < t->n; i++)
-        c[t->tok[i]]++;
+        c[t->tok[i] < t->vocab ? t->tok[i] : 0]++; /* tok < vocab by construction */
     double h = 0.0;
     for (int v = 0; v < t->vocab; v++)
         if (c[v]) {
@@ -239,26 +371,88 @@ double rumor_tokens_unigram_entropy(const rumor_tokens_t *t)
             h -= p * log(p);
         }
     free(c);
-    return h;
+    *nats = h;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- windows */
+
+/* floor(n r / w) without overflowing n r. */
+static size_t slice_at(size_t n, int r, int w)
+{
+    size_t q = n / (size_t)w, m = n % (size_t)w;
+    return q * (size_t)r + m * (size_t)r / (size_t)w;
+}
+
+int rumor_tokens_slice(const rumor_tokens_t *t, int rank, int world, size_t *lo, size_t *hi)
+{
+    if (!t || !lo || !hi || world < 1 || rank < 0 || rank >= world)
+        return rumor_err_set(RUMOR_EINVAL, "slice: rank %d of world %d invalid", rank, world);
+    *lo = slice_at(t->n, rank, world);
+    *hi = slice_at(t->n, rank + 1, world);
+    return 0;
+}
+
+/* Checks the arguments of a draw, finds the slice and seeds the stream of
+ * (seed, rank, step); starts are then lo + draw_below(state, span). */
+static int windows_begin(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
+                         int B, int T, size_t *lo, uint64_t *span, uint64_t *state)
+{
+    if (B < 1 || T < 1 || step < 0)
+        return rumor_err_set(RUMOR_EINVAL, "windows: batch %d, T %d or step %ld out of range", B,
+                             T, step);
+    size_t hi;
+    RUMOR_CHECK(rumor_tokens_slice(t, rank, world, lo, &hi));
+    if (hi - *lo < (size_t)T + 1)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "%s: shard %d of %d holds %zu tokens, fewer than a window of %d",
+                             t->name, rank, world, hi - *lo, T + 1);
+    *span = hi - *lo - (size_t)T; /* starts in [lo, hi - T - 1] */
+    uint64_t s = seed ^ 0x77696e646f77ULL; /* "window" */
+    s = rumor_splitmix64(&s) ^ (uint64_t)rank * 0x9e3779b97f4a7c15ULL;
+    s = rumor_splitmix64(&s) ^ (uint64_t)step * 0xc2b2ae3d27d4eb4fULL;
+    *state = s;
+    return 0;
+}
+
+/* Uniform in [0, bound): rejects the 2^64 mod bound lowest draws. */
+static uint64_t draw_below(uint64_t *state, uint64_t bound)
+{
+    uint64_t threshold = (0 - bound) % bound;
+    for (;;) {
+        uint64_t r = rumor_splitmix64(state);
+        if (r >= threshold)
+            return r % bound;
+    }
+}
+
+int rumor_tokens_starts(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
+                        int B, int T, size_t *starts)
+{
+    size_t lo;
+    uint64_t span, s;
+    if (!starts)
+        return rumor_err_set(RUMOR_EINVAL, "windows: starts is NULL");
+    RUMOR_CHECK(windows_begin(t, seed, rank, world, step, B, T, &lo, &span, &s));
+    for (int b = 0; b < B; b++)
+        starts[b] = lo + (size_t)draw_below(&s, span);
+    return 0;
 }
 
 int rumor_tokens_sample(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
                         int B, int T, int32_t *tok, int32_t *y)
 {
-    size_t lo = t->n * (size_t)rank / (size_t)world, hi = t->n * (size_t)(rank + 1) / (size_t)world;
-    if (rank < 0 || rank >= world || hi - lo < (size_t)T + 1)
-        return rumor_err_set(RUMOR_EINVAL,
-                             "%s: shard %d of %d holds %zu tokens, fewer than a window of %d",
-                             t->name, rank, world, hi - lo, T + 1);
-    uint64_t s = seed ^ 0x77696e646f77ULL; /* "window" */
-    s = rumor_splitmix64(&s) ^ (uint64_t)rank * 0x9e3779b97f4a7c15ULL;
-    s = rumor_splitmix64(&s) ^ (uint64_t)step * 0xc2b2ae3d27d4eb4fULL;
-    uint64_t span = hi - lo - (size_t)T; /* starts in [lo, hi - T - 1] */
+    size_t lo;
+    uint64_t span, s;
+    if (!tok || !y)
+        return rumor_err_set(RUMOR_EINVAL, "windows: output is NULL");
+    RUMOR_CHECK(windows_begin(t, seed, rank, world, step, B, T, &lo, &span, &s));
     for (int b = 0; b < B; b++) {
-        size_t start = lo + (size_t)(rumor_splitmix64(&s) % span);
+        const uint16_t *d = t->tok + lo + (size_t)draw_below(&s, span);
+        int32_t *x = tok + (size_t)b * (size_t)T, *yy = y + (size_t)b * (size_t)T;
         for (int i = 0; i < T; i++) {
-            tok[(size_t)b * T + i] = t->tok[start + i];
-            y[(size_t)b * T + i] = t->tok[start + i + 1];
+            x[i] = d[i];
+            yy[i] = d[i + 1];
         }
     }
     return 0;
@@ -266,14 +460,21 @@ int rumor_tokens_sample(const rumor_tokens_t *t, uint64_t seed, int rank, int wo
 
 long rumor_tokens_val_windows(const rumor_tokens_t *t, int T)
 {
-    return t->n < (size_t)T + 1 ? 0 : (long)((t->n - 1) / (size_t)T);
+    if (!t || T < 1 || t->n < (size_t)T + 1)
+        return 0;
+    return (long)((t->n - 1) / (size_t)T);
 }
 
-void rumor_tokens_val_window(const rumor_tokens_t *t, int T, long i, int32_t *tok, int32_t *y)
+int rumor_tokens_val_window(const rumor_tokens_t *t, int T, long i, int32_t *tok, int32_t *y)
 {
-    size_t start = (size_t)i * (size_t)T;
+    long w = rumor_tokens_val_windows(t, T);
+    if (!tok || !y || i < 0 || i >= w)
+        return rumor_err_set(RUMOR_EINVAL, "%s: validation window %ld of %ld (T %d)",
+                             t ? t->name : "(null)", i, w, T);
+    const uint16_t *d = t->tok + (size_t)i * (size_t)T;
     for (int k = 0; k < T; k++) {
-        tok[k] = t->tok[start + k];
-        y[k] = t->tok[start + k + 1];
+        tok[k] = d[k];
+        y[k] = d[k + 1];
     }
+    return 0;
 }

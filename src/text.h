@@ -1,30 +1,44 @@
 /* Token corpora for language models: byte-level text and llm.c's token
- * shards, windows drawn from them, and validation windows.
+ * shards, the training windows drawn from them and the validation windows.
  *
- * text:FILE[,FILE...] reads each file whole as bytes (vocabulary 256) and
- * splits it: the last val_fraction of EACH file is validation, so every file
- * contributes to both parts; the train part is the concatenation of the
- * first parts. tokens:TRAIN.bin[,VAL.bin] reads llm.c's shards: a header of
- * 256 little-endian int32 ([0] magic 20240520, [1] version 1, [2] token
- * count N), then N little-endian uint16 tokens and nothing after; without a
- * VAL.bin the last val_fraction of TRAIN is validation. Every error names
- * the file and what is wrong; nothing is allocated from a header's claim
- * before it is checked against the file's size.
+ * text:FILE[,FILE...] reads each file whole as bytes (vocabulary 256; any
+ * byte, NUL included, is a token) and splits it: the last val_fraction of
+ * EACH file is validation, so every file contributes to both parts; the
+ * train part is the concatenation of the first parts, and so is the
+ * validation part. Each file's two parts must hold a window (T + 1 tokens)
+ * each.
+ *
+ * tokens:TRAIN.bin[,VAL.bin] reads llm.c's shards: a header of 256
+ * little-endian int32 ([0] magic 20240520, [1] version 1, [2] token count
+ * N > 0), then N little-endian uint16 tokens and nothing after (the file is
+ * exactly 1024 + 2N bytes). Every token must be below the vocabulary
+ * (GPT-2's 50257 unless the caller names another). Without VAL.bin the last
+ * val_fraction of TRAIN is validation. Nothing is allocated from a header's
+ * claim before it is checked against the file's size.
+ *
+ * Every error names the file and what is wrong, with both numbers where two
+ * disagree ("val.bin: 3 tokens, fewer than a window of 65"); on failure the
+ * out pointers are NULL.
  *
  * Training windows: rank r of w trains on the contiguous slice
- * [n r / w, n (r+1) / w) of the train tokens (contiguous: neighbours' text
- * stays distinct and a window never crosses two shards); each batch draws B
- * window starts uniformly in the slice from splitmix64 keyed by (seed, rank,
- * step), so a batch depends only on those and a peer resuming at step s
- * draws the windows it would have drawn. Validation windows start at 0 and
- * step by T (every validation token after the first is predicted once). */
+ * [floor(n r / w), floor(n (r+1) / w)) of the train tokens. Contiguous, not
+ * strided, because neighbouring peers then read distinct passages (gossip
+ * averages models that saw different text), and a window never straddles
+ * two ranks' slices. Each batch draws its B window starts uniformly in
+ * [lo, hi - (T+1)] from splitmix64 keyed by (seed, rank, step): a batch
+ * depends only on those three, so a peer that restarts at step s draws the
+ * windows it would have drawn. Inputs are data[s..s+T), targets
+ * data[s+1..s+T].
+ *
+ * Validation windows: T + 1 tokens from offset i T (stride T, so every
+ * validation token after the first is predicted exactly once); the same on
+ * every rank. */
 #ifndef RUMOR_TEXT_H
 #define RUMOR_TEXT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "batch.h"
 #include "err.h"
 
 #ifdef __cplusplus
@@ -32,37 +46,64 @@ extern "C" {
 #endif
 
 #define RUMOR_TOKENS_MAGIC 20240520
+#define RUMOR_TOKENS_VERSION 1
+#define RUMOR_TOKENS_HEADER 1024 /* bytes: 256 int32 */
 #define RUMOR_GPT2_VOCAB 50257
+#define RUMOR_BYTE_VOCAB 256
 
 typedef struct rumor_tokens {
-    int vocab;
-    size_t n;
-    uint16_t *tok;
-    char name[256]; /* where they came from, for messages */
+    int vocab;      /* every tok[i] < vocab */
+    size_t n;       /* tokens */
+    uint16_t *tok;  /* (n), owned */
+    char name[256]; /* where they came from, for messages (may be cut short) */
 } rumor_tokens_t;
 
+/* A zeroed corpus of n tokens named `name`; *out NULL on failure. */
+int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **out) RUMOR_WUR;
+
+/* Frees the tokens and sets *tp to NULL; safe on NULL and twice. */
 void rumor_tokens_destroy(rumor_tokens_t **tp);
 
-/* Reads "FILE[,FILE...]" as bytes into train and validation parts. Each
- * part must hold at least `window` tokens (T + 1). */
+/* Reads "FILE[,FILE...]" as bytes into train and validation parts (see
+ * above); window = T + 1. val_fraction in (0, 1). Errors: RUMOR_ESYS (a
+ * missing or unreadable file), RUMOR_EIO (a short read), RUMOR_EFORMAT (an
+ * empty file, or one whose parts hold no window), RUMOR_EINVAL (arguments). */
 int rumor_text_load(const char *files, double val_fraction, size_t window, rumor_tokens_t **train,
                     rumor_tokens_t **val) RUMOR_WUR;
 
-/* Reads "TRAIN.bin[,VAL.bin]" token shards with ids checked against vocab. */
+/* Reads "TRAIN.bin[,VAL.bin]" token shards, ids checked against vocab in
+ * [2, 65536]. Errors: RUMOR_ESYS (missing), RUMOR_EIO (truncated),
+ * RUMOR_EFORMAT (bad magic, version or count, trailing bytes, a token >=
+ * vocab, too few tokens for a window), RUMOR_EINVAL (arguments). */
 int rumor_tokens_load(const char *files, int vocab, double val_fraction, size_t window,
                       rumor_tokens_t **train, rumor_tokens_t **val) RUMOR_WUR;
 
-/* Entropy of the token frequencies, in nats. */
-double rumor_tokens_unigram_entropy(const rumor_tokens_t *t);
+/* Writes t as an llm.c shard (for tools and tests); t->n in [1, INT32_MAX]. */
+int rumor_tokens_save(const rumor_tokens_t *t, const char *path) RUMOR_WUR;
 
-/* A batch of B windows of T tokens (inputs) and their next tokens (targets)
- * from rank's slice, for step; tok and y hold B*T each. */
+/* Entropy of t's token frequencies, -sum p ln p, in nats (0 for one
+ * distinct token). Empty or NULL t: RUMOR_EINVAL. */
+int rumor_unigram_entropy(const rumor_tokens_t *t, double *nats) RUMOR_WUR;
+
+/* Rank's slice [*lo, *hi) of t (see above); slices of ranks 0..world-1 are
+ * disjoint and cover [0, t->n). */
+int rumor_tokens_slice(const rumor_tokens_t *t, int rank, int world, size_t *lo,
+                       size_t *hi) RUMOR_WUR;
+
+/* The B window starts of (seed, rank, step), each in [lo, hi - T - 1] of
+ * rank's slice. A slice shorter than T + 1 tokens is RUMOR_EINVAL. */
+int rumor_tokens_starts(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
+                        int B, int T, size_t *starts) RUMOR_WUR;
+
+/* The batch of those windows: tok (B, T) the inputs, y (B, T) the targets. */
 int rumor_tokens_sample(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
                         int B, int T, int32_t *tok, int32_t *y) RUMOR_WUR;
 
-/* Validation windows of T: how many there are, and window i into tok/y (T each). */
+/* Validation windows of T: how many there are ((n - 1) / T, 0 when fewer
+ * than T + 1 tokens), and window i in [0, that) into tok and y (T each). */
 long rumor_tokens_val_windows(const rumor_tokens_t *t, int T);
-void rumor_tokens_val_window(const rumor_tokens_t *t, int T, long i, int32_t *tok, int32_t *y);
+int rumor_tokens_val_window(const rumor_tokens_t *t, int T, long i, int32_t *tok,
+                            int32_t *y) RUMOR_WUR;
 
 #ifdef __cplusplus
 }
