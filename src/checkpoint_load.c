@@ -177,6 +177,18 @@ static int parse_meta(const char *path, const cJSON *root, rumor_ckpt_info_t *ci
     return 0;
 }
 
+/* Whether a checkpoint's model spec, written another way (an older
+ * "mlp:784-256-10:relu"), names m: its canonical form is m's. */
+static int same_model(const char *spec, const rumor_model_t *m)
+{
+    rumor_model_t *fm = NULL;
+    int rc = rumor_model_create(spec, 0, &fm);
+    rumor_err_clear();
+    int same = rc == 0 && !strcmp(fm->spec, m->spec);
+    rumor_model_destroy(&fm);
+    return same;
+}
+
 /* Parses and checks the header (metadata and every tensor) against m and o
  * (and own, when not NULL). Fills info, the file's optimizer
  * ("none"/"sgd"/"adamw"), its digest and the data section's length. */
@@ -191,7 +203,7 @@ static int check_header(const char *path, const cJSON *root, const rumor_model_t
     const char *spec = ci->model, *opt = ci->optimizer;
     if (own) /* the metadata's own text: ci->swarm may be cut short */
         RUMOR_CHECK(check_owner(path, own, meta_get(meta, path, "swarm"), ci->rank, ci->round));
-    if (strcmp(spec, m->spec))
+    if (strcmp(spec, m->spec) && !same_model(spec, m))
         return rumor_err_set(RUMOR_EFORMAT, "%s: a checkpoint of model \"%.128s\", this model is "
                              "\"%s\"", path, spec, m->spec);
     if ((unsigned long long)np != m->nparams)

@@ -159,8 +159,19 @@ static int build_mlp(builder_t *b, const char *spec)
     m->in_dim = dims[0];
     m->classes = dims[nd - 1];
     m->dropout = dropout;
-    /* the spec as given is canonical already (the parser accepts one form) */
-    snprintf(m->spec, sizeof m->spec, "%s", spec);
+    /* the canonical spec, from the parsed values: "mlp:784-256-10:relu" and
+     * "mlp:784-256-10" are one model (relu is the default), and so are
+     * dropout=0.10 and dropout=0.1 */
+    size_t at = (size_t)snprintf(m->spec, sizeof m->spec, "mlp:%d", dims[0]);
+    for (int i = 1; i < nd && at < sizeof m->spec; i++)
+        at += (size_t)snprintf(m->spec + at, sizeof m->spec - at, "-%d", dims[i]);
+    if (act == 2 && at < sizeof m->spec)
+        at += (size_t)snprintf(m->spec + at, sizeof m->spec - at, ":gelu");
+    if (dropout > 0.0f && at < sizeof m->spec)
+        at += (size_t)snprintf(m->spec + at, sizeof m->spec - at, ":dropout=%g", dropout);
+    if (at >= sizeof m->spec)
+        return rumor_err_set(RUMOR_EINVAL, "model '%s': spec longer than %zu characters", spec,
+                             sizeof m->spec - 1);
     int nlin = nd - 1;
     for (int i = 0; i < nlin; i++) {
         char name[RUMOR_TENSOR_NAME];

@@ -1,6 +1,7 @@
 /* Checkpoints: round trips, the safetensors layout read back by an independent
  * reader (and by Python's json/struct, and the safetensors package when
- * installed), every kind of corrupt file rejected with the model unchanged,
+ * installed), GPT checkpoints under GPT-2's names and refused by a model of
+ * another spec, every kind of corrupt file rejected with the model unchanged,
  * fallback to the previous checkpoint, pruning, file names that carry the
  * swarm (made safe for the file system) and rank, ranks and swarms sharing
  * one directory (each lists, prunes and resumes only its own files; another
@@ -240,6 +241,9 @@ static void check_layout(const char *path, const rumor_stage_t *m, const rumor_o
         at = ends[k];
     }
     CHECK(at == datalen);
+    static const char *names[] = { "fc0.weight", "fc0.bias", "fc1.weight", "fc1.bias" };
+    for (int k = 0; k < 4; k++)
+        CHECKF(cJSON_GetObjectItem(h, names[k]) != NULL, "no tensor %s", names[k]);
     cJSON *w = cJSON_GetObjectItem(h, "fc0.weight");
     cJSON *shape = cJSON_GetObjectItem(w, "shape");
     CHECK(cJSON_GetArraySize(shape) == 2 && cJSON_GetArrayItem(shape, 0)->valueint == 16 &&
@@ -290,6 +294,130 @@ static void check_python(const char *path, const rumor_stage_t *m)
             fprintf(stderr, "python safetensors not installed: checked with json/struct only\n");
     }
     CHECK(p && pclose(p) == 0);
+}
+
+/* A GPT's checkpoint: GPT-2's tensor names and Conv1D shapes in the order of
+ * the flat space, each tensor's data at its offset, no lm_head (tied to
+ * wte); it loads back bit for bit, and a model of another spec refuses it,
+ * naming both specs, unchanged. */
+static void check_gpt(const char *dir)
+{
+    static const char *spec = "gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11";
+    rumor_stage_t *a = new_model(spec, 3), *b = new_model(spec, 4);
+    const rumor_model_t *m = a->model;
+    rumor_optim_t *oa = new_optim(RUMOR_OPT_ADAMW, a->n, 5, 7);
+    rumor_optim_t *ob = new_optim(RUMOR_OPT_ADAMW, a->n, 6, 0);
+    rumor_ckpt_info_t in = { .round = 9, .swarm = "gpt" }, out;
+    char path[600];
+    CHECK_OK(rumor_ckpt_save(dir, a, oa, &in, 2));
+    ckpt_path(path, sizeof path, dir, "gpt", 0, 9);
+    size_t len;
+    unsigned char *f = slurp(path, &len);
+    CHECK(f && len > 8);
+    if (!f)
+        return;
+    uint64_t n = le64(f);
+    cJSON *h = cJSON_ParseWithLength((const char *)f + 8, n);
+    CHECK(h != NULL);
+    static const struct { const char *name; int d0, d1; } want[] = {
+        { "transformer.wte.weight", 11, 16 },
+        { "transformer.wpe.weight", 8, 16 },
+        { "transformer.h.0.ln_1.weight", 16, 0 },
+        { "transformer.h.0.attn.c_attn.weight", 16, 48 },
+        { "transformer.h.0.attn.c_attn.bias", 48, 0 },
+        { "transformer.h.0.attn.c_proj.weight", 16, 16 },
+        { "transformer.h.1.mlp.c_fc.weight", 16, 64 },
+        { "transformer.h.1.mlp.c_proj.weight", 64, 16 },
+        { "transformer.ln_f.weight", 16, 0 },
+        { "transformer.ln_f.bias", 16, 0 },
+    };
+    for (size_t i = 0; h && i < sizeof want / sizeof *want; i++) {
+        cJSON *t = cJSON_GetObjectItem(h, want[i].name);
+        cJSON *shape = cJSON_GetObjectItem(t, "shape");
+        int nd = want[i].d1 ? 2 : 1;
+        CHECKF(t && cJSON_GetArraySize(shape) == nd &&
+               cJSON_GetArrayItem(shape, 0)->valueint == want[i].d0 &&
+               (nd == 1 || cJSON_GetArrayItem(shape, 1)->valueint == want[i].d1),
+               "%s missing or of another shape", want[i].name);
+    }
+    CHECK(h && !cJSON_GetObjectItem(h, "lm_head.weight"));
+    /* every model tensor, at its offset of the space, with its data */
+    int nt = 0;
+    for (cJSON *e = h ? h->child : NULL; e; e = e->next)
+        nt += strcmp(e->string, "__metadata__") != 0;
+    CHECKF(nt == m->ntensors + 2, "%d tensors, expected %d and optim.m, optim.v", nt,
+           m->ntensors);
+    for (int i = 0; h && i < m->ntensors; i++) {
+        const rumor_tensor_t *t = &m->tensors[i];
+        cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, t->name), "data_offsets");
+        uint64_t b0 = o ? (uint64_t)cJSON_GetArrayItem(o, 0)->valuedouble : UINT64_MAX;
+        uint64_t b1 = o ? (uint64_t)cJSON_GetArrayItem(o, 1)->valuedouble : 0;
+        CHECKF(b0 == t->off * sizeof(float) && b1 == (t->off + t->numel) * sizeof(float) &&
+               !memcmp(f + 8 + n + b0, a->params + t->off, t->numel * sizeof(float)),
+               "%s: not at its offset %zu of the space, or not its data", t->name, t->off);
+    }
+    cJSON *meta = h ? cJSON_GetObjectItem(h, "__metadata__") : NULL;
+    cJSON *ms = cJSON_GetObjectItem(meta, "model");
+    CHECK(ms && !strcmp(ms->valuestring, m->spec));
+    cJSON_Delete(h);
+    free(f);
+    /* round trip */
+    CHECK(rumor_ckpt_load_latest(dir, "gpt", 0, b, ob, &out, NULL, 0) == 0);
+    CHECK(!memcmp(a->params, b->params, a->n * sizeof(float)));
+    CHECK(!memcmp(oa->m, ob->m, a->n * sizeof(float)) &&
+          !memcmp(oa->v, ob->v, a->n * sizeof(float)));
+    CHECK(ob->t == 7 && out.round == 9 && !strcmp(out.model, m->spec));
+    /* other specs: another GPT and an MLP */
+    static const char *others[] = { "gpt:layers=1,dim=16,heads=4,ctx=8,vocab=11", "mlp:20-16-5" };
+    for (int k = 0; k < 2; k++) {
+        rumor_stage_t *c = new_model(others[k], 8);
+        float *before = malloc(c->n * sizeof(float));
+        memcpy(before, c->params, c->n * sizeof(float));
+        char msg[400];
+        snprintf(msg, sizeof msg, "\"%s\", this model is \"%s\"", m->spec, c->model->spec);
+        CHECK_ERR(rumor_ckpt_load(path, c, NULL, NULL), RUMOR_EFORMAT, msg);
+        CHECK(!memcmp(before, c->params, c->n * sizeof(float)));
+        free(before);
+        free_model(&c);
+    }
+    rumor_optim_destroy(&oa);
+    rumor_optim_destroy(&ob);
+    free_model(&a);
+    free_model(&b);
+}
+
+/* A checkpoint whose metadata spells the model another way (as files
+ * written before specs were canonical: "mlp:20-16-5:relu") loads into the
+ * canonical model; one of another activation does not. */
+static void check_spelling(const char *dir)
+{
+    rumor_stage_t *a = new_model("mlp:20-16-5", 3), *b = new_model("mlp:20-16-5:relu", 4);
+    rumor_model_t *am = (rumor_model_t *)a->model;
+    CHECK(!strcmp(am->spec, b->model->spec));
+    static const char *const spelled[] = { "mlp:20-16-5:relu", "mlp:20-16-5:gelu" };
+    for (int k = 0; k < 2; k++) {
+        char path[700];
+        snprintf(am->spec, sizeof am->spec, "%s", spelled[k]);
+        rumor_ckpt_info_t in = { .round = 2 };
+        snprintf(in.swarm, sizeof in.swarm, "old%d", k);
+        CHECK_OK(rumor_ckpt_save(dir, a, NULL, &in, 2));
+        snprintf(am->spec, sizeof am->spec, "mlp:20-16-5");
+        ckpt_path(path, sizeof path, dir, in.swarm, 0, 2);
+        memset(b->params, 0, b->n * sizeof(float));
+        if (k == 0) {
+            CHECK_OK(rumor_ckpt_load(path, b, NULL, NULL));
+            CHECK(!memcmp(a->params, b->params, a->n * sizeof(float)));
+        } else {
+            CHECK_ERR(rumor_ckpt_load(path, b, NULL, NULL), RUMOR_EFORMAT,
+                      "\"mlp:20-16-5:gelu\", this model is \"mlp:20-16-5\"");
+            size_t changed = 0;
+            for (size_t i = 0; i < b->n; i++)
+                changed += b->params[i] != 0.0f;
+            CHECKF(changed == 0, "a refused checkpoint changed %zu parameters", changed);
+        }
+    }
+    free_model(&a);
+    free_model(&b);
 }
 
 /* Loads a broken file into m and o, expecting code `rc` and `msg` in the
@@ -834,6 +962,10 @@ int main(void)
     check_round_trip(RUMOR_OPT_ADAMW, dir);
     snprintf(dir, sizeof dir, "%s/corrupt", base);
     check_corruption(dir);
+    snprintf(dir, sizeof dir, "%s/gpt", base);
+    check_gpt(dir);
+    snprintf(dir, sizeof dir, "%s/spelling", base);
+    check_spelling(dir);
     check_fallback_and_pruning(base);
     check_names();
     check_shared_dir(base);

@@ -410,6 +410,33 @@ static void check_layout(void)
     rumor_model_destroy(&m);
 }
 
+/* One model, one spec: every spelling of an MLP becomes the same canonical
+ * string (relu is the default; numbers as parsed), which checkpoints and
+ * peers compare. */
+static void check_canonical_specs(void)
+{
+    static const char *const same[][2] = {
+        { "mlp:784-256-10", "mlp:784-256-10" },
+        { "mlp:784-256-10:relu", "mlp:784-256-10" },
+        { "mlp:0784-256-010", "mlp:784-256-10" },
+        { "mlp:9-8-4:relu:gelu", "mlp:9-8-4:gelu" },
+        { "mlp:9-8-4:dropout=0.10:gelu", "mlp:9-8-4:gelu:dropout=0.1" },
+        { "mlp:9-8-4:gelu:dropout=0", "mlp:9-8-4:gelu" },
+        { "mlp:9-8-4:dropout=2.5e-1", "mlp:9-8-4:dropout=0.25" },
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        rumor_model_t *m = NULL;
+        CHECK_OK(rumor_model_create(same[i][0], 0, &m));
+        CHECKF(m && !strcmp(m->spec, same[i][1]), "'%s' became '%s', expected '%s'", same[i][0],
+               m ? m->spec : "(none)", same[i][1]);
+        rumor_model_t *again = NULL; /* the canonical form is a fixed point */
+        CHECK_OK(rumor_model_create(m ? m->spec : same[i][1], 0, &again));
+        CHECK(again && m && !strcmp(again->spec, m->spec));
+        rumor_model_destroy(&again);
+        rumor_model_destroy(&m);
+    }
+}
+
 static void check_bad_specs(void)
 {
     rumor_model_t *m = NULL;
@@ -474,6 +501,7 @@ int main(void)
     check_bw_split("mlp:12-10-8-5:gelu:dropout=0.3", 1);
     check_bw_split("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11,dropout=0.1", 8);
     check_layout();
+    check_canonical_specs();
     check_bad_specs();
     rumor_device_close(&dev);
     return tu_finish("test_grad");

@@ -1,13 +1,17 @@
 /* The worker pool and the data-parallel step.
  *
  * The reference is one stage running the whole batch as one micro-batch: for 2, 3 and 5 workers
- * (batches that split evenly and unevenly) the summed gradient, the loss and
- * the parameters after an optimizer update must equal what one model computes
- * on the whole batch, to float rounding. */
+ * (batches that split evenly and unevenly), on an MLP and a small GPT, the
+ * summed gradient must equal what one model computes on the whole batch to
+ * 2e-6 of its largest element and of its norm (sums taken in another order:
+ * float rounding, ~3e-7), and the loss and the parameters after an optimizer
+ * update to float rounding. */
 #include "pool.h"
 #include "stage.h"
 #include "step.h"
 #include "testutil.h"
+
+static double worst_seen; /* the largest gradient difference, for the summary */
 
 static void count_job(void *arg, int w, int n)
 {
@@ -103,14 +107,19 @@ static void check_step(const char *spec, int workers, int batch)
         float l;
         CHECK_OK(rumor_step_grads(s, &b, step, &l));
         CHECK_CLOSE(l, sum / (double)rows, 1e-6, 1e-5);
-        double worst = 0;
+        /* the same sums in another order: a few float roundings (~3e-7 here) */
+        double num = 0, den = 0, dmax = 0, gmax = 0;
         for (size_t i = 0; i < ref->n; i++) {
-            double d = fabs((double)st->grads[i] - ref->grads[i]) /
-                       (1e-6 + fabs((double)ref->grads[i]));
-            worst = d > worst ? d : worst;
+            double e = fabs((double)st->grads[i] - ref->grads[i]);
+            num += e * e;
+            den += (double)ref->grads[i] * ref->grads[i];
+            dmax = fmax(dmax, e);
+            gmax = fmax(gmax, fabs((double)ref->grads[i]));
         }
-        CHECKF(worst < 1e-3, "%s, %d workers, batch %d: gradient differs by %.3g (relative)",
-               spec, workers, batch, worst);
+        CHECKF(gmax > 0 && dmax <= 2e-6 * gmax && sqrt(num) <= 2e-6 * sqrt(den),
+               "%s, %d workers, batch %d: gradient differs by %.3g of its largest element, "
+               "%.3g in norm", spec, workers, batch, dmax / gmax, sqrt(num / den));
+        worst_seen = fmax(worst_seen, dmax / gmax);
         CHECK_OK(rumor_stage_step(ref));
         CHECK_OK(rumor_step_update(s));
         double pw = 0;
@@ -145,5 +154,7 @@ int main(void)
     check_step("mlp:20-16-12-5", 5, 17);
     check_step("gpt:layers=2,dim=16,heads=2,ctx=8,vocab=13", 2, 4);
     check_step("gpt:layers=2,dim=16,heads=2,ctx=8,vocab=13", 3, 5);
+    fprintf(stderr, "workers' gradients within %.2g (relative to the largest) of one model's\n",
+            worst_seen);
     return tu_finish("test_step");
 }
