@@ -24,12 +24,10 @@
 #include "checkpoint.h"
 #include "log.h"
 #include "mixer.h"
-#include "model.h"
-#include "optim.h"
 #include "peerlist.h"
 #include "progress.h"
-#include "step.h"
 #include "topology.h"
+#include "trainer.h"
 #include "trainopts.h"
 
 static const char usage_head[] =
@@ -222,13 +220,7 @@ static int read_peers(const struct options *o, rumor_peerlist_t *pl)
 struct peer {
     rumor_peerlist_t pl;
     rumor_topo_t *topo;
-    rumor_device_t *dev;
-    rumor_dataset_t *train, *test;
-    rumor_loader_t *loader;
-    rumor_source_t *lm;       /* text or tokens: a language model's data */
-    rumor_model_t *model;
-    rumor_stage_t *stage;
-    rumor_step_t *step;
+    rumor_trainer_t *tr;      /* device, data, model, optimizer, workers */
     rumor_mixer_t *mixer;
     float *avg;
     rumor_metrics_t metrics;
@@ -327,14 +319,7 @@ static void peer_free(struct peer *p)
 {
     rumor_mixer_destroy(&p->mixer, 5.0);
     rumor_metrics_close(&p->metrics);
-    rumor_step_destroy(&p->step);
-    rumor_stage_destroy(&p->stage);
-    rumor_model_destroy(&p->model);
-    rumor_loader_destroy(&p->loader);
-    rumor_source_destroy(&p->lm);
-    rumor_dataset_destroy(&p->train);
-    rumor_dataset_destroy(&p->test);
-    rumor_device_close(&p->dev);
+    rumor_trainer_destroy(&p->tr);
     rumor_topo_destroy(&p->topo);
     free(p->avg);
     free(p->pl.ep);
@@ -350,7 +335,10 @@ static void peer_free(struct peer *p)
 
 static int fail(struct peer *p, int rank, const char *what)
 {
-    fprintf(stderr, "rumor-peer %d: %s: %s\n", rank, what, rumor_err_msg());
+    if (what)
+        fprintf(stderr, "rumor-peer %d: %s: %s\n", rank, what, rumor_err_msg());
+    else
+        fprintf(stderr, "rumor-peer %d: %s\n", rank, rumor_err_msg());
     rumor_debug("error trace: %s", rumor_err_trace());
     peer_free(p);
     return 1;
@@ -415,19 +403,11 @@ static const char *live_connections(rumor_mixer_t *m, char *buf, size_t cap)
 
 static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 {
-    /* the stage looks at params for a moment; its own buffer is kept */
-    float *own = p->stage->params;
-    int owns = p->stage->owns_params;
-    p->stage->owns_params = 0;
-    rumor_step_bind_params(p->step, params);
-    /* a language model: validation loss (no accuracy) over 16 batches */
-    int rc = p->lm ? rumor_train_validate(p->step, p->lm, p->stage->max_B, 16, loss)
-                   : rumor_train_evaluate(p->step, p->test, p->stage->max_B, acc, loss);
-    if (p->lm)
-        *acc = -1.0;
-    rumor_step_bind_params(p->step, own);
-    p->stage->owns_params = owns;
-    return rc;
+    rumor_eval_t e;
+    RUMOR_CHECK(rumor_trainer_evaluate(p->tr, params, &e));
+    *acc = e.accuracy; /* -1 for a language model */
+    *loss = e.loss;
+    return 0;
 }
 
 /* ------------------------------------------------------ preemption */
@@ -481,18 +461,10 @@ static void rumor_sleep(double s)
 }
 
 /* Writes a checkpoint of the peer's state after `round` rounds. */
-static int save_checkpoint(struct peer *p, const struct options *opts, long round, int epoch)
+static int save_checkpoint(struct peer *p, const struct options *opts, long round)
 {
-    rumor_ckpt_info_t ci;
-    memset(&ci, 0, sizeof ci);
-    ci.round = round;
-    ci.epoch = epoch;
-    ci.optim_t = p->stage->opt->t;
-    ci.rank = opts->rank;
-    snprintf(ci.model, sizeof ci.model, "%s", p->model->spec);
-    snprintf(ci.optimizer, sizeof ci.optimizer, "%s", opts->t.optimizer);
-    snprintf(ci.swarm, sizeof ci.swarm, "%s", opts->swarm);
-    return rumor_ckpt_save(opts->checkpoint_dir, p->stage, p->stage->opt, &ci, opts->keep_checkpoints);
+    return rumor_trainer_save(p->tr, opts->checkpoint_dir, opts->swarm, opts->rank, round,
+                              opts->keep_checkpoints);
 }
 
 int main(int argc, char **argv)
@@ -571,86 +543,28 @@ int main(int argc, char **argv)
     if (opts.weights && rumor_topo_set_weights(p.topo, opts.weights) < 0)
         return fail(&p, rank, "weights");
 
-    /* ---- device, data, model, optimizer */
-    char devspec[32];
-    if (!o.device) {
-        snprintf(devspec, sizeof devspec, "cpu:%d", o.threads);
-        o.device = devspec;
-    }
-    if (rumor_device_open(o.device, &p.dev) < 0)
-        return fail(&p, rank, "device");
-    if (p.dev->kind != RUMOR_DEV_CPU) {
-        rumor_err_set(RUMOR_ENOTSUP, "%s: peers gossip host memory; use a CPU device",
-                      p.dev->name);
-        return fail(&p, rank, "device");
-    }
-    int smallest = 0, lm = rumor_train_is_lm(o.data);
+    /* ---- device, data, model, optimizer: the trainer. Every peer starts
+     * from the same model (the same seed) and runs the same rounds per
+     * epoch: the full batches of the smallest shard (lockstep). Gossip
+     * reads the parameters from host memory. */
+    rumor_trainer_config_t tc;
+    if (rumor_train_opts_config(&o, rank, N, &tc) < 0)
+        return fail(&p, rank, "options");
+    tc.lockstep = 1;
+    tc.host_params = 1;
+    tc.eval_batches = rumor_source_spec_kind(o.data, NULL) == RUMOR_BATCH_TOKENS ? 16 : 0;
     double t_load = rumor_now();
-    long per_epoch;
-    if (lm) {
-        /* a language model: the model first (its context is the window),
-         * then this rank's slice of the text; an epoch is as many windows
-         * as the slice (the same count on every rank) holds tokens */
-        if (rumor_model_create(o.model, !strncmp(o.data, "text:", 5) ? 256 : 50257,
-                               &p.model) < 0)
-            return fail(&p, rank, "model");
-        if (p.model->kind != RUMOR_MODEL_GPT) {
-            rumor_err_set(RUMOR_EINVAL, "'%s' is not a language model; --data %s is text",
-                          o.model, o.data);
-            return fail(&p, rank, "model");
-        }
-        rumor_source_config_t sc;
-        rumor_source_config_default(&sc);
-        sc.spec = o.data;
-        sc.seed = (uint64_t)o.seed;
-        sc.rank = rank;
-        sc.world = N;
-        sc.batch = o.batch;
-        sc.seq = p.model->ctx;
-        sc.vocab = p.model->vocab;
-        if (rumor_source_open(&sc, &p.lm) < 0)
-            return fail(&p, rank, "data");
-        per_epoch = rumor_source_train_size(p.lm) / ((long)o.batch * p.model->ctx);
-        if (per_epoch < 1)
-            per_epoch = 1;
-    } else {
-        if (rumor_train_opts_data(&o, rank, N, &p.train, &p.test, &smallest) < 0)
-            return fail(&p, rank, "data");
-        /* Every peer runs the same number of rounds per epoch: what the
-         * smallest shard holds. */
-        per_epoch = smallest / o.batch;
-        if (per_epoch < 1) {
-            rumor_err_set(RUMOR_EINVAL, "shards of %d examples hold no batch of %d", smallest,
-                          o.batch);
-            return fail(&p, rank, "data");
-        }
-        if (rumor_loader_create(p.train, o.batch, (uint64_t)o.seed + (uint64_t)rank, 1, 1,
-                                &p.loader) < 0)
-            return fail(&p, rank, "loader");
-        /* The same seed on every peer: every peer starts from the same model. */
-        if (rumor_model_create(o.model, 0, &p.model) < 0)
-            return fail(&p, rank, "model");
-        if (rumor_train_opts_check_model(p.model, p.train) < 0)
-            return fail(&p, rank, "model");
-    }
-    long total_rounds = per_epoch * o.epochs;
-    rumor_optim_config_t oc;
-    if (rumor_train_opts_optim(&o, per_epoch, &oc) < 0)
-        return fail(&p, rank, "optimizer");
-    rumor_stage_config_t sc = { .model = p.model, .dev = p.dev, .first = 0,
-                                .last = p.model->nblocks, .max_B = o.batch,
-                                .T = rumor_model_seq(p.model), .slots = 1,
-                                .seed = (uint64_t)o.seed, .optim = &oc };
-    if (rumor_stage_create(&sc, &p.stage) < 0)
-        return fail(&p, rank, "model");
-    if (rumor_step_create(p.stage, p.dev->nthreads, &p.step) < 0)
-        return fail(&p, rank, "workers");
+    if (rumor_trainer_create(&tc, &p.tr) < 0)
+        return fail(&p, rank, NULL);
+    double t_loaded = rumor_now() - t_load;
+    long per_epoch = p.tr->steps_per_epoch, total_rounds = p.tr->total_steps;
+    size_t nparams = p.tr->model->nparams;
     /* every event names its peer: peers may share the file (progress.h) */
     if (o.metrics && (rumor_metrics_open(&p.metrics, o.metrics) < 0 ||
                       rumor_metrics_tag_int(&p.metrics, "rank", rank) < 0 ||
                       rumor_metrics_tag_str(&p.metrics, "swarm", opts.swarm) < 0))
         return fail(&p, rank, "metrics");
-    p.avg = malloc(p.model->nparams * sizeof(float));
+    p.avg = malloc(nparams * sizeof(float));
     if (!p.avg) {
         rumor_err_set(RUMOR_ENOMEM, "out of memory");
         return fail(&p, rank, "memory");
@@ -659,18 +573,18 @@ int main(int argc, char **argv)
     /* ---- resume from the newest checkpoint that loads */
     long first_round = 0;
     if (opts.checkpoint_dir) {
-        rumor_ckpt_info_t ci;
         char path[1024];
         /* only this swarm and rank's own checkpoints (see checkpoint.h) */
-        int lrc = rumor_ckpt_load_latest(opts.checkpoint_dir, opts.swarm, rank, p.stage, p.stage->opt,
-                                         &ci, path, sizeof path);
+        long round = 0;
+        int lrc = rumor_trainer_resume_latest(p.tr, opts.checkpoint_dir, opts.swarm, rank, &round,
+                                              path, sizeof path);
         if (lrc < 0)
             return fail(&p, rank, "checkpoint");
         if (lrc == 0) {
-            first_round = ci.round < total_rounds ? ci.round : total_rounds;
+            first_round = round < total_rounds ? round : total_rounds;
             /* stderr, even with -q: which file a run continues matters */
             fprintf(stderr, "rumor-peer %d/%d: resumed from %s at round %ld%s\n", rank, N, path,
-                    first_round, ci.round > total_rounds ? " (the last of this run)" : "");
+                    first_round, round > total_rounds ? " (the last of this run)" : "");
         }
     }
 
@@ -683,7 +597,7 @@ int main(int argc, char **argv)
     mc.endpoints = (const char *const *)p.pl.ep;
     mc.listen = opts.listen;
     mc.swarm = rumor_wire_swarm_id(opts.swarm);
-    mc.nparams = p.model->nparams;
+    mc.nparams = nparams;
     mc.chunk_elems = (size_t)(opts.chunk_mb * 1048576.0 / sizeof(float));
     mc.max_msg_elems = (size_t)(opts.max_message_mb * 1048576.0 / sizeof(float));
     if (mc.max_msg_elems < 1)
@@ -713,11 +627,11 @@ int main(int argc, char **argv)
     mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
     mc.staleness = opts.staleness;
     mc.first_round = first_round;
-    if (rumor_mixer_create(&mc, p.stage->params, &p.mixer) < 0)
+    if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
         return fail(&p, rank, "swarm");
     hurry_mixer = p.mixer;
     catch_leave_signals(opts.leave_timeout);
-    rumor_step_bind_params(p.step, rumor_mixer_params(p.mixer));
+    rumor_trainer_bind(p.tr, rumor_mixer_params(p.mixer));
     int nb = rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0);
     if (!o.quiet) {
         char secdesc[128];
@@ -730,17 +644,18 @@ int main(int argc, char **argv)
                async ? "asynchronous D-PSGD" : dpsgd ? "D-PSGD" : "ring all-reduce", p.topo->desc,
                rumor_mixer_endpoint(p.mixer), secdesc);
         printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
-               rank, N, o.model, p.model->nparams, p.model->nparams * 4.0 / 1e6, p.dev->name, nb,
+               rank, N, p.tr->model->spec, nparams, nparams * 4.0 / 1e6, p.tr->dev->name, nb,
                nb == 1 ? "" : "s");
-        if (p.lm)
+        if (p.tr->lm)
             printf("rumor-peer %d/%d: %s (loaded in %.2f s), %ld rounds of %d windows of %d "
                    "tokens per epoch, %d epochs\n",
-                   rank, N, rumor_source_describe(p.lm), rumor_now() - t_load, per_epoch,
-                   o.batch, p.model->ctx, o.epochs);
+                   rank, N, rumor_source_describe(p.tr->src), t_loaded, per_epoch, o.batch,
+                   p.tr->model->ctx, o.epochs);
         else
-            printf("rumor-peer %d/%d: shard of %d examples (loaded in %.2f s), %ld rounds of "
+            printf("rumor-peer %d/%d: shard of %ld examples (loaded in %.2f s), %ld rounds of "
                    "batch %d per epoch, %d epochs\n",
-                   rank, N, p.train->n, rumor_now() - t_load, per_epoch, o.batch, o.epochs);
+                   rank, N, rumor_source_train_size(p.tr->src), t_loaded, per_epoch, o.batch,
+                   o.epochs);
         fflush(stdout);
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
@@ -750,7 +665,7 @@ int main(int argc, char **argv)
                         "\"event\":\"start\",\"peers\":%d,\"mode\":\"%s\","
                         "\"topology\":\"%s\",\"model\":\"%s\",\"params\":%zu,\"rounds\":%ld,"
                         "\"ready\":%d",
-                        N, opts.mode, spec, o.model, p.model->nparams, total_rounds, ready);
+                        N, opts.mode, spec, p.tr->model->spec, nparams, total_rounds, ready);
 
     /* ---- a late joiner or a restarted peer fetches the swarm's state */
     long k = first_round;
@@ -768,7 +683,7 @@ int main(int argc, char **argv)
             else {
                 catch_ups++;
                 k = nk < total_rounds ? nk : total_rounds;
-                rumor_step_bind_params(p.step, params);
+                rumor_trainer_bind(p.tr, params);
                 if (!o.quiet)
                     printf("rumor-peer %d/%d: joined at round %ld\n", rank, N, k);
             }
@@ -786,16 +701,6 @@ int main(int argc, char **argv)
     double last_step_end = rumor_now(); /* when this peer's previous round ended */
     double gap_at = -1e9;                /* when a round that took unusually long ended */
     rumor_round_stats_t st = { 0 };
-    /* A resumed peer replays its loader to the round it stopped at, so it
-     * draws the batches it would have drawn. */
-    for (long i = 0; p.loader && i < k; i++) {
-        const float *x;
-        const int32_t *y;
-        (void)rumor_loader_next(p.loader, &x, &y);
-        if (i % per_epoch == per_epoch - 1)
-            while (rumor_loader_next(p.loader, &x, &y) > 0)
-                ;
-    }
     int leaving = 0, epoch = (int)(k / per_epoch) + 1;
     double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
     long epoch_rounds = 0, evaluated_at = -1;
@@ -804,23 +709,12 @@ int main(int argc, char **argv)
             leaving = 1;
             break;
         }
-        const float *x = NULL;
-        const int32_t *y = NULL;
+        /* the batch of round k: a resumed or jumping peer draws the
+         * batches it would have drawn */
         rumor_batch_t batch;
-        int bs;
-        if (p.lm) { /* windows keyed by (seed, rank, round): nothing to replay */
-            bs = rumor_source_next(p.lm, k, &batch);
-        } else {
-            bs = rumor_loader_next(p.loader, &x, &y);
-            if (bs == 0) /* a jump skipped the end of the loader's epoch */
-                bs = rumor_loader_next(p.loader, &x, &y);
-            batch = (rumor_batch_t){ .kind = RUMOR_BATCH_IMAGES, .n = bs,
-                                     .width = p.train->dim, .x = x, .y = y };
-        }
-        if (bs <= 0) {
-            rumor_err_set(RUMOR_ESTATE, "the loader ran out of batches at round %ld", k);
+        if (rumor_trainer_batch(p.tr, k, &batch) < 0)
             return fail(&p, rank, "data");
-        }
+        int bs = batch.n;
         float loss;
         long next = k + 1;
         if (dpsgd) {
@@ -828,15 +722,15 @@ int main(int argc, char **argv)
              * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, rank, "round");
-            double tc = rumor_now();
-            if (rumor_step_grads(p.step, &batch, k, &loss) < 0)
-                return fail(&p, rank, "gradient");
+            double t_compute = rumor_now();
+            if (rumor_trainer_grads(p.tr, &batch, k, &loss) < 0)
+                return fail(&p, rank, NULL);
             if (opts.throttle > 1)
-                rumor_sleep((opts.throttle - 1) * (rumor_now() - tc));
+                rumor_sleep((opts.throttle - 1) * (rumor_now() - t_compute));
             float *mixed;
             if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
                 return fail(&p, rank, "round");
-            rumor_step_bind_params(p.step, mixed);
+            rumor_trainer_bind(p.tr, mixed);
             wait_total += st.wait_s;
             last_dis = st.disagreement;
             dis_sum += st.disagreement;
@@ -845,25 +739,21 @@ int main(int argc, char **argv)
                 max_stall = st.round_s / st.deadline_s;
             next = st.next_round;
         } else {
-            if (rumor_step_grads(p.step, &batch, k, &loss) < 0)
-                return fail(&p, rank, "gradient");
+            if (rumor_trainer_grads(p.tr, &batch, k, &loss) < 0)
+                return fail(&p, rank, NULL);
             double t0 = rumor_now();
-            if (rumor_mixer_allreduce_mean(p.mixer, p.stage->grads, p.model->nparams, k,
+            if (rumor_mixer_allreduce_mean(p.mixer, p.tr->stage->grads, nparams, k,
                                            opts.round_timeout) < 0) {
                 /* A missing peer stops the ring: this round steps on the
                  * local gradient instead (C-PSGD has no better answer). */
                 allreduce_failures++;
                 rumor_warn("round %ld: %s; stepping on the local gradient", k, rumor_err_msg());
-                if (rumor_step_grads(p.step, &batch, k, &loss) < 0)
-                    return fail(&p, rank, "gradient");
+                if (rumor_trainer_grads(p.tr, &batch, k, &loss) < 0)
+                    return fail(&p, rank, NULL);
             }
             wait_total += rumor_now() - t0;
         }
-        if (!isfinite(loss)) {
-            rumor_err_set(RUMOR_EINVAL, "loss is %g at round %ld: lower --lr", (double)loss, k);
-            return fail(&p, rank, "training diverged");
-        }
-        if (rumor_step_update(p.step) < 0)
+        if (rumor_trainer_update(p.tr, NULL) < 0)
             return fail(&p, rank, "optimizer step");
         loss_sum += loss;
         examples += bs;
@@ -905,7 +795,7 @@ int main(int argc, char **argv)
                 } else {
                     catch_ups++;
                     fetched = 1;
-                    rumor_step_bind_params(p.step, params);
+                    rumor_trainer_bind(p.tr, params);
                     next = nk;
                 }
             }
@@ -920,7 +810,7 @@ int main(int argc, char **argv)
         long done_round = next;
         if (opts.checkpoint_dir && opts.checkpoint_every > 0 &&
             done_round / opts.checkpoint_every > k / opts.checkpoint_every && !leave_signal &&
-            save_checkpoint(&p, &opts, done_round, epoch) < 0)
+            save_checkpoint(&p, &opts, done_round) < 0)
             rumor_warn("checkpoint at round %ld: %s", done_round, rumor_err_msg());
         k = next;
         rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
@@ -946,20 +836,16 @@ int main(int argc, char **argv)
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;
-        const float *xx;
-        const int32_t *yy;
-        while (p.loader && rumor_loader_next(p.loader, &xx, &yy) > 0)
-            ;
         double epoch_s = rumor_now() - epoch_start;
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
-        if (evaluated && evaluate(&p, p.stage->params, &acc, &tloss) < 0)
+        if (evaluated && evaluate(&p, NULL, &acc, &tloss) < 0)
             return fail(&p, rank, "evaluation");
         if (evaluated)
             evaluated_at = k;
         double nr = epoch_rounds > 0 ? (double)epoch_rounds : 1.0;
         if (!o.quiet) {
             char accs[64] = "";
-            if (evaluated && p.lm)
+            if (evaluated && p.tr->lm)
                 snprintf(accs, sizeof accs, "  validation loss %.4f", tloss);
             else if (evaluated)
                 snprintf(accs, sizeof accs, "  test accuracy %.2f%%", 100.0 * acc);
@@ -975,7 +861,7 @@ int main(int argc, char **argv)
                             evaluated ? tloss : -1.0,
                             dpsgd ? dis_sum / nr : 0.0, rumor_now() - start, epoch_s);
         epoch = (int)(k / per_epoch) + 1;
-        if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k, epoch) < 0)
+        if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k) < 0)
             rumor_warn("checkpoint at round %ld: %s", k, rumor_err_msg());
         epoch_start = rumor_now();
         loss_sum = dis_sum = 0;
@@ -983,12 +869,12 @@ int main(int argc, char **argv)
     }
     double seconds = rumor_now() - start;
     /* a peer that caught up at the very end trained no epoch to its end */
-    if (!leaving && evaluated_at != k && evaluate(&p, p.stage->params, &acc, &tloss) < 0)
+    if (!leaving && evaluated_at != k && evaluate(&p, NULL, &acc, &tloss) < 0)
         return fail(&p, rank, "evaluation");
 
     /* ---- preempted: checkpoint, tell the neighbours, exit 0 */
     if (leaving) {
-        int crc = opts.checkpoint_dir ? save_checkpoint(&p, &opts, k, epoch) : 0;
+        int crc = opts.checkpoint_dir ? save_checkpoint(&p, &opts, k) : 0;
         if (crc < 0)
             fprintf(stderr, "rumor-peer %d: checkpoint while leaving: %s\n", rank, rumor_err_msg());
         printf("peer %d: left at round %ld on signal %d after %.1f s%s%s\n", rank, k,
@@ -1010,8 +896,8 @@ int main(int argc, char **argv)
     double avg_acc = -1, avg_loss = 0;
     char avg_note[300] = "";
     if (!opts.no_average && !alone) {
-        memcpy(p.avg, p.stage->params, p.model->nparams * sizeof(float));
-        if (rumor_mixer_allreduce_mean(p.mixer, p.avg, p.model->nparams, total_rounds,
+        memcpy(p.avg, p.tr->stage->params, nparams * sizeof(float));
+        if (rumor_mixer_allreduce_mean(p.mixer, p.avg, nparams, total_rounds,
                                        fmax(opts.round_timeout, 10.0)) < 0)
             snprintf(avg_note, sizeof avg_note, "unavailable: %s", rumor_err_msg());
         else if (evaluate(&p, p.avg, &avg_acc, &avg_loss) < 0)
@@ -1027,7 +913,7 @@ int main(int argc, char **argv)
         snprintf(conns, sizeof conns, "?");
     if (rumor_transport_stats_json(&ts, conns_j, sizeof conns_j) < 0)
         snprintf(conns_j, sizeof conns_j, "{}");
-    if (p.lm) {
+    if (p.tr->lm) {
         printf("peer %d: local validation loss %.4f\n", rank, tloss);
         if (!avg_note[0] && !opts.no_average && !alone)
             printf("peer %d: swarm average validation loss %.4f\n", rank, avg_loss);

@@ -16,6 +16,7 @@
 #include "stage.h"
 #include "step.h"
 #include "train_cmds.h"
+#include "trainer.h"
 #include "trainopts.h"
 
 static const char sample_usage[] =
@@ -227,50 +228,49 @@ static int cmd_eval(int argc, char **argv)
     rumor_stage_t *st = NULL;
     rumor_step_t *step = NULL;
     rumor_source_t *src = NULL;
-    rumor_dataset_t *train = NULL, *test = NULL;
     if (open_ckpt(path, o.batch, &dev, &m, &st) < 0 ||
         rumor_step_create(st, dev->nthreads, &step) < 0)
         goto fail;
-    if (m->kind == RUMOR_MODEL_GPT) {
-        if (!o.data || !rumor_train_is_lm(o.data)) {
-            rumor_err_set(RUMOR_EINVAL, "%s is a language model: give --data text:FILE or "
-                          "tokens:TRAIN.bin[,VAL.bin]", m->spec);
-            goto fail;
-        }
-        rumor_source_config_t sc;
-        rumor_source_config_default(&sc);
-        sc.spec = o.data;
-        sc.batch = o.batch;
+    int lm = m->kind == RUMOR_MODEL_GPT;
+    if (!o.data)
+        o.data = lm ? NULL : "fashion-mnist";
+    if (lm != (o.data && rumor_source_spec_kind(o.data, NULL) == RUMOR_BATCH_TOKENS)) {
+        rumor_err_set(RUMOR_EINVAL, lm ? "%s is a language model: give --data text:FILE or "
+                                         "tokens:TRAIN.bin[,VAL.bin]"
+                                       : "%s classifies images: give --data fashion-mnist[:DIR]",
+                      m->spec);
+        goto fail;
+    }
+    rumor_source_config_t sc;
+    rumor_source_config_default(&sc);
+    sc.spec = o.data;
+    sc.batch = o.batch;
+    if (lm) {
         sc.seq = m->ctx;
         sc.vocab = m->vocab;
-        double loss;
-        if (rumor_source_open(&sc, &src) < 0 ||
-            rumor_train_validate(step, src, o.batch, o.eval_batches, &loss) < 0)
-            goto fail;
-        printf("%s: validation loss %.4f (%.4f bits per token) on %s\n", path, loss,
-               loss / log(2.0), rumor_source_describe(src));
-    } else {
-        struct rumor_train_opts to;
-        rumor_train_opts_default(&to);
-        if (o.data)
-            to.data = o.data;
-        double acc, loss;
-        if (rumor_train_opts_data(&to, 0, 1, &train, &test, NULL) < 0 ||
-            rumor_train_opts_check_model(m, test) < 0 ||
-            rumor_train_evaluate(step, test, o.batch, &acc, &loss) < 0)
-            goto fail;
-        printf("%s: test accuracy %.2f%%, test loss %.4f on %d examples\n", path, 100.0 * acc,
-               loss, test->n);
     }
-    rumor_dataset_destroy(&train);
-    rumor_dataset_destroy(&test);
+    rumor_eval_t e;
+    if (rumor_source_open(&sc, &src) < 0)
+        goto fail;
+    if (!lm && (m->in_dim != rumor_source_width(src) || m->classes != rumor_source_vocab(src))) {
+        rumor_err_set(RUMOR_EINVAL, "'%s' takes %d inputs and %d classes; the data have %d and %d",
+                      m->spec, m->in_dim, m->classes, rumor_source_width(src),
+                      rumor_source_vocab(src));
+        goto fail;
+    }
+    if (rumor_evaluate(step, src, o.batch, o.eval_batches, &e) < 0)
+        goto fail;
+    if (lm)
+        printf("%s: validation loss %.4f (%.4f bits per token) on %s\n", path, e.loss,
+               e.loss / log(2.0), rumor_source_describe(src));
+    else
+        printf("%s: test accuracy %.2f%%, test loss %.4f on %ld examples\n", path,
+               100.0 * e.accuracy, e.loss, e.targets);
     rumor_source_destroy(&src);
     rumor_step_destroy(&step);
     cmd_fail(NULL, &dev, &m, &st);
     return 0;
 fail:
-    rumor_dataset_destroy(&train);
-    rumor_dataset_destroy(&test);
     rumor_source_destroy(&src);
     rumor_step_destroy(&step);
     return cmd_fail("eval", &dev, &m, &st);

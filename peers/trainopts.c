@@ -10,11 +10,6 @@
 
 #include "log.h"
 
-/* Fashion-MNIST's training-set pixel mean and standard deviation (of x/255):
- * inputs are standardized with them so one learning rate suits every layer. */
-#define FASHION_MEAN 0.2860f
-#define FASHION_STD 0.3530f
-
 const char rumor_train_opts_help[] =
     "Data:\n"
     "  --data SPEC            fashion-mnist[:DIR] or DIR: Fashion-MNIST's IDX files,\n"
@@ -86,61 +81,10 @@ int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst
     return -1;
 }
 
-int rumor_train_evaluate(rumor_step_t *s, const rumor_dataset_t *d, int batch, double *accuracy,
-                         double *loss)
-{
-    double sum = 0.0;
-    long targets = 0, correct = 0;
-    for (int i = 0; i < d->n; i += batch) {
-        rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = d->n - i < batch ? d->n - i : batch,
-                            .width = d->dim, .x = d->x + (size_t)i * d->dim, .y = d->y + i };
-        RUMOR_CHECK(rumor_step_eval(s, &b, &sum, &targets, &correct));
-    }
-    *accuracy = targets ? (double)correct / (double)targets : 0.0;
-    *loss = targets ? sum / (double)targets : 0.0;
-    return 0;
-}
-
-int rumor_train_is_lm(const char *data)
-{
-    return data && (!strncmp(data, "text:", 5) || !strncmp(data, "tokens:", 7));
-}
-
-int rumor_train_validate(rumor_step_t *s, rumor_source_t *src, int batch, int n, double *loss)
-{
-    double sum = 0.0;
-    long targets = 0;
-    int nb = rumor_source_val_batches(src, batch);
-    if (n > 0 && n < nb)
-        nb = n;
-    for (int i = 0; i < nb; i++) {
-        rumor_batch_t b;
-        int got = rumor_source_val(src, i, batch, &b);
-        RUMOR_CHECK(got);
-        if (got == 0)
-            break;
-        RUMOR_CHECK(rumor_step_eval(s, &b, &sum, &targets, NULL));
-    }
-    *loss = targets ? sum / (double)targets : NAN;
-    return 0;
-}
-
-int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d)
-{
-    if (m->kind != RUMOR_MODEL_MLP)
-        return rumor_err_set(RUMOR_EINVAL, "'%s' is a language model; the data are images",
-                             m->spec);
-    if (m->in_dim != d->dim || m->classes != d->classes)
-        return rumor_err_set(RUMOR_EINVAL,
-                             "'%s' takes %d inputs and %d classes; the data have %d and %d",
-                             m->spec, m->in_dim, m->classes, d->dim, d->classes);
-    return 0;
-}
-
 void rumor_train_opts_default(struct rumor_train_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->data = "/usr/share/datasets/fashion-mnist";
+    o->data = "fashion-mnist";
     o->model = "mlp:784-256-256-10";
     o->optimizer = "sgd";
     o->schedule = "cosine";
@@ -165,78 +109,32 @@ void rumor_train_opts_apply_log(const struct rumor_train_opts *o)
         rumor_log_set_level(l);
 }
 
-int rumor_train_opts_optim(const struct rumor_train_opts *o, long steps_per_epoch,
-                           rumor_optim_config_t *c)
+int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int world,
+                            rumor_trainer_config_t *c)
 {
-    rumor_optim_config_default(c);
-    RUMOR_CHECK(rumor_optim_parse_kind(o->optimizer, &c->kind));
-    int adamw = c->kind == RUMOR_OPT_ADAMW;
-    c->lr = (float)(o->lr > 0 ? o->lr : adamw ? 1e-3 : o->sgd_lr);
-    c->weight_decay = (float)(o->weight_decay >= 0 ? o->weight_decay : adamw ? 0.01 : 5e-4);
-    c->momentum = (float)o->momentum;
-    c->nesterov = o->nesterov && o->momentum > 0;
-    c->beta1 = (float)o->beta1;
-    c->beta2 = (float)o->beta2;
-    c->warmup_steps = (long)(o->warmup_epochs * (double)steps_per_epoch);
-    c->total_steps = strcmp(o->schedule, "cosine") == 0 ? steps_per_epoch * o->epochs : 0;
-    c->min_lr_ratio = (float)o->min_lr_ratio;
-    return 0;
-}
-
-/* Permutes the labels among the examples (a control that must not learn). */
-static int shuffle_labels(rumor_dataset_t *d, uint64_t seed)
-{
-    int *perm = malloc(sizeof(int) * (size_t)d->n);
-    int32_t *y = malloc(sizeof(int32_t) * (size_t)d->n);
-    int rc = perm && y ? rumor_permutation(d->n, seed, perm)
-                       : rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    if (rc == 0) {
-        for (int i = 0; i < d->n; i++)
-            y[i] = d->y[perm[i]];
-        memcpy(d->y, y, sizeof(int32_t) * (size_t)d->n);
-    }
-    free(perm);
-    free(y);
-    return rc;
-}
-
-int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
-                          rumor_dataset_t **train, rumor_dataset_t **test, int *smallest)
-{
-    rumor_dataset_t *full = NULL;
-    *train = *test = NULL;
-    /* fashion-mnist[:DIR]; a bare directory keeps meaning the same */
-    const char *dir = o->data;
-    if (!strcmp(dir, "fashion-mnist"))
-        dir = "/usr/share/datasets/fashion-mnist";
-    else if (!strncmp(dir, "fashion-mnist:", 14))
-        dir += 14;
-    else if (!strncmp(dir, "text:", 5) || !strncmp(dir, "tokens:", 7))
-        return rumor_err_set(RUMOR_EINVAL, "--data %s: text for a language model; this program "
-                             "trains on Fashion-MNIST", o->data);
-    int rc = rumor_dataset_load(dir, "train", &full);
-    if (rc == 0)
-        rc = rumor_dataset_load(dir, "test", test);
-    if (rc == 0)
-        rc = rumor_dataset_shard(full, rank, world, (uint64_t)o->seed, train);
-    if (rc == 0 && smallest) {
-        *smallest = full->n / world;
-        if (o->train_limit && o->train_limit < *smallest)
-            *smallest = (int)o->train_limit;
-    }
-    rumor_dataset_destroy(&full);
-    if (rc == 0 && o->train_limit && o->train_limit < (*train)->n)
-        (*train)->n = (int)o->train_limit;
-    if (rc == 0 && o->shuffle_labels)
-        rc = shuffle_labels(*train, (uint64_t)o->seed ^ 0x5eedULL);
-    if (rc == 0)
-        rc = rumor_dataset_normalize(*train, FASHION_MEAN, FASHION_STD);
-    if (rc == 0)
-        rc = rumor_dataset_normalize(*test, FASHION_MEAN, FASHION_STD);
-    if (rc < 0) {
-        rumor_dataset_destroy(train);
-        rumor_dataset_destroy(test);
-        return rumor_err_trace_add(__FILE__, __LINE__, rc);
-    }
+    rumor_trainer_config_default(c);
+    c->data = o->data;
+    c->model = o->model;
+    c->device = o->device;
+    c->threads = o->threads;
+    c->rank = rank;
+    c->world = world;
+    c->seed = (uint64_t)o->seed;
+    c->batch = o->batch;
+    c->epochs = o->epochs;
+    c->train_limit = o->train_limit;
+    c->shuffle_labels = o->shuffle_labels;
+    rumor_optim_config_t *oc = &c->optim;
+    RUMOR_CHECK(rumor_optim_parse_kind(o->optimizer, &oc->kind));
+    int adamw = oc->kind == RUMOR_OPT_ADAMW;
+    oc->lr = (float)(o->lr > 0 ? o->lr : adamw ? 1e-3 : o->sgd_lr);
+    oc->weight_decay = (float)(o->weight_decay >= 0 ? o->weight_decay : adamw ? 0.01 : 5e-4);
+    oc->momentum = (float)o->momentum;
+    oc->nesterov = o->nesterov && o->momentum > 0;
+    oc->beta1 = (float)o->beta1;
+    oc->beta2 = (float)o->beta2;
+    oc->min_lr_ratio = (float)o->min_lr_ratio;
+    c->warmup_epochs = o->warmup_epochs;
+    c->cosine = strcmp(o->schedule, "cosine") == 0;
     return 0;
 }

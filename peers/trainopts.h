@@ -1,18 +1,14 @@
 /* The training options rumor-train and rumor-peer share: data, model,
  * device, optimizer and schedule, as one struct, one block of option-table
- * entries and one block of --help text, plus the set-up both binaries do
- * with them (load and shard the data, configure the optimizer). */
+ * entries and one block of --help text, turned into the trainer's
+ * configuration (src/trainer.h holds the policy). */
 #ifndef RUMOR_TRAINOPTS_H
 #define RUMOR_TRAINOPTS_H
 
 #include <stddef.h>
 
-#include "data.h"
-#include "model.h"
-#include "source.h"
-#include "step.h"
-#include "optim.h"
 #include "options.h"
+#include "trainer.h"
 
 struct rumor_train_opts {
     const char *data, *model, *device, *optimizer, *schedule, *metrics, *log_level;
@@ -59,21 +55,6 @@ extern const char rumor_train_opts_help[];
 int rumor_train_opts_parse(const char *prog, const rumor_opt_t *table, void *dst, int argc,
                            char **argv, const char *help_head, const char *help_tail);
 
-/* Accuracy and mean loss over a dataset in batches of `batch`, dropout off,
- * the workers of s splitting each batch. */
-int rumor_train_evaluate(rumor_step_t *s, const rumor_dataset_t *d, int batch, double *accuracy,
-                         double *loss);
-
-/* Whether --data names text or token data (a language model's). */
-int rumor_train_is_lm(const char *data);
-
-/* Mean validation loss of a language model over the first n validation
- * batches of src (all when n == 0), the workers of s splitting each. */
-int rumor_train_validate(rumor_step_t *s, rumor_source_t *src, int batch, int n, double *loss);
-
-/* Checks that a model fits the data (inputs and classes). */
-int rumor_train_opts_check_model(const rumor_model_t *m, const rumor_dataset_t *d);
-
 /* Defaults: Fashion-MNIST from Debian's package, mlp:784-256-256-10 on the
  * CPU, 10 epochs of batch 128, SGD with Nesterov momentum 0.9, warm-up 0.2
  * epochs then cosine to 1% (lr and weight decay per optimizer, below). */
@@ -82,16 +63,10 @@ void rumor_train_opts_default(struct rumor_train_opts *o);
 /* Applies --log-level (if given). */
 void rumor_train_opts_apply_log(const struct rumor_train_opts *o);
 
-/* The optimizer configuration: SGD lr o->sgd_lr and weight decay 5e-4,
- * AdamW lr 1e-3 and decay 0.01 unless given; warm-up and cosine over `total_steps`. */
-int rumor_train_opts_optim(const struct rumor_train_opts *o, long steps_per_epoch,
-                           rumor_optim_config_t *out);
-
-/* Loads Fashion-MNIST's training shard `rank` of `world` (standardized,
- * limited and label-shuffled as asked) and the full test set. *smallest (may
- * be NULL) gets the size of the smallest shard after --train-limit, which
- * every peer computes alike: peers run rounds in lockstep. */
-int rumor_train_opts_data(const struct rumor_train_opts *o, int rank, int world,
-                          rumor_dataset_t **train, rumor_dataset_t **test, int *smallest);
+/* The trainer's configuration from the options (trainer.h): SGD lr
+ * o->sgd_lr and weight decay 5e-4, AdamW lr 1e-3 and decay 0.01 unless
+ * given; rank and world are the caller's. The strings stay o's. */
+int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int world,
+                            rumor_trainer_config_t *c);
 
 #endif

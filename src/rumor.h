@@ -20,4 +20,5 @@
 #include "step.h"
 #include "checkpoint.h"
 #include "export.h"
+#include "trainer.h"
 #endif

@@ -99,6 +99,18 @@ static enum spec_kind parse_spec(const char *spec, const char **arg)
     return SPEC_IMAGES;
 }
 
+rumor_batch_kind rumor_source_spec_kind(const char *spec, int *vocab)
+{
+    int v = 0;
+    if (spec && !strncmp(spec, "text:", 5))
+        v = RUMOR_BYTE_VOCAB;
+    else if (spec && !strncmp(spec, "tokens:", 7))
+        v = RUMOR_GPT2_VOCAB;
+    if (vocab)
+        *vocab = v;
+    return v ? RUMOR_BATCH_TOKENS : RUMOR_BATCH_IMAGES;
+}
+
 /* ----------------------------------------------------------------- images */
 
 /* Permutes the labels among the examples, as rumor-train's --shuffle-labels

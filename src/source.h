@@ -69,6 +69,11 @@ void rumor_source_config_default(rumor_source_config_t *c);
 
 typedef struct rumor_source rumor_source_t;
 
+/* What a spec names before it is opened: RUMOR_BATCH_TOKENS for text: and
+ * tokens: (*vocab, may be NULL, gets their vocabulary: 256 or GPT-2's
+ * 50257), else RUMOR_BATCH_IMAGES (*vocab 0). */
+rumor_batch_kind rumor_source_spec_kind(const char *spec, int *vocab);
+
 /* Opens c->spec. Every file error names the file; *out is NULL on failure. */
 int rumor_source_open(const rumor_source_config_t *c, rumor_source_t **out) RUMOR_WUR;
 void rumor_source_destroy(rumor_source_t **sp);

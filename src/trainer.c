@@ -1,0 +1,465 @@
+/* The trainer (see trainer.h). */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "log.h"
+
+/* Returns a failing call's code with "what: " before its message. */
+#define TRY(what, call)                                                                      \
+    do {                                                                                     \
+        int try_rc_ = (call);                                                                \
+        if (try_rc_ < 0)                                                                     \
+            return rumor_err_prefix(try_rc_, "%s", what);                                    \
+    } while (0)
+
+void rumor_trainer_config_default(rumor_trainer_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->data = "fashion-mnist";
+    c->model = "mlp:784-256-256-10";
+    c->world = 1;
+    c->seed = 1;
+    c->batch = 128;
+    c->epochs = 10;
+    rumor_optim_config_default(&c->optim);
+    c->warmup_epochs = 0.2;
+    c->cosine = 1;
+}
+
+void rumor_trainer_destroy(rumor_trainer_t **tp)
+{
+    if (!tp || !*tp)
+        return;
+    rumor_trainer_t *t = *tp;
+    rumor_step_destroy(&t->step);
+    rumor_stage_destroy(&t->stage);
+    if (t->own)
+        t->dev->ops->free(t->dev, t->own);
+    rumor_model_destroy(&t->model);
+    rumor_source_destroy(&t->src);
+    rumor_device_close(&t->dev);
+    for (int i = 0; i < 3; i++)
+        free(t->owned[i]);
+    free(t);
+    *tp = NULL;
+}
+
+/* Copies the config's strings so the trainer outlives the caller's. */
+static int own_strings(rumor_trainer_t *t)
+{
+    const char **s[3] = { &t->cfg.data, &t->cfg.model, &t->cfg.device };
+    for (int i = 0; i < 3; i++) {
+        if (!*s[i])
+            continue;
+        if (!(t->owned[i] = strdup(*s[i])))
+            return rumor_err_set(RUMOR_ENOMEM, "trainer: out of memory");
+        *s[i] = t->owned[i];
+    }
+    return 0;
+}
+
+/* The model fits the data: a GPT on token windows of its vocabulary, an MLP
+ * on images of its input width and classes. */
+static int check_fit(const rumor_trainer_t *t)
+{
+    const rumor_trainer_config_t *c = &t->cfg;
+    const rumor_model_t *m = t->model;
+    if (t->lm && m->kind != RUMOR_MODEL_GPT)
+        return rumor_err_set(RUMOR_EINVAL, "'%s' is not a language model; --data %s is text "
+                             "(use --model gpt:layers=L,dim=D,heads=H,ctx=T)", c->model, c->data);
+    if (!t->lm && m->kind != RUMOR_MODEL_MLP)
+        return rumor_err_set(RUMOR_EINVAL, "'%s' is a language model; --data %s holds images "
+                             "(use --data text:FILE or tokens:TRAIN.bin)", m->spec, c->data);
+    return 0;
+}
+
+static int check_images(const rumor_trainer_t *t)
+{
+    const rumor_model_t *m = t->model;
+    int width = rumor_source_width(t->src), classes = rumor_source_vocab(t->src);
+    if (m->in_dim != width || m->classes != classes)
+        return rumor_err_set(RUMOR_EINVAL,
+                             "'%s' takes %d inputs and %d classes; the data have %d and %d",
+                             m->spec, m->in_dim, m->classes, width, classes);
+    return 0;
+}
+
+/* Steps per epoch, total steps and the optimizer's schedule. */
+static void size_run(rumor_trainer_t *t)
+{
+    const rumor_trainer_config_t *c = &t->cfg;
+    t->steps_per_epoch = rumor_source_steps_per_epoch(t->src);
+    t->total_steps = c->steps > 0 ? c->steps : t->steps_per_epoch * c->epochs;
+    t->oc = c->optim;
+    t->oc.warmup_steps = (long)(c->warmup_epochs * (double)t->steps_per_epoch);
+    if (t->oc.warmup_steps > t->total_steps / 2) /* a run shorter than its warm-up */
+        t->oc.warmup_steps = t->total_steps / 10;
+    t->oc.total_steps = c->cosine ? t->total_steps : 0;
+}
+
+static int open_all(rumor_trainer_t *t)
+{
+    const rumor_trainer_config_t *c = &t->cfg;
+    if (c->batch < 1 || c->world < 1 || c->rank < 0 || c->rank >= c->world || c->epochs < 1 ||
+        c->steps < 0 || c->threads < 0 || c->eval_batches < 0 || !(c->warmup_epochs >= 0))
+        return rumor_err_set(RUMOR_EINVAL, "trainer: batch %d, rank %d of %d, epochs %d, steps "
+                             "%ld, threads %d, eval batches %d or warm-up %g out of range",
+                             c->batch, c->rank, c->world, c->epochs, c->steps, c->threads,
+                             c->eval_batches, c->warmup_epochs);
+    char devspec[32];
+    const char *device = c->device;
+    if (!device) {
+        snprintf(devspec, sizeof devspec, c->threads ? "cpu:%d" : "cpu", c->threads);
+        device = devspec;
+    }
+    TRY("device", rumor_device_open(device, &t->dev));
+    if (c->host_params && t->dev->kind != RUMOR_DEV_CPU)
+        return rumor_err_set(RUMOR_ENOTSUP, "device %s: peers gossip host memory; use a CPU "
+                             "device", t->dev->name);
+    /* the model first: a language model's context is the data's window, and
+     * the data's vocabulary is its default */
+    int vocab;
+    t->lm = rumor_source_spec_kind(c->data, &vocab) == RUMOR_BATCH_TOKENS;
+    TRY("model", rumor_model_create(c->model, vocab, &t->model));
+    TRY("model", check_fit(t));
+    rumor_source_config_t sc;
+    rumor_source_config_default(&sc);
+    sc.spec = c->data;
+    sc.seed = c->seed;
+    sc.rank = c->rank;
+    sc.world = c->world;
+    sc.batch = c->batch;
+    if (t->lm) {
+        sc.seq = t->model->ctx;
+        sc.vocab = t->model->vocab;
+    }
+    sc.limit = c->train_limit;
+    sc.shuffle_labels = c->shuffle_labels;
+    sc.lockstep = c->lockstep;
+    TRY("data", rumor_source_open(&sc, &t->src));
+    if (!t->lm)
+        TRY("model", check_images(t));
+    size_run(t);
+    rumor_stage_config_t stc = { .model = t->model, .dev = t->dev, .first = 0,
+                                 .last = t->model->nblocks, .max_B = c->batch,
+                                 .T = rumor_model_seq(t->model), .slots = 1, .seed = c->seed,
+                                 .optim = &t->oc };
+    TRY("model", rumor_stage_create(&stc, &t->stage));
+    /* the trainer keeps the stage's own buffer, so that binding another
+     * (the mixer's) and back never frees it */
+    t->own = t->stage->params;
+    t->stage->owns_params = 0;
+    /* one worker per CPU thread, each with one BLAS thread (step.h) */
+    int workers = t->dev->kind == RUMOR_DEV_CPU ? t->dev->nthreads : 1;
+    TRY("workers", rumor_step_create(t->stage, workers, &t->step));
+    return 0;
+}
+
+int rumor_trainer_create(const rumor_trainer_config_t *c, rumor_trainer_t **out)
+{
+    if (!out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_trainer_create: out is NULL");
+    *out = NULL;
+    if (!c || !c->data || !c->model)
+        return rumor_err_set(RUMOR_EINVAL, "trainer: no config, data or model");
+    rumor_trainer_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return rumor_err_set(RUMOR_ENOMEM, "trainer: out of memory");
+    t->cfg = *c;
+    int rc = own_strings(t);
+    if (rc == 0)
+        rc = open_all(t);
+    if (rc < 0) {
+        rumor_trainer_destroy(&t);
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
+    }
+    *out = t;
+    return 0;
+}
+
+int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b)
+{
+    int n = rumor_source_next(t->src, step, b);
+    RUMOR_CHECK(n);
+    return 0;
+}
+
+int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss)
+{
+    RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
+    if (!isfinite(*loss))
+        return rumor_err_set(RUMOR_EINVAL, "training diverged: loss is %g at step %ld: lower --lr (now %g)",
+                             (double)*loss, step, (double)rumor_trainer_lr(t));
+    return 0;
+}
+
+float rumor_trainer_lr(const rumor_trainer_t *t)
+{
+    return rumor_optim_lr_at(&t->oc, t->stage->opt->t);
+}
+
+int rumor_trainer_update(rumor_trainer_t *t, float *lr)
+{
+    if (lr)
+        *lr = rumor_trainer_lr(t);
+    return rumor_step_update(t->step);
+}
+
+int rumor_trainer_epoch(const rumor_trainer_t *t, long step)
+{
+    return (int)(step / t->steps_per_epoch) + 1;
+}
+
+void rumor_trainer_bind(rumor_trainer_t *t, float *params)
+{
+    rumor_step_bind_params(t->step, params ? params : t->own);
+}
+
+int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batches,
+                   rumor_eval_t *e)
+{
+    double sum = 0.0;
+    long targets = 0, correct = 0;
+    int images = rumor_source_kind(src) == RUMOR_BATCH_IMAGES;
+    int nb = rumor_source_val_batches(src, batch);
+    if (max_batches > 0 && max_batches < nb)
+        nb = max_batches;
+    for (int i = 0; i < nb; i++) {
+        rumor_batch_t b;
+        int got = rumor_source_val(src, i, batch, &b);
+        RUMOR_CHECK(got);
+        if (got == 0)
+            break;
+        RUMOR_CHECK(rumor_step_eval(s, &b, &sum, &targets, images ? &correct : NULL));
+    }
+    if (targets == 0)
+        return rumor_err_set(RUMOR_EINVAL, "evaluation: no validation data in %s",
+                             rumor_source_describe(src));
+    e->loss = sum / (double)targets;
+    e->accuracy = images ? (double)correct / (double)targets : -1.0;
+    e->targets = targets;
+    return 0;
+}
+
+int rumor_trainer_evaluate(rumor_trainer_t *t, float *params, rumor_eval_t *e)
+{
+    float *bound = t->stage->params;
+    if (params)
+        rumor_step_bind_params(t->step, params);
+    int rc = rumor_evaluate(t->step, t->src, t->cfg.batch, t->cfg.eval_batches, e);
+    if (params)
+        rumor_step_bind_params(t->step, bound);
+    return rc;
+}
+
+int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
+                       long step, int keep)
+{
+    rumor_ckpt_info_t ci;
+    memset(&ci, 0, sizeof ci);
+    ci.round = step;
+    ci.epoch = rumor_trainer_epoch(t, step);
+    ci.rank = rank;
+    snprintf(ci.swarm, sizeof ci.swarm, "%s", swarm);
+    return rumor_ckpt_save(dir, t->stage, t->stage->opt, &ci, keep > 0 ? keep : 3);
+}
+
+int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step)
+{
+    rumor_ckpt_info_t ci;
+    RUMOR_CHECK(rumor_ckpt_load(path, t->stage, t->stage->opt, &ci));
+    *step = ci.round;
+    return 0;
+}
+
+int rumor_trainer_resume_latest(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
+                                long *step, char *path, size_t path_len)
+{
+    rumor_ckpt_info_t ci;
+    int rc = rumor_ckpt_load_latest(dir, swarm, rank, t->stage, t->stage->opt, &ci, path,
+                                    path_len);
+    RUMOR_CHECK(rc);
+    if (rc == 0)
+        *step = ci.round;
+    return rc;
+}
+
+void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *prog)
+{
+    const rumor_trainer_config_t *c = &t->cfg;
+    int w = rumor_step_workers(t->step);
+    fprintf(out, "%s: %s, %zu parameters, %s, %d worker%s\n", prog, t->model->spec,
+            t->model->nparams, t->dev->name, w, w == 1 ? "" : "s");
+    fprintf(out, "%s: %s%s\n", prog, rumor_source_describe(t->src),
+            c->shuffle_labels ? ", labels shuffled" : "");
+    char per[64] = "";
+    if (t->lm)
+        snprintf(per, sizeof per, " x %d tokens", t->model->ctx);
+    fprintf(out, "%s: %s lr %g, batch %d%s, %ld steps (%ld an epoch)\n", prog,
+            t->oc.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd", (double)t->oc.lr, c->batch, per,
+            t->total_steps, t->steps_per_epoch);
+}
+
+/* ------------------------------------------------------------------ run */
+
+/* Where a run stands, for its lines and events. */
+struct run_state {
+    rumor_progress_t prog;
+    double start, epoch_start, loss_ema, epoch_loss;
+    long units, epoch_rows, epoch_steps;
+    rumor_eval_t ev;
+    long evaluated_at;
+};
+
+static void epoch_end(rumor_trainer_t *t, const rumor_run_config_t *rc, struct run_state *s,
+                      long step)
+{
+    int epoch = (int)((step - 1) / t->steps_per_epoch) + 1, epochs = (int)
+        ((t->total_steps + t->steps_per_epoch - 1) / t->steps_per_epoch);
+    double secs = rumor_now() - s->epoch_start;
+    double train_loss = s->epoch_rows ? s->epoch_loss / (double)s->epoch_rows : 0.0;
+    int fresh = s->evaluated_at == step;
+    if (!rc->quiet) {
+        char ev[96] = "";
+        if (fresh && t->lm)
+            snprintf(ev, sizeof ev, "  validation loss %.4f", s->ev.loss);
+        else if (fresh)
+            snprintf(ev, sizeof ev, "  test loss %.4f  test accuracy %.2f%%", s->ev.loss,
+                     100.0 * s->ev.accuracy);
+        rumor_progress_print(&s->prog, "epoch %d/%d  train loss %.4f%s  %.1f s  %.0f %s/s", epoch,
+                             epochs, train_loss, ev, secs, (double)s->epoch_rows / secs,
+                             t->lm ? "windows" : "ex");
+    }
+    rumor_metrics_write(rc->metrics,
+                        "\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
+                        "\"%s\":%.6g,\"test_accuracy\":%.6f,\"seconds\":%.3f,"
+                        "\"examples_per_s\":%.1f",
+                        epoch, step, train_loss, t->lm ? "val_loss" : "test_loss",
+                        fresh ? s->ev.loss : -1.0, fresh ? s->ev.accuracy : -1.0, secs,
+                        (double)s->epoch_rows / secs);
+    s->epoch_start = rumor_now();
+    s->epoch_loss = 0;
+    s->epoch_rows = 0;
+}
+
+static int evaluate_now(rumor_trainer_t *t, const rumor_run_config_t *rc, struct run_state *s,
+                        long step)
+{
+    TRY("evaluation", rumor_trainer_evaluate(t, NULL, &s->ev));
+    s->evaluated_at = step;
+    rumor_metrics_write(rc->metrics,
+                        "\"event\":\"eval\",\"step\":%ld,\"%s\":%.6g,\"accuracy\":%.6f,"
+                        "\"train_loss\":%.6g",
+                        step, t->lm ? "val_loss" : "test_loss", s->ev.loss, s->ev.accuracy,
+                        s->loss_ema);
+    if (rc->checkpoint_dir)
+        TRY("checkpoint", rumor_trainer_save(t, rc->checkpoint_dir, "train",
+                                                        t->cfg.rank, step, rc->keep_checkpoints));
+    return 0;
+}
+
+int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor_run_result_t *res)
+{
+    const rumor_trainer_config_t *c = &t->cfg;
+    rumor_metrics_t closed; /* writes to it do nothing */
+    memset(&closed, 0, sizeof closed);
+    rumor_run_config_t r = *given;
+    if (!r.metrics)
+        r.metrics = &closed;
+    const rumor_run_config_t *rc = &r;
+    FILE *out = rc->out ? rc->out : stdout;
+    long total = t->total_steps, step = rc->first < total ? rc->first : total;
+    if (step < 0)
+        return rumor_err_set(RUMOR_EINVAL, "run: first step %ld", step);
+    struct run_state s;
+    memset(&s, 0, sizeof s);
+    s.loss_ema = NAN;
+    s.ev.loss = NAN;
+    s.ev.accuracy = -1.0;
+    s.evaluated_at = -1;
+    rumor_metrics_write(rc->metrics,
+                        "\"event\":\"start\",\"model\":\"%s\",\"params\":%zu,\"device\":\"%s\","
+                        "\"data\":\"%s\",\"steps\":%ld,\"steps_per_epoch\":%ld,\"first\":%ld,"
+                        "\"batch\":%d,\"ctx\":%d,\"optimizer\":\"%s\",\"lr\":%g,\"seed\":%llu",
+                        t->model->spec, t->model->nparams, t->dev->name,
+                        rumor_source_describe(t->src), total, t->steps_per_epoch, step, c->batch,
+                        rumor_model_seq(t->model), rc->optimizer ? rc->optimizer : "",
+                        (double)t->oc.lr, (unsigned long long)c->seed);
+    rumor_progress_begin(&s.prog, out, total - step, rc->progress, rc->quiet);
+    s.start = s.epoch_start = rumor_now();
+    long first = step;
+    const char *unit = t->lm ? "tok/s" : "ex/s";
+    while (step < total) {
+        rumor_batch_t b;
+        float loss, lr;
+        TRY("data", rumor_trainer_batch(t, step, &b));
+        TRY("training step", rumor_trainer_grads(t, &b, step, &loss));
+        TRY("optimizer step", rumor_trainer_update(t, &lr));
+        step++;
+        s.units += rumor_batch_targets(&b);
+        s.epoch_rows += b.n;
+        s.epoch_steps++;
+        s.epoch_loss += (double)loss * b.n;
+        s.loss_ema = isnan(s.loss_ema) ? loss : 0.9 * s.loss_ema + 0.1 * loss;
+        int at_epoch_end = step % t->steps_per_epoch == 0 || step == total;
+        int evaluate = rc->eval_every > 0 ? step % rc->eval_every == 0 || step == total
+                                          : at_epoch_end;
+        if (evaluate)
+            RUMOR_CHECK(evaluate_now(t, rc, &s, step));
+        double rate = (double)s.units / (rumor_now() - s.start);
+        char ev[48] = "";
+        if (s.evaluated_at >= 0)
+            snprintf(ev, sizeof ev, t->lm ? "  val %.4f" : "  acc %.2f%%",
+                     t->lm ? s.ev.loss : 100.0 * s.ev.accuracy);
+        if (rumor_progress_update(&s.prog, step - first, evaluate,
+                                  "epoch %d/%d  step %ld/%ld  loss %.4f%s  lr %.3g  %.0f %s",
+                                  rumor_trainer_epoch(t, step - 1),
+                                  (int)((total + t->steps_per_epoch - 1) / t->steps_per_epoch),
+                                  step, total, s.loss_ema, ev, (double)lr, rate, unit))
+            rumor_metrics_write(rc->metrics,
+                                "\"event\":\"step\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,"
+                                "\"lr\":%.6g,\"%s\":%.1f",
+                                rumor_trainer_epoch(t, step - 1), step, (double)loss, (double)lr,
+                                t->lm ? "tokens_per_s" : "examples_per_s", rate);
+        if (at_epoch_end)
+            epoch_end(t, rc, &s, step);
+    }
+    if (s.evaluated_at != step) /* resumed at the end: nothing ran */
+        RUMOR_CHECK(evaluate_now(t, rc, &s, step));
+    double secs = rumor_now() - s.start, rate = secs > 0 ? (double)s.units / secs : 0.0;
+    long ran = step - first;
+    if (t->lm) {
+        fprintf(out, "validation loss %.4f (%.4f bits per token) after %ld steps in %.1f s, "
+                     "%.0f tokens/s\n", s.ev.loss, s.ev.loss / log(2.0), step, secs, rate);
+    } else if (step % t->steps_per_epoch == 0) {
+        long e = step / t->steps_per_epoch;
+        fprintf(out, "test accuracy %.2f%% (test loss %.4f) after %ld epoch%s in %.1f s, "
+                     "%.0f examples/s\n", 100.0 * s.ev.accuracy, s.ev.loss, e, e == 1 ? "" : "s",
+                secs, rate);
+    } else {
+        fprintf(out, "test accuracy %.2f%% (test loss %.4f) after %ld steps in %.1f s, "
+                     "%.0f examples/s\n", 100.0 * s.ev.accuracy, s.ev.loss, step, secs, rate);
+    }
+    fflush(out);
+    if (t->lm)
+        rumor_metrics_write(rc->metrics,
+                            "\"event\":\"done\",\"val_loss\":%.6g,\"steps\":%ld,\"ran\":%ld,"
+                            "\"seconds\":%.3f,\"tokens_per_s\":%.1f",
+                            s.ev.loss, step, ran, secs, rate);
+    else
+        rumor_metrics_write(rc->metrics,
+                            "\"event\":\"done\",\"test_accuracy\":%.6f,\"test_loss\":%.6g,"
+                            "\"steps\":%ld,\"ran\":%ld,\"seconds\":%.3f,\"examples_per_s\":%.1f",
+                            s.ev.accuracy, s.ev.loss, step, ran, secs, rate);
+    if (res) {
+        res->eval = s.ev;
+        res->steps = step;
+        res->seconds = secs;
+        res->rate = rate;
+    }
+    return 0;
+}

@@ -1,0 +1,158 @@
+/* The trainer: the training policy of rumor-train and rumor-peer in one
+ * object that tests can drive.
+ *
+ * rumor_trainer_create opens the device, the model (a language model's
+ * context sets the data's window) and the data (source.h), checks that they
+ * fit, sizes the run (steps per epoch the same on every rank, total steps,
+ * warm-up capped to a tenth of a short run, cosine decay over the run),
+ * builds the whole-model stage with its optimizer and the worker pool. Steps
+ * are keyed by their number: the batch of step k, its gradients (a
+ * non-finite loss is an error that names the step and the learning rate),
+ * the optimizer update. It evaluates any parameter vector on the validation
+ * data, and saves and resumes checkpoints.
+ *
+ * rumor_trainer_run is rumor-train's whole run (progress line, evaluations,
+ * checkpoints, metrics). rumor-peer drives the steps itself between gossip
+ * rounds: the mixer owns the parameter buffer, bound with
+ * rumor_trainer_bind. */
+#ifndef RUMOR_TRAINER_H
+#define RUMOR_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "batch.h"
+#include "model.h"
+#include "optim.h"
+#include "progress.h"
+#include "source.h"
+#include "stage.h"
+#include "step.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rumor_trainer_config {
+    const char *data;      /* --data spec (source.h); default fashion-mnist */
+    const char *model;     /* --model spec (model.h); default mlp:784-256-256-10 */
+    const char *device;    /* NULL: "cpu" with `threads` workers */
+    int threads;           /* CPU workers (0: one per core) */
+    int rank, world;       /* this process's shard (default 0 of 1) */
+    uint64_t seed;         /* initialization, data order, dropout (default 1) */
+    int batch;             /* examples or windows per step (default 128) */
+    int epochs;            /* passes over the shard when steps is 0 (default 10) */
+    long steps;            /* > 0: the run's length in steps */
+    long train_limit;      /* images: the shard's first N examples (0: all) */
+    int shuffle_labels;    /* images: permute the labels (a control run) */
+    int lockstep;          /* every rank takes the same steps per epoch (peers) */
+    int host_params;       /* refuse a device whose parameters are not host memory */
+    int eval_batches;      /* validation batches per evaluation (0: all) */
+    rumor_optim_config_t optim; /* kind and rates; the schedule is set from below */
+    double warmup_epochs;  /* linear warm-up (default 0.2 epochs) */
+    int cosine;            /* 1 (default): cosine decay to optim.min_lr_ratio at the end */
+} rumor_trainer_config_t;
+
+typedef struct rumor_trainer {
+    rumor_trainer_config_t cfg;
+    rumor_device_t *dev;
+    rumor_source_t *src;
+    rumor_model_t *model;
+    rumor_stage_t *stage;     /* the whole model and its optimizer */
+    rumor_step_t *step;       /* the workers */
+    rumor_optim_config_t oc;  /* the optimizer with its schedule */
+    long steps_per_epoch, total_steps;
+    int lm;                   /* a language model on token windows */
+    float *own;               /* the stage's own parameter buffer */
+    char *owned[3];           /* copies of cfg's strings */
+} rumor_trainer_t;
+
+/* A model's score on the validation data: mean loss per target (nats),
+ * accuracy (images; -1 for a language model) and the targets counted. */
+typedef struct rumor_eval {
+    double loss, accuracy;
+    long targets;
+} rumor_eval_t;
+
+void rumor_trainer_config_default(rumor_trainer_config_t *c);
+
+/* Every error names what is wrong (the data, the model, the device). *out
+ * is NULL on failure. */
+int rumor_trainer_create(const rumor_trainer_config_t *c, rumor_trainer_t **out) RUMOR_WUR;
+void rumor_trainer_destroy(rumor_trainer_t **tp);
+
+/* The training batch of `step`; valid until the next call. */
+int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b) RUMOR_WUR;
+
+/* Gradients of batch b at the bound parameters; *loss its mean loss. A loss
+ * that is not finite is RUMOR_EINVAL ("training diverged: loss is nan at
+ * step 12: lower --lr (now 0.05)"). */
+int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
+                        float *loss) RUMOR_WUR;
+
+/* One optimizer step at the scheduled rate; *lr (may be NULL) gets it. */
+int rumor_trainer_update(rumor_trainer_t *t, float *lr) RUMOR_WUR;
+
+/* The learning rate of the next update. */
+float rumor_trainer_lr(const rumor_trainer_t *t);
+
+/* The 1-based epoch that step belongs to. */
+int rumor_trainer_epoch(const rumor_trainer_t *t, long step);
+
+/* Points the model at `params` (nparams floats the caller keeps); NULL
+ * points it back at the stage's own buffer. */
+void rumor_trainer_bind(rumor_trainer_t *t, float *params);
+
+/* Scores `params` (NULL: the bound parameters) on cfg.eval_batches
+ * validation batches, dropout off; the bound parameters stay bound. */
+int rumor_trainer_evaluate(rumor_trainer_t *t, float *params, rumor_eval_t *e) RUMOR_WUR;
+
+/* The same for any step and source: the first max_batches (0: all)
+ * validation batches of `batch`. */
+int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batches,
+                   rumor_eval_t *e) RUMOR_WUR;
+
+/* Writes a checkpoint after `step` steps (checkpoint.h names it by swarm and
+ * rank) keeping the newest `keep`. */
+int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
+                       long step, int keep) RUMOR_WUR;
+
+/* Loads a checkpoint into the model and optimizer; *step gets its step. */
+int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step) RUMOR_WUR;
+
+/* Loads the newest checkpoint of (swarm, rank) in dir that loads: 0 and
+ * *step, path (may be NULL) when one did; RUMOR_CKPT_NONE when there is
+ * none; a negative code when dir cannot be read. */
+int rumor_trainer_resume_latest(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
+                                long *step, char *path, size_t path_len) RUMOR_WUR;
+
+/* "mlp:784-256-256-10, 269322 parameters, cpu:2, 2 workers" and the data's
+ * and the schedule's lines, for the programs' heading. */
+void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *prog);
+
+/* rumor-train's run: from step `first` (a resumed run's) to total_steps. */
+typedef struct rumor_run_config {
+    long first;               /* the step to start at */
+    long eval_every;          /* steps between evaluations; 0: each epoch's end */
+    const char *checkpoint_dir; /* a checkpoint at every evaluation (NULL: none) */
+    int keep_checkpoints;
+    const char *optimizer;    /* its name, for the metrics */
+    FILE *out;                /* progress and results (stdout) */
+    double progress;          /* seconds between progress lines (< 0: the default) */
+    int quiet;
+    rumor_metrics_t *metrics; /* NULL or closed: none */
+} rumor_run_config_t;
+
+typedef struct rumor_run_result {
+    rumor_eval_t eval;        /* the last evaluation */
+    long steps;               /* the step reached */
+    double seconds, rate;     /* examples or tokens per second */
+} rumor_run_result_t;
+
+int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *rc,
+                      rumor_run_result_t *res) RUMOR_WUR;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
