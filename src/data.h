@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "rng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,15 +144,6 @@ int rumor_loader_batch(const rumor_loader_t *l);
 /* Frees the loader (not the dataset) and sets *lp to NULL; safe twice. */
 void rumor_loader_destroy(rumor_loader_t **lp);
 
-/* ------------------------------------------------------------ randomness */
-
-/* Writes a seeded uniformly random permutation of [0, n) into out[0..n):
- * Fisher–Yates driven by splitmix64, with unbiased bounded draws, so the
- * result depends only on (n, seed). n >= 0. */
-int rumor_permutation(int n, uint64_t seed, int *out);
-
-/* splitmix64: advances *state and returns the next 64 random bits. */
-uint64_t rumor_splitmix64(uint64_t *state);
 
 #ifdef __cplusplus
 }

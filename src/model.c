@@ -6,22 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
+
 #define MAX_LAYERS 64
 #define MAX_GPT_LAYERS 256
-
-/* splitmix64 stream for parameter init */
-static uint64_t next_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double next_uniform(uint64_t *s) /* [0,1) */
-{
-    return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
-}
 
 /* ------------------------------------------------------------ building */
 
@@ -403,11 +391,11 @@ int rumor_model_init_host(const rumor_model_t *m, uint64_t seed, float *host)
             break;
         case RUMOR_INIT_UNIFORM:
             for (size_t j = 0; j < t->numel; j++)
-                p[j] = (float)((2.0 * next_uniform(&s) - 1.0) * t->scale);
+                p[j] = (float)((2.0 * rumor_rand_unit(&s) - 1.0) * t->scale);
             break;
         case RUMOR_INIT_NORMAL:
             for (size_t j = 0; j < t->numel; j += 2) {
-                double u1 = next_uniform(&s), u2 = next_uniform(&s);
+                double u1 = rumor_rand_unit(&s), u2 = rumor_rand_unit(&s);
                 double r = sqrt(-2.0 * log(1.0 - u1)), a = 6.283185307179586 * u2;
                 p[j] = (float)(r * cos(a) * t->scale);
                 if (j + 1 < t->numel)

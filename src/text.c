@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "data.h"
+#include "rng.h"
 
 int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **out)
 {
@@ -394,7 +395,7 @@ int rumor_tokens_slice(const rumor_tokens_t *t, int rank, int world, size_t *lo,
 }
 
 /* Checks the arguments of a draw, finds the slice and seeds the stream of
- * (seed, rank, step); starts are then lo + draw_below(state, span). */
+ * (seed, rank, step); starts are then lo + rumor_rand_below(state, span). */
 static int windows_begin(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
                          int B, int T, size_t *lo, uint64_t *span, uint64_t *state)
 {
@@ -415,17 +416,6 @@ static int windows_begin(const rumor_tokens_t *t, uint64_t seed, int rank, int w
     return 0;
 }
 
-/* Uniform in [0, bound): rejects the 2^64 mod bound lowest draws. */
-static uint64_t draw_below(uint64_t *state, uint64_t bound)
-{
-    uint64_t threshold = (0 - bound) % bound;
-    for (;;) {
-        uint64_t r = rumor_splitmix64(state);
-        if (r >= threshold)
-            return r % bound;
-    }
-}
-
 int rumor_tokens_starts(const rumor_tokens_t *t, uint64_t seed, int rank, int world, long step,
                         int B, int T, size_t *starts)
 {
@@ -435,7 +425,7 @@ int rumor_tokens_starts(const rumor_tokens_t *t, uint64_t seed, int rank, int wo
         return rumor_err_set(RUMOR_EINVAL, "windows: starts is NULL");
     RUMOR_CHECK(windows_begin(t, seed, rank, world, step, B, T, &lo, &span, &s));
     for (int b = 0; b < B; b++)
-        starts[b] = lo + (size_t)draw_below(&s, span);
+        starts[b] = lo + (size_t)rumor_rand_below(&s, span);
     return 0;
 }
 
@@ -448,7 +438,7 @@ int rumor_tokens_sample(const rumor_tokens_t *t, uint64_t seed, int rank, int wo
         return rumor_err_set(RUMOR_EINVAL, "windows: output is NULL");
     RUMOR_CHECK(windows_begin(t, seed, rank, world, step, B, T, &lo, &span, &s));
     for (int b = 0; b < B; b++) {
-        const uint16_t *d = t->tok + lo + (size_t)draw_below(&s, span);
+        const uint16_t *d = t->tok + lo + (size_t)rumor_rand_below(&s, span);
         int32_t *x = tok + (size_t)b * (size_t)T, *yy = y + (size_t)b * (size_t)T;
         for (int i = 0; i < T; i++) {
             x[i] = d[i];

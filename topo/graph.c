@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "rng.h"
 
 int rumor_edges_add(rumor_edges_t *e, int u, int v, double w, int line)
 {
@@ -213,19 +214,11 @@ int rumor_topo_check_size(const char *what, long n, int min_n, double edges)
 
 /* ---- random numbers: xoshiro256** seeded through splitmix64, so that
  * (seed, stream) pairs give independent, reproducible sequences. */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 void rumor_topo_rng_seed(rumor_topo_rng_t *r, uint64_t seed, uint64_t stream)
 {
     uint64_t x = seed ^ (stream * 0xd1342543de82ef95ULL);
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
+        r->s[i] = rumor_splitmix64(&x);
 }
 
 static uint64_t rotl(uint64_t x, int k)

@@ -1,5 +1,7 @@
-/* Random numbers keyed by what they are for, never by how often they were
- * drawn before.
+/* Random numbers: splitmix64 streams, unbiased bounded draws and seeded
+ * permutations (shards, shuffles, windows, initialization, random graphs),
+ * and keys for randomness that depends on what it is for, never on how
+ * often it was drawn before.
  *
  * Dropout and other per-step randomness draw from a counter-based generator
  * (rumor_rand_uniform in ops.h: one uniform per (key, index)). The key of a
@@ -14,6 +16,22 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* splitmix64: advances *state and returns the next 64 random bits. */
+uint64_t rumor_splitmix64(uint64_t *state);
+
+/* Uniform in [0, bound), bound >= 1: rejects the 2^64 mod bound lowest draws
+ * so that every value is equally likely. */
+uint64_t rumor_rand_below(uint64_t *state, uint64_t bound);
+
+/* Uniform in [0, 1) with 53 random bits. */
+double rumor_rand_unit(uint64_t *state);
+
+/* Writes a seeded uniformly random permutation of [0, n) into out[0..n):
+ * Fisher-Yates from the top, driven by splitmix64 with unbiased bounded
+ * draws, so the result depends only on (n, seed). n >= 0; RUMOR_EINVAL
+ * (err.h) otherwise. */
+int rumor_permutation(int n, uint64_t seed, int *out);
 
 /* splitmix64's finalizer: a bijective 64-bit mix. */
 static inline uint64_t rumor_mix64(uint64_t z)
