@@ -113,7 +113,13 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     pthread_cond_init(&m->cv, NULL);
     uint64_t *key_ids = NULL;
     int rc = 0;
-    if (cfg->keys) {
+    m->dev = cfg->dev;
+    if (!m->dev && (rc = rumor_device_open("cpu:1", &m->own_dev)) == 0)
+        m->dev = m->own_dev;
+    if (rc == 0 && m->dev->kind != RUMOR_DEV_CPU)
+        rc = rumor_err_set(RUMOR_ENOTSUP, "mixer: %s: the mixer's buffers are host memory; give "
+                           "it a CPU device", m->dev->name);
+    if (rc == 0 && cfg->keys) {
         /* a peer's id is derived from its public key */
         key_ids = calloc((size_t)t->n, sizeof *key_ids);
         if (!key_ids)
@@ -161,7 +167,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         if (!m->params)
             rc = RUMOR_ENOMEM;
         else
-            memcpy(m->params->data, init, m->n * sizeof(float));
+            rc = m->dev->ops->copy(m->dev, m->params->data, init, m->n * sizeof(float));
     }
     for (long r = m->cur; rc == 0 && !cfg->async && r < m->cur + 2; r++)
         rc = mx_slot_open(m, &m->slot[r % m->nslots], r);
@@ -197,6 +203,7 @@ void rumor_mixer_destroy(rumor_mixer_t **mp, double grace)
     mx_free_state(m);
     pthread_mutex_destroy(&m->mu);
     pthread_cond_destroy(&m->cv);
+    rumor_device_close(&m->own_dev);
     free(m);
     *mp = NULL;
 }

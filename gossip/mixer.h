@@ -35,6 +35,7 @@
 
 #include "curve.h"
 #include "err.h"
+#include "ops.h"
 #include "topology.h"
 #include "transport.h"
 #include "wire.h"
@@ -98,6 +99,11 @@ typedef struct rumor_mixer_config {
      * spread encryption over two cores (chunks may then arrive out of
      * order, which the mixer does not mind). */
     int conns_per_peer, io_threads;
+    /* The device whose ops table does the mixing arithmetic (accumulating
+     * neighbours' ranges, the mix, the all-reduce's sums). The mixer's
+     * buffers are host memory, so a CPU device; NULL: the mixer opens
+     * "cpu:1" itself. Not owned; must outlive the mixer. */
+    rumor_device_t *dev;
 } rumor_mixer_config_t;
 
 typedef struct rumor_mixer rumor_mixer_t;

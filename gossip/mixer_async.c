@@ -99,8 +99,7 @@ void mx_async_forget(rumor_mixer_t *m, int node)
 
 static void copy_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
 {
-    (void)m;
-    memcpy((float *)ctx + at, p, n * sizeof(float));
+    RUMOR_IGNORE(m->dev->ops->copy(m->dev, (float *)ctx + at, p, n * sizeof(float)));
 }
 
 int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
@@ -201,7 +200,8 @@ void mx_async_close(rumor_mixer_t *m)
     int *used = m->out_nbrs; /* scratch: in-neighbours mixed at least once */
     for (int i = 0; i < nin; i++)
         used[i] = 0;
-    memcpy(out->data, x, m->n * sizeof(float));
+    const rumor_ops_t *ops = m->dev->ops;
+    RUMOR_IGNORE(ops->copy(m->dev, out->data, x, m->n * sizeof(float)));
     for (size_t c = 0; c < m->nchunks; c++) {
         uint64_t off, len;
         RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, &off, &len));
@@ -226,17 +226,14 @@ void mx_async_close(rumor_mixer_t *m)
                 oldest = (int)age;
             float w = (float)m->tmp_w[i];
             const float *xj = a->latest[j] + off;
-            for (size_t e = 0; e < len; e++)
-                y[e] += w * (xj[e] - xc[e]);
+            ops->axpy(m->dev, y, w, xj, len); /* y += w (x_j - x) */
+            ops->axpy(m->dev, y, -w, xc, len);
             wsum += m->tmp_w[i];
             used[i] = 1;
         }
         if (wsum > 0) {
             double d2 = 0;
-            for (size_t e = 0; e < len; e++) {
-                double d = (double)y[e] - xc[e];
-                d2 += d * d;
-            }
+            RUMOR_IGNORE(ops->axpy_dist(m->dev, y, 0.0f, xc, len, &d2)); /* measures only */
             dis += d2;
         }
         selfw += (1.0 - wsum) * (double)len;

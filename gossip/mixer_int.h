@@ -142,6 +142,8 @@ struct mx_held {
 
 struct rumor_mixer {
     rumor_mixer_config_t cfg;
+    rumor_device_t *dev;       /* the mixing arithmetic's ops (cfg.dev or own_dev) */
+    rumor_device_t *own_dev;
     const rumor_topo_t *topo;
     int self, npeers;
     size_t n, chunk, nchunks;

@@ -130,14 +130,12 @@ struct ar_ctx {
 
 static void ar_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
 {
-    (void)m;
     struct ar_ctx *c = ctx;
     float *d = c->dst + at;
     if (c->copy)
-        memcpy(d, p, n * sizeof(float));
+        RUMOR_IGNORE(m->dev->ops->copy(m->dev, d, p, n * sizeof(float)));
     else
-        for (size_t i = 0; i < n; i++)
-            d[i] += p[i];
+        m->dev->ops->axpy(m->dev, d, 1.0f, p, n);
 }
 
 /* Applies one GRADS range of step t >= the current step, judged by judge().
@@ -283,8 +281,7 @@ void ar_progress(rumor_mixer_t *m)
         if (atomic_load(&a->ref.refs) > 0 && rumor_now() < a->step_deadline + 5.0)
             return;
         if (a->result == 0)
-            for (size_t i = 0; i < m->n; i++)
-                a->buf[i] *= 1.0f / (float)m->npeers;
+            m->dev->ops->scale(m->dev, a->buf, 1.0f / (float)m->npeers, m->n);
         pthread_mutex_lock(&m->mu);
         a->rc = a->result;
         a->active = 0;

@@ -102,35 +102,17 @@ int mx_ensure_slot(rumor_mixer_t *m, long r)
 
 /* ------------------------------------------------------- mixing */
 
-/* The inner loops run in blocks of 16 so that gcc -O2 vectorizes them. */
-#define BLK 16
-
 static void cell_range(const rumor_mixer_t *m, size_t c, uint64_t *off, uint64_t *len)
 {
     RUMOR_IGNORE(rumor_wire_chunk_range(m->n, m->chunk, c, off, len));
 }
 
-/* acc = acc + a x over n elements; returns sum (acc - x)^2 of the result. */
-static double mix_run(float *restrict acc, const float *restrict x, size_t n, float a)
+/* acc = acc + a x over n elements (the device's axpy_dist); returns
+ * sum (acc - x)^2 of the result. */
+static double mix_run(rumor_mixer_t *m, float *acc, const float *x, size_t n, float a)
 {
-    float lanes[BLK] = { 0 };
-    size_t i = 0;
-    for (; i + BLK <= n; i += BLK)
-        for (int j = 0; j < BLK; j++) {
-            float v = acc[i + j] + a * x[i + j];
-            float d = v - x[i + j];
-            lanes[j] += d * d;
-            acc[i + j] = v;
-        }
-    double d2 = 0;
-    for (; i < n; i++) {
-        float v = acc[i] + a * x[i];
-        float d = v - x[i];
-        d2 += (double)d * d;
-        acc[i] = v;
-    }
-    for (int j = 0; j < BLK; j++)
-        d2 += lanes[j];
+    double d2 = 0.0;
+    RUMOR_IGNORE(m->dev->ops->axpy_dist(m->dev, acc, a, x, n, &d2)); /* host: cannot fail */
     return d2;
 }
 
@@ -145,7 +127,7 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     float *acc = s->buf->data + off;
     const float *x = s->x + off;
     if (!s->touched[c]) {
-        memcpy(acc, x, len * sizeof(float));
+        RUMOR_IGNORE(m->dev->ops->copy(m->dev, acc, x, len * sizeof(float)));
         s->selfw += (double)len;
     } else {
         int *part = m->part_scratch, np = 0;
@@ -157,7 +139,7 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
         }
         if (np == 0) {
             double w = s->wfull[c];
-            s->dis += mix_run(acc, x, len, (float)(1.0 - w));
+            s->dis += mix_run(m, acc, x, len, (float)(1.0 - w));
             s->selfw += (1.0 - w) * (double)len;
         } else {
             /* walk the cell in runs where the same partial senders cover it */
@@ -172,7 +154,7 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
                     if (run_end < next)
                         next = run_end;
                 }
-                s->dis += mix_run(s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
+                s->dis += mix_run(m, s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
                 s->selfw += (1.0 - w) * (double)(next - p);
                 p = next;
             }
@@ -227,22 +209,13 @@ static void acc_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, si
         size_t c = (size_t)(e / m->chunk);
         uint64_t cend = ((uint64_t)c + 1) * m->chunk;
         uint64_t stop = cend < end ? cend : end;
-        float *restrict y = a->s->buf->data + e;
-        const float *restrict x = p + (e - a->lo - at);
-        size_t k = (size_t)(stop - e), i = 0;
-        if (a->s->touched[c] == 2) {
-            for (; i + BLK <= k; i += BLK)
-                for (int j = 0; j < BLK; j++)
-                    y[i + j] = a->w * x[i + j];
-            for (; i < k; i++)
-                y[i] = a->w * x[i];
-        } else {
-            for (; i + BLK <= k; i += BLK)
-                for (int j = 0; j < BLK; j++)
-                    y[i + j] += a->w * x[i + j];
-            for (; i < k; i++)
-                y[i] += a->w * x[i];
-        }
+        float *y = a->s->buf->data + e;
+        const float *x = p + (e - a->lo - at);
+        size_t k = (size_t)(stop - e);
+        if (a->s->touched[c] == 2) /* the first writer of the cell: y = w x */
+            m->dev->ops->axpby(m->dev, y, a->w, x, 0.0f, k);
+        else
+            m->dev->ops->axpy(m->dev, y, a->w, x, k);
         e = stop;
     }
 }
@@ -316,7 +289,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         if (lo <= off && hi >= off + len) {
             s->touched[c] = 2;
         } else {
-            memset(s->buf->data + off, 0, len * sizeof(float));
+            m->dev->ops->fill(m->dev, s->buf->data + off, 0.0f, len);
             s->touched[c] = 1;
         }
     }

@@ -550,7 +550,9 @@ int mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq
         return -RUMOR_WIRE_NONFINITE;
     }
     mx_accept(m, h, node);
-    memcpy(m->cu.buf->data + lo, data, h->length * sizeof(float));
+    /* the payload may sit at any byte offset: copied as bytes */
+    RUMOR_IGNORE(m->dev->ops->copy(m->dev, m->cu.buf->data + lo, data,
+                                   h->length * sizeof(float)));
     if (nbody) {
         memcpy(pt->digest, zmq_msg_data(body), sizeof pt->digest);
         pt->have_digest = 1;

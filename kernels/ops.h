@@ -59,7 +59,7 @@ typedef struct rumor_ops {
     void (*add_bias)(rumor_device_t *d, float *y, const float *bias, int rows, int cols);
     /* db (cols) = beta * db + sum over rows of dy (rows,cols) */
     void (*sum_rows)(rumor_device_t *d, float *db, const float *dy, int rows, int cols, float beta);
-    /* y = y + a * x */
+    /* y = y + a * x (x and y do not overlap) */
     void (*axpy)(rumor_device_t *d, float *y, float a, const float *x, size_t n);
     /* y = a * y */
     void (*scale)(rumor_device_t *d, float *y, float a, size_t n);
@@ -102,8 +102,17 @@ typedef struct rumor_ops {
     void (*fill)(rumor_device_t *d, float *y, float v, size_t n);
     /* y = a + b (residual connections); y may alias a or b. */
     void (*add)(rumor_device_t *d, float *y, const float *a, const float *b, size_t n);
-    /* y = a * x + b * y, element-wise over n (mixing two parameter copies). */
+    /* y = a * x + b * y, element-wise over n (mixing two parameter copies;
+     * x and y do not overlap);
+     * b == 0 writes a * x without reading y (BLAS's beta == 0: whatever y
+     * held, NaN included, is gone). */
     void (*axpby)(rumor_device_t *d, float *y, float a, const float *x, float b, size_t n);
+    /* The mixer's step: y = y + a * x, then *sqdist = sum (y - x)^2 over the
+     * result in double precision (the distance of a mixed range from this
+     * peer's own parameters; a == 0 only measures; x and y do not overlap).
+     * Host result: waits. */
+    int (*axpy_dist)(rumor_device_t *d, float *y, float a, const float *x, size_t n,
+                     double *sqdist);
     /* *out = sum of x[i]^2 in double precision, and *nonfinite = how many x[i]
      * are NaN or +-Inf (either pointer may be NULL). Host results: waits. */
     int (*sumsq)(rumor_device_t *d, const float *x, size_t n, double *out, size_t *nonfinite);

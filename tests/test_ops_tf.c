@@ -274,6 +274,41 @@ static void check_small_ops(void)
     CHECK_OK(d->ops->sumsq(d, pv, N, NULL, &bad));
     CHECKF(bad == 2, "%s: sumsq counted %zu non-finite values, expected 2", d->name, bad);
     d->ops->free(d, pv);
+    /* axpby with b == 0 over a y of NaNs: y = a x, the NaNs gone */
+    float nanv[N];
+    for (int i = 0; i < N; i++)
+        nanv[i] = NAN;
+    pv = dput(nanv, N);
+    pa = dput(a, N);
+    d->ops->axpby(d, pv, -3.0f, pa, 0.0f, N);
+    h = dtake(pv, N, "axpby b=0");
+    for (int i = 0; i < N; i++)
+        ra[i] = -3.0 * a[i];
+    CHECKF(rel_err(h, ra, N) < 1e-6, "%s: axpby with b = 0 read y", d->name);
+    free(h);
+    d->ops->free(d, pa);
+    /* axpy_dist: y += a x and sum (y - x)^2, over lengths around its blocks
+     * of 16 and 4096 */
+    static const size_t lens[] = { 0, 1, 15, 16, 17, 4096, 4111, 10007 };
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        size_t n = lens[li];
+        float *xy = malloc((2 * n + 1) * sizeof *xy);
+        rnd(xy, (int)(2 * n + 1), &s, 1.0f);
+        float *px = dput(xy, (int)n + 1), *py = dput(xy + n, (int)n + 1);
+        double d2 = -1, want = 0;
+        CHECK_OK(d->ops->axpy_dist(d, py, 0.25f, px, n, &d2));
+        float *got_y = dtake(py, (int)n + 1, "axpy_dist");
+        double *ry = malloc((n + 1) * sizeof *ry);
+        for (size_t i = 0; i < n; i++) {
+            ry[i] = (double)xy[n + i] + 0.25 * xy[i];
+            want += (ry[i] - xy[i]) * (ry[i] - xy[i]);
+        }
+        ry[n] = xy[2 * n]; /* the element after the range stays */
+        CHECKF(rel_err(got_y, ry, (int)n + 1) < 1e-6 && fabs(d2 - want) <= 1e-5 * want + 1e-30,
+               "%s: axpy_dist over %zu: distance %.9g, expected %.9g", d->name, n, d2, want);
+        free(got_y), free(ry), free(xy);
+        d->ops->free(d, px);
+    }
     /* strided-batched GEMM: C_i (M,NN) = 0.5 A_i^T (M,K) B_i (K,NN) + 2 C_i, padded strides */
     enum { SA = K * M + 3, SB = K * NN + 2, SC = M * NN + 1 };
     float A[BATCH * SA], Bm[BATCH * SB], Cm[BATCH * SC];
@@ -302,9 +337,9 @@ static void check_small_ops(void)
 
 static int complete(const rumor_ops_t *o)
 {
-    return o->fill && o->add && o->axpby && o->sumsq && o->gemm_batched && o->layernorm_forward &&
-           o->layernorm_backward_x && o->layernorm_backward_w && o->attention_forward &&
-           o->attention_backward && o->embed_forward && o->embed_backward && o->stream_create &&
+    return o->fill && o->add && o->axpby && o->axpy_dist && o->sumsq && o->gemm_batched &&
+           o->layernorm_forward && o->layernorm_backward_x && o->layernorm_backward_w &&
+           o->attention_forward && o->attention_backward && o->embed_forward && o->embed_backward && o->stream_create &&
            o->set_stream && o->event_record && o->stream_wait && o->upload_async &&
            o->download_async && o->copy_peer && o->host_alloc && o->supports;
 }

@@ -8,6 +8,7 @@ void cpu_fill(rumor_device_t *d, float *y, float v, size_t n);
 void cpu_add(rumor_device_t *d, float *y, const float *a, const float *b, size_t n);
 void cpu_axpby(rumor_device_t *d, float *y, float a, const float *x, float b, size_t n);
 int cpu_sumsq(rumor_device_t *d, const float *x, size_t n, double *out, size_t *nonfinite);
+int cpu_axpy_dist(rumor_device_t *d, float *y, float a, const float *x, size_t n, double *sqdist);
 void cpu_gemm_batched(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
                       const float *a, int lda, long long sa, const float *b, int ldb, long long sb,
                       float beta, float *c, int ldc, long long sc, int batch);

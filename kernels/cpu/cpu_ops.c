@@ -83,17 +83,30 @@ static void cpu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows
     }
 }
 
-static void cpu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n)
+/* Element-wise loops in blocks of 16 over non-overlapping arrays: gcc -O2's
+ * cheap vectorizer takes them (the mixer runs them over whole models). */
+#define LANES 16
+
+static void cpu_axpy(rumor_device_t *d, float *restrict y, float a, const float *restrict x,
+                     size_t n)
 {
     (void)d;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            y[i + j] += a * x[i + j];
+    for (; i < n; i++)
         y[i] += a * x[i];
 }
 
 static void cpu_scale(rumor_device_t *d, float *y, float a, size_t n)
 {
     (void)d;
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            y[i + j] *= a;
+    for (; i < n; i++)
         y[i] *= a;
 }
 
@@ -256,6 +269,7 @@ const rumor_ops_t rumor_cpu_ops = {
     .fill = cpu_fill,
     .add = cpu_add,
     .axpby = cpu_axpby,
+    .axpy_dist = cpu_axpy_dist,
     .sumsq = cpu_sumsq,
     .gemm_batched = cpu_gemm_batched,
     .layernorm_forward = cpu_layernorm_forward,
