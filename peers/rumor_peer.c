@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "blas_tune.h"
+#include "catchup.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "mixer.h"
@@ -626,6 +627,7 @@ int main(int argc, char **argv)
     mc.allow = p.allow;
     mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
     mc.staleness = opts.staleness;
+    mc.dev = p.tr->dev; /* the mixing arithmetic runs on the trainer's device's ops */
     mc.first_round = first_round;
     if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
         return fail(&p, rank, "swarm");
@@ -698,8 +700,8 @@ int main(int argc, char **argv)
     char conns_json[512];
     double max_stall = 0, deadline = 0;
     long examples = 0, allreduce_failures = 0, rounds_run = 0;
-    double last_step_end = rumor_now(); /* when this peer's previous round ended */
-    double gap_at = -1e9;                /* when a round that took unusually long ended */
+    rumor_catchup_t cu; /* whether to jump or fetch when the swarm is ahead */
+    rumor_catchup_init(&cu, opts.catch_up_rounds, rumor_now());
     rumor_round_stats_t st = { 0 };
     int leaving = 0, epoch = (int)(k / per_epoch) + 1;
     double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
@@ -709,10 +711,13 @@ int main(int argc, char **argv)
             leaving = 1;
             break;
         }
-        /* the batch of round k: a resumed or jumping peer draws the
-         * batches it would have drawn */
+        /* The batch of this peer's own step t (its optimizer's count, kept
+         * in checkpoints): a resumed peer draws the batches it would have
+         * drawn, and one that jumps rounds to follow the swarm skips no
+         * data of its shard. */
+        long t = p.tr->stage->opt->t;
         rumor_batch_t batch;
-        if (rumor_trainer_batch(p.tr, k, &batch) < 0)
+        if (rumor_trainer_batch(p.tr, t, &batch) < 0)
             return fail(&p, rank, "data");
         int bs = batch.n;
         float loss;
@@ -723,7 +728,7 @@ int main(int argc, char **argv)
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, rank, "round");
             double t_compute = rumor_now();
-            if (rumor_trainer_grads(p.tr, &batch, k, &loss) < 0)
+            if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                 return fail(&p, rank, NULL);
             if (opts.throttle > 1)
                 rumor_sleep((opts.throttle - 1) * (rumor_now() - t_compute));
@@ -739,7 +744,7 @@ int main(int argc, char **argv)
                 max_stall = st.round_s / st.deadline_s;
             next = st.next_round;
         } else {
-            if (rumor_trainer_grads(p.tr, &batch, k, &loss) < 0)
+            if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                 return fail(&p, rank, NULL);
             double t0 = rumor_now();
             if (rumor_mixer_allreduce_mean(p.mixer, p.tr->stage->grads, nparams, k,
@@ -748,7 +753,7 @@ int main(int argc, char **argv)
                  * local gradient instead (C-PSGD has no better answer). */
                 allreduce_failures++;
                 rumor_warn("round %ld: %s; stepping on the local gradient", k, rumor_err_msg());
-                if (rumor_trainer_grads(p.tr, &batch, k, &loss) < 0)
+                if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                     return fail(&p, rank, NULL);
             }
             wait_total += rumor_now() - t0;
@@ -759,34 +764,13 @@ int main(int argc, char **argv)
         examples += bs;
         rounds_run++;
         epoch_rounds++;
-        /* Behind the swarm (frozen, cut off, restarted): a few rounds are
-         * skipped keeping this peer's parameters; many, and it fetches the
-         * swarm's state instead. */
-        long target = -1;
-        if (st.behind_round >= next)
-            target = st.behind_round + 1; /* a neighbour dropped our round as stale:
-                                           * its round is under way, join the next
-                                           * (its word alone: after a partition heals
-                                           * one edge is all the evidence there is) */
-        if (st.swarm_round >= next + st.window && st.swarm_round + 1 > target)
-            target = st.swarm_round + 1; /* neighbours' rounds beyond our window */
-        /* Far behind: a peer whose parameters are stale (it just started,
-         * from scratch or a checkpoint, or was frozen: its last round ended
-         * long ago) fetches the swarm's state; one that kept training all
-         * along (its part of the swarm was cut off, or ran slower) skips
-         * ahead keeping its parameters, which gossip then merges with the
-         * others' instead of throwing that part's training away. */
-        double now_end = rumor_now();
-        if (now_end - last_step_end > 2.0 + 2.0 * st.deadline_s)
-            gap_at = now_end; /* frozen (or suspended): the news that the swarm
-                               * moved on comes some rounds later, after the
-                               * neighbours' chunks queued meanwhile */
-        last_step_end = now_end;
-        int stale_params = rounds_run <= opts.catch_up_rounds ||
-                           now_end - gap_at < 2.0 + 4.0 * st.deadline_s;
-        if (dpsgd && !async && !leave_signal && target > next) {
+        /* Behind the swarm (frozen, cut off, restarted): jump ahead keeping
+         * this peer's parameters, or fetch the swarm's state (catchup.h). */
+        long target;
+        rumor_catchup_action act = rumor_catchup_after_round(&cu, &st, next, rumor_now(), &target);
+        if (dpsgd && !async && !leave_signal && act != RUMOR_CATCHUP_NONE) {
             int fetched = 0;
-            if (target - next > opts.catch_up_rounds && stale_params) {
+            if (act == RUMOR_CATCHUP_FETCH) {
                 long nk;
                 rumor_info("the swarm is at round %ld, this peer at %ld: fetching its state",
                            target, next);

@@ -1,0 +1,34 @@
+/* Catching up with the swarm (see catchup.h). */
+#include "catchup.h"
+
+void rumor_catchup_init(rumor_catchup_t *c, long catch_up_rounds, double now)
+{
+    c->catch_up_rounds = catch_up_rounds < 0 ? 0 : catch_up_rounds;
+    c->rounds_run = 0;
+    c->last_end = now;
+    c->gap_at = -1e300;
+}
+
+rumor_catchup_action rumor_catchup_after_round(rumor_catchup_t *c, const rumor_round_stats_t *st,
+                                               long next, double now, long *target)
+{
+    c->rounds_run++;
+    double deadline = st->deadline_s > 0 ? st->deadline_s : 0.0;
+    if (now - c->last_end > 2.0 + 2.0 * deadline)
+        c->gap_at = now; /* frozen or suspended */
+    c->last_end = now;
+    long to = -1;
+    if (st->behind_round >= next)
+        to = st->behind_round + 1; /* a neighbour dropped our round as stale: its round
+                                    * is under way, join the next (its word alone:
+                                    * after a partition heals one edge is all the
+                                    * evidence there is) */
+    if (st->swarm_round >= next + st->window && st->swarm_round + 1 > to)
+        to = st->swarm_round + 1; /* neighbours' rounds beyond our window */
+    *target = next;
+    if (to <= next)
+        return RUMOR_CATCHUP_NONE;
+    *target = to;
+    int stale = c->rounds_run <= c->catch_up_rounds || now - c->gap_at < 2.0 + 4.0 * deadline;
+    return to - next > c->catch_up_rounds && stale ? RUMOR_CATCHUP_FETCH : RUMOR_CATCHUP_JUMP;
+}

@@ -1,0 +1,53 @@
+/* Catching up with the swarm: what a synchronous D-PSGD peer does after a
+ * round when its neighbours are ahead of it (rumor-peer applies it after
+ * every round; tests drive it with made-up round statistics).
+ *
+ * The evidence is in the round's statistics (mixer.h): a neighbour that
+ * dropped this peer's parameters as stale said at which round it is
+ * (behind_round), and neighbours' messages for rounds beyond this peer's
+ * window (swarm_round). The target is the round after the newest of them.
+ *
+ * Behind by at most catch_up_rounds: the peer jumps there keeping its
+ * parameters. Further behind, a peer whose parameters are stale fetches the
+ * swarm's state instead: one that just started (from scratch or a
+ * checkpoint: its first catch_up_rounds rounds) or was frozen (a round that
+ * ended more than 2 s + 2 deadlines after the previous one; the news that
+ * the swarm moved on arrives some rounds later, so a gap counts for
+ * 2 s + 4 deadlines). One that kept training all along (its part of the
+ * swarm was cut off, or ran slower) jumps, and gossip then merges its
+ * parameters with the others' instead of throwing that training away. */
+#ifndef RUMOR_CATCHUP_H
+#define RUMOR_CATCHUP_H
+
+#include "mixer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rumor_catchup {
+    long catch_up_rounds; /* the most rounds skipped keeping the parameters */
+    long rounds_run;      /* rounds this process ran */
+    double last_end;      /* when the previous round ended (rumor_now) */
+    double gap_at;        /* when a round after a gap ended */
+} rumor_catchup_t;
+
+typedef enum {
+    RUMOR_CATCHUP_NONE = 0, /* in step with the swarm */
+    RUMOR_CATCHUP_JUMP,     /* skip to *target, keeping the parameters */
+    RUMOR_CATCHUP_FETCH     /* fetch the swarm's state (rumor_mixer_catch_up) */
+} rumor_catchup_action;
+
+/* now: when the first round starts. */
+void rumor_catchup_init(rumor_catchup_t *c, long catch_up_rounds, double now);
+
+/* After a round that ended at `now`, whose statistics are st and after
+ * which this peer would run round `next`: counts the round and returns what
+ * to do, with the round to go to in *target (next when NONE). */
+rumor_catchup_action rumor_catchup_after_round(rumor_catchup_t *c, const rumor_round_stats_t *st,
+                                               long next, double now, long *target);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
