@@ -114,6 +114,7 @@ int rumor_stage_create(const rumor_stage_config_t *cfg, rumor_stage_t **out)
     s->T = cfg->T;
     s->nslots = cfg->slots;
     s->seed = cfg->seed;
+    s->noise = cfg->stream ? rumor_mix64(cfg->seed ^ rumor_mix64(cfg->stream)) : cfg->seed;
     s->is_first = cfg->first == 0;
     s->is_last = cfg->last == m->nblocks;
     int rc = stage_alloc(s, 1);
@@ -253,7 +254,7 @@ static void make_call(const rumor_stage_t *s, const rumor_stage_slot_t *sl, int 
     c->B = sl->B;
     c->T = sl->T;
     c->training = sl->training;
-    c->key = rumor_rng_key(s->seed, (uint64_t)sl->step, (uint64_t)sl->micro, (uint64_t)block, 0);
+    c->key = rumor_rng_key(s->noise, (uint64_t)sl->step, (uint64_t)sl->micro, (uint64_t)block, 0);
     c->params = s->params;
     c->grads = s->grads;
     c->base = s->lo;

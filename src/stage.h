@@ -45,6 +45,9 @@ typedef struct rumor_stage_config {
     int T;                      /* rows per example: the model's context (1 for MLPs) */
     int slots;                  /* micro-batches in flight (>= 1) */
     uint64_t seed;              /* init and dropout */
+    uint64_t stream;            /* whose dropout: masks are keyed by (seed, stream,
+                                 * step, micro-batch, block); peers pass their rank
+                                 * so that theirs differ (0: seed alone) */
     const rumor_optim_config_t *optim; /* NULL: no optimizer state */
 } rumor_stage_config_t;
 
@@ -74,6 +77,7 @@ typedef struct rumor_stage {
     rumor_optim_t *opt;         /* NULL without an optimizer */
     int max_B, T, nslots;
     uint64_t seed;
+    uint64_t noise;             /* the dropout keys' seed: seed and stream */
     rumor_stage_slot_t *slots;
     int is_first, is_last;      /* holds block 0 / the head */
 } rumor_stage_t;

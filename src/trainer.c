@@ -147,7 +147,7 @@ static int open_all(rumor_trainer_t *t)
     rumor_stage_config_t stc = { .model = t->model, .dev = t->dev, .first = 0,
                                  .last = t->model->nblocks, .max_B = c->batch,
                                  .T = rumor_model_seq(t->model), .slots = 1, .seed = c->seed,
-                                 .optim = &t->oc };
+                                 .stream = (uint64_t)c->rank, .optim = &t->oc };
     TRY("model", rumor_stage_create(&stc, &t->stage));
     /* the trainer keeps the stage's own buffer, so that binding another
      * (the mixer's) and back never frees it */

@@ -12,6 +12,7 @@
  * - a language model on real English (the GPL's text from base-files)
  *   learns: its validation loss falls from about ln 256 to below the
  *   validation text's unigram entropy;
+ * - peers share the initial model but not their dropout masks;
  * - every misfit (a GPT on images, an MLP on text, widths, divergence) is an
  *   error that says what. */
 #include <math.h>
@@ -175,6 +176,35 @@ static void check_evaluate(void)
     rumor_trainer_destroy(&t);
 }
 
+/* Peers start from one model (one seed) but draw their own dropout masks:
+ * the same batch through rank 0's and rank 1's trainers gives different
+ * gradients, and through a second rank 0 the same ones, bit for bit. */
+static void check_streams(void)
+{
+    rumor_trainer_config_t c = images(16, 300);
+    c.model = "mlp:784-32-10:dropout=0.5";
+    c.world = 2;
+    rumor_trainer_t *t[3] = { NULL, NULL, NULL };
+    for (int i = 0; i < 3; i++) {
+        c.rank = i == 1;
+        CHECK_OK(rumor_trainer_create(&c, &t[i]));
+    }
+    if (t[0] && t[1] && t[2]) {
+        size_t n = t[0]->model->nparams;
+        CHECK(!memcmp(t[0]->stage->params, t[1]->stage->params, n * sizeof(float)));
+        rumor_batch_t b;
+        float loss[3];
+        CHECK_OK(rumor_trainer_batch(t[0], 0, &b));
+        for (int i = 0; i < 3; i++)
+            CHECK_OK(rumor_trainer_grads(t[i], &b, 0, &loss[i]));
+        CHECK(memcmp(t[0]->stage->grads, t[1]->stage->grads, n * sizeof(float)) != 0);
+        CHECK(!memcmp(t[0]->stage->grads, t[2]->stage->grads, n * sizeof(float)));
+        CHECK(loss[0] == loss[2] && loss[0] != loss[1]);
+    }
+    for (int i = 0; i < 3; i++)
+        rumor_trainer_destroy(&t[i]);
+}
+
 static void check_misfits(void)
 {
     rumor_trainer_t *t = NULL;
@@ -289,6 +319,7 @@ int main(void)
     if (ran_images) {
         check_sizing();
         check_evaluate();
+        check_streams();
         check_misfits();
         snprintf(dir, sizeof dir, "%s/mlp", tu_tmpdir());
         mkdir(dir, 0700);
