@@ -1,6 +1,8 @@
-/* Finite-difference gradient checks of every op and block type, of whole
- * MLPs and GPTs (every parameter, the tied token embedding included), of a
- * stage's input gradient, and of the B/W split.
+/* Finite-difference gradient checks of the element-wise ops and the loss,
+ * and of whole MLPs and GPTs (every parameter, the tied token embedding
+ * included); model specs and layouts. Blocks one by one, stages cut
+ * anywhere (their input gradients), the B/W split and keyed dropout are
+ * test_blocks.c's.
  *
  * Each check perturbs one input or parameter by +-eps, recomputes the scalar
  * loss with the forward pass, and compares (L+ - L-)/(2 eps) with what the
@@ -138,136 +140,6 @@ static void check_model(const char *spec, int B, int T, int training, int strict
     fprintf(stderr, "%s (B %d, T %d%s): %zu params, relative error %.2e, %zu off\n", spec, B, T,
             training ? ", dropout on" : "", st->n, rel, bad);
     free(g);
-    fixture_free(&f);
-}
-
-/* A model cut into two stages: the second stage's input gradient (what it
- * sends upstream) against central differences of the loss in its input, and
- * the two stages' weight gradients against the one-stage model's. */
-static void check_two_stages(void)
-{
-    const char *spec = "mlp:9-8-7-4:gelu";
-    enum { B = 5 };
-    fixture_t f;
-    fixture_init(&f, spec, B, 1, 1);
-    grads_at(&f, 0);
-    rumor_stage_t *s0 = NULL, *s1 = NULL;
-    rumor_stage_config_t c0 = { .model = f.m, .dev = dev, .first = 0, .last = 1, .max_B = B,
-                                .T = 1, .slots = 1, .seed = 42 };
-    rumor_stage_config_t c1 = c0;
-    c1.first = 1;
-    c1.last = f.m->nblocks;
-    CHECK_OK(rumor_stage_create(&c0, &s0));
-    CHECK_OK(rumor_stage_create(&c1, &s1));
-    if (!s0 || !s1)
-        exit(1);
-    CHECK(s0->lo == 0 && s0->hi == s1->lo && s1->hi == f.m->nparams);
-    memcpy(s0->params, f.st->params, s0->n * sizeof(float));
-    memcpy(s1->params, f.st->params + s1->lo, s1->n * sizeof(float));
-    float scale = 1.0f / B;
-    CHECK_OK(rumor_stage_load(s0, 0, &f.b, 0, B));
-    CHECK_OK(rumor_stage_load(s1, 0, &f.b, 0, B));
-    CHECK_OK(rumor_stage_forward(s0, 0, NULL, 0, 5, 0));
-    int W = f.m->blocks[0].out_width;
-    float *h = malloc(sizeof(float) * B * W);
-    memcpy(h, rumor_stage_output(s0, 0), sizeof(float) * B * W);
-    CHECK_OK(rumor_stage_forward(s1, 0, h, 0, 5, 0));
-    CHECK_OK(rumor_stage_zero_grad(s0));
-    CHECK_OK(rumor_stage_zero_grad(s1));
-    CHECK_OK(rumor_stage_backward_b(s1, 0, NULL, scale));
-    const float *dh = rumor_stage_input_grad(s1, 0);
-    CHECK_OK(rumor_stage_backward_b(s0, 0, dh, scale));
-    CHECK_OK(rumor_stage_backward_w(s1, 0));
-    CHECK_OK(rumor_stage_backward_w(s0, 0));
-    CHECK(rumor_stage_input_grad(s0, 0) == NULL); /* the first stage sends nothing up */
-    double err = 0;
-    for (size_t i = 0; i < s0->n; i++)
-        err = fmax(err, fabs(s0->grads[i] - f.st->grads[i]));
-    for (size_t i = 0; i < s1->n; i++)
-        err = fmax(err, fabs(s1->grads[i] - f.st->grads[s1->lo + i]));
-    CHECKF(err < 1e-6, "two stages' gradients differ from one stage's by %.3g", err);
-    /* d loss / d h by central differences through stage 1 alone */
-    float *dh_copy = malloc(sizeof(float) * B * W);
-    memcpy(dh_copy, dh, sizeof(float) * B * W);
-    int bad = 0;
-    const float eps = 1e-2f;
-    for (int i = 0; i < B * W; i++) {
-        double l[2];
-        for (int sgn = 0; sgn < 2; sgn++) {
-            float saved = h[i];
-            h[i] = saved + (sgn ? -eps : eps);
-            double sum;
-            CHECK_OK(rumor_stage_forward(s1, 0, h, 0, 5, 0));
-            CHECK_OK(rumor_stage_loss(s1, 0, &sum, NULL));
-            l[sgn] = sum / B;
-            h[i] = saved;
-        }
-        double fd = (l[0] - l[1]) / (2.0 * eps);
-        if (fabs(dh_copy[i] - fd) > 2e-4 + 2e-2 * fabs(fd) && bad++ < 3)
-            fprintf(stderr, "  input grad %d: %g vs fd %g\n", i, dh_copy[i], fd);
-    }
-    CHECKF(bad == 0, "stage input gradient: %d of %d elements off", bad, B * W);
-    fprintf(stderr, "two stages: weight gradients within %.1e of one stage's; input gradient "
-            "matches finite differences\n", err);
-    free(h);
-    free(dh_copy);
-    rumor_stage_destroy(&s0);
-    rumor_stage_destroy(&s1);
-    fixture_free(&f);
-}
-
-/* B and W split: W of micro-batch 0 run after the forward and B of
- * micro-batch 1 gives the same gradients as running them in order. */
-static void check_bw_split(const char *spec, int T)
-{
-    enum { B = 2 };
-    fixture_t f;
-    fixture_init(&f, spec, B, T, 2);
-    rumor_stage_t *st = f.st;
-    float scale = 1.0f / (float)rumor_batch_targets(&f.b);
-    /* in order, micro-batches 0 and 1 (rows 0 and 1) */
-    CHECK_OK(rumor_stage_zero_grad(st));
-    for (int mb = 0; mb < 2; mb++) {
-        CHECK_OK(rumor_stage_load(st, 0, &f.b, mb, 1));
-        CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, mb));
-        CHECK_OK(rumor_stage_backward_b(st, 0, NULL, scale));
-        CHECK_OK(rumor_stage_backward_w(st, 0));
-    }
-    float *ref = malloc(st->n * sizeof *ref);
-    memcpy(ref, st->grads, st->n * sizeof *ref);
-    /* F0 F1 B1 B0 W1 W0 on two slots */
-    CHECK_OK(rumor_stage_zero_grad(st));
-    CHECK_OK(rumor_stage_load(st, 0, &f.b, 0, 1));
-    CHECK_OK(rumor_stage_load(st, 1, &f.b, 1, 1));
-    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, 0));
-    CHECK_OK(rumor_stage_forward(st, 1, NULL, 1, 3, 1));
-    CHECK_OK(rumor_stage_backward_b(st, 1, NULL, scale));
-    CHECK_OK(rumor_stage_backward_b(st, 0, NULL, scale));
-    CHECK_OK(rumor_stage_backward_w(st, 1));
-    CHECK_OK(rumor_stage_backward_w(st, 0));
-    double err = 0, mx = 0;
-    for (size_t i = 0; i < st->n; i++) {
-        err = fmax(err, fabs(st->grads[i] - ref[i]));
-        mx = fmax(mx, fabs(ref[i]));
-    }
-    CHECKF(mx > 0 && err <= 1e-6 * mx, "%s: out-of-order B/W gradients differ by %.3g (max %.3g)",
-           spec, err, mx);
-    /* a NaN in the gradients does not survive zeroing */
-    st->grads[0] = NAN;
-    CHECK_OK(rumor_stage_zero_grad(st));
-    CHECK(st->grads[0] == 0.0f);
-    /* the same (step, micro-batch) draws the same dropout masks; another step does not */
-    CHECK_OK(rumor_stage_load(st, 0, &f.b, 0, 1));
-    double l1, l2, l3;
-    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, 0));
-    CHECK_OK(rumor_stage_loss(st, 0, &l1, NULL));
-    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 3, 0));
-    CHECK_OK(rumor_stage_loss(st, 0, &l2, NULL));
-    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, 4, 0));
-    CHECK_OK(rumor_stage_loss(st, 0, &l3, NULL));
-    CHECKF(l1 == l2 && l1 != l3, "%s: dropout losses %.9g %.9g (same key) %.9g (next step)", spec,
-           l1, l2, l3);
-    free(ref);
     fixture_free(&f);
 }
 
@@ -497,9 +369,6 @@ int main(void)
     check_model("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11", 3, 8, 0, 1, 1e-2f);
     check_model("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11", 2, 5, 0, 1, 1e-2f);
     check_model("gpt:layers=1,dim=16,heads=2,ctx=6,vocab=7,dropout=0.2", 2, 6, 1, 1, 1e-2f);
-    check_two_stages();
-    check_bw_split("mlp:12-10-8-5:gelu:dropout=0.3", 1);
-    check_bw_split("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11,dropout=0.1", 8);
     check_layout();
     check_canonical_specs();
     check_bad_specs();
