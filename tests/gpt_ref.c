@@ -8,6 +8,9 @@
  *   DIR/ref.json          spec, tokens, targets, the loss, the losses of the
  *                         K steps and the AdamW settings
  *   DIR/hf/               the Hugging Face export of the initial model
+ *   DIR/probs.f32         its next-token probabilities (B, T, V) on the
+ *                         batch, dropout off: log(probs) are the logits up to
+ *                         a constant per row
  * It also checks that 2 workers give the 1-worker gradient. AdamW's eps is
  * 1e-6: with 1e-8, Adam's normalization turns the float32 rounding of
  * gradients near zero into lr-sized differences against a float64
@@ -97,6 +100,11 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/hf", dir);
     if (rumor_export_hf(st, path) < 0)
         die("export");
+    /* the next-token probabilities of the initial model, dropout off
+     * (st2 holds the same parameters), for the logits comparison */
+    if (rumor_stage_load(st2, 0, &b, 0, B) < 0 || rumor_stage_forward(st2, 0, NULL, 0, 0, 0) < 0)
+        die("forward");
+    write_f32(dir, "probs.f32", rumor_stage_probs(st2, 0), (size_t)B * T * V);
     float loss, loss2, losses[K];
     if (rumor_step_grads(s1, &b, 0, &loss) < 0 || rumor_step_grads(s2, &b, 0, &loss2) < 0)
         die("gradient");

@@ -5,10 +5,12 @@ usage: test_gpt_torch.py DIR   (DIR written by tests/gpt_ref)
 
 A GPT-2 written here in plain PyTorch, in float64, reads rumor's checkpoint
 (parsed by hand: 8-byte header length, JSON header, raw float32 data), runs
-the same batch and compares: the loss to 1e-5, every gradient tensor to 1e-4
-(relative, in norm), and the parameters after the same AdamW steps to 1e-4.
-If transformers is installed, GPT2LMHeadModel loads rumor's Hugging Face
-export and must give the same loss. Exit 0 pass, 1 fail, 77 without torch."""
+the same batch and compares: the logits of every position to 1e-5 (relative
+to the largest; rumor's are the logs of its probabilities, up to a constant
+per row), the loss to 1e-5, every gradient tensor to 1e-4 (relative, in
+norm), and the parameters after the same AdamW steps to 1e-4. If
+transformers is installed, GPT2LMHeadModel loads rumor's Hugging Face export
+and must give rumor's logits to 1e-4 and its loss. Exit 0 pass, 1 fail, 77 without torch."""
 import json
 import math
 import struct
@@ -53,7 +55,7 @@ def ln(x, w, b):
     return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
 
 
-def loss_of(p):
+def logits_of(p):
     x = p["transformer.wte.weight"][tok] + p["transformer.wpe.weight"][:T]
     hs = D // H
     mask = torch.ones(T, T, dtype=torch.bool).tril()
@@ -70,8 +72,11 @@ def loss_of(p):
         h = F.gelu(h, approximate="tanh")
         x = x + h @ q("mlp.c_proj.weight") + q("mlp.c_proj.bias")
     x = ln(x, p["transformer.ln_f.weight"], p["transformer.ln_f.bias"])
-    logits = x @ p["transformer.wte.weight"].t()
-    return F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+    return x @ p["transformer.wte.weight"].t()
+
+
+def loss_of(p):
+    return F.cross_entropy(logits_of(p).reshape(-1, V), tgt.reshape(-1))
 
 
 def flat(path):
@@ -80,6 +85,18 @@ def flat(path):
 
 
 failures = 0
+# rumor's next-token probabilities of the initial model (gpt_ref): their logs
+# are its logits up to a constant per row
+rumor_logp = flat(d + "/probs.f32").reshape(B, T, V).log()
+
+
+def logits_error(logits):
+    """max |rumor's logits - logits| over every position, both centred on
+    their row means, relative to the largest centred logit."""
+    mine = rumor_logp - rumor_logp.mean(-1, keepdim=True)
+    theirs = logits - logits.mean(-1, keepdim=True)
+    return ((mine - theirs).abs().max() / theirs.abs().max().clamp_min(1e-30)).item()
+
 
 
 def check(ok, msg):
@@ -88,6 +105,10 @@ def check(ok, msg):
     failures += 0 if ok else 1
 
 
+with torch.no_grad():
+    e = logits_error(logits_of(params))
+check(e < 1e-5, "logits of every position: rumor within %.2e of torch (relative to the largest)"
+      % e)
 loss = loss_of(params)
 loss.backward()
 rel = abs(loss.item() - ref["loss"]) / abs(loss.item())
@@ -137,5 +158,8 @@ else:
         hl = F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1)).item()
     check(abs(hl - ref["loss"]) / hl < 1e-4,
           "transformers GPT2LMHeadModel on the export: loss %.9f, rumor %.9f" % (hl, ref["loss"]))
+    e = logits_error(logits)
+    check(e < 1e-4, "transformers GPT2LMHeadModel on the export: logits of every position "
+          "within %.2e of rumor's (relative to the largest)" % e)
 
 sys.exit(1 if failures else 0)
