@@ -45,6 +45,8 @@ static const char usage_head[] =
     "  rumor-train sample CKPT [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]\n"
     "  rumor-train eval CKPT [--data SPEC] [--batch N] [--eval-batches N]\n"
     "  rumor-train export CKPT DIR   Hugging Face GPT-2 format\n"
+    "and on a pipeline schedule, without training (rumor-train schedule --help):\n"
+    "  rumor-train schedule --schedule S --stages P --microbatches M [--svg FILE]\n"
     "\n";
 
 static const char usage_tail[] =

@@ -309,5 +309,7 @@ int rumor_train_subcommand(int argc, char **argv)
         return cmd_export(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval"))
         return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "schedule"))
+        return rumor_train_schedule_cmd(argc - 1, argv + 1);
     return -1;
 }

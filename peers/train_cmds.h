@@ -1,4 +1,5 @@
-/* rumor-train's subcommands on a checkpoint: sample, eval and export. */
+/* rumor-train's subcommands: sample, eval and export on a checkpoint;
+ * schedule (train_schedule.c) on a pipeline schedule. */
 #ifndef RUMOR_TRAIN_CMDS_H
 #define RUMOR_TRAIN_CMDS_H
 
@@ -6,5 +7,9 @@
  * returns -1 when it does not (then the caller trains), else the exit
  * status. */
 int rumor_train_subcommand(int argc, char **argv);
+
+/* rumor-train schedule [--schedule S] [--stages P] [--microbatches M]
+ * [--svg FILE] [--json]; returns the exit status. */
+int rumor_train_schedule_cmd(int argc, char **argv);
 
 #endif

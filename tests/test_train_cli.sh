@@ -29,6 +29,16 @@ run_expect 2 "expected a number" "$train" --lr nan
 run_expect 2 "unknown option '--bogus'" "$train" --bogus
 run_expect 2 "needs a value" "$train" --epochs
 run_expect 2 "must be less than --world" "$train" --rank 2 --world 2
+
+# ---- rumor-train schedule: the timeline, its picture and JSON; bad flags
+run_expect 0 "bubble 27.3% (theory 27.3%), peak activations 4 3 2 1" \
+  "$train" schedule --schedule 1f1b --stages 4 --microbatches 8 --svg "$tmp/s.svg"
+grep -q '<svg' "$tmp/s.svg" && grep -q 'micro-batch 7' "$tmp/s.svg" || fail "schedule --svg: no picture"
+run_expect 0 '"bubble":0.333333' "$train" schedule --schedule gpipe --stages 2 --microbatches 2 --json
+run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V] or zb-h1" "$train" schedule --schedule 2f2b
+run_expect 2 "(2 < 4)" "$train" schedule --schedule zb-h1 --stages 4 --microbatches 2
+run_expect 2 "must be a multiple of the stages (3)" "$train" schedule --schedule interleaved --stages 3 --microbatches 4
+run_expect 2 "expected an integer" "$train" schedule --microbatches 0
 run_expect 2 "--schedule 'linear': expected one of cosine,constant" "$train" --schedule linear
 run_expect 2 "--optimizer 'adam': expected one of sgd,adamw" "$train" --optimizer adam
 run_expect 2 "unexpected argument 'extra'" "$train" extra

@@ -1,0 +1,541 @@
+/* Pipeline schedules: generators, validation by simulation, timelines (see
+ * schedule.h). */
+#include "schedule.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const act_name[] = { "F", "B", "W", "BW" };
+
+int rumor_schedule_parse(const char *spec, rumor_sched_kind *kind, int *V)
+{
+    *V = 1;
+    if (!spec)
+        return rumor_err_set(RUMOR_EINVAL, "--schedule: missing");
+    if (!strcmp(spec, "gpipe"))
+        *kind = RUMOR_SCHED_GPIPE;
+    else if (!strcmp(spec, "1f1b"))
+        *kind = RUMOR_SCHED_1F1B;
+    else if (!strcmp(spec, "zb-h1"))
+        *kind = RUMOR_SCHED_ZBH1;
+    else if (!strncmp(spec, "interleaved", 11) && (spec[11] == '\0' || spec[11] == ':')) {
+        *kind = RUMOR_SCHED_INTERLEAVED;
+        *V = 2;
+        if (spec[11] == ':') {
+            char *end;
+            long v = strtol(spec + 12, &end, 10);
+            if (end == spec + 12 || *end || v < 2 || v > RUMOR_SCHED_MAX_CHUNKS)
+                return rumor_err_set(RUMOR_EINVAL, "--schedule %s: V (chunks a device) must be "
+                                     "an integer in [2, %d]", spec, RUMOR_SCHED_MAX_CHUNKS);
+            *V = (int)v;
+        }
+    } else {
+        return rumor_err_set(RUMOR_EINVAL, "--schedule '%s': unknown; expected gpipe, 1f1b, "
+                             "interleaved[:V] or zb-h1", spec);
+    }
+    return 0;
+}
+
+void rumor_schedule_destroy(rumor_schedule_t **sp)
+{
+    if (!sp || !*sp)
+        return;
+    rumor_schedule_t *s = *sp;
+    for (int d = 0; s->acts && d < s->P; d++)
+        free(s->acts[d]);
+    free(s->acts);
+    free(s->n);
+    free(s->busy);
+    free(s->peak);
+    free(s);
+    *sp = NULL;
+}
+
+int rumor_schedule_create(int P, int V, int M, int cap, rumor_schedule_t **out)
+{
+    *out = NULL;
+    if (P < 1 || P > RUMOR_SCHED_MAX_DEVICES || V < 1 || V > RUMOR_SCHED_MAX_CHUNKS || M < 1 ||
+        M > RUMOR_SCHED_MAX_MICRO || cap < 1)
+        return rumor_err_set(RUMOR_EINVAL, "schedule: %d devices (1 to %d), %d chunks (1 to %d) "
+                             "or %d micro-batches (1 to %d) out of range", P,
+                             RUMOR_SCHED_MAX_DEVICES, V, RUMOR_SCHED_MAX_CHUNKS, M,
+                             RUMOR_SCHED_MAX_MICRO);
+    rumor_schedule_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    s->kind = RUMOR_SCHED_CUSTOM;
+    snprintf(s->name, sizeof s->name, "custom");
+    s->P = P;
+    s->V = V;
+    s->M = M;
+    s->S = P * V;
+    s->n = calloc((size_t)P, sizeof *s->n);
+    s->acts = calloc((size_t)P, sizeof *s->acts);
+    s->busy = calloc((size_t)P, sizeof *s->busy);
+    s->peak = calloc((size_t)P, sizeof *s->peak);
+    int ok = s->n && s->acts && s->busy && s->peak;
+    for (int d = 0; ok && d < P; d++)
+        ok = (s->acts[d] = calloc((size_t)cap, sizeof **s->acts)) != NULL;
+    if (!ok) {
+        rumor_schedule_destroy(&s);
+        return rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+static void push(rumor_schedule_t *s, int d, rumor_act_kind k, int chunk, int micro)
+{
+    rumor_action_t *a = &s->acts[d][s->n[d]++];
+    a->kind = (uint8_t)k;
+    a->chunk = (uint8_t)chunk;
+    a->micro = (uint16_t)micro;
+    a->start = -1;
+}
+
+/* ------------------------------------------------------------ validation */
+
+/* Finish times of F, B and W per (stage, micro-batch); -1: not yet run. */
+struct sim {
+    int S, M;
+    int *fin[3];
+};
+
+static int *fin_of(struct sim *x, int k, int stage, int micro)
+{
+    return &x->fin[k][(size_t)stage * x->M + micro];
+}
+
+/* Whether action a of device d can run: its inputs' finish time in *ready
+ * (0 when none), else 0 with what it waits for in why. */
+static int deps_done(const rumor_schedule_t *s, struct sim *x, int d, const rumor_action_t *a,
+                     int *ready, char *why, size_t cap)
+{
+    int st = a->chunk * s->P + d, m = a->micro, t = 0;
+    const char *need = NULL;
+    int need_stage = -1;
+    if (a->kind == RUMOR_ACT_F) {
+        if (st > 0 && *fin_of(x, 0, st - 1, m) < 0)
+            need = "F", need_stage = st - 1;
+        else if (st > 0)
+            t = *fin_of(x, 0, st - 1, m);
+    } else if (a->kind == RUMOR_ACT_B || a->kind == RUMOR_ACT_BW) {
+        if (*fin_of(x, 0, st, m) < 0)
+            need = "F", need_stage = st;
+        else if (st < s->S - 1 && *fin_of(x, 1, st + 1, m) < 0)
+            need = "B", need_stage = st + 1;
+        else {
+            t = *fin_of(x, 0, st, m);
+            if (st < s->S - 1 && *fin_of(x, 1, st + 1, m) > t)
+                t = *fin_of(x, 1, st + 1, m);
+        }
+    } else { /* W */
+        if (*fin_of(x, 1, st, m) < 0)
+            need = "B", need_stage = st;
+        else
+            t = *fin_of(x, 1, st, m);
+    }
+    if (need) {
+        snprintf(why, cap, "device %d waits at %s of stage %d micro-batch %d for %s of stage %d "
+                 "(device %d)", d, act_name[a->kind], st, m, need, need_stage,
+                 need_stage % s->P);
+        return 0;
+    }
+    *ready = t;
+    return 1;
+}
+
+static int check_counts(const rumor_schedule_t *s)
+{
+    size_t cells = (size_t)s->S * s->M;
+    int *cnt = calloc(cells * 4, sizeof *cnt);
+    int *pos = malloc(cells * 3 * sizeof *pos); /* list position of F, B, W */
+    if (!cnt || !pos) {
+        free(cnt), free(pos);
+        return rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    }
+    int rc = 0;
+    for (int d = 0; rc == 0 && d < s->P; d++)
+        for (int i = 0; rc == 0 && i < s->n[d]; i++) {
+            const rumor_action_t *a = &s->acts[d][i];
+            if (a->kind > RUMOR_ACT_BW || a->chunk >= s->V || a->micro >= s->M) {
+                rc = rumor_err_set(RUMOR_EINVAL, "device %d, action %d: kind %d, chunk %d or "
+                                   "micro-batch %d out of range", d, i, a->kind, a->chunk,
+                                   a->micro);
+                break;
+            }
+            int st = a->chunk * s->P + d;
+            size_t c = (size_t)st * s->M + a->micro;
+            if (++cnt[c * 4 + a->kind] > 1) {
+                rc = rumor_err_set(RUMOR_EINVAL, "device %d: %s of stage %d micro-batch %d "
+                                   "appears twice", d, act_name[a->kind], st, a->micro);
+                break;
+            }
+            int k = a->kind == RUMOR_ACT_BW ? 1 : a->kind;
+            pos[c * 3 + k] = i;
+            /* order on the device: B after its F, W after its B */
+            if ((a->kind == RUMOR_ACT_B || a->kind == RUMOR_ACT_BW) && !cnt[c * 4 + RUMOR_ACT_F])
+                rc = rumor_err_set(RUMOR_EINVAL, "device %d: %s of stage %d micro-batch %d "
+                                   "before its F", d, act_name[a->kind], st, a->micro);
+            else if (a->kind == RUMOR_ACT_W && !cnt[c * 4 + RUMOR_ACT_B])
+                rc = rumor_err_set(RUMOR_EINVAL, "device %d: W of stage %d micro-batch %d "
+                                   "before its B", d, st, a->micro);
+        }
+    for (size_t c = 0; rc == 0 && c < cells; c++) {
+        int st = (int)(c / (size_t)s->M), m = (int)(c % (size_t)s->M), *n = &cnt[c * 4];
+        const char *miss = !n[RUMOR_ACT_F] ? "F"
+                           : n[RUMOR_ACT_BW] && (n[RUMOR_ACT_B] || n[RUMOR_ACT_W]) ? NULL
+                           : n[RUMOR_ACT_BW] ? ""
+                           : !n[RUMOR_ACT_B] && !n[RUMOR_ACT_W] ? "backward (BW, or B and W)"
+                           : !n[RUMOR_ACT_B] ? "B"
+                           : !n[RUMOR_ACT_W] ? "W" : "";
+        if (!miss)
+            rc = rumor_err_set(RUMOR_EINVAL, "device %d: stage %d micro-batch %d has both BW "
+                               "and a split backward", st % s->P, st, m);
+        else if (*miss)
+            rc = rumor_err_set(RUMOR_EINVAL, "device %d lists no %s of stage %d micro-batch %d",
+                               st % s->P, miss, st, m);
+    }
+    free(cnt);
+    free(pos);
+    return rc;
+}
+
+int rumor_schedule_validate(rumor_schedule_t *s)
+{
+    RUMOR_CHECK(check_counts(s));
+    size_t cells = (size_t)s->S * s->M;
+    struct sim x = { s->S, s->M, { NULL, NULL, NULL } };
+    int *ptr = calloc((size_t)s->P, sizeof *ptr), *free_at = calloc((size_t)s->P, sizeof *free_at);
+    int ok = ptr && free_at;
+    for (int k = 0; ok && k < 3; k++) {
+        ok = (x.fin[k] = malloc(cells * sizeof(int))) != NULL;
+        for (size_t c = 0; ok && c < cells; c++)
+            x.fin[k][c] = -1;
+    }
+    int rc = ok ? 0 : rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    long left = 0;
+    for (int d = 0; d < s->P; d++) {
+        left += s->n[d];
+        s->busy[d] = s->peak[d] = 0;
+    }
+    char why[256];
+    while (rc == 0 && left > 0) {
+        int moved = 0;
+        for (int d = 0; d < s->P; d++)
+            while (ptr[d] < s->n[d]) {
+                rumor_action_t *a = &s->acts[d][ptr[d]];
+                int ready;
+                if (!deps_done(s, &x, d, a, &ready, why, sizeof why))
+                    break;
+                int start = ready > free_at[d] ? ready : free_at[d];
+                int dur = a->kind == RUMOR_ACT_BW ? 2 : 1, st = a->chunk * s->P + d;
+                a->start = start;
+                free_at[d] = start + dur;
+                s->busy[d] += dur;
+                if (a->kind == RUMOR_ACT_BW) {
+                    *fin_of(&x, 1, st, a->micro) = start + dur;
+                    *fin_of(&x, 2, st, a->micro) = start + dur;
+                } else {
+                    *fin_of(&x, a->kind, st, a->micro) = start + dur;
+                }
+                ptr[d]++;
+                left--;
+                moved = 1;
+            }
+        if (!moved) {
+            /* every device with work left waits: name each one's wait */
+            char msg[1024] = "";
+            size_t at = 0;
+            for (int d = 0; d < s->P && at < sizeof msg; d++)
+                if (ptr[d] < s->n[d]) {
+                    int ready;
+                    deps_done(s, &x, d, &s->acts[d][ptr[d]], &ready, why, sizeof why);
+                    at += (size_t)snprintf(msg + at, sizeof msg - at, "%s%s", at ? "; " : "", why);
+                }
+            rc = rumor_err_set(RUMOR_EINVAL, "deadlock: %s", msg);
+        }
+    }
+    if (rc == 0) {
+        s->makespan = 0;
+        long busy = 0;
+        for (int d = 0; d < s->P; d++) {
+            if (free_at[d] > s->makespan)
+                s->makespan = free_at[d];
+            busy += s->busy[d];
+            int live = 0;
+            for (int i = 0; i < s->n[d]; i++) {
+                int k = s->acts[d][i].kind;
+                live += k == RUMOR_ACT_F ? 1 : k == RUMOR_ACT_W || k == RUMOR_ACT_BW ? -1 : 0;
+                if (live > s->peak[d])
+                    s->peak[d] = live;
+            }
+        }
+        s->bubble = s->makespan ? 1.0 - (double)busy / ((double)s->P * s->makespan) : 0.0;
+    }
+    free(ptr);
+    free(free_at);
+    for (int k = 0; k < 3; k++)
+        free(x.fin[k]);
+    return rc;
+}
+
+/* ------------------------------------------------------------ generators */
+
+static void gen_gpipe(rumor_schedule_t *s)
+{
+    for (int d = 0; d < s->P; d++) {
+        for (int m = 0; m < s->M; m++)
+            push(s, d, RUMOR_ACT_F, 0, m);
+        for (int m = 0; m < s->M; m++)
+            push(s, d, RUMOR_ACT_BW, 0, m);
+    }
+}
+
+/* Megatron-LM's order: forward k of a device runs chunk (k mod PV) / P of
+ * micro-batch (k / PV) P + k mod P; backward k runs the chunks in reverse.
+ * Device d warms up with (P - d - 1) 2 + (V - 1) P forwards (P - d - 1 when
+ * V = 1), then alternates one forward and one backward. back is the kind of
+ * the backward actions (BW, or B for zb-h1's base order). */
+static void gen_1f1b(rumor_schedule_t *s, rumor_act_kind back)
+{
+    int P = s->P, V = s->V, total = s->M * V;
+    for (int d = 0; d < P; d++) {
+        int warm = V == 1 ? P - d - 1 : (P - d - 1) * 2 + (V - 1) * P;
+        if (warm > total)
+            warm = total;
+        int f = 0, b = 0;
+        for (; f < warm; f++)
+            push(s, d, RUMOR_ACT_F, (f % (P * V)) / P, (f / (P * V)) * P + f % P);
+        while (b < total) {
+            if (f < total) {
+                push(s, d, RUMOR_ACT_F, (f % (P * V)) / P, (f / (P * V)) * P + f % P);
+                f++;
+            }
+            push(s, d, back, V - 1 - (b % (P * V)) / P, (b / (P * V)) * P + b % P);
+            b++;
+        }
+    }
+}
+
+/* ZB-H1: each device keeps 1F1B's order of F and B (backward split) and
+ * runs a W whenever its next F or B cannot start yet, or another F would
+ * hold more than P live activations (1F1B's peak, on its first device: the
+ * later devices, which 1F1B leaves with fewer, defer their Ws into the
+ * cool-down); the Ws left run at the end. Built by a unit-time simulation
+ * of that rule. */
+static int gen_zbh1(rumor_schedule_t *s)
+{
+    int P = s->P, M = s->M;
+    rumor_schedule_t *base = NULL;
+    RUMOR_CHECK(rumor_schedule_create(P, 1, M, 2 * M, &base));
+    gen_1f1b(base, RUMOR_ACT_B);
+    size_t cells = (size_t)P * M;
+    int *finF = malloc(cells * sizeof *finF), *finB = malloc(cells * sizeof *finB);
+    int *ptr = calloc((size_t)P, sizeof *ptr), *free_at = calloc((size_t)P, sizeof *free_at);
+    int *live = calloc((size_t)P, sizeof *live), *wq = malloc(cells * sizeof *wq);
+    int *wh = calloc((size_t)P, sizeof *wh), *wt = calloc((size_t)P, sizeof *wt);
+    int rc = finF && finB && ptr && free_at && live && wq && wh && wt
+                 ? 0 : rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    for (size_t c = 0; rc == 0 && c < cells; c++)
+        finF[c] = finB[c] = -1;
+    long left = 3L * P * M;
+    for (int t = 0; rc == 0 && left > 0; t++) {
+        if (t > 6 * P * M + 4 * P)
+            rc = rumor_err_set(RUMOR_ESTATE, "zb-h1: the generator did not finish");
+        for (int d = 0; rc == 0 && d < P; d++) {
+            if (free_at[d] > t)
+                continue;
+            int *q = wq + (size_t)d * M; /* this device's pending Ws (their micro-batches) */
+            int run = 0;
+            if (ptr[d] < base->n[d]) {
+                const rumor_action_t *a = &base->acts[d][ptr[d]];
+                int m = a->micro, ready;
+                if (a->kind == RUMOR_ACT_F)
+                    ready = (d == 0 || (finF[(size_t)(d - 1) * M + m] >= 0 &&
+                                        finF[(size_t)(d - 1) * M + m] <= t)) &&
+                            live[d] < P;
+                else
+                    ready = d == P - 1 || (finB[(size_t)(d + 1) * M + m] >= 0 &&
+                                           finB[(size_t)(d + 1) * M + m] <= t);
+                if (ready) {
+                    push(s, d, a->kind, 0, m);
+                    if (a->kind == RUMOR_ACT_F) {
+                        finF[(size_t)d * M + m] = t + 1;
+                        live[d]++;
+                    } else {
+                        finB[(size_t)d * M + m] = t + 1;
+                        q[wt[d]++] = m;
+                    }
+                    ptr[d]++;
+                    run = 1;
+                }
+            }
+            if (!run && wh[d] < wt[d]) {
+                /* a W whose B ended before now */
+                int m = q[wh[d]];
+                if (finB[(size_t)d * M + m] <= t) {
+                    push(s, d, RUMOR_ACT_W, 0, m);
+                    wh[d]++;
+                    live[d]--;
+                    run = 1;
+                }
+            }
+            if (run) {
+                free_at[d] = t + 1;
+                left--;
+            }
+        }
+    }
+    free(finF), free(finB), free(ptr), free(free_at), free(live), free(wq), free(wh), free(wt);
+    rumor_schedule_destroy(&base);
+    return rc;
+}
+
+int rumor_schedule_build(const char *spec, int P, int M, int nblocks, rumor_schedule_t **out)
+{
+    *out = NULL;
+    rumor_sched_kind kind;
+    int V;
+    RUMOR_CHECK(rumor_schedule_parse(spec, &kind, &V));
+    if (P < 1 || P > RUMOR_SCHED_MAX_DEVICES)
+        return rumor_err_set(RUMOR_EINVAL, "--stages %d: must be in [1, %d]", P,
+                             RUMOR_SCHED_MAX_DEVICES);
+    if (M < 1 || M > RUMOR_SCHED_MAX_MICRO)
+        return rumor_err_set(RUMOR_EINVAL, "--microbatches %d: must be in [1, %d]", M,
+                             RUMOR_SCHED_MAX_MICRO);
+    if ((kind == RUMOR_SCHED_1F1B || kind == RUMOR_SCHED_ZBH1) && M < P)
+        return rumor_err_set(RUMOR_EINVAL, "--schedule %s needs at least as many micro-batches "
+                             "as stages (%d < %d): with fewer it is GPipe (use gpipe)", spec, M, P);
+    if (kind == RUMOR_SCHED_INTERLEAVED && M % P)
+        return rumor_err_set(RUMOR_EINVAL, "--schedule %s: the micro-batches (%d) must be a "
+                             "multiple of the stages (%d)", spec, M, P);
+    if (nblocks > 0 && nblocks < P * V)
+        return rumor_err_set(RUMOR_EINVAL, "--schedule %s on %d stages cuts the model into %d "
+                             "pieces, but it has %d blocks", spec, P, P * V, nblocks);
+    rumor_schedule_t *s = NULL;
+    RUMOR_CHECK(rumor_schedule_create(P, V, M, 3 * M * V, &s));
+    s->kind = kind;
+    snprintf(s->name, sizeof s->name, "%s", spec);
+    int rc = 0;
+    if (kind == RUMOR_SCHED_GPIPE)
+        gen_gpipe(s);
+    else if (kind == RUMOR_SCHED_ZBH1)
+        rc = gen_zbh1(s);
+    else
+        gen_1f1b(s, RUMOR_ACT_BW);
+    if (rc == 0)
+        rc = rumor_schedule_validate(s);
+    if (rc < 0) {
+        rumor_schedule_destroy(&s);
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
+    }
+    *out = s;
+    return 0;
+}
+
+double rumor_schedule_theory(rumor_sched_kind kind, int P, int M, int V)
+{
+    double p1 = P - 1;
+    switch (kind) {
+    case RUMOR_SCHED_INTERLEAVED:
+        return p1 / ((double)M * V + p1);
+    case RUMOR_SCHED_ZBH1:
+        return p1 / (3.0 * M + p1);
+    default:
+        return p1 / ((double)M + p1);
+    }
+}
+
+/* ------------------------------------------------------------ pictures */
+
+static int digits(int v)
+{
+    int n = 1;
+    while (v >= 10)
+        v /= 10, n++;
+    return n;
+}
+
+void rumor_schedule_print(const rumor_schedule_t *s, FILE *out)
+{
+    int w = 1 + digits(s->M - 1) + (s->V > 1), T = s->makespan;
+    char *row = malloc((size_t)T * (size_t)(w + 1) + 1);
+    if (!row)
+        return;
+    fprintf(out, "%s: %d stage%s on %d device%s, %d micro-batch%s; unit costs F = B = W = 1\n",
+            s->name, s->S, s->S == 1 ? "" : "s", s->P, s->P == 1 ? "" : "s", s->M,
+            s->M == 1 ? "" : "es");
+    for (int d = 0; d < s->P; d++) {
+        for (int i = 0; i < T * (w + 1); i++)
+            row[i] = (i % (w + 1)) == w ? ' ' : '.';
+        row[T * (w + 1)] = '\0';
+        for (int i = 0; i < s->n[d]; i++) {
+            const rumor_action_t *a = &s->acts[d][i];
+            int dur = a->kind == RUMOR_ACT_BW ? 2 : 1;
+            for (int u = 0; u < dur; u++) {
+                char cell[16];
+                snprintf(cell, sizeof cell, "%c%d%s", "FBWb"[a->kind], a->micro,
+                         s->V > 1 ? (char[2]){ (char)('a' + a->chunk), 0 } : "");
+                memset(row + (size_t)(a->start + u) * (w + 1), ' ', (size_t)w);
+                memcpy(row + (size_t)(a->start + u) * (w + 1), cell, strlen(cell));
+            }
+        }
+        /* trailing blanks off */
+        size_t len = strlen(row);
+        while (len && row[len - 1] == ' ')
+            row[--len] = '\0';
+        fprintf(out, "device %-2d %s\n", d, row);
+    }
+    fprintf(out, "makespan %d units, bubble %.1f%% (theory %.1f%%), peak activations",
+            s->makespan, 100.0 * s->bubble,
+            100.0 * rumor_schedule_theory(s->kind, s->P, s->M, s->V));
+    for (int d = 0; d < s->P; d++)
+        fprintf(out, "%s%d", d ? " " : " ", s->peak[d]);
+    fputc('\n', out);
+    free(row);
+}
+
+int rumor_schedule_svg(const rumor_schedule_t *s, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return rumor_err_set(RUMOR_ESYS, "%s: cannot write: %s", path, strerror(errno));
+    const int cw = 28, rh = 28, left = 80, top = 40;
+    int W = left + s->makespan * cw + 20, H = top + s->P * rh + 50;
+    static const char *fill[] = { "#4e79a7", "#59a14f", "#edc948", "#76b7b2" };
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "font-family=\"sans-serif\" font-size=\"11\">\n", W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">%s: %d devices, %d micro-batches, "
+               "bubble %.1f%%</text>\n", left, s->name, s->P, s->M, 100.0 * s->bubble);
+    for (int d = 0; d < s->P; d++) {
+        int y = top + d * rh;
+        fprintf(f, "<text x=\"8\" y=\"%d\">device %d</text>\n", y + rh / 2 + 4, d);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#eeeeee\"/>\n",
+                left, y + 2, s->makespan * cw, rh - 4);
+        for (int i = 0; i < s->n[d]; i++) {
+            const rumor_action_t *a = &s->acts[d][i];
+            int dur = a->kind == RUMOR_ACT_BW ? 2 : 1;
+            int x = left + a->start * cw;
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+                       "stroke=\"white\"><title>%s stage %d micro-batch %d</title></rect>\n",
+                    x, y + 2, dur * cw, rh - 4, fill[a->kind], act_name[a->kind],
+                    a->chunk * s->P + d, a->micro);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"white\" text-anchor=\"middle\">%s%d%s"
+                       "</text>\n", x + dur * cw / 2, y + rh / 2 + 4, act_name[a->kind],
+                    a->micro, s->V > 1 ? (char[2]){ (char)('a' + a->chunk), 0 } : "");
+        }
+    }
+    int ly = top + s->P * rh + 25;
+    for (int k = 0; k < 4; k++)
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/><text "
+                   "x=\"%d\" y=\"%d\">%s</text>\n", left + k * 110, ly - 11, fill[k],
+                left + k * 110 + 18, ly, (const char *[]){ "forward", "backward (input)",
+                                                           "backward (weights)", "backward" }[k]);
+    fprintf(f, "</svg>\n");
+    if (fclose(f) != 0)
+        return rumor_err_set(RUMOR_EIO, "%s: write failed", path);
+    return 0;
+}
