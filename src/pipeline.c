@@ -1,0 +1,276 @@
+/* Pipelines: stages across devices, run by a schedule (see pipeline.h). */
+#include "pipeline.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* One step under way: what has been done, and the first error. */
+struct pipeline_run {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint8_t *done_f, *done_b;     /* (S x M) */
+    const rumor_batch_t *b;
+    long step;
+    float loss_scale;
+    int failed;
+    char err[512];
+};
+
+struct worker {
+    rumor_pipeline_t *p;
+    int d;
+    double idle; /* seconds spent waiting for inputs */
+};
+
+void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows)
+{
+    int base = n / M, extra = n % M;
+    *rows = base + (m < extra);
+    *row0 = m * base + (m < extra ? m : extra);
+}
+
+void rumor_pipeline_destroy(rumor_pipeline_t **pp)
+{
+    if (!pp || !*pp)
+        return;
+    rumor_pipeline_t *p = *pp;
+    for (int s = 0; p->st && s < p->S; s++)
+        rumor_stage_destroy(&p->st[s]);
+    free(p->st);
+    free(p->cut);
+    free(p->busy_s);
+    if (p->run) {
+        pthread_mutex_destroy(&p->run->mu);
+        pthread_cond_destroy(&p->run->cv);
+        free(p->run->done_f);
+        free(p->run->done_b);
+        free(p->run);
+    }
+    rumor_schedule_destroy(&p->sched);
+    free(p);
+    *pp = NULL;
+}
+
+static int make_cuts(rumor_pipeline_t *p)
+{
+    int nb = p->cfg.model->nblocks;
+    for (int s = 0; s <= p->S; s++) {
+        p->cut[s] = p->cfg.cuts ? p->cfg.cuts[s] : (int)((long)s * nb / p->S);
+        if (s > 0 && p->cut[s] <= p->cut[s - 1])
+            return rumor_err_set(RUMOR_EINVAL, "pipeline: stage %d would hold blocks [%d, %d): "
+                                 "every stage needs at least one block", s - 1, p->cut[s - 1],
+                                 p->cut[s]);
+    }
+    if (p->cut[0] != 0 || p->cut[p->S] != nb)
+        return rumor_err_set(RUMOR_EINVAL, "pipeline: the cuts cover blocks [%d, %d) of the "
+                             "model's [0, %d)", p->cut[0], p->cut[p->S], nb);
+    return 0;
+}
+
+int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t **out)
+{
+    *out = NULL;
+    if (!cfg || !cfg->model || !cfg->devs || cfg->ndevs < 1 || cfg->max_B < 1 || cfg->T < 1)
+        return rumor_err_set(RUMOR_EINVAL, "pipeline: no model, no devices or an empty batch");
+    rumor_pipeline_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+    p->cfg = *cfg;
+    int rc = rumor_schedule_build(cfg->schedule, cfg->ndevs, cfg->microbatches,
+                                  cfg->model->nblocks, &p->sched);
+    if (rc == 0) {
+        p->P = p->sched->P;
+        p->V = p->sched->V;
+        p->S = p->sched->S;
+        p->M = p->sched->M;
+        if (p->M > cfg->max_B)
+            rc = rumor_err_set(RUMOR_EINVAL, "pipeline: %d micro-batches of a batch of %d rows",
+                               p->M, cfg->max_B);
+    }
+    if (rc == 0) {
+        p->cut = calloc((size_t)p->S + 1, sizeof *p->cut);
+        p->st = calloc((size_t)p->S, sizeof *p->st);
+        p->busy_s = calloc((size_t)p->P, sizeof *p->busy_s);
+        p->run = calloc(1, sizeof *p->run);
+        if (!p->cut || !p->st || !p->busy_s || !p->run)
+            rc = rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+    }
+    if (rc == 0) {
+        pthread_mutex_init(&p->run->mu, NULL);
+        pthread_cond_init(&p->run->cv, NULL);
+        size_t cells = (size_t)p->S * p->M;
+        p->run->done_f = calloc(cells, 1);
+        p->run->done_b = calloc(cells, 1);
+        if (!p->run->done_f || !p->run->done_b)
+            rc = rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+    }
+    if (rc == 0)
+        rc = make_cuts(p);
+    int micro_rows = (cfg->max_B + p->M - 1) / (p->M ? p->M : 1);
+    for (int s = 0; rc == 0 && s < p->S; s++) {
+        rumor_stage_config_t sc = { .model = cfg->model, .dev = cfg->devs[s % p->P],
+                                    .first = p->cut[s], .last = p->cut[s + 1],
+                                    .max_B = micro_rows, .T = cfg->T, .slots = p->M,
+                                    .seed = cfg->seed, .optim = cfg->optim };
+        rc = rumor_stage_create(&sc, &p->st[s]);
+        if (rc < 0)
+            rc = rumor_err_prefix(rc, "pipeline stage %d (blocks %d-%d)", s, p->cut[s],
+                                  p->cut[s + 1] - 1);
+    }
+    if (rc < 0) {
+        rumor_pipeline_destroy(&p);
+        return rumor_err_trace_add(__FILE__, __LINE__, rc);
+    }
+    *out = p;
+    return 0;
+}
+
+/* Waits until flag is set (or the step failed), adding the time waited to
+ * *idle; returns 0, or -1 if the step failed. */
+static int wait_for(struct pipeline_run *r, const uint8_t *flag, double *idle)
+{
+    double t0 = rumor_now();
+    pthread_mutex_lock(&r->mu);
+    while (!*flag && !r->failed)
+        pthread_cond_wait(&r->cv, &r->mu);
+    int failed = r->failed;
+    pthread_mutex_unlock(&r->mu);
+    *idle += rumor_now() - t0;
+    return failed ? -1 : 0;
+}
+
+static void post(struct pipeline_run *r, uint8_t *flag)
+{
+    pthread_mutex_lock(&r->mu);
+    *flag = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void fail_run(struct pipeline_run *r, int d, const rumor_action_t *a, int s)
+{
+    static const char *kinds[] = { "F", "B", "W", "BW" };
+    pthread_mutex_lock(&r->mu);
+    if (!r->failed) {
+        r->failed = 1;
+        snprintf(r->err, sizeof r->err, "device %d, %s of stage %d micro-batch %d: %s", d,
+                 kinds[a->kind], s, a->micro, rumor_err_msg());
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* One action of worker w's list: 0 done, < 0 an error, 1 the step failed
+ * elsewhere. */
+static int act(struct worker *w, const rumor_action_t *a)
+{
+    rumor_pipeline_t *p = w->p;
+    int d = w->d;
+    struct pipeline_run *r = p->run;
+    int s = a->chunk * p->P + d, m = a->micro;
+    size_t c = (size_t)s * p->M + m;
+    rumor_stage_t *st = p->st[s];
+    switch (a->kind) {
+    case RUMOR_ACT_F: {
+        if (s > 0 && wait_for(r, &r->done_f[c - p->M], &w->idle) < 0)
+            return 1;
+        int row0, rows;
+        rumor_pipeline_micro_rows(r->b->n, p->M, m, &row0, &rows);
+        RUMOR_CHECK(rumor_stage_load(st, m, r->b, row0, rows));
+        const float *in = s > 0 ? rumor_stage_output(p->st[s - 1], m) : NULL;
+        RUMOR_CHECK(rumor_stage_forward(st, m, in, 1, r->step, m));
+        post(r, &r->done_f[c]);
+        return 0;
+    }
+    case RUMOR_ACT_B:
+    case RUMOR_ACT_BW: {
+        if (s < p->S - 1 && wait_for(r, &r->done_b[c + p->M], &w->idle) < 0)
+            return 1;
+        const float *dy = s < p->S - 1 ? rumor_stage_input_grad(p->st[s + 1], m) : NULL;
+        RUMOR_CHECK(rumor_stage_backward_b(st, m, dy, r->loss_scale));
+        if (a->kind == RUMOR_ACT_BW)
+            RUMOR_CHECK(rumor_stage_backward_w(st, m));
+        post(r, &r->done_b[c]);
+        return 0;
+    }
+    default:
+        return rumor_stage_backward_w(st, m);
+    }
+}
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    rumor_pipeline_t *p = w->p;
+    const rumor_schedule_t *sc = p->sched;
+    double t0 = rumor_now();
+    for (int i = 0; i < sc->n[w->d]; i++) {
+        const rumor_action_t *a = &sc->acts[w->d][i];
+        int rc = act(w, a);
+        if (rc != 0) {
+            if (rc < 0)
+                fail_run(p->run, w->d, a, a->chunk * p->P + w->d);
+            break;
+        }
+    }
+    p->busy_s[w->d] = rumor_now() - t0 - w->idle; /* computing, not waiting */
+    return NULL;
+}
+
+int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step, float *loss)
+{
+    if (!b || b->n < p->M || b->n > p->cfg.max_B)
+        return rumor_err_set(RUMOR_EINVAL, "pipeline: a batch of %d rows for %d micro-batches "
+                             "of at most %d rows in all", b ? b->n : 0, p->M, p->cfg.max_B);
+    struct pipeline_run *r = p->run;
+    size_t cells = (size_t)p->S * p->M;
+    memset(r->done_f, 0, cells);
+    memset(r->done_b, 0, cells);
+    r->b = b;
+    r->step = step;
+    r->failed = 0;
+    r->err[0] = '\0';
+    long targets = rumor_batch_targets(b);
+    r->loss_scale = 1.0f / (float)targets;
+    for (int s = 0; s < p->S; s++)
+        RUMOR_CHECK(rumor_stage_zero_grad(p->st[s]));
+    pthread_t th[RUMOR_SCHED_MAX_DEVICES];
+    struct worker w[RUMOR_SCHED_MAX_DEVICES];
+    int started = 0;
+    double t0 = rumor_now();
+    for (int d = 0; d < p->P; d++) {
+        w[d] = (struct worker){ p, d, 0.0 };
+        if (pthread_create(&th[d], NULL, work, &w[d]) != 0) {
+            pthread_mutex_lock(&r->mu);
+            r->failed = 1;
+            snprintf(r->err, sizeof r->err, "cannot start the worker of device %d", d);
+            pthread_cond_broadcast(&r->cv);
+            pthread_mutex_unlock(&r->mu);
+            break;
+        }
+        started++;
+    }
+    for (int d = 0; d < started; d++)
+        pthread_join(th[d], NULL);
+    p->step_s = rumor_now() - t0;
+    if (r->failed)
+        return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
+    double sum = 0.0;
+    for (int m = 0; m < p->M; m++) {
+        double part;
+        RUMOR_CHECK(rumor_stage_loss(p->st[p->S - 1], m, &part, NULL));
+        sum += part;
+    }
+    *loss = (float)(sum / (double)targets);
+    return 0;
+}
+
+int rumor_pipeline_update(rumor_pipeline_t *p)
+{
+    for (int s = 0; s < p->S; s++)
+        RUMOR_CHECK(rumor_stage_step(p->st[s]));
+    return 0;
+}

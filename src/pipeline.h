@@ -1,0 +1,77 @@
+/* A model cut into stages across devices, run by a pipeline schedule
+ * (schedule.h).
+ *
+ * The model's blocks are cut into S = P x V stages (uniformly by blocks,
+ * or at the cuts given); stage s lives on device s mod P. A training step
+ * splits the batch into M micro-batches and runs the schedule: one worker
+ * thread a device executes its action list in order, each action waiting
+ * only for the activation or gradient it needs to arrive (a message from
+ * the neighbouring stage), not for a global clock. An activation or an
+ * input gradient moves between stages by a copy (the next stage's forward
+ * copies its input into its own slot). Each stage accumulates its weight
+ * gradients over the micro-batches and steps its own optimizer over its own
+ * parameter range.
+ *
+ * A micro-batch's dropout masks are keyed by (step, micro-batch, block),
+ * whatever stage or order runs it, so a pipelined step computes what the
+ * same micro-batches computed one after another by one stage do. */
+#ifndef RUMOR_PIPELINE_H
+#define RUMOR_PIPELINE_H
+
+#include "batch.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "schedule.h"
+#include "stage.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rumor_pipeline_config {
+    const rumor_model_t *model;   /* not owned; outlives the pipeline */
+    rumor_device_t **devs;        /* (ndevs) device of each pipeline rank; may repeat */
+    int ndevs;                    /* P */
+    const char *schedule;         /* schedule.h's spec */
+    int microbatches;             /* M */
+    const int *cuts;              /* S + 1 block boundaries (NULL: equal blocks) */
+    int max_B;                    /* rows of a whole batch */
+    int T;                        /* rows per example (the model's context; 1 for MLPs) */
+    uint64_t seed;                /* init (the whole model's) and dropout */
+    const rumor_optim_config_t *optim; /* NULL: no optimizer */
+} rumor_pipeline_config_t;
+
+typedef struct rumor_pipeline {
+    rumor_pipeline_config_t cfg;
+    rumor_schedule_t *sched;
+    int P, V, S, M;
+    int *cut;                     /* (S + 1) */
+    rumor_stage_t **st;           /* (S) */
+    double *busy_s;               /* (P) seconds each device computed in the last step */
+    double step_s;                /* the last step's wall time */
+    struct pipeline_run *run;     /* the step under way (pipeline.c) */
+} rumor_pipeline_t;
+
+/* Cuts the model, builds the schedule (refusing combinations it cannot
+ * run, a cut list that does not cover the blocks, more stages than blocks)
+ * and the stages, each with M micro-batch slots. */
+int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t **out) RUMOR_WUR;
+void rumor_pipeline_destroy(rumor_pipeline_t **pp);
+
+/* Every stage's gradient of the mean loss over batch b (at least M rows,
+ * split into M micro-batches of consecutive rows, the first b->n mod M one
+ * row larger); *loss that mean loss. Dropout on, keyed by step. */
+int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
+                         float *loss) RUMOR_WUR;
+
+/* Every stage's optimizer step. */
+int rumor_pipeline_update(rumor_pipeline_t *p) RUMOR_WUR;
+
+/* The rows of micro-batch m of a batch of n rows split M ways. */
+void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,219 @@
+/* Pipelined steps (src/pipeline.h) against the unpipelined step.
+ *
+ * The reference is one stage holding the whole model that runs the same M
+ * micro-batches one after another (forward, B, W each; dropout keyed by
+ * (step, micro-batch, block) alike). For every schedule, P in {2, 3, 4}
+ * CPU devices and M in {1, 2, 3, 4, 8} micro-batches where the schedule
+ * runs, on an MLP of 10 blocks with GELU and dropout, every stage's
+ * gradient must equal the reference's over its range (each stage adds its
+ * micro-batches' weight gradients in the same order, so bit for bit), and
+ * the loss too; for a few, ten SGD steps give the same losses. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline.h"
+#include "testutil.h"
+
+#define SPEC "mlp:16-15-14-13-12-11-10-9-8-6:gelu:dropout=0.2"
+enum { N = 8, IN = 16, CLASSES = 6 };
+
+static rumor_device_t *devs[4];
+static rumor_model_t *model;
+static float X[N * IN];
+static int32_t Y[N];
+static rumor_optim_config_t sgd;
+
+/* The reference: the whole model, micro-batches one after another. */
+static void reference(rumor_stage_t *ref, int M, long step, float *loss)
+{
+    rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = N, .width = IN, .x = X, .y = Y };
+    CHECK_OK(rumor_stage_zero_grad(ref));
+    double sum = 0;
+    for (int m = 0; m < M; m++) {
+        int row0, rows;
+        rumor_pipeline_micro_rows(N, M, m, &row0, &rows);
+        double part;
+        CHECK_OK(rumor_stage_load(ref, 0, &b, row0, rows));
+        CHECK_OK(rumor_stage_forward(ref, 0, NULL, 1, step, m));
+        CHECK_OK(rumor_stage_backward_b(ref, 0, NULL, 1.0f / N));
+        CHECK_OK(rumor_stage_backward_w(ref, 0));
+        CHECK_OK(rumor_stage_loss(ref, 0, &part, NULL));
+        sum += part;
+    }
+    *loss = (float)(sum / N);
+}
+
+static rumor_stage_t *new_reference(void)
+{
+    rumor_stage_config_t sc = { .model = model, .dev = devs[0], .first = 0,
+                                .last = model->nblocks, .max_B = N, .T = 1, .slots = 1,
+                                .seed = 5, .optim = &sgd };
+    rumor_stage_t *ref = NULL;
+    CHECK_OK(rumor_stage_create(&sc, &ref));
+    return ref;
+}
+
+static rumor_pipeline_t *new_pipeline(const char *spec, int P, int M)
+{
+    rumor_pipeline_config_t pc = { .model = model, .devs = devs, .ndevs = P, .schedule = spec,
+                                   .microbatches = M, .max_B = N, .T = 1, .seed = 5,
+                                   .optim = &sgd };
+    rumor_pipeline_t *p = NULL;
+    if (rumor_pipeline_create(&pc, &p) < 0) {
+        CHECKF(0, "%s P=%d M=%d: %s", spec, P, M, rumor_err_msg());
+        return NULL;
+    }
+    return p;
+}
+
+/* How many gradient (or parameter) elements of the pipeline differ from
+ * the whole model's, and the largest difference. */
+static size_t compare(const rumor_pipeline_t *p, const rumor_stage_t *ref, int grads,
+                      double *worst)
+{
+    size_t differ = 0, covered = 0;
+    *worst = 0;
+    for (int s = 0; s < p->S; s++) {
+        const rumor_stage_t *st = p->st[s];
+        const float *mine = grads ? st->grads : st->params;
+        const float *want = (grads ? ref->grads : ref->params) + st->lo;
+        for (size_t i = 0; i < st->n; i++) {
+            double e = fabs((double)mine[i] - want[i]);
+            differ += mine[i] != want[i];
+            *worst = e > *worst ? e : *worst;
+        }
+        covered += st->n;
+    }
+    CHECK(covered == ref->n);
+    return differ;
+}
+
+static void check_grads(void)
+{
+    static const char *specs[] = { "gpipe", "1f1b", "interleaved:2", "zb-h1" };
+    static const int Ps[] = { 2, 3, 4 }, Ms[] = { 1, 2, 3, 4, 8 };
+    rumor_stage_t *ref = new_reference();
+    int runs = 0;
+    for (size_t k = 0; ref && k < 4; k++)
+        for (size_t i = 0; i < 3; i++)
+            for (size_t j = 0; j < 5; j++) {
+                int P = Ps[i], M = Ms[j];
+                int ok_combo = k == 0 || (k == 2 ? M % P == 0 : M >= P);
+                if (!ok_combo)
+                    continue;
+                rumor_pipeline_t *p = new_pipeline(specs[k], P, M);
+                if (!p)
+                    continue;
+                double worst;
+                CHECKF(compare(p, ref, 0, &worst) == 0, "%s P=%d M=%d: initial parameters "
+                       "differ from the whole model's", specs[k], P, M);
+                rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = N, .width = IN, .x = X,
+                                    .y = Y };
+                float lp = 0, lr = 0;
+                CHECK_OK(rumor_pipeline_grads(p, &b, 7, &lp));
+                reference(ref, M, 7, &lr);
+                size_t differ = compare(p, ref, 1, &worst);
+                CHECKF(differ == 0 && lp == lr, "%s P=%d M=%d: %zu gradient elements differ "
+                       "(largest by %.3g), loss %.9g vs %.9g", specs[k], P, M, differ, worst,
+                       (double)lp, (double)lr);
+                runs++;
+                rumor_pipeline_destroy(&p);
+            }
+    CHECK(runs == 15 + 9 + 6 + 9);
+    fprintf(stderr, "%d pipelined steps (4 schedules, 2-4 devices, 1-8 micro-batches): every "
+            "gradient equal to the unpipelined step's, bit for bit\n", runs);
+    rumor_stage_destroy(&ref);
+}
+
+static void check_training(const char *spec, int P, int M)
+{
+    rumor_stage_t *ref = new_reference();
+    rumor_pipeline_t *p = new_pipeline(spec, P, M);
+    rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = N, .width = IN, .x = X, .y = Y };
+    int same = 1;
+    float first = 0, last = 0;
+    for (long step = 0; ref && p && step < 10; step++) {
+        float lp, lr;
+        CHECK_OK(rumor_pipeline_grads(p, &b, step, &lp));
+        reference(ref, M, step, &lr);
+        same &= lp == lr;
+        if (step == 0)
+            first = lr;
+        last = lr;
+        CHECK_OK(rumor_pipeline_update(p));
+        CHECK_OK(rumor_stage_step(ref));
+    }
+    double worst = 0;
+    if (ref && p)
+        CHECKF(same && compare(p, ref, 0, &worst) == 0 && last < first,
+               "%s P=%d M=%d: ten SGD steps: losses the same %d, parameters differ by %.3g, "
+               "loss %.4f -> %.4f", spec, P, M, same, worst, (double)first, (double)last);
+    rumor_pipeline_destroy(&p);
+    rumor_stage_destroy(&ref);
+}
+
+static void check_refusals(void)
+{
+    rumor_pipeline_t *p = NULL;
+    rumor_pipeline_config_t pc = { .model = model, .devs = devs, .ndevs = 4,
+                                   .schedule = "interleaved:3", .microbatches = 4, .max_B = N,
+                                   .T = 1, .seed = 5 };
+    CHECK_ERR(rumor_pipeline_create(&pc, &p), RUMOR_EINVAL, "12 pieces, but it has 10 blocks");
+    pc.schedule = "1f1b";
+    pc.microbatches = 16;
+    CHECK_ERR(rumor_pipeline_create(&pc, &p), RUMOR_EINVAL, "16 micro-batches of a batch of 8");
+    pc.microbatches = 4;
+    int bad[] = { 0, 3, 3, 7, 10 };
+    pc.cuts = bad;
+    CHECK_ERR(rumor_pipeline_create(&pc, &p), RUMOR_EINVAL, "stage 1 would hold blocks [3, 3)");
+    int short_cut[] = { 0, 2, 4, 6, 9 };
+    pc.cuts = short_cut;
+    CHECK_ERR(rumor_pipeline_create(&pc, &p), RUMOR_EINVAL, "cover blocks [0, 9) of the "
+                                                            "model's [0, 10)");
+    int good[] = { 0, 1, 2, 3, 10 };
+    pc.cuts = good;
+    CHECK_OK(rumor_pipeline_create(&pc, &p));
+    if (p)
+        CHECK(p->st[3]->first == 3 && p->st[3]->last == 10);
+    rumor_pipeline_destroy(&p);
+    /* a GPT's head shares the token embedding: cut apart, refused */
+    rumor_model_t *gpt = NULL;
+    CHECK_OK(rumor_model_create("gpt:layers=2,dim=8,heads=2,ctx=4,vocab=11", 0, &gpt));
+    pc.model = gpt;
+    pc.cuts = NULL;
+    pc.ndevs = 2;
+    pc.T = 4;
+    CHECK_ERR(rumor_pipeline_create(&pc, &p), RUMOR_ENOTSUP,
+              "shares weights at offset 0 with a block of another stage");
+    rumor_model_destroy(&gpt);
+}
+
+int main(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (rumor_device_open("cpu:1", &devs[i]) < 0)
+            TEST_SKIP("no CPU device: %s", rumor_err_msg());
+    CHECK_OK(rumor_model_create(SPEC, 0, &model));
+    if (!model)
+        return tu_finish("test_pipeline");
+    CHECK(model->nblocks == 10);
+    unsigned long long seed = 3;
+    for (int i = 0; i < N * IN; i++)
+        X[i] = tu_randf(&seed);
+    for (int i = 0; i < N; i++)
+        Y[i] = (int32_t)(tu_randu(&seed) % CLASSES);
+    rumor_optim_config_default(&sgd);
+    sgd.lr = 0.1f;
+    sgd.momentum = 0.9f;
+    sgd.nesterov = 1;
+    check_grads();
+    check_training("1f1b", 2, 4);
+    check_training("zb-h1", 3, 4);
+    check_training("interleaved:2", 2, 4);
+    check_training("gpipe", 4, 8);
+    check_refusals();
+    rumor_model_destroy(&model);
+    for (int i = 0; i < 4; i++)
+        rumor_device_close(&devs[i]);
+    return tu_finish("test_pipeline");
+}
