@@ -549,8 +549,10 @@ int main(int argc, char **argv)
      * epoch: the full batches of the smallest shard (lockstep). Gossip
      * reads the parameters from host memory. */
     rumor_trainer_config_t tc;
-    if (rumor_train_opts_config(&o, rank, N, &tc) < 0)
-        return fail(&p, rank, "options");
+    if (rumor_train_opts_config(&o, rank, N, &tc) < 0) { /* bad usage */
+        fail(&p, rank, NULL);
+        return 2;
+    }
     tc.lockstep = 1;
     tc.host_params = 1;
     tc.eval_batches = rumor_source_spec_kind(o.data, NULL) == RUMOR_BATCH_TOKENS ? 16 : 0;

@@ -28,6 +28,17 @@ const char rumor_train_opts_help[] =
     "  --threads N            CPU worker threads; each takes a share of every batch\n"
     "                         with one BLAS thread\n"
     "\n"
+    "Pipeline (the model cut into stages across devices; docs/pipeline.md):\n"
+    "  --stages N             pipeline stages (default: one per --devices entry, else 1:\n"
+    "                         no pipeline)\n"
+    "  --devices LIST         the stages' devices, e.g. cpu:1,cpu:1 (one may repeat;\n"
+    "                         default: cpu:1 for each stage)\n"
+    "  --schedule S           gpipe, 1f1b, interleaved[:V] or zb-h1 (default 1f1b);\n"
+    "                         rumor-train schedule shows them\n"
+    "  --microbatches M       micro-batches a step (default: 2 x stages), 1 to 4096\n"
+    "  --partition P          uniform (equal blocks, the default), params (equal\n"
+    "                         parameters) or block ranges like 0-3,4-7\n"
+    "\n"
     "Optimization:\n"
     "  --epochs N             passes over the training shard (default: 10)\n"
     "  --batch N              examples per step (default: 128; rumor-peer: 64)\n"
@@ -40,7 +51,7 @@ const char rumor_train_opts_help[] =
     "                         (default: 5e-4 for sgd, 0.01 for adamw)\n"
     "  --beta1 X, --beta2 X   AdamW moment decay rates (default: 0.9, 0.999)\n"
     "  --warmup-epochs X      linear warm-up length (default: 0.2)\n"
-    "  --schedule NAME        cosine (decay to --min-lr-ratio at the end) or\n"
+    "  --lr-schedule NAME     cosine (decay to --min-lr-ratio at the end) or\n"
     "                         constant (default: cosine)\n"
     "  --min-lr-ratio X       final learning rate / peak (default: 0.01)\n"
     "  --seed N               initialization, shuffling and dropout seed (default: 1)\n"
@@ -87,7 +98,7 @@ void rumor_train_opts_default(struct rumor_train_opts *o)
     o->data = "fashion-mnist";
     o->model = "mlp:784-256-256-10";
     o->optimizer = "sgd";
-    o->schedule = "cosine";
+    o->lr_schedule = "cosine";
     o->epochs = 10;
     o->batch = 128;
     o->nesterov = 1;
@@ -135,6 +146,19 @@ int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int worl
     oc->beta2 = (float)o->beta2;
     oc->min_lr_ratio = (float)o->min_lr_ratio;
     c->warmup_epochs = o->warmup_epochs;
-    c->cosine = strcmp(o->schedule, "cosine") == 0;
+    c->cosine = strcmp(o->lr_schedule, "cosine") == 0;
+    c->devices = o->devices;
+    c->stages = o->stages;
+    if (o->schedule && (!strcmp(o->schedule, "cosine") || !strcmp(o->schedule, "constant")))
+        return rumor_err_set(RUMOR_EINVAL, "--schedule %s: the learning rate's schedule is "
+                             "--lr-schedule now; --schedule picks a pipeline schedule (gpipe, "
+                             "1f1b, interleaved[:V], zb-h1)", o->schedule);
+    rumor_sched_kind kind;
+    int V;
+    if (o->schedule)
+        RUMOR_CHECK(rumor_schedule_parse(o->schedule, &kind, &V));
+    c->schedule = o->schedule;
+    c->microbatches = o->microbatches;
+    c->partition = o->partition;
     return 0;
 }

@@ -11,8 +11,9 @@
 #include "trainer.h"
 
 struct rumor_train_opts {
-    const char *data, *model, *device, *optimizer, *schedule, *metrics, *log_level;
-    int threads, epochs, batch, nesterov, shuffle_labels, quiet;
+    const char *data, *model, *device, *optimizer, *lr_schedule, *metrics, *log_level;
+    const char *devices, *schedule, *partition; /* schedule: the pipeline's */
+    int threads, epochs, batch, nesterov, shuffle_labels, quiet, stages, microbatches;
     long train_limit, seed;
     double lr, momentum, weight_decay, beta1, beta2, warmup_epochs, min_lr_ratio, progress;
     double sgd_lr;   /* the default --lr for sgd (binaries differ: see their --help) */
@@ -26,6 +27,11 @@ struct rumor_train_opts {
     { "shuffle-labels", 0, RUMOR_OPT_FLAG, offsetof(type, m.shuffle_labels), 0, 0, NULL, 1 }, \
     { "model", 0, RUMOR_OPT_STR, offsetof(type, m.model), 0, 0, NULL, 0 },                  \
     { "device", 0, RUMOR_OPT_STR, offsetof(type, m.device), 0, 0, NULL, 0 },                \
+    { "devices", 0, RUMOR_OPT_STR, offsetof(type, m.devices), 0, 0, NULL, 0 },              \
+    { "stages", 0, RUMOR_OPT_INT, offsetof(type, m.stages), 1, 64, NULL, 0 },               \
+    { "schedule", 0, RUMOR_OPT_STR, offsetof(type, m.schedule), 0, 0, NULL, 0 },            \
+    { "microbatches", 0, RUMOR_OPT_INT, offsetof(type, m.microbatches), 1, 4096, NULL, 0 },  \
+    { "partition", 0, RUMOR_OPT_STR, offsetof(type, m.partition), 0, 0, NULL, 0 },          \
     { "threads", 0, RUMOR_OPT_INT, offsetof(type, m.threads), 1, 1024, NULL, 0 },           \
     { "epochs", 0, RUMOR_OPT_INT, offsetof(type, m.epochs), 1, 100000, NULL, 0 },           \
     { "batch", 0, RUMOR_OPT_INT, offsetof(type, m.batch), 1, 65536, NULL, 0 },              \
@@ -37,7 +43,7 @@ struct rumor_train_opts {
     { "beta1", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.beta1), 0, 0.999999, NULL, 0 },        \
     { "beta2", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.beta2), 0, 0.999999999, NULL, 0 },     \
     { "warmup-epochs", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.warmup_epochs), 0, 1e6, NULL, 0 }, \
-    { "schedule", 0, RUMOR_OPT_CHOICE, offsetof(type, m.schedule), 0, 0, "cosine|constant", 0 }, \
+    { "lr-schedule", 0, RUMOR_OPT_CHOICE, offsetof(type, m.lr_schedule), 0, 0, "cosine|constant", 0 }, \
     { "min-lr-ratio", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.min_lr_ratio), 0, 1, NULL, 0 }, \
     { "seed", 0, RUMOR_OPT_LONG, offsetof(type, m.seed), 0, 2147483647.0, NULL, 0 },        \
     { "metrics", 0, RUMOR_OPT_STR, offsetof(type, m.metrics), 0, 0, NULL, 0 },              \
@@ -63,7 +69,8 @@ void rumor_train_opts_default(struct rumor_train_opts *o);
 /* Applies --log-level (if given). */
 void rumor_train_opts_apply_log(const struct rumor_train_opts *o);
 
-/* The trainer's configuration from the options (trainer.h): SGD lr
+/* The trainer's configuration from the options (trainer.h), or
+ * RUMOR_EINVAL for options that cannot go together (bad usage): SGD lr
  * o->sgd_lr and weight decay 5e-4, AdamW lr 1e-3 and decay 0.01 unless
  * given; rank and world are the caller's. The strings stay o's. */
 int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int world,

@@ -42,6 +42,9 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
     free(p->st);
     free(p->cut);
     free(p->busy_s);
+    for (int d = 0; p->ev && d < p->P; d++)
+        free(p->ev[d]);
+    free(p->ev);
     if (p->run) {
         pthread_mutex_destroy(&p->run->mu);
         pthread_cond_destroy(&p->run->cv);
@@ -95,7 +98,11 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         p->st = calloc((size_t)p->S, sizeof *p->st);
         p->busy_s = calloc((size_t)p->P, sizeof *p->busy_s);
         p->run = calloc(1, sizeof *p->run);
-        if (!p->cut || !p->st || !p->busy_s || !p->run)
+        p->ev = calloc((size_t)p->P, sizeof *p->ev);
+        int ok = p->cut && p->st && p->busy_s && p->run && p->ev;
+        for (int d = 0; ok && d < p->P; d++)
+            ok = (p->ev[d] = calloc(2 * (size_t)p->sched->n[d] + 1, sizeof **p->ev)) != NULL;
+        if (!ok)
             rc = rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
     }
     if (rc == 0) {
@@ -114,7 +121,8 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         rumor_stage_config_t sc = { .model = cfg->model, .dev = cfg->devs[s % p->P],
                                     .first = p->cut[s], .last = p->cut[s + 1],
                                     .max_B = micro_rows, .T = cfg->T, .slots = p->M,
-                                    .seed = cfg->seed, .optim = cfg->optim };
+                                    .seed = cfg->seed, .stream = cfg->stream,
+                                    .optim = cfg->optim };
         rc = rumor_stage_create(&sc, &p->st[s]);
         if (rc < 0)
             rc = rumor_err_prefix(rc, "pipeline stage %d (blocks %d-%d)", s, p->cut[s],
@@ -206,10 +214,14 @@ static void *work(void *arg)
     struct worker *w = arg;
     rumor_pipeline_t *p = w->p;
     const rumor_schedule_t *sc = p->sched;
-    double t0 = rumor_now();
+    double t0 = rumor_now(), *ev = p->ev[w->d];
     for (int i = 0; i < sc->n[w->d]; i++) {
         const rumor_action_t *a = &sc->acts[w->d][i];
+        double idle = w->idle;
+        double a0 = rumor_now();
         int rc = act(w, a);
+        ev[2 * i] = a0 + (w->idle - idle) - p->t0; /* from the end of its wait */
+        ev[2 * i + 1] = rumor_now() - p->t0;
         if (rc != 0) {
             if (rc < 0)
                 fail_run(p->run, w->d, a, a->chunk * p->P + w->d);
@@ -241,6 +253,7 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     struct worker w[RUMOR_SCHED_MAX_DEVICES];
     int started = 0;
     double t0 = rumor_now();
+    p->t0 = t0;
     for (int d = 0; d < p->P; d++) {
         w[d] = (struct worker){ p, d, 0.0 };
         if (pthread_create(&th[d], NULL, work, &w[d]) != 0) {
@@ -272,5 +285,102 @@ int rumor_pipeline_update(rumor_pipeline_t *p)
 {
     for (int s = 0; s < p->S; s++)
         RUMOR_CHECK(rumor_stage_step(p->st[s]));
+    return 0;
+}
+
+void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params)
+{
+    for (int s = 0; s < p->S; s++)
+        rumor_stage_bind_params(p->st[s], params + p->st[s]->lo);
+}
+
+double rumor_pipeline_bubble(const rumor_pipeline_t *p)
+{
+    double busy = 0;
+    for (int d = 0; d < p->P; d++)
+        busy += p->busy_s[d];
+    return p->step_s > 0 ? 1.0 - busy / ((double)p->P * p->step_s) : 0.0;
+}
+
+void rumor_pipeline_trace(const rumor_pipeline_t *p, FILE *f, long step, double since,
+                          int *first)
+{
+    static const char *kinds[] = { "F", "B", "W", "BW" };
+    double base = (p->t0 - since) * 1e6;
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->sched->n[d]; i++) {
+            const rumor_action_t *a = &p->sched->acts[d][i];
+            double a0 = p->ev[d][2 * i] * 1e6, a1 = p->ev[d][2 * i + 1] * 1e6;
+            fprintf(f, "%s{\"name\":\"%s%d\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,"
+                       "\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"stage\":%d,"
+                       "\"micro\":%d,\"step\":%ld}}",
+                    *first ? "" : ",\n", kinds[a->kind], a->micro, kinds[a->kind], d, base + a0,
+                    a1 - a0, a->chunk * p->P + d, a->micro, step);
+            *first = 0;
+        }
+}
+
+int rumor_pipeline_partition(const rumor_model_t *m, const char *spec, int S, int *cuts)
+{
+    int nb = m->nblocks;
+    if (S < 1 || S > nb)
+        return rumor_err_set(RUMOR_EINVAL, "--partition: %d stages for a model of %d blocks", S,
+                             nb);
+    if (!spec || !strcmp(spec, "uniform")) {
+        for (int s = 0; s <= S; s++)
+            cuts[s] = (int)((long)s * nb / S);
+        return 0;
+    }
+    if (!strcmp(spec, "params")) {
+        /* cut where the parameters so far first reach s / S of the whole,
+         * leaving every stage at least one block */
+        double total = (double)m->nparams, acc = 0;
+        int s = 1;
+        cuts[0] = 0;
+        for (int b = 0; b < nb && s < S; b++) {
+            acc += (double)(m->blocks[b].hi - m->blocks[b].lo);
+            int left = nb - (b + 1); /* blocks after this one */
+            if ((acc >= total * s / S && left >= S - s) || left == S - s)
+                cuts[s++] = b + 1;
+        }
+        cuts[S] = nb;
+        return 0;
+    }
+    /* "a-b,c,d-e": ranges of blocks in order */
+    const char *q = spec;
+    int s = 0, next = 0;
+    while (*q) {
+        char *end;
+        long lo = strtol(q, &end, 10), hi = lo;
+        if (end == q)
+            return rumor_err_set(RUMOR_EINVAL, "--partition '%s': expected uniform, params or "
+                                 "block ranges like 0-3,4-7 (at offset %d)", spec, (int)(q - spec));
+        q = end;
+        if (*q == '-') {
+            hi = strtol(q + 1, &end, 10);
+            if (end == q + 1)
+                return rumor_err_set(RUMOR_EINVAL, "--partition '%s': a range without its end "
+                                     "(at offset %d)", spec, (int)(q - spec));
+            q = end;
+        }
+        if (lo != next || hi < lo || hi >= nb)
+            return rumor_err_set(RUMOR_EINVAL, "--partition '%s': stage %d is blocks %ld-%ld; "
+                                 "it must start at block %d and end before %d", spec, s, lo, hi,
+                                 next, nb);
+        if (s == S)
+            return rumor_err_set(RUMOR_EINVAL, "--partition '%s': more than %d stages", spec, S);
+        cuts[s++] = (int)lo;
+        next = (int)hi + 1;
+        if (*q == ',')
+            q++;
+        else if (*q)
+            return rumor_err_set(RUMOR_EINVAL, "--partition '%s': unexpected '%c' at offset %d",
+                                 spec, *q, (int)(q - spec));
+    }
+    if (s != S || next != nb)
+        return rumor_err_set(RUMOR_EINVAL, "--partition '%s': %d stage%s covering blocks 0-%d; "
+                             "the pipeline has %d stages and the model %d blocks", spec, s,
+                             s == 1 ? "" : "s", next - 1, S, nb);
+    cuts[S] = nb;
     return 0;
 }

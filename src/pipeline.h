@@ -18,6 +18,8 @@
 #ifndef RUMOR_PIPELINE_H
 #define RUMOR_PIPELINE_H
 
+#include <stdio.h>
+
 #include "batch.h"
 #include "model.h"
 #include "ops.h"
@@ -35,10 +37,12 @@ typedef struct rumor_pipeline_config {
     int ndevs;                    /* P */
     const char *schedule;         /* schedule.h's spec */
     int microbatches;             /* M */
-    const int *cuts;              /* S + 1 block boundaries (NULL: equal blocks) */
+    const int *cuts;              /* S + 1 block boundaries (NULL: equal blocks;
+                                   * rumor_pipeline_partition makes others) */
     int max_B;                    /* rows of a whole batch */
     int T;                        /* rows per example (the model's context; 1 for MLPs) */
     uint64_t seed;                /* init (the whole model's) and dropout */
+    uint64_t stream;              /* whose dropout (stage.h): a peer's rank */
     const rumor_optim_config_t *optim; /* NULL: no optimizer */
 } rumor_pipeline_config_t;
 
@@ -50,6 +54,9 @@ typedef struct rumor_pipeline {
     rumor_stage_t **st;           /* (S) */
     double *busy_s;               /* (P) seconds each device computed in the last step */
     double step_s;                /* the last step's wall time */
+    double t0;                    /* when the last step began (rumor_now) */
+    double **ev;                  /* (P) start and end of each action of the last step,
+                                   * 2 x sched->n[d], seconds from t0 */
     struct pipeline_run *run;     /* the step under way (pipeline.c) */
 } rumor_pipeline_t;
 
@@ -67,6 +74,30 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
 
 /* Every stage's optimizer step. */
 int rumor_pipeline_update(rumor_pipeline_t *p) RUMOR_WUR;
+
+/* Points every stage at its range of a whole-model parameter buffer
+ * (params + stage lo): the pipeline then trains the caller's parameters
+ * (a trainer's, a mixer's) in place. */
+void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params);
+
+/* The measured bubble of the last step: the share of P x its wall time that
+ * the devices spent waiting. */
+double rumor_pipeline_bubble(const rumor_pipeline_t *p);
+
+/* Appends the last step's actions to a Chrome trace (an array of "X"
+ * events, one row a device; open it in Perfetto or chrome://tracing): each
+ * F, B, W or BW with its stage, micro-batch and step. `since` is the time
+ * origin (rumor_now at the run's start). Writes ",\n" before each event
+ * unless *first, which it clears. */
+void rumor_pipeline_trace(const rumor_pipeline_t *p, FILE *f, long step, double since,
+                          int *first);
+
+/* Cuts for a partition spec over S stages: "uniform" (equal blocks),
+ * "params" (equal parameters, at block boundaries) or a list of block
+ * ranges "0-3,4-7,8,9-12" that covers the blocks in order. cuts has S + 1
+ * entries. */
+int rumor_pipeline_partition(const rumor_model_t *m, const char *spec, int S,
+                             int *cuts) RUMOR_WUR;
 
 /* The rows of micro-batch m of a batch of n rows split M ways. */
 void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows);

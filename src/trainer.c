@@ -1,6 +1,7 @@
 /* The trainer (see trainer.h). */
 #include "trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ void rumor_trainer_destroy(rumor_trainer_t **tp)
     if (!tp || !*tp)
         return;
     rumor_trainer_t *t = *tp;
+    rumor_pipeline_destroy(&t->pipe);
+    for (int i = 0; i < t->npdevs; i++)
+        rumor_device_close(&t->pdevs[i]);
     rumor_step_destroy(&t->step);
     rumor_stage_destroy(&t->stage);
     if (t->own)
@@ -42,7 +46,7 @@ void rumor_trainer_destroy(rumor_trainer_t **tp)
     rumor_model_destroy(&t->model);
     rumor_source_destroy(&t->src);
     rumor_device_close(&t->dev);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 6; i++)
         free(t->owned[i]);
     free(t);
     *tp = NULL;
@@ -51,8 +55,9 @@ void rumor_trainer_destroy(rumor_trainer_t **tp)
 /* Copies the config's strings so the trainer outlives the caller's. */
 static int own_strings(rumor_trainer_t *t)
 {
-    const char **s[3] = { &t->cfg.data, &t->cfg.model, &t->cfg.device };
-    for (int i = 0; i < 3; i++) {
+    const char **s[6] = { &t->cfg.data,    &t->cfg.model,    &t->cfg.device,
+                          &t->cfg.devices, &t->cfg.schedule, &t->cfg.partition };
+    for (int i = 0; i < 6; i++) {
         if (!*s[i])
             continue;
         if (!(t->owned[i] = strdup(*s[i])))
@@ -99,6 +104,69 @@ static void size_run(rumor_trainer_t *t)
     if (t->oc.warmup_steps > t->total_steps / 2) /* a run shorter than its warm-up */
         t->oc.warmup_steps = t->total_steps / 10;
     t->oc.total_steps = c->cosine ? t->total_steps : 0;
+}
+
+/* The pipeline: its devices, the cut, the schedule, stages bound to the
+ * whole model's parameters. */
+static int open_pipeline(rumor_trainer_t *t)
+{
+    const rumor_trainer_config_t *c = &t->cfg;
+    /* the devices, in order; "cpu:1" for each stage when none are given */
+    char list[1024];
+    int stages = c->stages;
+    if (c->devices) {
+        if (strlen(c->devices) >= sizeof list)
+            return rumor_err_set(RUMOR_EINVAL, "--devices: longer than %zu characters",
+                                 sizeof list - 1);
+        snprintf(list, sizeof list, "%s", c->devices);
+        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+             tok = strtok_r(NULL, ",", &save)) {
+            if (t->npdevs == RUMOR_SCHED_MAX_DEVICES)
+                return rumor_err_set(RUMOR_EINVAL, "--devices: more than %d",
+                                     RUMOR_SCHED_MAX_DEVICES);
+            int rc = rumor_device_open(tok, &t->pdevs[t->npdevs]);
+            if (rc < 0)
+                return rumor_err_prefix(rc, "--devices %s", tok);
+            t->npdevs++;
+        }
+        if (t->npdevs == 0)
+            return rumor_err_set(RUMOR_EINVAL, "--devices '%s': no device", c->devices);
+        if (stages < 1)
+            stages = t->npdevs;
+    } else {
+        if (stages < 1)
+            stages = 1;
+        for (; t->npdevs < stages && t->npdevs < RUMOR_SCHED_MAX_DEVICES; t->npdevs++)
+            RUMOR_CHECK(rumor_device_open("cpu:1", &t->pdevs[t->npdevs]));
+    }
+    if (stages > RUMOR_SCHED_MAX_DEVICES)
+        return rumor_err_set(RUMOR_EINVAL, "--stages %d: at most %d", stages,
+                             RUMOR_SCHED_MAX_DEVICES);
+    for (int i = 0; i < t->npdevs; i++)
+        if (t->pdevs[i]->kind != RUMOR_DEV_CPU)
+            return rumor_err_set(RUMOR_ENOTSUP, "%s: pipeline stages run on CPU devices for "
+                                 "now", t->pdevs[i]->name);
+    rumor_device_t *devs[RUMOR_SCHED_MAX_DEVICES];
+    for (int d = 0; d < stages; d++)
+        devs[d] = t->pdevs[d % t->npdevs];
+    const char *sched = c->schedule ? c->schedule : "1f1b";
+    rumor_sched_kind kind;
+    int V;
+    RUMOR_CHECK(rumor_schedule_parse(sched, &kind, &V));
+    int S = stages * V, cuts[RUMOR_SCHED_MAX_DEVICES * RUMOR_SCHED_MAX_CHUNKS + 1];
+    if (S > t->model->nblocks)
+        return rumor_err_set(RUMOR_EINVAL, "--stages %d%s: %d stages for a model of %d blocks",
+                             stages, V > 1 ? " interleaved" : "", S, t->model->nblocks);
+    RUMOR_CHECK(rumor_pipeline_partition(t->model, c->partition, S, cuts));
+    rumor_pipeline_config_t pc = { .model = t->model, .devs = devs, .ndevs = stages,
+                                   .schedule = sched,
+                                   .microbatches = c->microbatches ? c->microbatches : 2 * stages,
+                                   .cuts = cuts, .max_B = c->batch,
+                                   .T = rumor_model_seq(t->model), .seed = c->seed,
+                                   .stream = (uint64_t)c->rank, .optim = NULL };
+    RUMOR_CHECK(rumor_pipeline_create(&pc, &t->pipe));
+    rumor_pipeline_bind_params(t->pipe, t->stage->params);
+    return 0;
 }
 
 static int open_all(rumor_trainer_t *t)
@@ -156,6 +224,8 @@ static int open_all(rumor_trainer_t *t)
     /* one worker per CPU thread, each with one BLAS thread (step.h) */
     int workers = t->dev->kind == RUMOR_DEV_CPU ? t->dev->nthreads : 1;
     TRY("workers", rumor_step_create(t->stage, workers, &t->step));
+    if (c->stages > 1 || c->schedule || c->devices)
+        TRY("pipeline", open_pipeline(t));
     return 0;
 }
 
@@ -190,7 +260,20 @@ int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b)
 
 int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss)
 {
-    RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
+    if (t->pipe) {
+        /* the stages' gradients into the whole model's, where the optimizer
+         * steps */
+        RUMOR_CHECK(rumor_pipeline_grads(t->pipe, b, step, loss));
+        for (int s = 0; s < t->pipe->S; s++) {
+            const rumor_stage_t *st = t->pipe->st[s];
+            RUMOR_CHECK(t->dev->ops->copy(t->dev, t->stage->grads + st->lo, st->grads,
+                                          st->n * sizeof(float)));
+        }
+        double bub = rumor_pipeline_bubble(t->pipe);
+        t->bubble = t->bubble > 0 ? 0.9 * t->bubble + 0.1 * bub : bub;
+    } else {
+        RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
+    }
     if (!isfinite(*loss))
         return rumor_err_set(RUMOR_EINVAL, "training diverged: loss is %g at step %ld: lower --lr (now %g)",
                              (double)*loss, step, (double)rumor_trainer_lr(t));
@@ -217,6 +300,8 @@ int rumor_trainer_epoch(const rumor_trainer_t *t, long step)
 void rumor_trainer_bind(rumor_trainer_t *t, float *params)
 {
     rumor_step_bind_params(t->step, params ? params : t->own);
+    if (t->pipe)
+        rumor_pipeline_bind_params(t->pipe, params ? params : t->own);
 }
 
 int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batches,
@@ -302,6 +387,18 @@ void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *pro
     fprintf(out, "%s: %s lr %g, batch %d%s, %ld steps (%ld an epoch)\n", prog,
             t->oc.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd", (double)t->oc.lr, c->batch, per,
             t->total_steps, t->steps_per_epoch);
+    if (!t->pipe)
+        return;
+    const rumor_pipeline_t *p = t->pipe;
+    fprintf(out, "%s: pipeline %s over %d device%s, %d micro-batches (schedule bubble %.1f%%, "
+                 "peak activations", prog, p->sched->name, p->P, p->P == 1 ? "" : "s", p->M,
+            100.0 * p->sched->bubble);
+    for (int d = 0; d < p->P; d++)
+        fprintf(out, " %d", p->sched->peak[d]);
+    fprintf(out, ")\n");
+    for (int s = 0; s < p->S; s++)
+        fprintf(out, "%s:   stage %d on %s: blocks %d-%d, %zu parameters\n", prog, s,
+                p->st[s]->dev->name, p->cut[s], p->cut[s + 1] - 1, p->st[s]->n);
 }
 
 /* ------------------------------------------------------------------ run */
@@ -362,6 +459,57 @@ static int evaluate_now(rumor_trainer_t *t, const rumor_run_config_t *rc, struct
     return 0;
 }
 
+/* rumor_trainer_run's steps from *stepp to the end. */
+static int run_steps(rumor_trainer_t *t, const rumor_run_config_t *rc, struct run_state *s,
+                     long *stepp, long first, FILE *trace, int *trace_first)
+{
+    long total = t->total_steps, step = *stepp;
+    const char *unit = t->lm ? "tok/s" : "ex/s";
+    while (step < total) {
+        long k = step;
+        rumor_batch_t b;
+        float loss, lr;
+        TRY("data", rumor_trainer_batch(t, step, &b));
+        TRY("training step", rumor_trainer_grads(t, &b, step, &loss));
+        TRY("optimizer step", rumor_trainer_update(t, &lr));
+        if (trace) /* every action of the step, for Perfetto */
+            rumor_pipeline_trace(t->pipe, trace, k, s->start, trace_first);
+        (*stepp)++;
+        step = *stepp;
+        s->units += rumor_batch_targets(&b);
+        s->epoch_rows += b.n;
+        s->epoch_steps++;
+        s->epoch_loss += (double)loss * b.n;
+        s->loss_ema = isnan(s->loss_ema) ? loss : 0.9 * s->loss_ema + 0.1 * loss;
+        int at_epoch_end = step % t->steps_per_epoch == 0 || step == total;
+        int evaluate = rc->eval_every > 0 ? step % rc->eval_every == 0 || step == total
+                                          : at_epoch_end;
+        if (evaluate)
+            RUMOR_CHECK(evaluate_now(t, rc, s, step));
+        double rate = (double)s->units / (rumor_now() - s->start);
+        char ev[48] = "", bub[32] = "";
+        if (s->evaluated_at >= 0)
+            snprintf(ev, sizeof ev, t->lm ? "  val %.4f" : "  acc %.2f%%",
+                     t->lm ? s->ev.loss : 100.0 * s->ev.accuracy);
+        if (t->pipe) /* the measured idle share of the pipeline's devices */
+            snprintf(bub, sizeof bub, "  bubble %.0f%%", 100.0 * t->bubble);
+        if (rumor_progress_update(&s->prog, step - first, evaluate,
+                                  "epoch %d/%d  step %ld/%ld  loss %.4f%s  lr %.3g  %.0f %s%s",
+                                  rumor_trainer_epoch(t, step - 1),
+                                  (int)((total + t->steps_per_epoch - 1) / t->steps_per_epoch),
+                                  step, total, s->loss_ema, ev, (double)lr, rate, unit, bub))
+            rumor_metrics_write(rc->metrics,
+                                "\"event\":\"step\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,"
+                                "\"lr\":%.6g,\"%s\":%.1f,\"bubble\":%.4f",
+                                rumor_trainer_epoch(t, step - 1), step, (double)loss, (double)lr,
+                                t->lm ? "tokens_per_s" : "examples_per_s", rate,
+                                t->pipe ? t->bubble : 0.0);
+        if (at_epoch_end)
+            epoch_end(t, rc, s, step);
+    }
+    return 0;
+}
+
 int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor_run_result_t *res)
 {
     const rumor_trainer_config_t *c = &t->cfg;
@@ -392,42 +540,20 @@ int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor
     rumor_progress_begin(&s.prog, out, total - step, rc->progress, rc->quiet);
     s.start = s.epoch_start = rumor_now();
     long first = step;
-    const char *unit = t->lm ? "tok/s" : "ex/s";
-    while (step < total) {
-        rumor_batch_t b;
-        float loss, lr;
-        TRY("data", rumor_trainer_batch(t, step, &b));
-        TRY("training step", rumor_trainer_grads(t, &b, step, &loss));
-        TRY("optimizer step", rumor_trainer_update(t, &lr));
-        step++;
-        s.units += rumor_batch_targets(&b);
-        s.epoch_rows += b.n;
-        s.epoch_steps++;
-        s.epoch_loss += (double)loss * b.n;
-        s.loss_ema = isnan(s.loss_ema) ? loss : 0.9 * s.loss_ema + 0.1 * loss;
-        int at_epoch_end = step % t->steps_per_epoch == 0 || step == total;
-        int evaluate = rc->eval_every > 0 ? step % rc->eval_every == 0 || step == total
-                                          : at_epoch_end;
-        if (evaluate)
-            RUMOR_CHECK(evaluate_now(t, rc, &s, step));
-        double rate = (double)s.units / (rumor_now() - s.start);
-        char ev[48] = "";
-        if (s.evaluated_at >= 0)
-            snprintf(ev, sizeof ev, t->lm ? "  val %.4f" : "  acc %.2f%%",
-                     t->lm ? s.ev.loss : 100.0 * s.ev.accuracy);
-        if (rumor_progress_update(&s.prog, step - first, evaluate,
-                                  "epoch %d/%d  step %ld/%ld  loss %.4f%s  lr %.3g  %.0f %s",
-                                  rumor_trainer_epoch(t, step - 1),
-                                  (int)((total + t->steps_per_epoch - 1) / t->steps_per_epoch),
-                                  step, total, s.loss_ema, ev, (double)lr, rate, unit))
-            rumor_metrics_write(rc->metrics,
-                                "\"event\":\"step\",\"epoch\":%d,\"step\":%ld,\"loss\":%.6g,"
-                                "\"lr\":%.6g,\"%s\":%.1f",
-                                rumor_trainer_epoch(t, step - 1), step, (double)loss, (double)lr,
-                                t->lm ? "tokens_per_s" : "examples_per_s", rate);
-        if (at_epoch_end)
-            epoch_end(t, rc, &s, step);
+    FILE *trace = NULL;
+    int trace_first = 1;
+    if (rc->trace && t->pipe) {
+        if (!(trace = fopen(rc->trace, "w")))
+            return rumor_err_set(RUMOR_ESYS, "--trace %s: %s", rc->trace, strerror(errno));
+        fputs("[\n", trace);
     }
+    int rrc = run_steps(t, rc, &s, &step, first, trace, &trace_first);
+    if (trace) {
+        fputs("\n]\n", trace);
+        if (fclose(trace) != 0 && rrc == 0)
+            rrc = rumor_err_set(RUMOR_EIO, "--trace %s: write failed", rc->trace);
+    }
+    RUMOR_CHECK(rrc);
     if (s.evaluated_at != step) /* resumed at the end: nothing ran */
         RUMOR_CHECK(evaluate_now(t, rc, &s, step));
     double secs = rumor_now() - s.start, rate = secs > 0 ? (double)s.units / secs : 0.0;

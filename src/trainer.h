@@ -24,6 +24,7 @@
 #include "batch.h"
 #include "model.h"
 #include "optim.h"
+#include "pipeline.h"
 #include "progress.h"
 #include "source.h"
 #include "stage.h"
@@ -51,6 +52,15 @@ typedef struct rumor_trainer_config {
     rumor_optim_config_t optim; /* kind and rates; the schedule is set from below */
     double warmup_epochs;  /* linear warm-up (default 0.2 epochs) */
     int cosine;            /* 1 (default): cosine decay to optim.min_lr_ratio at the end */
+    /* A pipeline (pipeline.h) when stages > 1, a schedule or devices are
+     * given: the model cut into stages over `devices` ("cpu:1,cpu:1"; a
+     * device may repeat; default stages x "cpu:1"), run by `schedule`
+     * (default 1f1b) over `microbatches` (default 2 x stages) micro-batches,
+     * cut by `partition` (uniform, params or "0-3,4-7"; default uniform).
+     * The whole model's parameters stay one buffer, which the stages train
+     * in place; the optimizer steps it whole. */
+    const char *devices, *schedule, *partition;
+    int stages, microbatches;
 } rumor_trainer_config_t;
 
 typedef struct rumor_trainer {
@@ -64,7 +74,11 @@ typedef struct rumor_trainer {
     long steps_per_epoch, total_steps;
     int lm;                   /* a language model on token windows */
     float *own;               /* the stage's own parameter buffer */
-    char *owned[3];           /* copies of cfg's strings */
+    rumor_pipeline_t *pipe;   /* NULL: the data-parallel workers compute gradients */
+    rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
+    int npdevs;
+    double bubble;            /* the pipeline's measured bubble, averaged over steps */
+    char *owned[6];           /* copies of cfg's strings */
 } rumor_trainer_t;
 
 /* A model's score on the validation data: mean loss per target (nats),
@@ -141,6 +155,7 @@ typedef struct rumor_run_config {
     double progress;          /* seconds between progress lines (< 0: the default) */
     int quiet;
     rumor_metrics_t *metrics; /* NULL or closed: none */
+    const char *trace;        /* a pipeline's Chrome trace, written here (NULL: none) */
 } rumor_run_config_t;
 
 typedef struct rumor_run_result {

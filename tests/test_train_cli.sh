@@ -30,6 +30,31 @@ run_expect 2 "unknown option '--bogus'" "$train" --bogus
 run_expect 2 "needs a value" "$train" --epochs
 run_expect 2 "must be less than --world" "$train" --rank 2 --world 2
 
+# ---- pipelines: the same run cut into 2 stages reaches the same accuracy
+# (the gradient is the whole batch's either way); a trace; bad flags
+one=$("$train" --data "$FASHION" --epochs 1 --train-limit 2000 -q 2>&1 | tail -1)
+two=$("$train" --data "$FASHION" --epochs 1 --train-limit 2000 -q --stages 2 --schedule zb-h1 \
+  --microbatches 4 --partition params --trace "$tmp/trace.json" 2>&1 | tail -1)
+acc1=$(echo "$one" | sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p')
+acc2=$(echo "$two" | sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p')
+[ -n "$acc1" ] && [ "$acc1" = "$acc2" ] || fail "2 stages: '$two', 1 stage: '$one'"
+py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" - "$tmp/trace.json" <<'PY' || fail "--trace: not a Chrome trace of every F, B and W"
+import json, sys
+ev = json.load(open(sys.argv[1]))
+kinds = {e["cat"] for e in ev}
+steps = {e["args"]["step"] for e in ev}
+assert kinds == {"F", "B", "W"} and len(steps) == 16 and len(ev) == 16 * 2 * 4 * 3, (kinds, len(ev))
+assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"] in (0, 1) for e in ev)
+PY
+run_expect 2 "the learning rate's schedule is --lr-schedule now" "$train" --schedule cosine
+run_expect 1 "--stages 9: 9 stages for a model of 4 blocks" "$train" --data "$FASHION" --stages 9
+run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V] or zb-h1" "$train" --data "$FASHION" --schedule 3f3b
+run_expect 2 "expected an integer" "$train" --microbatches 0
+run_expect 1 "must start at block 2" "$train" --data "$FASHION" --stages 2 --partition 0-1,3
+run_expect 1 "the pipeline has 2 stages and the model 4 blocks" "$train" --data "$FASHION" --stages 2 --partition 0-2
+run_expect 1 "(2 < 4)" "$train" --data "$FASHION" --stages 4 --microbatches 2
+
 # ---- rumor-train schedule: the timeline, its picture and JSON; bad flags
 run_expect 0 "bubble 27.3% (theory 27.3%), peak activations 4 3 2 1" \
   "$train" schedule --schedule 1f1b --stages 4 --microbatches 8 --svg "$tmp/s.svg"
@@ -39,7 +64,7 @@ run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V] or zb-h1" "$train" 
 run_expect 2 "(2 < 4)" "$train" schedule --schedule zb-h1 --stages 4 --microbatches 2
 run_expect 2 "must be a multiple of the stages (3)" "$train" schedule --schedule interleaved --stages 3 --microbatches 4
 run_expect 2 "expected an integer" "$train" schedule --microbatches 0
-run_expect 2 "--schedule 'linear': expected one of cosine,constant" "$train" --schedule linear
+run_expect 2 "--lr-schedule 'linear': expected one of cosine,constant" "$train" --lr-schedule linear
 run_expect 2 "--optimizer 'adam': expected one of sgd,adamw" "$train" --optimizer adam
 run_expect 2 "unexpected argument 'extra'" "$train" extra
 

@@ -13,6 +13,7 @@
  *   learns: its validation loss falls from about ln 256 to below the
  *   validation text's unigram entropy;
  * - peers share the initial model but not their dropout masks;
+ * - a pipelined trainer trains what the unpipelined one does;
  * - every misfit (a GPT on images, an MLP on text, widths, divergence) is an
  *   error that says what. */
 #include <math.h>
@@ -205,6 +206,53 @@ static void check_streams(void)
         rumor_trainer_destroy(&t[i]);
 }
 
+/* A pipelined trainer (2 stages, zb-h1, 4 micro-batches, cut by
+ * parameters) trains the model the unpipelined one does: after 6 steps the
+ * parameters agree to float rounding (the gradient is summed over
+ * micro-batches instead of in one GEMM), and the mixer's way of swapping
+ * parameter buffers (bind) reaches the stages. */
+static void check_pipelined(void)
+{
+    rumor_trainer_config_t c = images(32, 640);
+    c.model = "mlp:784-32-16-10";
+    c.threads = 1;
+    rumor_trainer_t *a = NULL, *p = NULL;
+    CHECK_OK(rumor_trainer_create(&c, &a));
+    c.stages = 2;
+    c.schedule = "zb-h1";
+    c.microbatches = 4;
+    c.partition = "params";
+    CHECK_OK(rumor_trainer_create(&c, &p));
+    if (!a || !p) {
+        rumor_trainer_destroy(&a);
+        rumor_trainer_destroy(&p);
+        return;
+    }
+    CHECK(p->pipe && p->pipe->S == 2 && p->pipe->M == 4 && p->pipe->cut[1] == 1);
+    steps(a, 0, 6);
+    steps(p, 0, 6);
+    size_t n = a->model->nparams;
+    double err = 0, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = fmax(err, fabs((double)a->stage->params[i] - p->stage->params[i]));
+        mx = fmax(mx, fabs((double)a->stage->params[i]));
+    }
+    CHECKF(err <= 1e-5 * mx, "pipelined parameters after 6 steps differ by %.3g (largest %.3g)",
+           err, mx);
+    /* bind another buffer (a mixer's): the stages train it */
+    float *other = malloc(n * sizeof *other);
+    memcpy(other, p->stage->params, n * sizeof *other);
+    rumor_trainer_bind(p, other);
+    CHECK(p->pipe->st[0]->params == other && p->pipe->st[1]->params == other + p->pipe->st[1]->lo);
+    steps(p, 6, 7);
+    CHECK(memcmp(other, p->own, n * sizeof *other) != 0);
+    rumor_trainer_bind(p, NULL);
+    CHECK(p->pipe->st[0]->params == p->own);
+    free(other);
+    rumor_trainer_destroy(&a);
+    rumor_trainer_destroy(&p);
+}
+
 static void check_misfits(void)
 {
     rumor_trainer_t *t = NULL;
@@ -320,6 +368,7 @@ int main(void)
         check_sizing();
         check_evaluate();
         check_streams();
+        check_pipelined();
         check_misfits();
         snprintf(dir, sizeof dir, "%s/mlp", tu_tmpdir());
         mkdir(dir, 0700);
