@@ -332,16 +332,20 @@ int rumor_pipeline_partition(const rumor_model_t *m, const char *spec, int S, in
         return 0;
     }
     if (!strcmp(spec, "params")) {
-        /* cut where the parameters so far first reach s / S of the whole,
-         * leaving every stage at least one block */
-        double total = (double)m->nparams, acc = 0;
-        int s = 1;
+        /* cut s at the block boundary whose parameters before it come
+         * nearest s / S of the whole, leaving every stage a block */
+        double total = (double)m->nparams;
         cuts[0] = 0;
-        for (int b = 0; b < nb && s < S; b++) {
-            acc += (double)(m->blocks[b].hi - m->blocks[b].lo);
-            int left = nb - (b + 1); /* blocks after this one */
-            if ((acc >= total * s / S && left >= S - s) || left == S - s)
-                cuts[s++] = b + 1;
+        for (int s = 1; s < S; s++) {
+            double want = total * s / S, best = -1;
+            for (int c = cuts[s - 1] + 1; c <= nb - (S - s); c++) {
+                double have = (double)m->blocks[c - 1].hi; /* parameters before block c */
+                double dist = have > want ? have - want : want - have;
+                if (best < 0 || dist < best) {
+                    best = dist;
+                    cuts[s] = c;
+                }
+            }
         }
         cuts[S] = nb;
         return 0;

@@ -176,6 +176,27 @@ static void check_refusals(void)
     if (p)
         CHECK(p->st[3]->first == 3 && p->st[3]->last == 10);
     rumor_pipeline_destroy(&p);
+    /* partitions: uniform, by parameters (brute force: the 2-way cut whose
+     * halves differ least), block ranges and their errors */
+    int cuts[5];
+    CHECK_OK(rumor_pipeline_partition(model, "uniform", 4, cuts));
+    CHECK(cuts[0] == 0 && cuts[1] == 2 && cuts[2] == 5 && cuts[3] == 7 && cuts[4] == 10);
+    CHECK_OK(rumor_pipeline_partition(model, "params", 2, cuts));
+    size_t best = 0, bestd = (size_t)-1;
+    for (int c = 1; c < model->nblocks; c++) {
+        size_t a = model->blocks[c - 1].hi, b = model->nparams - a, dd = a > b ? a - b : b - a;
+        if (dd < bestd)
+            bestd = dd, best = (size_t)c;
+    }
+    CHECKF(cuts[0] == 0 && cuts[1] == (int)best && cuts[2] == 10, "params cut at %d, expected %zu",
+           cuts[1], best);
+    CHECK_OK(rumor_pipeline_partition(model, "0-3,4,5-9", 3, cuts));
+    CHECK(cuts[1] == 4 && cuts[2] == 5 && cuts[3] == 10);
+    CHECK_ERR(rumor_pipeline_partition(model, "0-3,x", 2, cuts), RUMOR_EINVAL, "at offset 4");
+    CHECK_ERR(rumor_pipeline_partition(model, "0-4,5-9,", 3, cuts), RUMOR_EINVAL,
+              "2 stages covering blocks 0-9");
+    CHECK_ERR(rumor_pipeline_partition(model, "uniform", 11, cuts), RUMOR_EINVAL,
+              "11 stages for a model of 10 blocks");
     /* a GPT's head shares the token embedding: cut apart, refused */
     rumor_model_t *gpt = NULL;
     CHECK_OK(rumor_model_create("gpt:layers=2,dim=8,heads=2,ctx=4,vocab=11", 0, &gpt));
