@@ -99,6 +99,26 @@ void rumor_pipeline_trace(const rumor_pipeline_t *p, FILE *f, long step, double 
 int rumor_pipeline_partition(const rumor_model_t *m, const char *spec, int S,
                              int *cuts) RUMOR_WUR;
 
+/* --partition profile (PipeDream's planner): times each block's F, B and
+ * W on each of the P devices it could run on (micro-batches of b->n / M of
+ * batch b's first rows), and chooses the cut of S = P x V stages (stage s
+ * on device s mod P) that minimizes the slowest stage's time: its blocks on
+ * its device for M micro-batches, plus copying its activation out and the
+ * gradient back. Unlike devices get unlike shares. cuts: S + 1 entries;
+ * stage_s (may be NULL): each stage's predicted seconds a step. */
+int rumor_pipeline_profile(const rumor_model_t *m, rumor_device_t **devs, int P, int V,
+                           const rumor_batch_t *b, int M, int T, uint64_t seed, int *cuts,
+                           double *stage_s) RUMOR_WUR;
+
+/* The planner behind profile: cost (P x nb) is block k's seconds of F + B
+ * + W for one micro-batch on device d at cost[d nb + k], xfer (nb) the
+ * seconds to move block k's output and its gradient between stages. Fills
+ * the cuts of S = P x V stages (stage s on device s mod P) that minimize the
+ * slowest stage's time for M micro-batches, and (stage_s not NULL) each
+ * stage's time. */
+int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, int V, int M,
+                        int *cuts, double *stage_s) RUMOR_WUR;
+
 /* The rows of micro-batch m of a batch of n rows split M ways. */
 void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows);
 

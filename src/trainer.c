@@ -37,6 +37,7 @@ void rumor_trainer_destroy(rumor_trainer_t **tp)
         return;
     rumor_trainer_t *t = *tp;
     rumor_pipeline_destroy(&t->pipe);
+    free(t->stage_pred);
     for (int i = 0; i < t->npdevs; i++)
         rumor_device_close(&t->pdevs[i]);
     rumor_step_destroy(&t->step);
@@ -157,7 +158,19 @@ static int open_pipeline(rumor_trainer_t *t)
     if (S > t->model->nblocks)
         return rumor_err_set(RUMOR_EINVAL, "--stages %d%s: %d stages for a model of %d blocks",
                              stages, V > 1 ? " interleaved" : "", S, t->model->nblocks);
-    RUMOR_CHECK(rumor_pipeline_partition(t->model, c->partition, S, cuts));
+    if (c->partition && !strcmp(c->partition, "profile")) {
+        /* time the blocks on the stages' devices with real batches */
+        int M = c->microbatches ? c->microbatches : 2 * stages;
+        rumor_batch_t b;
+        if (!(t->stage_pred = calloc((size_t)S, sizeof *t->stage_pred)))
+            return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+        RUMOR_CHECK(rumor_trainer_batch(t, 0, &b));
+        RUMOR_CHECK(rumor_pipeline_profile(t->model, devs, stages, V, &b, M,
+                                           rumor_model_seq(t->model), c->seed, cuts,
+                                           t->stage_pred));
+    } else {
+        RUMOR_CHECK(rumor_pipeline_partition(t->model, c->partition, S, cuts));
+    }
     rumor_pipeline_config_t pc = { .model = t->model, .devs = devs, .ndevs = stages,
                                    .schedule = sched,
                                    .microbatches = c->microbatches ? c->microbatches : 2 * stages,
@@ -396,9 +409,13 @@ void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *pro
     for (int d = 0; d < p->P; d++)
         fprintf(out, " %d", p->sched->peak[d]);
     fprintf(out, ")\n");
-    for (int s = 0; s < p->S; s++)
-        fprintf(out, "%s:   stage %d on %s: blocks %d-%d, %zu parameters\n", prog, s,
-                p->st[s]->dev->name, p->cut[s], p->cut[s + 1] - 1, p->st[s]->n);
+    for (int s = 0; s < p->S; s++) {
+        char pred[64] = "";
+        if (t->stage_pred)
+            snprintf(pred, sizeof pred, ", predicted %.1f ms a step", 1e3 * t->stage_pred[s]);
+        fprintf(out, "%s:   stage %d on %s: blocks %d-%d, %zu parameters%s\n", prog, s,
+                p->st[s]->dev->name, p->cut[s], p->cut[s + 1] - 1, p->st[s]->n, pred);
+    }
 }
 
 /* ------------------------------------------------------------------ run */

@@ -78,6 +78,7 @@ typedef struct rumor_trainer {
     rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
+    double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
     char *owned[6];           /* copies of cfg's strings */
 } rumor_trainer_t;
 

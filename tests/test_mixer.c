@@ -516,6 +516,7 @@ int main(int argc, char **argv)
     /* argv[1]: run one part only (exact, async, missing, hostile, slow), for debugging */
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
+    tu_training_lock(); /* its deadlines assume the cores are its own */
     for (int p = 0; p < 3; p++) {
         snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
         eps[p] = endpoints[p];

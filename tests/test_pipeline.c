@@ -152,6 +152,80 @@ static void check_training(const char *spec, int P, int M)
     rumor_stage_destroy(&ref);
 }
 
+/* The slowest stage of a cut, from a cost table (as the planner counts). */
+static double slowest(const double *cost, const double *xfer, int nb, int P, int S, int M,
+                      const int *cuts)
+{
+    double worst = 0;
+    for (int s = 0; s < S; s++) {
+        double t = 0;
+        for (int k = cuts[s]; k < cuts[s + 1]; k++)
+            t += cost[(s % P) * nb + k];
+        t = t * M + (s < S - 1 ? M * xfer[cuts[s + 1] - 1] : 0);
+        worst = t > worst ? t : worst;
+    }
+    return worst;
+}
+
+/* The best slowest stage over every cut, by enumeration. */
+static double brute(const double *cost, const double *xfer, int nb, int P, int S, int M, int *cuts,
+                    int s)
+{
+    if (s == S)
+        return cuts[S - 1] < nb ? slowest(cost, xfer, nb, P, S, M, cuts) : 1e300;
+    double best = 1e300;
+    for (int c = cuts[s - 1] + 1; c <= nb - (S - s); c++) {
+        cuts[s] = c;
+        double v = brute(cost, xfer, nb, P, S, M, cuts, s + 1);
+        best = v < best ? v : best;
+    }
+    return best;
+}
+
+/* The profile's planner against enumeration: unlike devices (one twice as
+ * slow gets half the blocks), and random cost tables. */
+static void check_plan(void)
+{
+    enum { NB = 8 };
+    double cost[3 * NB], xfer[NB] = { 0 };
+    int cuts[7], ref[7];
+    for (int k = 0; k < 6; k++)
+        cost[k] = 1.0, cost[6 + k] = 2.0;
+    CHECK_OK(rumor_pipeline_plan(cost, xfer, 6, 2, 1, 4, cuts, NULL));
+    CHECKF(cuts[0] == 0 && cuts[1] == 4 && cuts[2] == 6, "a device twice as slow: cut at %d, "
+           "expected 4", cuts[1]);
+    unsigned long long seed = 11;
+    int cases = 0;
+    for (int P = 1; P <= 3; P++)
+        for (int V = 1; V <= 2; V++)
+            for (int r = 0; r < 20; r++) {
+                int S = P * V;
+                if (S > NB)
+                    continue;
+                for (int i = 0; i < P * NB; i++)
+                    cost[i] = 0.1 + (tu_randu(&seed) % 1000) / 100.0;
+                for (int k = 0; k < NB; k++)
+                    xfer[k] = (tu_randu(&seed) % 100) / 100.0;
+                double st[6];
+                CHECK_OK(rumor_pipeline_plan(cost, xfer, NB, P, V, 3, cuts, st));
+                int valid = cuts[0] == 0 && cuts[S] == NB;
+                for (int s = 0; s < S; s++)
+                    valid &= cuts[s + 1] > cuts[s];
+                ref[0] = 0;
+                ref[S] = NB;
+                double want = S == 1 ? slowest(cost, xfer, NB, P, 1, 3, ref)
+                                     : brute(cost, xfer, NB, P, S, 3, ref, 1);
+                double got = slowest(cost, xfer, NB, P, S, 3, cuts), mx = 0;
+                for (int s = 0; s < S; s++)
+                    mx = st[s] > mx ? st[s] : mx;
+                CHECKF(valid && fabs(got - want) < 1e-9 * want && fabs(mx - got) < 1e-9 * got,
+                       "P=%d V=%d: the plan's slowest stage %.6f, the best cut's %.6f", P, V, got,
+                       want);
+                cases++;
+            }
+    CHECK(cases == 120);
+}
+
 static void check_refusals(void)
 {
     rumor_pipeline_t *p = NULL;
@@ -232,6 +306,7 @@ int main(void)
     check_training("zb-h1", 3, 4);
     check_training("interleaved:2", 2, 4);
     check_training("gpipe", 4, 8);
+    check_plan();
     check_refusals();
     rumor_model_destroy(&model);
     for (int i = 0; i < 4; i++)

@@ -47,6 +47,8 @@ steps = {e["args"]["step"] for e in ev}
 assert kinds == {"F", "B", "W"} and len(steps) == 16 and len(ev) == 16 * 2 * 4 * 3, (kinds, len(ev))
 assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"] in (0, 1) for e in ev)
 PY
+run_expect 0 "ms a step" "$train" --data "$FASHION" --epochs 1 --train-limit 600 --stages 2 \
+  --partition profile --microbatches 4
 run_expect 2 "the learning rate's schedule is --lr-schedule now" "$train" --schedule cosine
 run_expect 1 "--stages 9: 9 stages for a model of 4 blocks" "$train" --data "$FASHION" --stages 9
 run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V] or zb-h1" "$train" --data "$FASHION" --schedule 3f3b

@@ -362,6 +362,7 @@ static void check_lm(const char *dir)
 
 int main(void)
 {
+    tu_training_lock(); /* 8 s on both cores */
     char dir[4200];
     int ran_images = have_fashion();
     if (ran_images) {

@@ -8,11 +8,13 @@
 #define RUMOR_TESTUTIL_H
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -86,6 +88,22 @@ static int tu_checks;
         fputc('\n', stderr);                                                       \
         exit(TU_EXIT_SKIP);                                                        \
     } while (0)
+
+/* Tests that keep both cores busy, or that time a swarm, run one at a time
+ * even under make -j (the shell tests' need_fashion takes the same lock):
+ * the swarm tests' deadlines assume the cores are theirs. Held until exit. */
+static inline void tu_training_lock(void)
+{
+    const char *b = getenv("RUMOR_BUILDDIR");
+    char path[4200];
+    if (!b || !*b)
+        return;
+    snprintf(path, sizeof path, "%s/.training-tests.lock", b);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        /* no lock: run anyway */
+    }
+}
 
 static inline int tu_finish(const char *name)
 {
