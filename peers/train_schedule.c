@@ -17,7 +17,8 @@ static const char usage[] =
     "cell a unit of time, with F = B = W = 1), its bubble against the analysis,\n"
     "and each device's peak live activations (micro-batches held).\n"
     "\n"
-    "  --schedule S        gpipe, 1f1b, interleaved[:V] or zb-h1 (default 1f1b)\n"
+    "  --schedule S        gpipe, 1f1b, interleaved[:V], zb-h1 or zbv\n"
+    "                      (default 1f1b)\n"
     "  --stages P          devices in the pipeline (default 4)\n"
     "  --microbatches M    micro-batches a step (default 8)\n"
     "  --svg FILE          also draw the timeline as an SVG picture\n"
@@ -25,7 +26,7 @@ static const char usage[] =
     "\n"
     "Cells: F3 forward of micro-batch 3, B3 its input gradient, W3 its weight\n"
     "gradients, b3 (two cells) both at once; a trailing letter names the chunk\n"
-    "(interleaved). Exit status: 0, or 2 for a schedule that cannot run.\n";
+    "(interleaved, zbv). Exit status: 0, or 2 for a schedule that cannot run.\n";
 
 struct sched_opts {
     const char *schedule, *svg;
@@ -54,7 +55,8 @@ static void print_json(const rumor_schedule_t *s)
         for (int i = 0; i < s->n[d]; i++) {
             const rumor_action_t *a = &s->acts[d][i];
             printf("%s{\"kind\":\"%s\",\"stage\":%d,\"micro\":%d,\"start\":%d}", i ? "," : "",
-                   kinds[a->kind], a->chunk * s->P + d, a->micro, a->start);
+                   kinds[a->kind], rumor_schedule_stage(s, d, a->chunk), a->micro,
+                   a->start);
         }
         printf("]}");
     }

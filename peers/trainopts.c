@@ -33,8 +33,8 @@ const char rumor_train_opts_help[] =
     "                         no pipeline)\n"
     "  --devices LIST         the stages' devices, e.g. cpu:1,cpu:1 (one may repeat;\n"
     "                         default: cpu:1 for each stage)\n"
-    "  --schedule S           gpipe, 1f1b, interleaved[:V] or zb-h1 (default 1f1b);\n"
-    "                         rumor-train schedule shows them\n"
+    "  --schedule S           gpipe, 1f1b, interleaved[:V], zb-h1 or zbv (default\n"
+    "                         1f1b); rumor-train schedule shows them\n"
     "  --microbatches M       micro-batches a step (default: 2 x stages), 1 to 4096\n"
     "  --partition P          uniform (equal blocks, the default), params (equal\n"
     "                         parameters), profile (time every block on the stages'\n"
@@ -154,7 +154,7 @@ int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int worl
     if (o->schedule && (!strcmp(o->schedule, "cosine") || !strcmp(o->schedule, "constant")))
         return rumor_err_set(RUMOR_EINVAL, "--schedule %s: the learning rate's schedule is "
                              "--lr-schedule now; --schedule picks a pipeline schedule (gpipe, "
-                             "1f1b, interleaved[:V], zb-h1)", o->schedule);
+                             "1f1b, interleaved[:V], zb-h1, zbv)", o->schedule);
     rumor_sched_kind kind;
     int V;
     if (o->schedule)

@@ -12,6 +12,10 @@ struct pipeline_run {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint8_t *done_f, *done_b;     /* (S x M) */
+    int *slot_of;                 /* (S x M) the slot holding (stage, micro-batch) */
+    int **pool, *npool;           /* (S) each stage's free slots; only its device's
+                                   * worker takes and returns them */
+    double *loss;                 /* (M) each micro-batch's summed loss */
     const rumor_batch_t *b;
     long step;
     float loss_scale;
@@ -50,6 +54,12 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
         pthread_cond_destroy(&p->run->cv);
         free(p->run->done_f);
         free(p->run->done_b);
+        free(p->run->slot_of);
+        for (int s = 0; p->run->pool && s < p->S; s++)
+            free(p->run->pool[s]);
+        free(p->run->pool);
+        free(p->run->npool);
+        free(p->run->loss);
         free(p->run);
     }
     rumor_schedule_destroy(&p->sched);
@@ -109,18 +119,28 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         pthread_mutex_init(&p->run->mu, NULL);
         pthread_cond_init(&p->run->cv, NULL);
         size_t cells = (size_t)p->S * p->M;
-        p->run->done_f = calloc(cells, 1);
-        p->run->done_b = calloc(cells, 1);
-        if (!p->run->done_f || !p->run->done_b)
+        struct pipeline_run *r = p->run;
+        r->done_f = calloc(cells, 1);
+        r->done_b = calloc(cells, 1);
+        r->slot_of = calloc(cells, sizeof *r->slot_of);
+        r->pool = calloc((size_t)p->S, sizeof *r->pool);
+        r->npool = calloc((size_t)p->S, sizeof *r->npool);
+        r->loss = calloc((size_t)p->M, sizeof *r->loss);
+        int ok = r->done_f && r->done_b && r->slot_of && r->pool && r->npool && r->loss;
+        for (int s = 0; ok && s < p->S; s++)
+            ok = (r->pool[s] = calloc((size_t)p->sched->peak_stage[s], sizeof **r->pool)) != NULL;
+        if (!ok)
             rc = rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
     }
     if (rc == 0)
         rc = make_cuts(p);
     int micro_rows = (cfg->max_B + p->M - 1) / (p->M ? p->M : 1);
     for (int s = 0; rc == 0 && s < p->S; s++) {
-        rumor_stage_config_t sc = { .model = cfg->model, .dev = cfg->devs[s % p->P],
+        int d = rumor_schedule_device(p->sched, s, NULL);
+        rumor_stage_config_t sc = { .model = cfg->model, .dev = cfg->devs[d],
                                     .first = p->cut[s], .last = p->cut[s + 1],
-                                    .max_B = micro_rows, .T = cfg->T, .slots = p->M,
+                                    .max_B = micro_rows, .T = cfg->T,
+                                    .slots = p->sched->peak_stage[s],
                                     .seed = cfg->seed, .stream = cfg->stream,
                                     .optim = cfg->optim };
         rc = rumor_stage_create(&sc, &p->st[s]);
@@ -178,34 +198,59 @@ static int act(struct worker *w, const rumor_action_t *a)
     rumor_pipeline_t *p = w->p;
     int d = w->d;
     struct pipeline_run *r = p->run;
-    int s = a->chunk * p->P + d, m = a->micro;
+    int s = rumor_schedule_stage(p->sched, d, a->chunk), m = a->micro;
     size_t c = (size_t)s * p->M + m;
     rumor_stage_t *st = p->st[s];
+    int slot = r->slot_of[c];
     switch (a->kind) {
     case RUMOR_ACT_F: {
         if (s > 0 && wait_for(r, &r->done_f[c - p->M], &w->idle) < 0)
             return 1;
+        /* a slot for the micro-batch until its W: the validator's peak
+         * is how many this stage's list ever holds at once */
+        if (r->npool[s] == 0)
+            return rumor_err_set(RUMOR_ESTATE, "stage %d: no free activation slot (the "
+                                 "schedule's peak is %d)", s, p->sched->peak_stage[s]);
+        slot = r->slot_of[c] = r->pool[s][--r->npool[s]];
         int row0, rows;
         rumor_pipeline_micro_rows(r->b->n, p->M, m, &row0, &rows);
-        RUMOR_CHECK(rumor_stage_load(st, m, r->b, row0, rows));
-        const float *in = s > 0 ? rumor_stage_output(p->st[s - 1], m) : NULL;
-        RUMOR_CHECK(rumor_stage_forward(st, m, in, 1, r->step, m));
+        RUMOR_CHECK(rumor_stage_load(st, slot, r->b, row0, rows));
+        const float *in = s > 0 ? rumor_stage_output(p->st[s - 1], r->slot_of[c - p->M]) : NULL;
+        RUMOR_CHECK(rumor_stage_forward(st, slot, in, 1, r->step, m));
+        if (s == p->S - 1) /* the loss now: the slot is reused after W */
+            RUMOR_CHECK(rumor_stage_loss(st, slot, &r->loss[m], NULL));
         post(r, &r->done_f[c]);
         return 0;
     }
     case RUMOR_ACT_B:
     case RUMOR_ACT_BW: {
+        /* the stage after has sent the gradient of this stage's output
+         * into the slot (below) */
         if (s < p->S - 1 && wait_for(r, &r->done_b[c + p->M], &w->idle) < 0)
             return 1;
-        const float *dy = s < p->S - 1 ? rumor_stage_input_grad(p->st[s + 1], m) : NULL;
-        RUMOR_CHECK(rumor_stage_backward_b(st, m, dy, r->loss_scale));
-        if (a->kind == RUMOR_ACT_BW)
-            RUMOR_CHECK(rumor_stage_backward_w(st, m));
+        const float *dy = s < p->S - 1 ? rumor_stage_output_grad(st, slot) : NULL;
+        RUMOR_CHECK(rumor_stage_backward_b(st, slot, dy, r->loss_scale));
+        if (s > 0) {
+            /* send the input gradient into the stage before's slot of this
+             * micro-batch (held until its W, which follows its B, which
+             * waits for this), so this slot is free after this stage's W */
+            rumor_stage_t *up = p->st[s - 1];
+            size_t bytes = (size_t)st->slots[slot].B * st->slots[slot].T *
+                           (size_t)st->model->blocks[st->first].in_width * sizeof(float);
+            RUMOR_CHECK(up->dev->ops->copy(up->dev, rumor_stage_output_grad(up, r->slot_of[c - p->M]),
+                                           rumor_stage_input_grad(st, slot), bytes));
+        }
+        if (a->kind == RUMOR_ACT_BW) {
+            RUMOR_CHECK(rumor_stage_backward_w(st, slot));
+            r->pool[s][r->npool[s]++] = slot;
+        }
         post(r, &r->done_b[c]);
         return 0;
     }
     default:
-        return rumor_stage_backward_w(st, m);
+        RUMOR_CHECK(rumor_stage_backward_w(st, slot));
+        r->pool[s][r->npool[s]++] = slot;
+        return 0;
     }
 }
 
@@ -224,7 +269,7 @@ static void *work(void *arg)
         ev[2 * i + 1] = rumor_now() - p->t0;
         if (rc != 0) {
             if (rc < 0)
-                fail_run(p->run, w->d, a, a->chunk * p->P + w->d);
+                fail_run(p->run, w->d, a, rumor_schedule_stage(p->sched, w->d, a->chunk));
             break;
         }
     }
@@ -241,6 +286,11 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     size_t cells = (size_t)p->S * p->M;
     memset(r->done_f, 0, cells);
     memset(r->done_b, 0, cells);
+    for (int s = 0; s < p->S; s++) {
+        r->npool[s] = p->st[s]->nslots;
+        for (int i = 0; i < r->npool[s]; i++)
+            r->pool[s][i] = r->npool[s] - 1 - i; /* slot 0 first */
+    }
     r->b = b;
     r->step = step;
     r->failed = 0;
@@ -272,11 +322,8 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     if (r->failed)
         return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
     double sum = 0.0;
-    for (int m = 0; m < p->M; m++) {
-        double part;
-        RUMOR_CHECK(rumor_stage_loss(p->st[p->S - 1], m, &part, NULL));
-        sum += part;
-    }
+    for (int m = 0; m < p->M; m++)
+        sum += r->loss[m];
     *loss = (float)(sum / (double)targets);
     return 0;
 }
@@ -315,7 +362,7 @@ void rumor_pipeline_trace(const rumor_pipeline_t *p, FILE *f, long step, double 
                        "\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"stage\":%d,"
                        "\"micro\":%d,\"step\":%ld}}",
                     *first ? "" : ",\n", kinds[a->kind], a->micro, kinds[a->kind], d, base + a0,
-                    a1 - a0, a->chunk * p->P + d, a->micro, step);
+                    a1 - a0, rumor_schedule_stage(p->sched, d, a->chunk), a->micro, step);
             *first = 0;
         }
 }
@@ -447,11 +494,11 @@ static int time_block(const rumor_model_t *m, int k, rumor_device_t *dev, const 
     return rc;
 }
 
-int rumor_pipeline_profile(const rumor_model_t *m, rumor_device_t **devs, int P, int V,
-                           const rumor_batch_t *b, int M, int T, uint64_t seed, int *cuts,
-                           double *stage_s)
+int rumor_pipeline_profile(const rumor_model_t *m, rumor_device_t **devs, int P,
+                           const int *dev_of, int S, const rumor_batch_t *b, int M, int T,
+                           uint64_t seed, int *cuts, double *stage_s)
 {
-    int nb = m->nblocks, S = P * V;
+    int nb = m->nblocks;
     if (S > nb)
         return rumor_err_set(RUMOR_EINVAL, "--partition profile: %d stages for a model of %d "
                              "blocks", S, nb);
@@ -489,21 +536,24 @@ int rumor_pipeline_profile(const rumor_model_t *m, rumor_device_t **devs, int P,
     for (int k = 0; rc == 0 && k < nb; k++)
         xfer[k] = 2.0 * copy_s * (double)rows * T * m->blocks[k].out_width * sizeof(float);
     if (rc == 0)
-        rc = rumor_pipeline_plan(cost, xfer, nb, P, V, M, cuts, stage_s);
+        rc = rumor_pipeline_plan(cost, xfer, nb, P, dev_of, S, M, cuts, stage_s);
     free(cost);
     free(xfer);
     return rc < 0 ? rumor_err_trace_add(__FILE__, __LINE__, rc) : 0;
 }
 
-int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, int V, int M,
-                        int *cuts, double *stage_s)
+int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, const int *dev_of,
+                        int S, int M, int *cuts, double *stage_s)
 {
-    int S = P * V;
     if (S < 1 || S > nb || M < 1)
         return rumor_err_set(RUMOR_EINVAL, "plan: %d stages for %d blocks, %d micro-batches", S,
                              nb, M);
+    for (int s = 0; s < S; s++)
+        if (dev_of[s] < 0 || dev_of[s] >= P)
+            return rumor_err_set(RUMOR_EINVAL, "plan: stage %d on device %d of %d", s,
+                                 dev_of[s], P);
     /* best[s][j]: the least slowest-stage time of blocks [0, j) in s stages;
-     * stage s - 1 runs on device (s - 1) mod P: its blocks' time there for M
+     * stage s - 1 runs on device dev_of[s - 1]: its blocks' time there for M
      * micro-batches, plus moving its output on (all but the last) */
     double *best = malloc((size_t)(S + 1) * (nb + 1) * sizeof *best);
     int *from = malloc((size_t)(S + 1) * (nb + 1) * sizeof *from);
@@ -517,7 +567,7 @@ int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, i
         for (int j = 0; j <= nb; j++)
             best[AT(s, j)] = s == 0 && j == 0 ? 0.0 : -1.0;
     for (int s = 1; s <= S; s++) {
-        int d = (s - 1) % P;
+        int d = dev_of[s - 1];
         for (int j = s; j <= nb - (S - s); j++)
             for (int i = s - 1; i < j; i++) {
                 if (best[AT(s - 1, i)] < 0)
@@ -542,7 +592,7 @@ int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, i
     for (int s = 0; stage_s && s < S; s++) {
         double t = 0;
         for (int k = cuts[s]; k < cuts[s + 1]; k++)
-            t += cost[(size_t)(s % P) * nb + k];
+            t += cost[(size_t)dev_of[s] * nb + k];
         stage_s[s] = t * M + (s < S - 1 ? M * xfer[cuts[s + 1] - 1] : 0.0);
     }
     free(best);

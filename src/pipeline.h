@@ -2,13 +2,20 @@
  * (schedule.h).
  *
  * The model's blocks are cut into S = P x V stages (uniformly by blocks,
- * or at the cuts given); stage s lives on device s mod P. A training step
+ * or at the cuts given); stage s lives on the device the schedule places it
+ * on (rumor_schedule_device: s mod P, or a V shape for zbv). A training step
  * splits the batch into M micro-batches and runs the schedule: one worker
  * thread a device executes its action list in order, each action waiting
  * only for the activation or gradient it needs to arrive (a message from
  * the neighbouring stage), not for a global clock. An activation or an
- * input gradient moves between stages by a copy (the next stage's forward
- * copies its input into its own slot). Each stage accumulates its weight
+ * input gradient moves between stages by a copy: the next stage's forward
+ * copies its input into its own slot, and a stage's B sends its input
+ * gradient into the slot of the stage before.
+ *
+ * Activation memory is what the schedule needs, not M micro-batches' worth:
+ * stage s holds the validator's peak_stage[s] slots, taking one for a
+ * micro-batch at its F and giving it back at its W (1F1B's stage s: P - s
+ * slots; GPipe's: M). Each stage accumulates its weight
  * gradients over the micro-batches and steps its own optimizer over its own
  * parameter range.
  *
@@ -62,7 +69,7 @@ typedef struct rumor_pipeline {
 
 /* Cuts the model, builds the schedule (refusing combinations it cannot
  * run, a cut list that does not cover the blocks, more stages than blocks)
- * and the stages, each with M micro-batch slots. */
+ * and the stages, each with the slots its schedule's peak needs. */
 int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t **out) RUMOR_WUR;
 void rumor_pipeline_destroy(rumor_pipeline_t **pp);
 
@@ -101,23 +108,25 @@ int rumor_pipeline_partition(const rumor_model_t *m, const char *spec, int S,
 
 /* --partition profile (PipeDream's planner): times each block's F, B and
  * W on each of the P devices it could run on (micro-batches of b->n / M of
- * batch b's first rows), and chooses the cut of S = P x V stages (stage s
- * on device s mod P) that minimizes the slowest stage's time: its blocks on
- * its device for M micro-batches, plus copying its activation out and the
- * gradient back. Unlike devices get unlike shares. cuts: S + 1 entries;
- * stage_s (may be NULL): each stage's predicted seconds a step. */
-int rumor_pipeline_profile(const rumor_model_t *m, rumor_device_t **devs, int P, int V,
-                           const rumor_batch_t *b, int M, int T, uint64_t seed, int *cuts,
-                           double *stage_s) RUMOR_WUR;
+ * batch b's first rows), and chooses the cut of S stages (stage s on device
+ * dev_of[s], rumor_schedule_placement) that minimizes the slowest stage's
+ * time: its blocks on its device for M micro-batches, plus copying its
+ * activation out and the gradient back. Unlike devices get unlike shares.
+ * cuts: S + 1 entries; stage_s (may be NULL): each stage's predicted
+ * seconds a step. */
+int rumor_pipeline_profile(const rumor_model_t *m, rumor_device_t **devs, int P,
+                           const int *dev_of, int S, const rumor_batch_t *b, int M, int T,
+                           uint64_t seed, int *cuts, double *stage_s) RUMOR_WUR;
 
 /* The planner behind profile: cost (P x nb) is block k's seconds of F + B
  * + W for one micro-batch on device d at cost[d nb + k], xfer (nb) the
  * seconds to move block k's output and its gradient between stages. Fills
- * the cuts of S = P x V stages (stage s on device s mod P) that minimize the
- * slowest stage's time for M micro-batches, and (stage_s not NULL) each
- * stage's time. */
-int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, int V, int M,
-                        int *cuts, double *stage_s) RUMOR_WUR;
+ * the cuts of S stages (stage s on device dev_of[s]) that minimize the
+ * slowest stage's time for M micro-batches (a stage's time on a device that
+ * holds several stages is its own: they take turns), and (stage_s not NULL)
+ * each stage's time. */
+int rumor_pipeline_plan(const double *cost, const double *xfer, int nb, int P, const int *dev_of,
+                        int S, int M, int *cuts, double *stage_s) RUMOR_WUR;
 
 /* The rows of micro-batch m of a batch of n rows split M ways. */
 void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows);

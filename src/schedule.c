@@ -19,6 +19,10 @@ int rumor_schedule_parse(const char *spec, rumor_sched_kind *kind, int *V)
         *kind = RUMOR_SCHED_1F1B;
     else if (!strcmp(spec, "zb-h1"))
         *kind = RUMOR_SCHED_ZBH1;
+    else if (!strcmp(spec, "zbv")) {
+        *kind = RUMOR_SCHED_ZBV;
+        *V = 2;
+    }
     else if (!strncmp(spec, "interleaved", 11) && (spec[11] == '\0' || spec[11] == ':')) {
         *kind = RUMOR_SCHED_INTERLEAVED;
         *V = 2;
@@ -32,7 +36,7 @@ int rumor_schedule_parse(const char *spec, rumor_sched_kind *kind, int *V)
         }
     } else {
         return rumor_err_set(RUMOR_EINVAL, "--schedule '%s': unknown; expected gpipe, 1f1b, "
-                             "interleaved[:V] or zb-h1", spec);
+                             "interleaved[:V], zb-h1 or zbv", spec);
     }
     return 0;
 }
@@ -48,6 +52,7 @@ void rumor_schedule_destroy(rumor_schedule_t **sp)
     free(s->n);
     free(s->busy);
     free(s->peak);
+    free(s->peak_stage);
     free(s);
     *sp = NULL;
 }
@@ -74,7 +79,8 @@ int rumor_schedule_create(int P, int V, int M, int cap, rumor_schedule_t **out)
     s->acts = calloc((size_t)P, sizeof *s->acts);
     s->busy = calloc((size_t)P, sizeof *s->busy);
     s->peak = calloc((size_t)P, sizeof *s->peak);
-    int ok = s->n && s->acts && s->busy && s->peak;
+    s->peak_stage = calloc((size_t)s->S, sizeof *s->peak_stage);
+    int ok = s->n && s->acts && s->busy && s->peak && s->peak_stage;
     for (int d = 0; ok && d < P; d++)
         ok = (s->acts[d] = calloc((size_t)cap, sizeof **s->acts)) != NULL;
     if (!ok) {
@@ -83,6 +89,27 @@ int rumor_schedule_create(int P, int V, int M, int cap, rumor_schedule_t **out)
     }
     *out = s;
     return 0;
+}
+
+int rumor_schedule_stage(const rumor_schedule_t *s, int d, int chunk)
+{
+    return s->vshape && chunk == 1 ? 2 * s->P - 1 - d : chunk * s->P + d;
+}
+
+int rumor_schedule_device(const rumor_schedule_t *s, int st, int *chunk)
+{
+    int c = st / s->P, d = st % s->P;
+    if (s->vshape && c == 1)
+        d = s->P - 1 - d;
+    if (chunk)
+        *chunk = c;
+    return d;
+}
+
+void rumor_schedule_placement(rumor_sched_kind kind, int P, int V, int *dev_of)
+{
+    for (int st = 0; st < P * V; st++)
+        dev_of[st] = kind == RUMOR_SCHED_ZBV && st >= P ? 2 * P - 1 - st : st % P;
 }
 
 static void push(rumor_schedule_t *s, int d, rumor_act_kind k, int chunk, int micro)
@@ -112,7 +139,7 @@ static int *fin_of(struct sim *x, int k, int stage, int micro)
 static int deps_done(const rumor_schedule_t *s, struct sim *x, int d, const rumor_action_t *a,
                      int *ready, char *why, size_t cap)
 {
-    int st = a->chunk * s->P + d, m = a->micro, t = 0;
+    int st = rumor_schedule_stage(s, d, a->chunk), m = a->micro, t = 0;
     const char *need = NULL;
     int need_stage = -1;
     if (a->kind == RUMOR_ACT_F) {
@@ -139,7 +166,7 @@ static int deps_done(const rumor_schedule_t *s, struct sim *x, int d, const rumo
     if (need) {
         snprintf(why, cap, "device %d waits at %s of stage %d micro-batch %d for %s of stage %d "
                  "(device %d)", d, act_name[a->kind], st, m, need, need_stage,
-                 need_stage % s->P);
+                 rumor_schedule_device(s, need_stage, NULL));
         return 0;
     }
     *ready = t;
@@ -165,7 +192,7 @@ static int check_counts(const rumor_schedule_t *s)
                                    a->micro);
                 break;
             }
-            int st = a->chunk * s->P + d;
+            int st = rumor_schedule_stage(s, d, a->chunk);
             size_t c = (size_t)st * s->M + a->micro;
             if (++cnt[c * 4 + a->kind] > 1) {
                 rc = rumor_err_set(RUMOR_EINVAL, "device %d: %s of stage %d micro-batch %d "
@@ -192,10 +219,10 @@ static int check_counts(const rumor_schedule_t *s)
                            : !n[RUMOR_ACT_W] ? "W" : "";
         if (!miss)
             rc = rumor_err_set(RUMOR_EINVAL, "device %d: stage %d micro-batch %d has both BW "
-                               "and a split backward", st % s->P, st, m);
+                               "and a split backward", rumor_schedule_device(s, st, NULL), st, m);
         else if (*miss)
             rc = rumor_err_set(RUMOR_EINVAL, "device %d lists no %s of stage %d micro-batch %d",
-                               st % s->P, miss, st, m);
+                               rumor_schedule_device(s, st, NULL), miss, st, m);
     }
     free(cnt);
     free(pos);
@@ -220,6 +247,8 @@ int rumor_schedule_validate(rumor_schedule_t *s)
         left += s->n[d];
         s->busy[d] = s->peak[d] = 0;
     }
+    for (int st = 0; st < s->S; st++)
+        s->peak_stage[st] = 0;
     char why[256];
     while (rc == 0 && left > 0) {
         int moved = 0;
@@ -230,7 +259,7 @@ int rumor_schedule_validate(rumor_schedule_t *s)
                 if (!deps_done(s, &x, d, a, &ready, why, sizeof why))
                     break;
                 int start = ready > free_at[d] ? ready : free_at[d];
-                int dur = a->kind == RUMOR_ACT_BW ? 2 : 1, st = a->chunk * s->P + d;
+                int dur = a->kind == RUMOR_ACT_BW ? 2 : 1, st = rumor_schedule_stage(s, d, a->chunk);
                 a->start = start;
                 free_at[d] = start + dur;
                 s->busy[d] += dur;
@@ -264,12 +293,18 @@ int rumor_schedule_validate(rumor_schedule_t *s)
             if (free_at[d] > s->makespan)
                 s->makespan = free_at[d];
             busy += s->busy[d];
-            int live = 0;
+            /* live activations: a micro-batch's chunk from its F to its W */
+            int live = 0, lc[RUMOR_SCHED_MAX_CHUNKS] = { 0 };
             for (int i = 0; i < s->n[d]; i++) {
-                int k = s->acts[d][i].kind;
-                live += k == RUMOR_ACT_F ? 1 : k == RUMOR_ACT_W || k == RUMOR_ACT_BW ? -1 : 0;
+                const rumor_action_t *a = &s->acts[d][i];
+                int k = a->kind, st = rumor_schedule_stage(s, d, a->chunk);
+                int dl = k == RUMOR_ACT_F ? 1 : k == RUMOR_ACT_W || k == RUMOR_ACT_BW ? -1 : 0;
+                live += dl;
+                lc[a->chunk] += dl;
                 if (live > s->peak[d])
                     s->peak[d] = live;
+                if (lc[a->chunk] > s->peak_stage[st])
+                    s->peak_stage[st] = lc[a->chunk];
             }
         }
         s->bubble = s->makespan ? 1.0 - (double)busy / ((double)s->P * s->makespan) : 0.0;
@@ -393,6 +428,85 @@ static int gen_zbh1(rumor_schedule_t *s)
     return rc;
 }
 
+/* ZBV: a unit-time simulation of the greedy rule in schedule.h. At each
+ * tick a free device takes the first ready of: the next B of chunk 0, of
+ * chunk 1; the next F of chunk 1, of chunk 0 while it holds fewer than 2P
+ * chunk activations; its oldest pending W. */
+static int gen_zbv(rumor_schedule_t *s)
+{
+    int P = s->P, M = s->M, S = s->S;
+    size_t cells = (size_t)S * M;
+    int *finF = malloc(cells * sizeof *finF), *finB = malloc(cells * sizeof *finB);
+    int *wq = malloc(cells * sizeof *wq); /* per device: pending W as chunk x M + micro */
+    int *st = calloc((size_t)P * 8, sizeof *st);
+    int rc = finF && finB && wq && st ? 0 : rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    for (size_t c = 0; rc == 0 && c < cells; c++)
+        finF[c] = finB[c] = -1;
+    /* per device: next F of chunk 0 and 1, next B of chunk 0 and 1, live,
+     * W queue head and tail, busy until */
+#define NF(d, c) st[(d) * 8 + (c)]
+#define NB(d, c) st[(d) * 8 + 2 + (c)]
+#define LIVE(d) st[(d) * 8 + 4]
+#define WH(d) st[(d) * 8 + 5]
+#define WT(d) st[(d) * 8 + 6]
+    long left = 3L * S * M;
+    for (int t = 0; rc == 0 && left > 0; t++) {
+        if (t > 12 * S * M + 8 * S) {
+            rc = rumor_err_set(RUMOR_ESTATE, "zbv: the generator did not finish");
+            break;
+        }
+        /* decide every device's action at t before any result of t is seen */
+        int pick[RUMOR_SCHED_MAX_DEVICES][3];
+        for (int d = 0; d < P; d++) {
+            pick[d][0] = -1;
+            for (int c = 0; c < 2 && pick[d][0] < 0; c++) {
+                int m = NB(d, c), sg = rumor_schedule_stage(s, d, c);
+                if (m < M && finF[(size_t)sg * M + m] >= 0 && finF[(size_t)sg * M + m] <= t &&
+                    (sg == S - 1 || (finB[(size_t)(sg + 1) * M + m] >= 0 &&
+                                     finB[(size_t)(sg + 1) * M + m] <= t)))
+                    pick[d][0] = RUMOR_ACT_B, pick[d][1] = c, pick[d][2] = m;
+            }
+            for (int c = 1; c >= 0 && pick[d][0] < 0 && LIVE(d) < 2 * P; c--) {
+                int m = NF(d, c), sg = rumor_schedule_stage(s, d, c);
+                if (m < M && (sg == 0 || (finF[(size_t)(sg - 1) * M + m] >= 0 &&
+                                          finF[(size_t)(sg - 1) * M + m] <= t)))
+                    pick[d][0] = RUMOR_ACT_F, pick[d][1] = c, pick[d][2] = m;
+            }
+            if (pick[d][0] < 0 && WH(d) < WT(d)) {
+                int w = wq[(size_t)d * 2 * M + WH(d)];
+                pick[d][0] = RUMOR_ACT_W, pick[d][1] = w / M, pick[d][2] = w % M;
+            }
+        }
+        for (int d = 0; d < P; d++) {
+            int k = pick[d][0], c = pick[d][1], m = pick[d][2];
+            if (k < 0)
+                continue;
+            int sg = rumor_schedule_stage(s, d, c);
+            push(s, d, (rumor_act_kind)k, c, m);
+            left--;
+            if (k == RUMOR_ACT_F) {
+                finF[(size_t)sg * M + m] = t + 1;
+                NF(d, c)++;
+                LIVE(d)++;
+            } else if (k == RUMOR_ACT_B) {
+                finB[(size_t)sg * M + m] = t + 1;
+                NB(d, c)++;
+                wq[(size_t)d * 2 * M + WT(d)++] = c * M + m;
+            } else {
+                WH(d)++;
+                LIVE(d)--;
+            }
+        }
+    }
+#undef NF
+#undef NB
+#undef LIVE
+#undef WH
+#undef WT
+    free(finF), free(finB), free(wq), free(st);
+    return rc;
+}
+
 int rumor_schedule_build(const char *spec, int P, int M, int nblocks, rumor_schedule_t **out)
 {
     *out = NULL;
@@ -417,12 +531,15 @@ int rumor_schedule_build(const char *spec, int P, int M, int nblocks, rumor_sche
     rumor_schedule_t *s = NULL;
     RUMOR_CHECK(rumor_schedule_create(P, V, M, 3 * M * V, &s));
     s->kind = kind;
+    s->vshape = kind == RUMOR_SCHED_ZBV;
     snprintf(s->name, sizeof s->name, "%s", spec);
     int rc = 0;
     if (kind == RUMOR_SCHED_GPIPE)
         gen_gpipe(s);
     else if (kind == RUMOR_SCHED_ZBH1)
         rc = gen_zbh1(s);
+    else if (kind == RUMOR_SCHED_ZBV)
+        rc = gen_zbv(s);
     else
         gen_1f1b(s, RUMOR_ACT_BW);
     if (rc == 0)
@@ -443,6 +560,8 @@ double rumor_schedule_theory(rumor_sched_kind kind, int P, int M, int V)
         return p1 / ((double)M * V + p1);
     case RUMOR_SCHED_ZBH1:
         return p1 / (3.0 * M + p1);
+    case RUMOR_SCHED_ZBV:
+        return p1 / (6.0 * M + p1);
     default:
         return p1 / ((double)M + p1);
     }
@@ -522,7 +641,7 @@ int rumor_schedule_svg(const rumor_schedule_t *s, const char *path)
             fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
                        "stroke=\"white\"><title>%s stage %d micro-batch %d</title></rect>\n",
                     x, y + 2, dur * cw, rh - 4, fill[a->kind], act_name[a->kind],
-                    a->chunk * s->P + d, a->micro);
+                    rumor_schedule_stage(s, d, a->chunk), a->micro);
             fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"white\" text-anchor=\"middle\">%s%d%s"
                        "</text>\n", x + dur * cw / 2, y + rh / 2 + 4, act_name[a->kind],
                     a->micro, s->V > 1 ? (char[2]){ (char)('a' + a->chunk), 0 } : "");

@@ -1,7 +1,9 @@
 /* Pipeline schedules as data.
  *
  * A model cut into S = P x V stages runs on P devices, V stages (chunks) a
- * device: stage s = chunk x P + device (with V = 1, stage s on device s).
+ * device: stage s = chunk x P + device (with V = 1, stage s on device s),
+ * or in a V shape (zbv: V = 2, chunk 0 of device d is stage d, chunk 1 is
+ * stage 2P - 1 - d, so device 0 holds the first and the last stage).
  * A step's batch is M micro-batches. Each device executes a list of
  * actions, in order:
  *   F  forward of (stage, micro-batch): needs F of the stage before (its
@@ -24,6 +26,13 @@
  *                  B with the backward split, each W deferred into the
  *                  device's idle slots, at most P live activations on any
  *                  device (1F1B's peak) (M >= P)
+ *   zbv            zero-bubble V (Qi et al. 2024): two chunks a device in a
+ *                  V shape, the backward split; each device runs, of what
+ *                  is ready, a B (chunk 0's first), else an F (chunk 1's
+ *                  first) while it holds fewer than 2P chunk activations
+ *                  (1F1B's peak memory), else its oldest pending W. With
+ *                  F = B = W its bubble is near (P-1)/(6M+P-1), half ZB-H1's,
+ *                  at 1F1B's memory (any M)
  *
  * Every schedule, generated or made by hand, is validated before use:
  * counts (every F, B and W of every (stage, micro-batch) exactly once, on
@@ -59,6 +68,7 @@ typedef enum {
     RUMOR_SCHED_1F1B,
     RUMOR_SCHED_INTERLEAVED,
     RUMOR_SCHED_ZBH1,
+    RUMOR_SCHED_ZBV,
     RUMOR_SCHED_CUSTOM
 } rumor_sched_kind;
 
@@ -70,16 +80,20 @@ typedef struct rumor_schedule {
     rumor_sched_kind kind;
     char name[32];             /* "1f1b", "interleaved:2", ... */
     int P, V, M, S;            /* devices, chunks a device, micro-batches, stages */
+    int vshape;                /* stages placed in a V (zbv) rather than round robin */
     int *n;                    /* (P) actions a device */
     rumor_action_t **acts;     /* (P) lists */
     /* from the simulation (rumor_schedule_validate) */
     int makespan;              /* unit costs */
     int *busy;                 /* (P) */
     int *peak;                 /* (P) peak live activations (micro-batch chunks) */
+    int *peak_stage;           /* (S) peak live micro-batches of each stage: the
+                                * activation slots the stage needs */
     double bubble;             /* idle share of P x makespan */
 } rumor_schedule_t;
 
-/* Parses "gpipe", "1f1b", "interleaved[:V]" (V default 2) or "zb-h1". */
+/* Parses "gpipe", "1f1b", "interleaved[:V]" (V default 2), "zb-h1" or "zbv"
+ * (V = 2). */
 int rumor_schedule_parse(const char *spec, rumor_sched_kind *kind, int *V) RUMOR_WUR;
 
 /* Generates the schedule of spec for P devices and M micro-batches,
@@ -89,6 +103,15 @@ int rumor_schedule_parse(const char *spec, rumor_sched_kind *kind, int *V) RUMOR
  * with the reason. */
 int rumor_schedule_build(const char *spec, int P, int M, int nblocks,
                          rumor_schedule_t **out) RUMOR_WUR;
+
+/* The stage that chunk `chunk` of device d runs, and the device (and the
+ * chunk, when not NULL) that runs stage st. */
+int rumor_schedule_stage(const rumor_schedule_t *s, int d, int chunk);
+int rumor_schedule_device(const rumor_schedule_t *s, int st, int *chunk);
+
+/* The device of each of the P x V stages of a schedule of this kind, before
+ * one is built (a planner's question): dev_of has P x V entries. */
+void rumor_schedule_placement(rumor_sched_kind kind, int P, int V, int *dev_of);
 
 /* An empty schedule of P devices and V chunks for M micro-batches, whose
  * lists the caller fills (up to cap actions a device) before validating. */
@@ -103,7 +126,7 @@ int rumor_schedule_validate(rumor_schedule_t *s) RUMOR_WUR;
 
 /* The bubble of the schedule's analysis with unit costs, as an idle share of
  * the makespan: GPipe and 1F1B (P-1)/(M+P-1), interleaved (P-1)/(MV+P-1),
- * ZB-H1 (P-1)/(3M+P-1) (the papers' (P-1)/M, (P-1)/(MV) and (P-1)/(3M) are
+ * ZB-H1 (P-1)/(3M+P-1), ZBV (P-1)/(6M+P-1) (the papers' (P-1)/M, (P-1)/(MV) and (P-1)/(3M) are
  * idle / busy). */
 double rumor_schedule_theory(rumor_sched_kind kind, int P, int M, int V);
 

@@ -309,8 +309,9 @@ int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float lo
         if (!dy)
             return rumor_err_set(RUMOR_EINVAL, "stage: blocks to %d need an output gradient",
                                  s->last);
-        RUMOR_CHECK(s->dev->ops->copy(s->dev, sl->dout[nb - 1], dy,
-                                      (size_t)sl->B * sl->T * out_width(s) * sizeof(float)));
+        if (dy != sl->dout[nb - 1]) /* not already sent into place */
+            RUMOR_CHECK(s->dev->ops->copy(s->dev, sl->dout[nb - 1], dy,
+                                          (size_t)sl->B * sl->T * out_width(s) * sizeof(float)));
     }
     for (int i = nb - 1; i >= 0; i--) {
         const rumor_block_t *k = &s->model->blocks[s->first + i];
@@ -323,6 +324,13 @@ int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float lo
 }
 
 const float *rumor_stage_input_grad(const rumor_stage_t *s, int slot) { return s->slots[slot].din; }
+
+float *rumor_stage_output_grad(rumor_stage_t *s, int slot)
+{
+    return s->slots[slot].dout[s->last - s->first - 1];
+}
+
+size_t rumor_stage_slot_bytes(const rumor_stage_t *s) { return s->slots[0].arena.size; }
 
 int rumor_stage_backward_w(rumor_stage_t *s, int slot)
 {

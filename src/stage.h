@@ -124,6 +124,14 @@ const float *rumor_stage_output(const rumor_stage_t *s, int slot);
 int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float loss_scale) RUMOR_WUR;
 const float *rumor_stage_input_grad(const rumor_stage_t *s, int slot);
 
+/* Where the gradient of the slot's output goes (rows x out_width floats of
+ * the stage's device): a pipeline's next stage sends it here, and this
+ * stage's B then passes it as dy, which is not copied again. */
+float *rumor_stage_output_grad(rumor_stage_t *s, int slot);
+
+/* The device bytes one slot (a micro-batch's activations) takes. */
+size_t rumor_stage_slot_bytes(const rumor_stage_t *s);
+
 /* W: grads += the weight gradients of the slot's micro-batch (after its B). */
 int rumor_stage_backward_w(rumor_stage_t *s, int slot) RUMOR_WUR;
 

@@ -156,8 +156,9 @@ static int open_pipeline(rumor_trainer_t *t)
     RUMOR_CHECK(rumor_schedule_parse(sched, &kind, &V));
     int S = stages * V, cuts[RUMOR_SCHED_MAX_DEVICES * RUMOR_SCHED_MAX_CHUNKS + 1];
     if (S > t->model->nblocks)
-        return rumor_err_set(RUMOR_EINVAL, "--stages %d%s: %d stages for a model of %d blocks",
-                             stages, V > 1 ? " interleaved" : "", S, t->model->nblocks);
+        return rumor_err_set(RUMOR_EINVAL, "--stages %d under %s (%d chunk%s a device): %d "
+                             "stages for a model of %d blocks", stages, sched, V,
+                             V == 1 ? "" : "s", S, t->model->nblocks);
     if (c->partition && !strcmp(c->partition, "profile")) {
         /* time the blocks on the stages' devices with real batches */
         int M = c->microbatches ? c->microbatches : 2 * stages;
@@ -165,7 +166,9 @@ static int open_pipeline(rumor_trainer_t *t)
         if (!(t->stage_pred = calloc((size_t)S, sizeof *t->stage_pred)))
             return rumor_err_set(RUMOR_ENOMEM, "out of memory");
         RUMOR_CHECK(rumor_trainer_batch(t, 0, &b));
-        RUMOR_CHECK(rumor_pipeline_profile(t->model, devs, stages, V, &b, M,
+        int dev_of[RUMOR_SCHED_MAX_DEVICES * RUMOR_SCHED_MAX_CHUNKS];
+        rumor_schedule_placement(kind, stages, V, dev_of);
+        RUMOR_CHECK(rumor_pipeline_profile(t->model, devs, stages, dev_of, S, &b, M,
                                            rumor_model_seq(t->model), c->seed, cuts,
                                            t->stage_pred));
     } else {

@@ -7,7 +7,9 @@
  * runs, on an MLP of 10 blocks with GELU and dropout, every stage's
  * gradient must equal the reference's over its range (each stage adds its
  * micro-batches' weight gradients in the same order, so bit for bit), and
- * the loss too; for a few, ten SGD steps give the same losses. */
+ * the loss too, with each stage holding only the activation slots its
+ * schedule's peak needs (1F1B's stage s: P - s); for a few, ten SGD steps
+ * give the same losses. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,20 +92,27 @@ static size_t compare(const rumor_pipeline_t *p, const rumor_stage_t *ref, int g
 
 static void check_grads(void)
 {
-    static const char *specs[] = { "gpipe", "1f1b", "interleaved:2", "zb-h1" };
+    static const char *specs[] = { "gpipe", "1f1b", "interleaved:2", "zb-h1", "zbv" };
     static const int Ps[] = { 2, 3, 4 }, Ms[] = { 1, 2, 3, 4, 8 };
     rumor_stage_t *ref = new_reference();
     int runs = 0;
-    for (size_t k = 0; ref && k < 4; k++)
+    for (size_t k = 0; ref && k < 5; k++)
         for (size_t i = 0; i < 3; i++)
             for (size_t j = 0; j < 5; j++) {
                 int P = Ps[i], M = Ms[j];
-                int ok_combo = k == 0 || (k == 2 ? M % P == 0 : M >= P);
+                int ok_combo = k == 0 || k == 4 || (k == 2 ? M % P == 0 : M >= P);
                 if (!ok_combo)
                     continue;
                 rumor_pipeline_t *p = new_pipeline(specs[k], P, M);
                 if (!p)
                     continue;
+                /* activation slots: the schedule's peak, not M */
+                for (int s = 0; s < p->S; s++)
+                    CHECKF(p->st[s]->nslots == p->sched->peak_stage[s] &&
+                           (k != 1 || p->st[s]->nslots == P - s) &&
+                           (k != 0 || p->st[s]->nslots == M),
+                           "%s P=%d M=%d stage %d: %d slots, the schedule's peak %d", specs[k],
+                           P, M, s, p->st[s]->nslots, p->sched->peak_stage[s]);
                 double worst;
                 CHECKF(compare(p, ref, 0, &worst) == 0, "%s P=%d M=%d: initial parameters "
                        "differ from the whole model's", specs[k], P, M);
@@ -119,8 +128,8 @@ static void check_grads(void)
                 runs++;
                 rumor_pipeline_destroy(&p);
             }
-    CHECK(runs == 15 + 9 + 6 + 9);
-    fprintf(stderr, "%d pipelined steps (4 schedules, 2-4 devices, 1-8 micro-batches): every "
+    CHECK(runs == 15 + 9 + 6 + 9 + 15);
+    fprintf(stderr, "%d pipelined steps (5 schedules, 2-4 devices, 1-8 micro-batches): every "
             "gradient equal to the unpipelined step's, bit for bit\n", runs);
     rumor_stage_destroy(&ref);
 }
@@ -153,14 +162,14 @@ static void check_training(const char *spec, int P, int M)
 }
 
 /* The slowest stage of a cut, from a cost table (as the planner counts). */
-static double slowest(const double *cost, const double *xfer, int nb, int P, int S, int M,
-                      const int *cuts)
+static double slowest(const double *cost, const double *xfer, int nb, const int *dev_of, int S,
+                      int M, const int *cuts)
 {
     double worst = 0;
     for (int s = 0; s < S; s++) {
         double t = 0;
         for (int k = cuts[s]; k < cuts[s + 1]; k++)
-            t += cost[(s % P) * nb + k];
+            t += cost[dev_of[s] * nb + k];
         t = t * M + (s < S - 1 ? M * xfer[cuts[s + 1] - 1] : 0);
         worst = t > worst ? t : worst;
     }
@@ -168,38 +177,49 @@ static double slowest(const double *cost, const double *xfer, int nb, int P, int
 }
 
 /* The best slowest stage over every cut, by enumeration. */
-static double brute(const double *cost, const double *xfer, int nb, int P, int S, int M, int *cuts,
-                    int s)
+static double brute(const double *cost, const double *xfer, int nb, const int *dev_of, int S,
+                    int M, int *cuts, int s)
 {
     if (s == S)
-        return cuts[S - 1] < nb ? slowest(cost, xfer, nb, P, S, M, cuts) : 1e300;
+        return cuts[S - 1] < nb ? slowest(cost, xfer, nb, dev_of, S, M, cuts) : 1e300;
     double best = 1e300;
     for (int c = cuts[s - 1] + 1; c <= nb - (S - s); c++) {
         cuts[s] = c;
-        double v = brute(cost, xfer, nb, P, S, M, cuts, s + 1);
+        double v = brute(cost, xfer, nb, dev_of, S, M, cuts, s + 1);
         best = v < best ? v : best;
     }
     return best;
 }
 
 /* The profile's planner against enumeration: unlike devices (one twice as
- * slow gets half the blocks), and random cost tables. */
+ * slow gets half the blocks), and random cost tables over round-robin and
+ * V-shaped placements. */
 static void check_plan(void)
 {
     enum { NB = 8 };
     double cost[3 * NB], xfer[NB] = { 0 };
-    int cuts[7], ref[7];
+    int cuts[7], ref[7], dev_of[6];
     for (int k = 0; k < 6; k++)
         cost[k] = 1.0, cost[6 + k] = 2.0;
-    CHECK_OK(rumor_pipeline_plan(cost, xfer, 6, 2, 1, 4, cuts, NULL));
+    rumor_schedule_placement(RUMOR_SCHED_1F1B, 2, 1, dev_of);
+    CHECK_OK(rumor_pipeline_plan(cost, xfer, 6, 2, dev_of, 2, 4, cuts, NULL));
     CHECKF(cuts[0] == 0 && cuts[1] == 4 && cuts[2] == 6, "a device twice as slow: cut at %d, "
            "expected 4", cuts[1]);
     unsigned long long seed = 11;
     int cases = 0;
+    rumor_schedule_placement(RUMOR_SCHED_ZBV, 3, 2, dev_of);
+    CHECK(dev_of[0] == 0 && dev_of[2] == 2 && dev_of[3] == 2 && dev_of[5] == 0);
     for (int P = 1; P <= 3; P++)
-        for (int V = 1; V <= 2; V++)
+        for (int V = 1; V <= 3; V++)
             for (int r = 0; r < 20; r++) {
                 int S = P * V;
+                if (V == 3 && P == 3)
+                    continue;
+                /* V = 3 stands for the V shape (2 chunks) */
+                rumor_schedule_placement(V == 3 ? RUMOR_SCHED_ZBV : RUMOR_SCHED_INTERLEAVED, P,
+                                         V == 3 ? 2 : V, dev_of);
+                if (V == 3)
+                    S = 2 * P;
                 if (S > NB)
                     continue;
                 for (int i = 0; i < P * NB; i++)
@@ -207,15 +227,15 @@ static void check_plan(void)
                 for (int k = 0; k < NB; k++)
                     xfer[k] = (tu_randu(&seed) % 100) / 100.0;
                 double st[6];
-                CHECK_OK(rumor_pipeline_plan(cost, xfer, NB, P, V, 3, cuts, st));
+                CHECK_OK(rumor_pipeline_plan(cost, xfer, NB, P, dev_of, S, 3, cuts, st));
                 int valid = cuts[0] == 0 && cuts[S] == NB;
                 for (int s = 0; s < S; s++)
                     valid &= cuts[s + 1] > cuts[s];
                 ref[0] = 0;
                 ref[S] = NB;
-                double want = S == 1 ? slowest(cost, xfer, NB, P, 1, 3, ref)
-                                     : brute(cost, xfer, NB, P, S, 3, ref, 1);
-                double got = slowest(cost, xfer, NB, P, S, 3, cuts), mx = 0;
+                double want = S == 1 ? slowest(cost, xfer, NB, dev_of, 1, 3, ref)
+                                     : brute(cost, xfer, NB, dev_of, S, 3, ref, 1);
+                double got = slowest(cost, xfer, NB, dev_of, S, 3, cuts), mx = 0;
                 for (int s = 0; s < S; s++)
                     mx = st[s] > mx ? st[s] : mx;
                 CHECKF(valid && fabs(got - want) < 1e-9 * want && fabs(mx - got) < 1e-9 * got,
@@ -223,7 +243,7 @@ static void check_plan(void)
                        want);
                 cases++;
             }
-    CHECK(cases == 120);
+    CHECK(cases == 160);
 }
 
 static void check_refusals(void)
@@ -306,6 +326,7 @@ int main(void)
     check_training("zb-h1", 3, 4);
     check_training("interleaved:2", 2, 4);
     check_training("gpipe", 4, 8);
+    check_training("zbv", 3, 5);
     check_plan();
     check_refusals();
     rumor_model_destroy(&model);

@@ -4,8 +4,10 @@
  *   runs) validates, and its simulated bubble equals the closed form of its
  *   paper exactly: (P-1)/(M+P-1) for GPipe and 1F1B, (P-1)/(MV+P-1)
  *   interleaved, (P-1)/(3M+P-1) for ZB-H1, as idle shares of the makespan.
+ *   ZB-V's greedy order comes within 1.5x of its bound (P-1)/(6M+P-1) and
+ *   under ZB-H1's bubble (M >= P), with its stages in a V.
  * - Peak live activations: M on every GPipe device, P - d on 1F1B's device
- *   d, at most P for ZB-H1.
+ *   d, at most P for ZB-H1, at most 2P half-size chunks for ZB-V.
  * - Timelines match golden files in tests/data/schedules, each checked by
  *   hand against the schedule's rules (1F1B on 4 devices is PipeDream's
  *   published figure).
@@ -20,7 +22,8 @@
 
 static void check_all(void)
 {
-    static const char *specs[] = { "gpipe", "1f1b", "interleaved", "interleaved:3", "zb-h1" };
+    static const char *specs[] = { "gpipe", "1f1b", "interleaved", "interleaved:3", "zb-h1",
+                                   "zbv" };
     static const int Ps[] = { 2, 3, 4 }, Ms[] = { 1, 2, 3, 4, 8 };
     int built = 0;
     for (size_t k = 0; k < sizeof specs / sizeof *specs; k++)
@@ -30,7 +33,7 @@ static void check_all(void)
                 rumor_sched_kind kind;
                 int V;
                 CHECK_OK(rumor_schedule_parse(specs[k], &kind, &V));
-                int allowed = kind == RUMOR_SCHED_GPIPE ||
+                int allowed = kind == RUMOR_SCHED_GPIPE || kind == RUMOR_SCHED_ZBV ||
                               (kind == RUMOR_SCHED_INTERLEAVED ? M % P == 0 : M >= P);
                 rumor_schedule_t *s = NULL;
                 int rc = rumor_schedule_build(specs[k], P, M, 0, &s);
@@ -47,9 +50,31 @@ static void check_all(void)
                 double closed = kind == RUMOR_SCHED_INTERLEAVED ? (P - 1.0) / (M * V + P - 1.0)
                                 : kind == RUMOR_SCHED_ZBH1      ? (P - 1.0) / (3.0 * M + P - 1.0)
                                                                 : (P - 1.0) / (M + P - 1.0);
-                CHECKF(fabs(want - closed) < 1e-15 && fabs(s->bubble - closed) < 1e-12,
-                       "%s P=%d M=%d: bubble %.6f, the analysis %.6f", specs[k], P, M, s->bubble,
-                       closed);
+                if (kind == RUMOR_SCHED_ZBV) {
+                    /* with M >= P the greedy order reaches the V's bound or
+                     * comes near it, well under ZB-H1's bubble; with fewer
+                     * micro-batches the critical path (4P + 1 units for one)
+                     * rules, and it still beats GPipe's */
+                    double bound = (P - 1.0) / (6.0 * M + P - 1.0);
+                    double zbh1 = (P - 1.0) / (3.0 * M + P - 1.0);
+                    double gp = (P - 1.0) / (M + P - 1.0);
+                    CHECKF(fabs(want - bound) < 1e-15 && s->bubble >= bound - 1e-12 &&
+                           (M < P ? s->bubble < gp && s->makespan >= 4 * P + 1
+                                  : s->bubble <= 1.5 * bound && s->bubble < 0.8 * zbh1),
+                           "zbv P=%d M=%d: bubble %.6f, the bound %.6f, ZB-H1's %.6f", P, M,
+                           s->bubble, bound, zbh1);
+                    /* the V: device d holds stages d and 2P - 1 - d */
+                    for (int d = 0; d < P; d++) {
+                        int c0, c1;
+                        CHECK(rumor_schedule_device(s, d, &c0) == d && c0 == 0 &&
+                              rumor_schedule_device(s, 2 * P - 1 - d, &c1) == d && c1 == 1 &&
+                              rumor_schedule_stage(s, d, 1) == 2 * P - 1 - d);
+                    }
+                } else {
+                    CHECKF(fabs(want - closed) < 1e-15 && fabs(s->bubble - closed) < 1e-12,
+                           "%s P=%d M=%d: bubble %.6f, the analysis %.6f", specs[k], P, M,
+                           s->bubble, closed);
+                }
                 /* unit costs: 3 units a (stage, micro-batch) */
                 int busy = 0;
                 for (int d = 0; d < P; d++)
@@ -63,10 +88,19 @@ static void check_all(void)
                         CHECKF(peak == P - d, "1f1b P=%d M=%d device %d: peak %d", P, M, d, peak);
                     else if (kind == RUMOR_SCHED_ZBH1)
                         CHECKF(peak <= P, "zb-h1 P=%d M=%d device %d: peak %d", P, M, d, peak);
+                    else if (kind == RUMOR_SCHED_ZBV) /* chunks of half a 1F1B stage */
+                        CHECKF(peak <= 2 * P, "zbv P=%d M=%d device %d: peak %d", P, M, d, peak);
                 }
+                /* a stage's slots: its peak, never more than M; GPipe's is M */
+                for (int st = 0; st < s->S; st++)
+                    CHECKF(s->peak_stage[st] >= 1 && s->peak_stage[st] <= M &&
+                           (kind != RUMOR_SCHED_GPIPE || s->peak_stage[st] == M) &&
+                           (kind != RUMOR_SCHED_1F1B || s->peak_stage[st] == (P - st < M ? P - st : M)),
+                           "%s P=%d M=%d stage %d: peak %d", specs[k], P, M, st, s->peak_stage[st]);
                 rumor_schedule_destroy(&s);
             }
-    CHECK(built == 15 + 9 + 9 + 6 + 6); /* gpipe; 1f1b, zb-h1: M >= P; interleaved: M % P == 0 */
+    /* gpipe, zbv: any M; 1f1b, zb-h1: M >= P; interleaved: M % P == 0 */
+    CHECK(built == 15 + 9 + 9 + 6 + 6 + 15);
 }
 
 static char *slurp(const char *path)
@@ -89,6 +123,7 @@ static void check_golden(void)
         { "1f1b", 4, 8, "1f1b-p4-m8.txt" },
         { "zb-h1", 2, 3, "zb-h1-p2-m3.txt" },
         { "interleaved:2", 2, 2, "interleaved2-p2-m2.txt" },
+        { "zbv", 2, 4, "zbv-p2-m4.txt" },
     };
     const char *src = getenv("RUMOR_SRCDIR");
     for (size_t i = 0; i < sizeof g / sizeof *g; i++) {

@@ -50,8 +50,8 @@ PY
 run_expect 0 "ms a step" "$train" --data "$FASHION" --epochs 1 --train-limit 600 --stages 2 \
   --partition profile --microbatches 4
 run_expect 2 "the learning rate's schedule is --lr-schedule now" "$train" --schedule cosine
-run_expect 1 "--stages 9: 9 stages for a model of 4 blocks" "$train" --data "$FASHION" --stages 9
-run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V] or zb-h1" "$train" --data "$FASHION" --schedule 3f3b
+run_expect 1 "--stages 9 under 1f1b (1 chunk a device): 9 stages for a model of 4 blocks" "$train" --data "$FASHION" --stages 9
+run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V], zb-h1 or zbv" "$train" --data "$FASHION" --schedule 3f3b
 run_expect 2 "expected an integer" "$train" --microbatches 0
 run_expect 1 "must start at block 2" "$train" --data "$FASHION" --stages 2 --partition 0-1,3
 run_expect 1 "the pipeline has 2 stages and the model 4 blocks" "$train" --data "$FASHION" --stages 2 --partition 0-2
@@ -62,7 +62,7 @@ run_expect 0 "bubble 27.3% (theory 27.3%), peak activations 4 3 2 1" \
   "$train" schedule --schedule 1f1b --stages 4 --microbatches 8 --svg "$tmp/s.svg"
 grep -q '<svg' "$tmp/s.svg" && grep -q 'micro-batch 7' "$tmp/s.svg" || fail "schedule --svg: no picture"
 run_expect 0 '"bubble":0.333333' "$train" schedule --schedule gpipe --stages 2 --microbatches 2 --json
-run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V] or zb-h1" "$train" schedule --schedule 2f2b
+run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V], zb-h1 or zbv" "$train" schedule --schedule 2f2b
 run_expect 2 "(2 < 4)" "$train" schedule --schedule zb-h1 --stages 4 --microbatches 2
 run_expect 2 "must be a multiple of the stages (3)" "$train" schedule --schedule interleaved --stages 3 --microbatches 4
 run_expect 2 "expected an integer" "$train" schedule --microbatches 0
