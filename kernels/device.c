@@ -41,7 +41,7 @@ static int parse_index(const char *spec, const char *rest, int dflt, int *out)
     long v = strtol(rest + 1, &end, 10);
     if (rest[0] != ':' || rest[1] == '\0' || *end != '\0' || v < 0 || v > 4096)
         return rumor_err_set(RUMOR_EINVAL,
-                             "device '%s': expected cpu, cpu:THREADS, cuda, cuda:INDEX or auto",
+                             "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX or auto",
                              spec);
     *out = (int)v;
     return 0;
@@ -104,19 +104,44 @@ int rumor_device_open(const char *spec, rumor_device_t **out)
             memset(d, 0, sizeof *d);
             rc = open_cpu(d, 0);
         }
+        d->slowdown = 1.0;
     } else if (strncmp(spec, "cpu", 3) == 0) {
-        rc = parse_index(spec, spec + 3, 0, &idx);
-        if (rc == 0 && spec[3] == ':' && idx == 0)
+        /* cpu[:THREADS][:slow=X] */
+        char head[64];
+        const char *slow = strstr(spec, ":slow=");
+        double factor = 1.0;
+        if (slow) {
+            char *end;
+            factor = strtod(slow + 6, &end);
+            if (end == slow + 6 || *end || !(factor >= 1.0 && factor <= 100.0))
+                rc = rumor_err_set(RUMOR_EINVAL, "device '%s': slow=X must be a number in "
+                                   "[1, 100]", spec);
+            else
+                rc = 0;
+            snprintf(head, sizeof head, "%.*s", (int)(slow - spec), spec);
+        } else {
+            snprintf(head, sizeof head, "%s", spec);
+            rc = 0;
+        }
+        if (rc == 0)
+            rc = parse_index(spec, head + 3, 0, &idx);
+        if (rc == 0 && head[3] == ':' && idx == 0)
             rc = rumor_err_set(RUMOR_EINVAL, "device '%s': thread count must be at least 1", spec);
         if (rc == 0)
             rc = open_cpu(d, idx);
+        if (rc == 0 && factor > 1.0) {
+            size_t len = strlen(d->name);
+            snprintf(d->name + len - 1, sizeof d->name - len + 1, ", %gx slower)", factor);
+        }
+        d->slowdown = factor;
     } else if (strncmp(spec, "cuda", 4) == 0) {
         rc = parse_index(spec, spec + 4, 0, &idx);
         if (rc == 0)
             rc = open_cuda(d, spec, idx);
+        d->slowdown = 1.0;
     } else {
         rc = rumor_err_set(RUMOR_EINVAL,
-                           "device '%s': expected cpu, cpu:THREADS, cuda, cuda:INDEX or auto",
+                           "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX or auto",
                            spec);
     }
     if (rc < 0) {

@@ -190,11 +190,18 @@ struct rumor_device {
     int nthreads;         /* CPU threads this device may use (BLAS and workers) */
     const rumor_ops_t *ops;
     void *ctx;            /* backend state (cuBLAS handle, stream, ...) */
+    double slowdown;      /* >= 1: a stage's compute on it takes this many times as
+                           * long (a CPU device throttled to stand for a slower
+                           * machine); 1 for none */
     char name[64];        /* "cpu (2 threads, OpenBLAS SkylakeX)", "cuda:0 (NVIDIA H100)" */
 };
 
 /* Opens a device from a spec: "cpu", "cpu:N" (N threads; default all cores),
  * "cuda", "cuda:N", or "auto" (the first GPU if one is present, else the CPU).
+ * A CPU spec may end in ":slow=X" (X in [1, 100]): after each forward or
+ * backward of a stage the device sleeps X - 1 times what it computed, so it
+ * runs X times slower with its core idle, standing for a slower machine
+ * (unlike pipeline devices on one host: cpu:1,cpu:1:slow=2).
  * Asking for CUDA where it is not built or no GPU is present is an error;
  * "auto" quietly falls back to the CPU. */
 int rumor_device_open(const char *spec, rumor_device_t **out) RUMOR_WUR;

@@ -225,6 +225,7 @@ struct peer {
     rumor_mixer_t *mixer;
     float *avg;
     rumor_metrics_t metrics;
+    rumor_trace_t *trace;     /* --trace: compute and gossip, a row each */
     rumor_curve_keypair_t *keys;
     uint8_t (*peer_keys)[32];
     rumor_allowlist_t *allow;
@@ -320,6 +321,8 @@ static void peer_free(struct peer *p)
 {
     rumor_mixer_destroy(&p->mixer, 5.0);
     rumor_metrics_close(&p->metrics);
+    if (rumor_trace_close(&p->trace) < 0)
+        rumor_warn("%s", rumor_err_msg());
     rumor_trainer_destroy(&p->tr);
     rumor_topo_destroy(&p->topo);
     free(p->avg);
@@ -452,7 +455,7 @@ static void catch_leave_signals(double timeout)
     leave_alarm_s = timeout < 1 ? 1 : (unsigned)ceil(timeout);
 }
 
-static void rumor_sleep(double s)
+static void sleep_unless_leaving(double s)
 {
     if (s <= 0)
         return;
@@ -699,6 +702,13 @@ int main(int argc, char **argv)
     rumor_progress_t prog;
     rumor_progress_begin(&prog, stdout, total_rounds, o.progress, o.quiet);
     double start = rumor_now(), wait_total = 0, acc = 0, tloss = 0, last_dis = 0;
+    int gossip_row = 0; /* the trace's row for rounds, after the compute rows */
+    if (o.trace) {
+        if (rumor_trace_open(o.trace, start, &p.trace) < 0)
+            return fail(&p, rank, NULL);
+        gossip_row = rumor_trainer_trace_rows(p.tr, p.trace);
+        rumor_trace_row(p.trace, gossip_row, dpsgd ? "gossip" : "all-reduce");
+    }
     char conns_json[512];
     double max_stall = 0, deadline = 0;
     long examples = 0, allreduce_failures = 0, rounds_run = 0;
@@ -724,16 +734,20 @@ int main(int argc, char **argv)
         int bs = batch.n;
         float loss;
         long next = k + 1;
+        /* for the trace: the round's start, the gradient's, its end, the
+         * mix's end */
+        double t_round = rumor_now(), t_compute = t_round, t_computed = t_round, t_mixed;
         if (dpsgd) {
             /* send x(k) while computing the gradient at x(k); then
              * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, rank, "round");
-            double t_compute = rumor_now();
+            t_compute = rumor_now();
             if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                 return fail(&p, rank, NULL);
             if (opts.throttle > 1)
-                rumor_sleep((opts.throttle - 1) * (rumor_now() - t_compute));
+                sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - t_compute));
+            t_computed = rumor_now();
             float *mixed;
             if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
                 return fail(&p, rank, "round");
@@ -748,7 +762,7 @@ int main(int argc, char **argv)
         } else {
             if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                 return fail(&p, rank, NULL);
-            double t0 = rumor_now();
+            double t0 = t_computed = rumor_now();
             if (rumor_mixer_allreduce_mean(p.mixer, p.tr->stage->grads, nparams, k,
                                            opts.round_timeout) < 0) {
                 /* A missing peer stops the ring: this round steps on the
@@ -760,8 +774,21 @@ int main(int argc, char **argv)
             }
             wait_total += rumor_now() - t0;
         }
+        t_mixed = rumor_now();
         if (rumor_trainer_update(p.tr, NULL) < 0)
             return fail(&p, rank, "optimizer step");
+        if (p.trace) {
+            char args[128], name[32];
+            rumor_trainer_trace(p.tr, p.trace, t, t_compute, t_computed, t_mixed, rumor_now());
+            snprintf(args, sizeof args, "\"round\":%ld,\"step\":%ld,\"wait_s\":%.6f", k, t,
+                     dpsgd ? st.wait_s : t_mixed - t_computed);
+            snprintf(name, sizeof name, "round %ld", k);
+            rumor_trace_span(p.trace, gossip_row, name, "round", t_round, t_mixed, args);
+            rumor_trace_span(p.trace, gossip_row, dpsgd ? "wait and mix" : "all-reduce",
+                             "wait", t_computed, t_mixed, args);
+            if (k % 16 == 15)
+                rumor_trace_flush(p.trace); /* a killed peer leaves a readable prefix */
+        }
         loss_sum += loss;
         examples += bs;
         rounds_run++;

@@ -40,9 +40,6 @@ static const char usage_head[] =
     "  --checkpoint-dir DIR   write a checkpoint at every evaluation\n"
     "  --keep-checkpoints N   how many to keep (default 3)\n"
     "  --resume FILE          start from a checkpoint (its step, parameters, optimizer)\n"
-    "  --trace FILE.json      with a pipeline: write every F, B and W of every stage\n"
-    "                         as Chrome trace events (open in Perfetto or\n"
-    "                         chrome://tracing) to see where the bubbles are\n"
     "\n"
     "Subcommands on a checkpoint (see rumor-train sample --help):\n"
     "  rumor-train sample CKPT [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]\n"
@@ -71,7 +68,7 @@ struct options {
     int rank, world;
     long steps;
     int eval_every, eval_batches, keep_checkpoints;
-    const char *checkpoint_dir, *resume, *trace;
+    const char *checkpoint_dir, *resume;
 };
 
 static const rumor_opt_t option_table[] = {
@@ -83,7 +80,6 @@ static const rumor_opt_t option_table[] = {
     { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
     { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
     { "resume", 0, RUMOR_OPT_STR, offsetof(struct options, resume), 0, 0, NULL, 0 },
-    { "trace", 0, RUMOR_OPT_STR, offsetof(struct options, trace), 0, 0, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -171,7 +167,7 @@ int main(int argc, char **argv)
         .progress = o.t.progress,
         .quiet = o.t.quiet,
         .metrics = &metrics,
-        .trace = o.trace,
+        .trace = o.t.trace,
     };
     if (rumor_trainer_run(t, &rc_run, NULL) < 0)
         return fail(&t, &metrics);

@@ -13,6 +13,7 @@
 struct rumor_train_opts {
     const char *data, *model, *device, *optimizer, *lr_schedule, *metrics, *log_level;
     const char *devices, *schedule, *partition; /* schedule: the pipeline's */
+    const char *trace;                          /* a Chrome trace file */
     int threads, epochs, batch, nesterov, shuffle_labels, quiet, stages, microbatches;
     long train_limit, seed;
     double lr, momentum, weight_decay, beta1, beta2, warmup_epochs, min_lr_ratio, progress;
@@ -47,6 +48,7 @@ struct rumor_train_opts {
     { "min-lr-ratio", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.min_lr_ratio), 0, 1, NULL, 0 }, \
     { "seed", 0, RUMOR_OPT_LONG, offsetof(type, m.seed), 0, 2147483647.0, NULL, 0 },        \
     { "metrics", 0, RUMOR_OPT_STR, offsetof(type, m.metrics), 0, 0, NULL, 0 },              \
+    { "trace", 0, RUMOR_OPT_STR, offsetof(type, m.trace), 0, 0, NULL, 0 },                  \
     { "progress", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.progress), 0, 1e6, NULL, 0 },       \
     { "quiet", 'q', RUMOR_OPT_FLAG, offsetof(type, m.quiet), 0, 0, NULL, 1 },               \
     { "log-level", 0, RUMOR_OPT_CHOICE, offsetof(type, m.log_level), 0, 0, "error|warn|info|debug", 0 }

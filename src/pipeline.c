@@ -45,6 +45,7 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
         rumor_stage_destroy(&p->st[s]);
     free(p->st);
     free(p->cut);
+    free(p->dev);
     free(p->busy_s);
     for (int d = 0; p->ev && d < p->P; d++)
         free(p->ev[d]);
@@ -105,11 +106,14 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
     }
     if (rc == 0) {
         p->cut = calloc((size_t)p->S + 1, sizeof *p->cut);
+        p->dev = calloc((size_t)p->P, sizeof *p->dev);
         p->st = calloc((size_t)p->S, sizeof *p->st);
         p->busy_s = calloc((size_t)p->P, sizeof *p->busy_s);
         p->run = calloc(1, sizeof *p->run);
         p->ev = calloc((size_t)p->P, sizeof *p->ev);
-        int ok = p->cut && p->st && p->busy_s && p->run && p->ev;
+        int ok = p->cut && p->dev && p->st && p->busy_s && p->run && p->ev;
+        for (int d = 0; ok && d < p->P; d++)
+            p->dev[d] = cfg->devs[d];
         for (int d = 0; ok && d < p->P; d++)
             ok = (p->ev[d] = calloc(2 * (size_t)p->sched->n[d] + 1, sizeof **p->ev)) != NULL;
         if (!ok)
@@ -152,6 +156,10 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         rumor_pipeline_destroy(&p);
         return rumor_err_trace_add(__FILE__, __LINE__, rc);
     }
+    p->cfg.devs = p->dev;
+    p->cfg.cuts = NULL;
+    p->cfg.schedule = NULL;
+    p->cfg.optim = NULL;
     *out = p;
     return 0;
 }
@@ -349,21 +357,27 @@ double rumor_pipeline_bubble(const rumor_pipeline_t *p)
     return p->step_s > 0 ? 1.0 - busy / ((double)p->P * p->step_s) : 0.0;
 }
 
-void rumor_pipeline_trace(const rumor_pipeline_t *p, FILE *f, long step, double since,
-                          int *first)
+void rumor_pipeline_trace_rows(const rumor_pipeline_t *p, rumor_trace_t *t)
+{
+    for (int d = 0; d < p->P; d++) {
+        char name[96];
+        snprintf(name, sizeof name, "device %d: %s", d, p->dev[d]->name);
+        rumor_trace_row(t, d, name);
+    }
+}
+
+void rumor_pipeline_trace(const rumor_pipeline_t *p, rumor_trace_t *t, long step)
 {
     static const char *kinds[] = { "F", "B", "W", "BW" };
-    double base = (p->t0 - since) * 1e6;
     for (int d = 0; d < p->P; d++)
         for (int i = 0; i < p->sched->n[d]; i++) {
             const rumor_action_t *a = &p->sched->acts[d][i];
-            double a0 = p->ev[d][2 * i] * 1e6, a1 = p->ev[d][2 * i + 1] * 1e6;
-            fprintf(f, "%s{\"name\":\"%s%d\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,"
-                       "\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"stage\":%d,"
-                       "\"micro\":%d,\"step\":%ld}}",
-                    *first ? "" : ",\n", kinds[a->kind], a->micro, kinds[a->kind], d, base + a0,
-                    a1 - a0, rumor_schedule_stage(p->sched, d, a->chunk), a->micro, step);
-            *first = 0;
+            char name[16], args[96];
+            snprintf(name, sizeof name, "%s%d", kinds[a->kind], a->micro);
+            snprintf(args, sizeof args, "\"stage\":%d,\"micro\":%d,\"step\":%ld",
+                     rumor_schedule_stage(p->sched, d, a->chunk), a->micro, step);
+            rumor_trace_span(t, d, name, kinds[a->kind], p->t0 + p->ev[d][2 * i],
+                             p->t0 + p->ev[d][2 * i + 1], args);
         }
 }
 

@@ -33,6 +33,7 @@
 #include "optim.h"
 #include "schedule.h"
 #include "stage.h"
+#include "trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,7 +55,11 @@ typedef struct rumor_pipeline_config {
 } rumor_pipeline_config_t;
 
 typedef struct rumor_pipeline {
-    rumor_pipeline_config_t cfg;
+    rumor_pipeline_config_t cfg;  /* the caller's, but its arrays and strings are
+                                   * not kept: devs points at dev below; cuts,
+                                   * schedule and optim are NULL (see cut,
+                                   * sched->name, the stages' opt) */
+    rumor_device_t **dev;         /* (P) each rank's device (not owned) */
     rumor_schedule_t *sched;
     int P, V, S, M;
     int *cut;                     /* (S + 1) */
@@ -91,13 +96,12 @@ void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params);
  * the devices spent waiting. */
 double rumor_pipeline_bubble(const rumor_pipeline_t *p);
 
-/* Appends the last step's actions to a Chrome trace (an array of "X"
- * events, one row a device; open it in Perfetto or chrome://tracing): each
- * F, B, W or BW with its stage, micro-batch and step. `since` is the time
- * origin (rumor_now at the run's start). Writes ",\n" before each event
- * unless *first, which it clears. */
-void rumor_pipeline_trace(const rumor_pipeline_t *p, FILE *f, long step, double since,
-                          int *first);
+/* Names the trace's rows 0 to P - 1 after the pipeline's devices. */
+void rumor_pipeline_trace_rows(const rumor_pipeline_t *p, rumor_trace_t *t);
+
+/* Adds the last step's actions to a trace (trace.h), a row a device: each
+ * F, B, W or BW with its stage, micro-batch and step. */
+void rumor_pipeline_trace(const rumor_pipeline_t *p, rumor_trace_t *t, long step);
 
 /* Cuts for a partition spec over S stages: "uniform" (equal blocks),
  * "params" (equal parameters, at block boundaries) or a list of block

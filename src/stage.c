@@ -5,7 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "rng.h"
+
+/* A throttled device (ops.h: slowdown) sleeps slowdown - 1 times what the
+ * call since t0 computed. */
+static void throttle(const rumor_stage_t *s, double t0)
+{
+    if (s->dev->slowdown > 1.0)
+        rumor_sleep((s->dev->slowdown - 1.0) * (rumor_now() - t0));
+}
 
 static int in_width(const rumor_stage_t *s) { return s->model->blocks[s->first].in_width; }
 
@@ -268,8 +277,8 @@ static const float *block_input(const rumor_stage_slot_t *sl, int i)
     return i == 0 ? sl->in : sl->out[i - 1];
 }
 
-int rumor_stage_forward(rumor_stage_t *s, int slot, const float *in, int training, long step,
-                        int micro)
+static int stage_forward(rumor_stage_t *s, int slot, const float *in, int training, long step,
+                         int micro)
 {
     RUMOR_CHECK(check_slot(s, slot));
     rumor_stage_slot_t *sl = &s->slots[slot];
@@ -294,12 +303,21 @@ int rumor_stage_forward(rumor_stage_t *s, int slot, const float *in, int trainin
     return 0;
 }
 
+int rumor_stage_forward(rumor_stage_t *s, int slot, const float *in, int training, long step,
+                        int micro)
+{
+    double t0 = rumor_now();
+    int rc = stage_forward(s, slot, in, training, step, micro);
+    throttle(s, t0);
+    return rc;
+}
+
 const float *rumor_stage_output(const rumor_stage_t *s, int slot)
 {
     return s->slots[slot].out[s->last - s->first - 1];
 }
 
-int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float loss_scale)
+static int stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float loss_scale)
 {
     RUMOR_CHECK(check_slot(s, slot));
     rumor_stage_slot_t *sl = &s->slots[slot];
@@ -323,6 +341,14 @@ int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float lo
     return 0;
 }
 
+int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float loss_scale)
+{
+    double t0 = rumor_now();
+    int rc = stage_backward_b(s, slot, dy, loss_scale);
+    throttle(s, t0);
+    return rc;
+}
+
 const float *rumor_stage_input_grad(const rumor_stage_t *s, int slot) { return s->slots[slot].din; }
 
 float *rumor_stage_output_grad(rumor_stage_t *s, int slot)
@@ -332,7 +358,7 @@ float *rumor_stage_output_grad(rumor_stage_t *s, int slot)
 
 size_t rumor_stage_slot_bytes(const rumor_stage_t *s) { return s->slots[0].arena.size; }
 
-int rumor_stage_backward_w(rumor_stage_t *s, int slot)
+static int stage_backward_w(rumor_stage_t *s, int slot)
 {
     RUMOR_CHECK(check_slot(s, slot));
     rumor_stage_slot_t *sl = &s->slots[slot];
@@ -345,6 +371,14 @@ int rumor_stage_backward_w(rumor_stage_t *s, int slot)
         RUMOR_CHECK(k->type->backward_w(k, &c, block_input(sl, i), sl->dout[i], sl->saved[i]));
     }
     return 0;
+}
+
+int rumor_stage_backward_w(rumor_stage_t *s, int slot)
+{
+    double t0 = rumor_now();
+    int rc = stage_backward_w(s, slot);
+    throttle(s, t0);
+    return rc;
 }
 
 int rumor_stage_zero_grad(rumor_stage_t *s)

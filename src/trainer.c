@@ -479,9 +479,33 @@ static int evaluate_now(rumor_trainer_t *t, const rumor_run_config_t *rc, struct
     return 0;
 }
 
+int rumor_trainer_trace_rows(const rumor_trainer_t *t, rumor_trace_t *tr)
+{
+    if (t->pipe) {
+        rumor_pipeline_trace_rows(t->pipe, tr);
+        return t->pipe->P;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "compute: %s", t->dev->name);
+    rumor_trace_row(tr, 0, name);
+    return 1;
+}
+
+void rumor_trainer_trace(const rumor_trainer_t *t, rumor_trace_t *tr, long step, double g0,
+                         double g1, double u0, double u1)
+{
+    char args[48];
+    snprintf(args, sizeof args, "\"step\":%ld", step);
+    if (t->pipe)
+        rumor_pipeline_trace(t->pipe, tr, step);
+    else
+        rumor_trace_span(tr, 0, "gradient", "compute", g0, g1, args);
+    rumor_trace_span(tr, 0, "update", "optimizer", u0, u1, args);
+}
+
 /* rumor_trainer_run's steps from *stepp to the end. */
 static int run_steps(rumor_trainer_t *t, const rumor_run_config_t *rc, struct run_state *s,
-                     long *stepp, long first, FILE *trace, int *trace_first)
+                     long *stepp, long first, rumor_trace_t *trace)
 {
     long total = t->total_steps, step = *stepp;
     const char *unit = t->lm ? "tok/s" : "ex/s";
@@ -490,10 +514,12 @@ static int run_steps(rumor_trainer_t *t, const rumor_run_config_t *rc, struct ru
         rumor_batch_t b;
         float loss, lr;
         TRY("data", rumor_trainer_batch(t, step, &b));
+        double t0 = rumor_now();
         TRY("training step", rumor_trainer_grads(t, &b, step, &loss));
+        double t1 = rumor_now();
         TRY("optimizer step", rumor_trainer_update(t, &lr));
         if (trace) /* every action of the step, for Perfetto */
-            rumor_pipeline_trace(t->pipe, trace, k, s->start, trace_first);
+            rumor_trainer_trace(t, trace, k, t0, t1, t1, rumor_now());
         (*stepp)++;
         step = *stepp;
         s->units += rumor_batch_targets(&b);
@@ -560,19 +586,15 @@ int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor
     rumor_progress_begin(&s.prog, out, total - step, rc->progress, rc->quiet);
     s.start = s.epoch_start = rumor_now();
     long first = step;
-    FILE *trace = NULL;
-    int trace_first = 1;
-    if (rc->trace && t->pipe) {
-        if (!(trace = fopen(rc->trace, "w")))
-            return rumor_err_set(RUMOR_ESYS, "--trace %s: %s", rc->trace, strerror(errno));
-        fputs("[\n", trace);
+    rumor_trace_t *trace = NULL;
+    if (rc->trace) {
+        RUMOR_CHECK(rumor_trace_open(rc->trace, s.start, &trace));
+        rumor_trainer_trace_rows(t, trace);
     }
-    int rrc = run_steps(t, rc, &s, &step, first, trace, &trace_first);
-    if (trace) {
-        fputs("\n]\n", trace);
-        if (fclose(trace) != 0 && rrc == 0)
-            rrc = rumor_err_set(RUMOR_EIO, "--trace %s: write failed", rc->trace);
-    }
+    int rrc = run_steps(t, rc, &s, &step, first, trace);
+    int trc = rumor_trace_close(&trace);
+    if (rrc == 0)
+        rrc = trc;
     RUMOR_CHECK(rrc);
     if (s.evaluated_at != step) /* resumed at the end: nothing ran */
         RUMOR_CHECK(evaluate_now(t, rc, &s, step));

@@ -141,6 +141,16 @@ int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step) RUMOR
 int rumor_trainer_resume_latest(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
                                 long *step, char *path, size_t path_len) RUMOR_WUR;
 
+/* Names a trace's rows for this trainer's compute (a pipeline's devices, or
+ * its one device) and returns how many it named: the caller's own rows
+ * (a peer's gossip) come after. */
+int rumor_trainer_trace_rows(const rumor_trainer_t *t, rumor_trace_t *tr);
+
+/* Adds a step to the trace: its gradient computed over [g0, g1] (a
+ * pipeline's every action instead) and its optimizer update over [u0, u1]. */
+void rumor_trainer_trace(const rumor_trainer_t *t, rumor_trace_t *tr, long step, double g0,
+                         double g1, double u0, double u1);
+
 /* "mlp:784-256-256-10, 269322 parameters, cpu:2, 2 workers" and the data's
  * and the schedule's lines, for the programs' heading. */
 void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *prog);
@@ -156,7 +166,9 @@ typedef struct rumor_run_config {
     double progress;          /* seconds between progress lines (< 0: the default) */
     int quiet;
     rumor_metrics_t *metrics; /* NULL or closed: none */
-    const char *trace;        /* a pipeline's Chrome trace, written here (NULL: none) */
+    const char *trace;        /* a Chrome trace of every step (trace.h): a pipeline's
+                               * actions, a row a device, or each step's compute
+                               * (NULL: none) */
 } rumor_run_config_t;
 
 typedef struct rumor_run_result {

@@ -768,7 +768,8 @@ static void test_table_complete(const rumor_device_t *d)
 static void test_specs(void)
 {
     rumor_device_t *d = NULL;
-    static const char *const good[] = { "cpu", "cpu:2", "auto", "" };
+    static const char *const good[] = { "cpu", "cpu:2", "auto", "", "cpu:1:slow=2.5",
+                                        "cpu:slow=3" };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         CHECK_OK(rumor_device_open(good[i], &d));
         CHECKF(d != NULL && d->ops != NULL && d->name[0], "spec '%s' gave no device", good[i]);
@@ -780,6 +781,12 @@ static void test_specs(void)
         if (d && strcmp(good[i], "cpu") == 0)
             CHECKF(d->nthreads == rumor_cpu_cores(), "cpu opened with %d threads of %d cores",
                    d->nthreads, rumor_cpu_cores());
+        if (d)
+            CHECKF(d->slowdown == (i == 4 ? 2.5 : i == 5 ? 3.0 : 1.0) &&
+                       (i < 4 || strstr(d->name, "x slower)")) &&
+                       (i != 4 || d->nthreads == 1) && (i != 5 || d->nthreads == rumor_cpu_cores()),
+                   "'%s': slowdown %g, %d threads, name '%s'", good[i], d->slowdown,
+                   d->nthreads, d->name);
         rumor_device_close(&d);
         CHECK(d == NULL);
         rumor_device_close(&d); /* safe twice */
@@ -789,7 +796,9 @@ static void test_specs(void)
 
     /* Each bad spec fails with EINVAL, names itself, and leaves *out NULL. */
     static const char *const bad[] = { "cpu:0", "cpu:x",   "gpu", "cuda:abc", "cpu:",
-                                       "cpu:-1", "cpu:2x", "CPU", "cudax",    "cuda:-1" };
+                                       "cpu:-1", "cpu:2x", "CPU", "cudax",    "cuda:-1",
+                                       "cpu:1:slow=0.5", "cpu:1:slow=", "cpu:1:slow=2x",
+                                       "cpu:1:slow=101", "cpu:x:slow=2", "cuda:0:slow=2" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         d = (rumor_device_t *)&d; /* poison: open must clear it */
         CHECK_ERR(rumor_device_open(bad[i], &d), RUMOR_EINVAL, bad[i]);

@@ -246,6 +246,44 @@ static void check_plan(void)
     CHECK(cases == 160);
 }
 
+/* --partition profile on unlike devices: a CPU device throttled 4x
+ * (cpu:1:slow=4) gets fewer blocks of a model of equal layers than a plain
+ * one, whichever side of the pipeline it is on, and the plan's predicted
+ * stage times come out nearer each other than the uniform cut's. */
+static void check_profile_unlike(void)
+{
+    rumor_model_t *eq = NULL;
+    rumor_device_t *slow = NULL;
+    CHECK_OK(rumor_model_create("mlp:256-256-256-256-256-256-256-256-10", 0, &eq));
+    CHECK_OK(rumor_device_open("cpu:1:slow=4", &slow));
+    if (!eq || !slow)
+        return;
+    enum { R = 64 };
+    static float x[R * 256];
+    static int32_t y[R];
+    for (int i = 0; i < R * 256; i++)
+        x[i] = (float)(i % 17) / 17.0f - 0.5f;
+    for (int i = 0; i < R; i++)
+        y[i] = i % 10;
+    rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = R, .width = 256, .x = x, .y = y };
+    int nb = eq->nblocks, dev_of[2] = { 0, 1 };
+    for (int side = 0; side < 2; side++) {
+        rumor_device_t *pair[2] = { side ? slow : devs[0], side ? devs[0] : slow };
+        int cuts[3];
+        double pred[2];
+        CHECK_OK(rumor_pipeline_profile(eq, pair, 2, dev_of, 2, &b, 2, 1, 1, cuts, pred));
+        int on_slow = side ? cuts[1] : nb - cuts[1], on_fast = nb - on_slow;
+        CHECKF(on_slow < on_fast, "slow device as stage %d: %d of %d blocks (cut at %d)",
+               side ? 0 : 1, on_slow, nb, cuts[1]);
+        double hi = pred[0] > pred[1] ? pred[0] : pred[1], lo = pred[0] + pred[1] - hi;
+        fprintf(stderr, "profile, slow device as stage %d: cut at %d of %d blocks, predicted "
+                "%.3f and %.3f ms\n", side ? 0 : 1, cuts[1], nb, 1e3 * pred[0], 1e3 * pred[1]);
+        CHECKF(lo > 0 && hi < 2.5 * lo, "the planned stages' times differ %.1fx", hi / lo);
+    }
+    rumor_device_close(&slow);
+    rumor_model_destroy(&eq);
+}
+
 static void check_refusals(void)
 {
     rumor_pipeline_t *p = NULL;
@@ -328,6 +366,7 @@ int main(void)
     check_training("gpipe", 4, 8);
     check_training("zbv", 3, 5);
     check_plan();
+    check_profile_unlike();
     check_refusals();
     rumor_model_destroy(&model);
     for (int i = 0; i < 4; i++)

@@ -42,10 +42,24 @@ py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 "$py" - "$tmp/trace.json" <<'PY' || fail "--trace: not a Chrome trace of every F, B and W"
 import json, sys
 ev = json.load(open(sys.argv[1]))
-kinds = {e["cat"] for e in ev}
-steps = {e["args"]["step"] for e in ev}
-assert kinds == {"F", "B", "W"} and len(steps) == 16 and len(ev) == 16 * 2 * 4 * 3, (kinds, len(ev))
-assert all(e["ph"] == "X" and e["dur"] >= 0 and e["tid"] in (0, 1) for e in ev)
+rows = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert sorted(rows) == [0, 1] and rows[1].startswith("device 1: cpu"), rows
+x = [e for e in ev if e["ph"] == "X"]
+acts = [e for e in x if e["cat"] in ("F", "B", "W")]
+steps = {e["args"]["step"] for e in acts}
+assert len(steps) == 16 and len(acts) == 16 * 2 * 4 * 3, len(acts)
+assert len([e for e in x if e["cat"] == "optimizer"]) == 16
+assert all(e["dur"] >= 0 and e["tid"] in (0, 1) for e in x)
+# the times mean something: a micro-batch's F on stage 1 starts after its F
+# on stage 0 ends, and every W after its B
+at = {(e["cat"], e["args"]["stage"], e["args"]["micro"], e["args"]["step"]): e for e in acts}
+for (k, s, m, t), e in at.items():
+    if k == "F" and s == 1:
+        f0 = at[("F", 0, m, t)]
+        assert e["ts"] + 0.5 >= f0["ts"] + f0["dur"], (e, f0)
+    if k == "W":
+        b = at[("B", s, m, t)]
+        assert e["ts"] + 0.5 >= b["ts"] + b["dur"], (e, b)
 PY
 run_expect 0 "ms a step" "$train" --data "$FASHION" --epochs 1 --train-limit 600 --stages 2 \
   --partition profile --microbatches 4

@@ -1,6 +1,7 @@
 /* Logging to stderr and the monotonic clock (see log.h). */
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,4 +78,13 @@ double rumor_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void rumor_sleep(double secs)
+{
+    if (!(secs > 0))
+        return;
+    struct timespec ts = { (time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9) };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
 }

@@ -28,6 +28,9 @@ void rumor_log(rumor_log_level level, const char *fmt, ...) RUMOR_PRINTF(2, 3);
 /* Monotonic clock in seconds. */
 double rumor_now(void);
 
+/* Sleeps `secs` seconds (nothing for secs <= 0), resuming after signals. */
+void rumor_sleep(double secs);
+
 #ifdef __cplusplus
 }
 #endif

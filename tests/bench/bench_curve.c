@@ -38,6 +38,7 @@
 #include "curve.h"
 #include "log.h"
 #include "transport.h"
+#include "bench_util.h"
 
 #define CHUNK ((size_t)1 << 20)     /* bytes a message */
 #define TRANSFER ((size_t)16 << 20) /* bytes a transfer */
@@ -256,20 +257,6 @@ static result_t run_pair(const cfg_t *c)
     return r;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    double tmp[MAX_ROUNDS];
-    memcpy(tmp, v, (size_t)n * sizeof *v);
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_d);
-    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
-}
-
 /* One core's XSalsa20-Poly1305 speed over 1 MiB messages, MB/s. */
 static void sodium_limit(double *seal, double *open)
 {
@@ -350,9 +337,9 @@ int main(void)
     char name[64];
     for (int i = 0; i < ncfg; i++) {
         printf("bench: %s = %.0f MB/s\n", cfg_name(&cfgs[i], name, sizeof name),
-               median(mbps[i], rounds));
-        printf("bench: %s_cores = %.2f cores\n", name, median(cores[i], rounds));
-        printf("bench: %s_faults = %.0f faults/MiB\n", name, median(faults[i], rounds));
+               bench_median(mbps[i], rounds));
+        printf("bench: %s_cores = %.2f cores\n", name, bench_median(cores[i], rounds));
+        printf("bench: %s_faults = %.0f faults/MiB\n", name, bench_median(faults[i], rounds));
     }
     /* Ratios: curve against plaintext with the same threads and connections
      * (cfgs alternate plain, curve), and the best CURVE setting against the
@@ -362,20 +349,20 @@ int main(void)
         for (int r = 0; r < rounds; r++)
             q[r] = mbps[i + 1][r] / mbps[i][r];
         printf("bench: curve_vs_plain_%dio_%dconn = %.2f x\n", cfgs[i].io, cfgs[i].conns,
-               median(q, rounds));
+               bench_median(q, rounds));
     }
     int base = 1, best = 1;
     for (int i = 3; i < ncfg; i += 2)
-        if (median(mbps[i], rounds) > median(mbps[best], rounds))
+        if (bench_median(mbps[i], rounds) > bench_median(mbps[best], rounds))
             best = i;
     double q[MAX_ROUNDS];
     for (int r = 0; r < rounds; r++)
         q[r] = mbps[best][r] / mbps[base][r];
-    printf("bench: curve_best_vs_curve_1io_1conn = %.2f x (%s)\n", median(q, rounds),
+    printf("bench: curve_best_vs_curve_1io_1conn = %.2f x (%s)\n", bench_median(q, rounds),
            cfg_name(&cfgs[best], name, sizeof name));
     for (int r = 0; r < rounds; r++)
         q[r] = mbps[best][r] / mbps[0][r];
-    printf("bench: curve_best_vs_plain_1io_1conn = %.2f x\n", median(q, rounds));
+    printf("bench: curve_best_vs_plain_1io_1conn = %.2f x\n", bench_median(q, rounds));
     rumor_curve_keypair_clear(&snd_keys);
     rumor_curve_keypair_clear(&rcv_keys);
     rumor_allowlist_destroy(&snd_allow);

@@ -28,6 +28,7 @@
 #include "err.h"
 #include "log.h"
 #include "ops.h"
+#include "bench_util.h"
 
 enum { REPS = 9, MAX_SAMPLES = 128 }; /* samples per shape and thread count */
 static const double SAMPLE_S = 0.04; /* time one GEMM sample runs for */
@@ -44,20 +45,6 @@ static void sleep_s(double s)
 {
     struct timespec ts = { (time_t)s, (long)((s - (time_t)s) * 1e9) };
     nanosleep(&ts, NULL);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double s[MAX_SAMPLES];
-    memcpy(s, v, sizeof(double) * (size_t)n);
-    qsort(s, (size_t)n, sizeof s[0], cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 /* ------------------------------------------------------------ FMA peak */
@@ -419,14 +406,14 @@ int main(int argc, char **argv)
                 }
             }
             printf("bench: gemm_ops_%s_%dt = %.1f GFLOP/s\n", s->name, threads,
-                   median(ops, REPS));
+                   bench_median(ops, REPS));
             printf("bench: gemm_cblas_%s_%dt = %.1f GFLOP/s\n", s->name, threads,
-                   median(cb, REPS));
+                   bench_median(cb, REPS));
             printf("bench: gemm_ops_vs_cblas_%s_%dt = %.3f x\n", s->name, threads,
-                   median(vs_cb, REPS));
+                   bench_median(vs_cb, REPS));
             if (isa != ISA_NONE)
                 printf("bench: gemm_vs_peak_%s_%dt = %.3f x\n", s->name, threads,
-                       median(vs_pk, REPS));
+                       bench_median(vs_pk, REPS));
             fflush(stdout);
         }
         dev->ops->free(dev, a);
@@ -435,8 +422,8 @@ int main(int argc, char **argv)
         rumor_device_close(&dev);
     }
     if (isa != ISA_NONE) {
-        printf("bench: fma_peak_1t = %.1f GFLOP/s\n", median(peaks[0], npeaks[0]));
-        double p1 = median(peaks[0], npeaks[0]), p2 = median(peaks[1], npeaks[1]);
+        printf("bench: fma_peak_1t = %.1f GFLOP/s\n", bench_median(peaks[0], npeaks[0]));
+        double p1 = bench_median(peaks[0], npeaks[0]), p2 = bench_median(peaks[1], npeaks[1]);
         printf("bench: fma_peak_2t = %.1f GFLOP/s\n", p2);
         /* Two cores of our own give twice one core; much less means other
          * processes ran on them and the 2-thread figures are not GEMM's. */

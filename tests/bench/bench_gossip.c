@@ -51,6 +51,7 @@
 #include "model.h"
 #include "step.h"
 #include "../stageutil.h"
+#include "bench_util.h"
 
 #define NP (16u << 20)              /* model floats: 64 MiB */
 #define CHUNK_ELEMS (1u << 20)      /* raw ZeroMQ/TCP: 4 MiB messages, their best */
@@ -81,20 +82,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "bench_gossip[%d]: %s: %s\n", (int)getpid(), what, rumor_err_msg());
     _exit(2);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double s[64];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 /* A free TCP port on loopback (bind to 0, read it, close). */
@@ -814,11 +801,11 @@ static void throughput(void)
            "# accumulate %.1f as compiled (scalar), %.1f blocked (vectorized); accumulator\n"
            "# memset %.1f; close_round mix + disagreement %.1f scalar, %.1f blocked\n",
            ms[0], ms[1], ms[2], ms[3], ms[4], ms[5]);
-    printf("bench: gossip_64mib_2nbr = %.0f MB/s\n", median(rate[0], T_REPS));
-    printf("bench: zmq_raw_64mib_2nbr = %.0f MB/s\n", median(rate[1], T_REPS));
-    printf("bench: tcp_raw_64mib_2nbr = %.0f MB/s\n", median(rate[2], T_REPS));
-    printf("bench: gossip_vs_zmq = %.3f x\n", median(vs_zmq, T_REPS));
-    printf("bench: gossip_vs_tcp = %.3f x\n", median(vs_tcp, T_REPS));
+    printf("bench: gossip_64mib_2nbr = %.0f MB/s\n", bench_median(rate[0], T_REPS));
+    printf("bench: zmq_raw_64mib_2nbr = %.0f MB/s\n", bench_median(rate[1], T_REPS));
+    printf("bench: tcp_raw_64mib_2nbr = %.0f MB/s\n", bench_median(rate[2], T_REPS));
+    printf("bench: gossip_vs_zmq = %.3f x\n", bench_median(vs_zmq, T_REPS));
+    printf("bench: gossip_vs_tcp = %.3f x\n", bench_median(vs_tcp, T_REPS));
     fflush(stdout);
 }
 
@@ -844,19 +831,19 @@ static void overlap(void)
            "# 1 worker and 1 BLAS thread each; %d windows of %d rounds a variant, interleaved\n",
            O_SPEC, r[0].nparams, 4e-6 * (double)r[0].nparams, O_BATCH, O_REPS, O_ROUNDS);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double cc = median(cpu[0], O_REPS), cm = median(cpu[1], O_REPS), cf = median(cpu[2], O_REPS);
+    double cc = bench_median(cpu[0], O_REPS), cm = bench_median(cpu[1], O_REPS), cf = bench_median(cpu[2], O_REPS);
     printf("# CPU a peer a round (all threads): compute %.1f ms, comm %.1f ms, full %.1f ms;\n"
            "# %d peers on %ld cores: a full round needs at least %.1f ms of CPU time a core\n",
            1e3 * cc, 1e3 * cm, 1e3 * cf, O_PEERS, cores,
            1e3 * (cc + cm) * O_PEERS / (double)(cores < O_PEERS ? cores : O_PEERS));
-    printf("bench: dpsgd_round_ms = %.1f ms\n", 1e3 * median(t[2], O_REPS));
-    printf("bench: dpsgd_compute_ms = %.1f ms\n", 1e3 * median(t[0], O_REPS));
-    printf("bench: dpsgd_comm_ms = %.1f ms\n", 1e3 * median(t[1], O_REPS));
-    printf("bench: dpsgd_overlap = %.3f x\n", median(ratio, O_REPS));
+    printf("bench: dpsgd_round_ms = %.1f ms\n", 1e3 * bench_median(t[2], O_REPS));
+    printf("bench: dpsgd_compute_ms = %.1f ms\n", 1e3 * bench_median(t[0], O_REPS));
+    printf("bench: dpsgd_comm_ms = %.1f ms\n", 1e3 * bench_median(t[1], O_REPS));
+    printf("bench: dpsgd_overlap = %.3f x\n", bench_median(ratio, O_REPS));
     /* On a machine with no core to spare, communication costs CPU the
      * compute needs: the bound is then the CPU floor, not max(comp, comm). */
     double floor_s = (cc + cm) * O_PEERS / (double)(cores < O_PEERS ? cores : O_PEERS);
-    printf("bench: dpsgd_round_vs_cpu_floor = %.3f x\n", median(t[2], O_REPS) / floor_s);
+    printf("bench: dpsgd_round_vs_cpu_floor = %.3f x\n", bench_median(t[2], O_REPS) / floor_s);
 }
 
 int main(int argc, char **argv)

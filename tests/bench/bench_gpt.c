@@ -20,20 +20,9 @@
 #include "model.h"
 #include "stage.h"
 #include "step.h"
+#include "bench_util.h"
 
 enum { NL = 4, ND = 128, NH = 4, NT = 128, NV = 256, NB = 8 };
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(const char *what)
 {
@@ -90,7 +79,7 @@ int main(void)
             (v ? t2 : t1)[k] = (double)NB * NT * STEPS / (rumor_now() - t0);
         }
     }
-    double r1 = median(t1, ROUNDS), r2 = median(t2, ROUNDS);
+    double r1 = bench_median(t1, ROUNDS), r2 = bench_median(t2, ROUNDS);
     printf("bench: gpt_params = %zu count\n", m->nparams);
     printf("bench: gpt_tokens_per_s_1w = %.0f tokens/s\n", r1);
     printf("bench: gpt_tokens_per_s_2w = %.0f tokens/s\n", r2);

@@ -12,15 +12,10 @@
 #include "blas_tune.h"
 #include "log.h"
 #include "ops.h"
+#include "bench_util.h"
 
 enum { B = 8, T = 128, C = 128, NH = 4, V = 256, REPS = 15 };
 #define R (B * T)
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static rumor_device_t *d;
 static float *x, *y, *w, *b, *mean, *rstd, *dy, *dx, *qkv, *att, *datt, *dqkv, *wte, *wpe, *h4;
@@ -37,8 +32,7 @@ static double seconds_of(op_fn f, int inner)
             f();
         t[r] = (rumor_now() - t0) / inner;
     }
-    qsort(t, REPS, sizeof *t, cmp_double);
-    return t[REPS / 2];
+    return bench_median(t, REPS);
 }
 
 static size_t memcpy_bytes;

@@ -1,38 +1,42 @@
-/* Benchmark: pipelines on CPU devices against their analysis and against
- * data parallelism, measured in the same run.
+/* Benchmark: pipelines on CPU devices against their analysis, against each
+ * other and against data parallelism, measured in the same run.
  *
  * The model is an MLP of equal dense layers (mlp:W-W-...-W-10), so a
  * stage's F, B and W each cost about one GEMM of the same size: the unit
  * costs the schedules' analysis assumes. On P = 2 CPU devices (one BLAS
- * thread each; 2 cores) with M micro-batches, for each schedule:
- *   bubble_NAME           the measured idle share of the devices' time
- *   bubble_vs_theory_NAME  measured / the schedule's simulated bubble
- *                          (GPipe and 1F1B (P-1)/(M+P-1), ZB-H1 (P-1)/(3M+P-1))
- * then zb-h1's measured bubble / 1f1b's, and the pipeline's throughput /
- * the same model trained data-parallel (2 workers, one BLAS thread each) on
- * the same cores. Medians over interleaved rounds of steps. */
+ * thread each; 2 cores), and on 4 and 8 where the machine has the cores,
+ * with M micro-batches, for each schedule:
+ *   bubble_NAME             the measured idle share of the devices' time
+ *   bubble_vs_theory_NAME   measured / the schedule's simulated bubble with
+ *                           unit costs (GPipe and 1F1B (P-1)/(M+P-1),
+ *                           interleaved (P-1)/(MV+P-1), ZB-H1 (P-1)/(3M+P-1),
+ *                           ZB-V its greedy order's, near (P-1)/(6M+P-1))
+ *   act_memory_vs_predicted_NAME  the heap the pipeline's activations took
+ *                           (mallinfo2 around its creation, less parameters
+ *                           and gradients) / the validator's peak slots x
+ *                           a slot's bytes
+ *   act_memory_vs_all_micro_NAME  the same heap / one slot for each of the
+ *                           M micro-batches on every stage (what the engine
+ *                           held before slots followed the schedule)
+ * then zero-bubble's measured bubble / 1F1B's, the pipeline's throughput /
+ * the same model trained data-parallel (P workers, one BLAS thread each) on
+ * the same cores, and on two devices of unlike speed (cpu:1 and
+ * cpu:1:slow=2) the throughput of --partition profile's cut / uniform's.
+ * Medians over interleaved rounds of steps (ratios taken round by round). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "blas_tune.h"
 #include "log.h"
 #include "pipeline.h"
 #include "step.h"
 
-enum { WIDTH = 512, LAYERS = 8, BATCH = 1024, M = 8, STEPS = 4, ROUNDS = 5 };
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+enum { WIDTH = 512, BATCH = 1024, M = 8, STEPS = 4, ROUNDS = 5, NS = 5 };
+static const char *const scheds[NS] = { "gpipe", "1f1b", "interleaved:2", "zb-h1", "zbv" };
+static const char *const names[NS] = { "gpipe", "1f1b", "interleaved2", "zbh1", "zbv" };
 
 static void die(const char *what)
 {
@@ -40,23 +44,185 @@ static void die(const char *what)
     exit(1);
 }
 
-int main(int argc, char **argv)
+static rumor_model_t *equal_mlp(int layers)
 {
-    rumor_blas_autotune(argc, argv);
-    char spec[256];
+    char spec[1024];
     int at = snprintf(spec, sizeof spec, "mlp:%d", WIDTH);
-    for (int i = 0; i < LAYERS; i++)
+    for (int i = 0; i < layers; i++)
         at += snprintf(spec + at, sizeof spec - (size_t)at, "-%d", WIDTH);
     snprintf(spec + at, sizeof spec - (size_t)at, "-10");
     rumor_model_t *m = NULL;
     if (rumor_model_create(spec, 0, &m) < 0)
         die("model");
-    rumor_device_t *devs[2], *dp = NULL;
-    if (rumor_device_open("cpu:1", &devs[0]) < 0 || rumor_device_open("cpu:1", &devs[1]) < 0 ||
-        rumor_device_open("cpu:2", &dp) < 0)
+    return m;
+}
+
+static size_t heap_now(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A pipeline, and the heap its activations took. */
+static rumor_pipeline_t *make(const rumor_model_t *m, rumor_device_t **devs, int P,
+                              const char *sched, const int *cuts, double *act_bytes)
+{
+    rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = P, .schedule = sched,
+                                   .microbatches = M, .cuts = cuts, .max_B = BATCH, .T = 1,
+                                   .seed = 1 };
+    rumor_pipeline_t *p = NULL;
+    size_t h0 = heap_now();
+    if (rumor_pipeline_create(&pc, &p) < 0)
+        die(sched);
+    double took = (double)(heap_now() - h0);
+    for (int s = 0; s < p->S; s++)
+        took -= 2.0 * (double)p->st[s]->n * sizeof(float); /* parameters, gradients */
+    if (act_bytes)
+        *act_bytes = took;
+    return p;
+}
+
+static double steps_per_s(rumor_pipeline_t *p, const rumor_batch_t *b, double *bubble)
+{
+    float loss;
+    double t0 = rumor_now(), bsum = 0;
+    for (int i = 0; i < STEPS; i++) {
+        if (rumor_pipeline_grads(p, b, i, &loss) < 0)
+            die(p->sched->name);
+        bsum += rumor_pipeline_bubble(p);
+    }
+    if (bubble)
+        *bubble = bsum / STEPS;
+    return STEPS / (rumor_now() - t0);
+}
+
+static void bench_schedules(int P, const rumor_batch_t *b)
+{
+    char sfx[16] = "";
+    if (P != 2)
+        snprintf(sfx, sizeof sfx, "_p%d", P);
+    rumor_model_t *m = equal_mlp(P * 2 > 8 ? P * 2 : 8);
+    rumor_device_t *devs[8], *dp = NULL;
+    char dps[16];
+    snprintf(dps, sizeof dps, "cpu:%d", P);
+    for (int d = 0; d < P; d++)
+        if (rumor_device_open("cpu:1", &devs[d]) < 0)
+            die("devices");
+    if (rumor_device_open(dps, &dp) < 0)
         die("devices");
+    printf("# %d blocks (%zu parameters), batch %d in %d micro-batches, %d CPU devices of one "
+           "thread\n", m->nblocks, m->nparams, BATCH, M, P);
+    rumor_pipeline_t *p[NS];
+    double act[NS];
+    for (int k = 0; k < NS; k++) {
+        int S = P * (k == 2 || k == 4 ? 2 : 1), cuts[17];
+        if (rumor_pipeline_partition(m, "params", S, cuts) < 0)
+            die("partition");
+        p[k] = make(m, devs, P, scheds[k], cuts, &act[k]);
+    }
+    rumor_stage_config_t sc = { .model = m, .dev = dp, .first = 0, .last = m->nblocks,
+                                .max_B = BATCH, .T = 1, .slots = 1, .seed = 1 };
+    rumor_stage_t *whole = NULL;
+    rumor_step_t *step = NULL;
+    if (rumor_stage_create(&sc, &whole) < 0 || rumor_step_create(whole, P, &step) < 0)
+        die("data-parallel step");
+
+    double bub[NS][ROUNDS], sps[NS][ROUNDS], dp_sps[ROUNDS];
+    for (int r = -1; r < ROUNDS; r++) { /* round -1 warms up */
+        for (int k = 0; k < NS; k++) {
+            double bb, v = steps_per_s(p[k], b, &bb);
+            if (r >= 0)
+                bub[k][r] = bb, sps[k][r] = v;
+        }
+        double t0 = rumor_now();
+        float loss;
+        for (int i = 0; i < STEPS; i++)
+            if (rumor_step_grads(step, b, i, &loss) < 0)
+                die("data-parallel step");
+        if (r >= 0)
+            dp_sps[r] = STEPS / (rumor_now() - t0);
+    }
+    for (int k = 0; k < NS; k++) {
+        double ratio[ROUNDS], pred = 0, all = 0;
+        for (int r = 0; r < ROUNDS; r++)
+            ratio[r] = bub[k][r] / p[k]->sched->bubble;
+        for (int s = 0; s < p[k]->S; s++) {
+            pred += (double)p[k]->sched->peak_stage[s] * rumor_stage_slot_bytes(p[k]->st[s]);
+            all += (double)M * rumor_stage_slot_bytes(p[k]->st[s]);
+        }
+        printf("bench: bubble_%s%s = %.3f x\n", names[k], sfx, bench_median(bub[k], ROUNDS));
+        printf("bench: bubble_vs_theory_%s%s = %.3f x\n", names[k], sfx,
+               bench_median(ratio, ROUNDS));
+        if (P == 2) {
+            printf("bench: act_memory_vs_predicted_%s = %.3f x\n", names[k], act[k] / pred);
+            printf("bench: act_memory_vs_all_micro_%s = %.3f x\n", names[k], act[k] / all);
+        }
+        printf("# %s: simulated bubble %.3f, %.2f steps/s, activations %.1f MiB\n", scheds[k],
+               p[k]->sched->bubble, bench_median(sps[k], ROUNDS), act[k] / 1048576.0);
+    }
+    double zr[ROUNDS], vr[ROUNDS], tr[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        zr[r] = bub[3][r] / bub[1][r];
+        vr[r] = bub[4][r] / bub[1][r];
+        tr[r] = sps[1][r] / dp_sps[r];
+    }
+    printf("bench: zbh1_vs_1f1b_bubble%s = %.3f x\n", sfx, bench_median(zr, ROUNDS));
+    printf("bench: zbv_vs_1f1b_bubble%s = %.3f x\n", sfx, bench_median(vr, ROUNDS));
+    printf("bench: pipeline_1f1b_vs_data_parallel%s = %.3f x\n", sfx, bench_median(tr, ROUNDS));
+    printf("# data-parallel (%d workers): %.2f steps/s; the pipeline waits in its bubble and "
+           "copies activations, while the workers split every GEMM's rows\n", P,
+           bench_median(dp_sps, ROUNDS));
+    for (int k = 0; k < NS; k++)
+        rumor_pipeline_destroy(&p[k]);
+    rumor_step_destroy(&step);
+    rumor_stage_destroy(&whole);
+    rumor_model_destroy(&m);
+    for (int d = 0; d < P; d++)
+        rumor_device_close(&devs[d]);
+    rumor_device_close(&dp);
+}
+
+/* Two devices of unlike speed: --partition profile against uniform. */
+static void bench_unlike(const rumor_batch_t *b)
+{
+    rumor_model_t *m = equal_mlp(8);
+    rumor_device_t *devs[2];
+    if (rumor_device_open("cpu:1", &devs[0]) < 0 || rumor_device_open("cpu:1:slow=2", &devs[1]) < 0)
+        die("devices");
+    int uni[3], prof[3], dev_of[2] = { 0, 1 };
+    double pred[2];
+    if (rumor_pipeline_partition(m, "uniform", 2, uni) < 0 ||
+        rumor_pipeline_profile(m, devs, 2, dev_of, 2, b, M, 1, 1, prof, pred) < 0)
+        die("partition");
+    printf("# cpu:1 and cpu:1:slow=2, 1f1b, %d micro-batches: uniform cuts at block %d of %d, "
+           "profile at %d (predicted %.1f and %.1f ms a step)\n", M, uni[1], m->nblocks, prof[1],
+           1e3 * pred[0], 1e3 * pred[1]);
+    rumor_pipeline_t *pu = make(m, devs, 2, "1f1b", uni, NULL);
+    rumor_pipeline_t *pp = make(m, devs, 2, "1f1b", prof, NULL);
+    double ratio[ROUNDS], su[ROUNDS], sp[ROUNDS];
+    for (int r = -1; r < ROUNDS; r++) {
+        double a = steps_per_s(pu, b, NULL), c = steps_per_s(pp, b, NULL);
+        if (r >= 0)
+            su[r] = a, sp[r] = c, ratio[r] = c / a;
+    }
+    printf("bench: partition_profile_vs_uniform_slow2 = %.3f x\n", bench_median(ratio, ROUNDS));
+    printf("# uniform %.2f steps/s, profile %.2f steps/s; the ideal is 4/3 (the slow device's "
+           "half of the work at half speed against a third of it)\n", bench_median(su, ROUNDS),
+           bench_median(sp, ROUNDS));
+    rumor_pipeline_destroy(&pu);
+    rumor_pipeline_destroy(&pp);
+    rumor_model_destroy(&m);
+    rumor_device_close(&devs[0]);
+    rumor_device_close(&devs[1]);
+}
+
+int main(int argc, char **argv)
+{
+    rumor_blas_autotune(argc, argv);
     float *x = malloc((size_t)BATCH * WIDTH * sizeof *x);
     int32_t *y = malloc(BATCH * sizeof *y);
+    if (!x || !y)
+        die("out of memory");
     unsigned long long s = 1;
     for (int i = 0; i < BATCH * WIDTH; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -65,82 +231,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < BATCH; i++)
         y[i] = i % 10;
     rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = BATCH, .width = WIDTH, .x = x, .y = y };
-    printf("# %s (%zu parameters), batch %d in %d micro-batches, 2 CPU devices of one thread\n",
-           spec, m->nparams, BATCH, M);
-
-    static const char *scheds[] = { "gpipe", "1f1b", "zb-h1" };
-    enum { NS = 3 };
-    rumor_pipeline_t *p[NS];
-    int cuts[3];
-    if (rumor_pipeline_partition(m, "params", 2, cuts) < 0)
-        die("partition");
-    for (int k = 0; k < NS; k++) {
-        rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = 2,
-                                       .schedule = scheds[k], .microbatches = M, .cuts = cuts,
-                                       .max_B = BATCH, .T = 1, .seed = 1 };
-        if (rumor_pipeline_create(&pc, &p[k]) < 0)
-            die(scheds[k]);
+    int cores = rumor_cpu_cores();
+    bench_schedules(2, &b);
+    for (int P = 4; P <= 8; P *= 2) {
+        if (cores >= P)
+            bench_schedules(P, &b);
+        else
+            printf("# %d stages: skipped, %d cores (one a stage)\n", P, cores);
     }
-    rumor_stage_config_t sc = { .model = m, .dev = dp, .first = 0, .last = m->nblocks,
-                                .max_B = BATCH, .T = 1, .slots = 1, .seed = 1 };
-    rumor_stage_t *whole = NULL;
-    rumor_step_t *step = NULL;
-    if (rumor_stage_create(&sc, &whole) < 0 || rumor_step_create(whole, 2, &step) < 0)
-        die("data-parallel step");
-
-    double bub[NS][ROUNDS], sps[NS][ROUNDS], dp_sps[ROUNDS];
-    float loss;
-    for (int r = -1; r < ROUNDS; r++) { /* round -1 warms up */
-        for (int k = 0; k < NS; k++) {
-            double t0 = rumor_now(), bsum = 0;
-            for (int i = 0; i < STEPS; i++) {
-                if (rumor_pipeline_grads(p[k], &b, i, &loss) < 0)
-                    die(scheds[k]);
-                bsum += rumor_pipeline_bubble(p[k]);
-            }
-            if (r >= 0) {
-                bub[k][r] = bsum / STEPS;
-                sps[k][r] = STEPS / (rumor_now() - t0);
-            }
-        }
-        double t0 = rumor_now();
-        for (int i = 0; i < STEPS; i++)
-            if (rumor_step_grads(step, &b, i, &loss) < 0)
-                die("data-parallel step");
-        if (r >= 0)
-            dp_sps[r] = STEPS / (rumor_now() - t0);
-    }
-    double med_bub[NS], med_sps[NS];
-    for (int k = 0; k < NS; k++) {
-        double ratio[ROUNDS];
-        for (int r = 0; r < ROUNDS; r++)
-            ratio[r] = bub[k][r] / p[k]->sched->bubble;
-        double rb = median(ratio, ROUNDS);
-        med_bub[k] = median(bub[k], ROUNDS);
-        med_sps[k] = median(sps[k], ROUNDS);
-        printf("bench: bubble_%s = %.3f x\n", scheds[k], med_bub[k]);
-        printf("bench: bubble_vs_theory_%s = %.3f x\n", scheds[k], rb);
-        printf("# %s: analysis %.3f, %.2f steps/s\n", scheds[k], p[k]->sched->bubble, med_sps[k]);
-    }
-    double zr[ROUNDS], tr[ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) {
-        zr[r] = bub[2][r] / bub[1][r];
-        tr[r] = sps[1][r] / dp_sps[r];
-    }
-    printf("bench: zbh1_vs_1f1b_bubble = %.3f x\n", median(zr, ROUNDS));
-    printf("bench: pipeline_1f1b_vs_data_parallel = %.3f x\n", median(tr, ROUNDS));
-    printf("# data-parallel (2 workers): %.2f steps/s; the pipeline splits each layer's work "
-           "less evenly and waits in its bubble, while 2 workers split every GEMM's rows\n",
-           median(dp_sps, ROUNDS));
-    for (int k = 0; k < NS; k++)
-        rumor_pipeline_destroy(&p[k]);
-    rumor_step_destroy(&step);
-    rumor_stage_destroy(&whole);
-    rumor_model_destroy(&m);
+    bench_unlike(&b);
     free(x);
     free(y);
-    rumor_device_close(&devs[0]);
-    rumor_device_close(&devs[1]);
-    rumor_device_close(&dp);
     return 0;
 }

@@ -18,18 +18,7 @@
 #include "optim.h"
 #include "step.h"
 #include "../stageutil.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 /* The GEMMs of one step of a model, through CBLAS directly: each dense
  * block's forward, weight gradient and (but the first) input gradient. */
@@ -113,12 +102,12 @@ static void run(void)
         f2[r] = (tg / 2) / t2;
         speedup[r] = t1 / t2;
     }
-    printf("bench: train_mlp_1w = %.0f examples/s\n", median(r1, rounds));
-    printf("bench: train_mlp_2w = %.0f examples/s\n", median(r2, rounds));
-    printf("bench: train_mlp_1model_2blas = %.0f examples/s\n", median(rb, rounds));
-    printf("bench: train_mlp_2w_speedup = %.2f x\n", median(speedup, rounds));
-    printf("bench: train_mlp_gemm_floor_1w = %.3f x\n", median(f1, rounds));
-    printf("bench: train_mlp_gemm_floor_2w = %.3f x\n", median(f2, rounds));
+    printf("bench: train_mlp_1w = %.0f examples/s\n", bench_median(r1, rounds));
+    printf("bench: train_mlp_2w = %.0f examples/s\n", bench_median(r2, rounds));
+    printf("bench: train_mlp_1model_2blas = %.0f examples/s\n", bench_median(rb, rounds));
+    printf("bench: train_mlp_2w_speedup = %.2f x\n", bench_median(speedup, rounds));
+    printf("bench: train_mlp_gemm_floor_1w = %.3f x\n", bench_median(f1, rounds));
+    printf("bench: train_mlp_gemm_floor_2w = %.3f x\n", bench_median(f2, rounds));
     free(x);
     free(y);
     free(sa);
