@@ -16,6 +16,7 @@ struct pipeline_run {
     int **pool, *npool;           /* (S) each stage's free slots; only its device's
                                    * worker takes and returns them */
     double *loss;                 /* (M) each micro-batch's summed loss */
+    uint8_t **early;              /* (P)(n[d]) a W run before its place in the list */
     const rumor_batch_t *b;
     long step;
     float loss_scale;
@@ -61,6 +62,9 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
         free(p->run->pool);
         free(p->run->npool);
         free(p->run->loss);
+        for (int d = 0; p->run->early && d < p->P; d++)
+            free(p->run->early[d]);
+        free(p->run->early);
         free(p->run);
     }
     rumor_schedule_destroy(&p->sched);
@@ -130,7 +134,10 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         r->pool = calloc((size_t)p->S, sizeof *r->pool);
         r->npool = calloc((size_t)p->S, sizeof *r->npool);
         r->loss = calloc((size_t)p->M, sizeof *r->loss);
-        int ok = r->done_f && r->done_b && r->slot_of && r->pool && r->npool && r->loss;
+        r->early = calloc((size_t)p->P, sizeof *r->early);
+        int ok = r->done_f && r->done_b && r->slot_of && r->pool && r->npool && r->loss && r->early;
+        for (int d = 0; ok && d < p->P; d++)
+            ok = (r->early[d] = calloc((size_t)p->sched->n[d] + 1, 1)) != NULL;
         for (int s = 0; ok && s < p->S; s++)
             ok = (r->pool[s] = calloc((size_t)p->sched->peak_stage[s], sizeof **r->pool)) != NULL;
         if (!ok)
@@ -262,14 +269,71 @@ static int act(struct worker *w, const rumor_action_t *a)
     }
 }
 
+/* The flag action a of device d waits for (NULL: none). */
+static const uint8_t *input_of(const rumor_pipeline_t *p, int d, const rumor_action_t *a)
+{
+    int s = rumor_schedule_stage(p->sched, d, a->chunk);
+    size_t c = (size_t)s * p->M + a->micro;
+    if (a->kind == RUMOR_ACT_F)
+        return s > 0 ? &p->run->done_f[c - p->M] : NULL;
+    if (a->kind == RUMOR_ACT_B || a->kind == RUMOR_ACT_BW)
+        return s < p->S - 1 ? &p->run->done_b[c + p->M] : NULL;
+    return NULL;
+}
+
+static int is_set(struct pipeline_run *r, const uint8_t *flag)
+{
+    pthread_mutex_lock(&r->mu);
+    int v = *flag || r->failed;
+    pthread_mutex_unlock(&r->mu);
+    return v;
+}
+
+/* While action i of worker w waits for its input, runs the Ws listed after
+ * it whose B is done (nothing waits on a W, and running one earlier frees
+ * its slot earlier: the schedule's dependencies and peak hold). Returns 0,
+ * or < 0 when a W failed. */
+static int fill_wait(struct worker *w, int i, const uint8_t *need)
+{
+    rumor_pipeline_t *p = w->p;
+    const rumor_schedule_t *sc = p->sched;
+    struct pipeline_run *r = p->run;
+    int n = sc->n[w->d], lim = i + 1 + 6 * p->S;
+    uint8_t *early = r->early[w->d];
+    for (int j = i + 1; j < n && j < lim && !is_set(r, need); j++) {
+        const rumor_action_t *x = &sc->acts[w->d][j];
+        if (x->kind != RUMOR_ACT_W || early[j])
+            continue;
+        int s = rumor_schedule_stage(sc, w->d, x->chunk);
+        if (!r->done_b[(size_t)s * p->M + x->micro]) /* set by this worker alone */
+            continue;
+        double a0 = rumor_now() - p->t0;
+        int rc = act(w, x);
+        p->ev[w->d][2 * j] = a0;
+        p->ev[w->d][2 * j + 1] = rumor_now() - p->t0;
+        if (rc < 0) {
+            fail_run(r, w->d, x, s);
+            return rc;
+        }
+        early[j] = 1;
+    }
+    return 0;
+}
+
 static void *work(void *arg)
 {
     struct worker *w = arg;
     rumor_pipeline_t *p = w->p;
     const rumor_schedule_t *sc = p->sched;
     double t0 = rumor_now(), *ev = p->ev[w->d];
+    uint8_t *early = p->run->early[w->d];
     for (int i = 0; i < sc->n[w->d]; i++) {
         const rumor_action_t *a = &sc->acts[w->d][i];
+        if (early[i])
+            continue;
+        const uint8_t *need = input_of(p, w->d, a);
+        if (need && !is_set(p->run, need) && fill_wait(w, i, need) < 0)
+            break;
         double idle = w->idle;
         double a0 = rumor_now();
         int rc = act(w, a);
@@ -294,6 +358,8 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     size_t cells = (size_t)p->S * p->M;
     memset(r->done_f, 0, cells);
     memset(r->done_b, 0, cells);
+    for (int d = 0; d < p->P; d++)
+        memset(r->early[d], 0, (size_t)p->sched->n[d]);
     for (int s = 0; s < p->S; s++) {
         r->npool[s] = p->st[s]->nslots;
         for (int i = 0; i < r->npool[s]; i++)
@@ -355,6 +421,36 @@ double rumor_pipeline_bubble(const rumor_pipeline_t *p)
     for (int d = 0; d < p->P; d++)
         busy += p->busy_s[d];
     return p->step_s > 0 ? 1.0 - busy / ((double)p->P * p->step_s) : 0.0;
+}
+
+int rumor_pipeline_expected_bubble(const rumor_pipeline_t *p, double *bubble)
+{
+    size_t n = (size_t)p->S * 3;
+    double *cost = calloc(n, sizeof *cost), *cnt = calloc(n, sizeof *cnt), mk;
+    if (!cost || !cnt) {
+        free(cost);
+        free(cnt);
+        return rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+    }
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->sched->n[d]; i++) {
+            const rumor_action_t *a = &p->sched->acts[d][i];
+            int s = rumor_schedule_stage(p->sched, d, a->chunk);
+            double t = p->ev[d][2 * i + 1] - p->ev[d][2 * i];
+            if (a->kind == RUMOR_ACT_BW) { /* split as B = W: only their sum counts */
+                cost[s * 3 + 1] += t / 2, cost[s * 3 + 2] += t / 2;
+                cnt[s * 3 + 1] += 1, cnt[s * 3 + 2] += 1;
+            } else {
+                cost[s * 3 + a->kind] += t;
+                cnt[s * 3 + a->kind] += 1;
+            }
+        }
+    for (size_t k = 0; k < n; k++)
+        cost[k] = cnt[k] > 0 ? cost[k] / cnt[k] : 0.0;
+    int rc = rumor_schedule_simulate(p->sched, cost, &mk, bubble);
+    free(cost);
+    free(cnt);
+    return rc;
 }
 
 void rumor_pipeline_trace_rows(const rumor_pipeline_t *p, rumor_trace_t *t)

@@ -15,7 +15,14 @@
  * Activation memory is what the schedule needs, not M micro-batches' worth:
  * stage s holds the validator's peak_stage[s] slots, taking one for a
  * micro-batch at its F and giving it back at its W (1F1B's stage s: P - s
- * slots; GPipe's: M). Each stage accumulates its weight
+ * slots; GPipe's: M).
+ *
+ * A worker whose next action waits for its input first runs the Ws listed
+ * after it whose B is done: the schedules' orders come from unit costs
+ * (F = B = W), real ones differ, and a W moved earlier breaks no
+ * dependency (nothing waits on a W) and raises no peak (it frees a slot
+ * sooner), so zero-bubble schedules fill the waits their list did not
+ * foresee. Each stage accumulates its weight
  * gradients over the micro-batches and steps its own optimizer over its own
  * parameter range.
  *
@@ -95,6 +102,13 @@ void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params);
 /* The measured bubble of the last step: the share of P x its wall time that
  * the devices spent waiting. */
 double rumor_pipeline_bubble(const rumor_pipeline_t *p);
+
+/* The bubble the schedule itself leaves at the last step's costs: its lists
+ * simulated (rumor_schedule_simulate) with each stage's mean F, B and W
+ * seconds as measured in that step. Against the measured bubble it tells
+ * the schedule's idle time (unequal stages, F, B and W of unlike cost) from
+ * the executor's (waking, copying). */
+int rumor_pipeline_expected_bubble(const rumor_pipeline_t *p, double *bubble) RUMOR_WUR;
 
 /* Names the trace's rows 0 to P - 1 after the pipeline's devices. */
 void rumor_pipeline_trace_rows(const rumor_pipeline_t *p, rumor_trace_t *t);

@@ -126,10 +126,10 @@ static void push(rumor_schedule_t *s, int d, rumor_act_kind k, int chunk, int mi
 /* Finish times of F, B and W per (stage, micro-batch); -1: not yet run. */
 struct sim {
     int S, M;
-    int *fin[3];
+    double *fin[3];
 };
 
-static int *fin_of(struct sim *x, int k, int stage, int micro)
+static double *fin_of(struct sim *x, int k, int stage, int micro)
 {
     return &x->fin[k][(size_t)stage * x->M + micro];
 }
@@ -137,9 +137,10 @@ static int *fin_of(struct sim *x, int k, int stage, int micro)
 /* Whether action a of device d can run: its inputs' finish time in *ready
  * (0 when none), else 0 with what it waits for in why. */
 static int deps_done(const rumor_schedule_t *s, struct sim *x, int d, const rumor_action_t *a,
-                     int *ready, char *why, size_t cap)
+                     double *ready, char *why, size_t cap)
 {
-    int st = rumor_schedule_stage(s, d, a->chunk), m = a->micro, t = 0;
+    int st = rumor_schedule_stage(s, d, a->chunk), m = a->micro;
+    double t = 0;
     const char *need = NULL;
     int need_stage = -1;
     if (a->kind == RUMOR_ACT_F) {
@@ -229,15 +230,21 @@ static int check_counts(const rumor_schedule_t *s)
     return rc;
 }
 
-int rumor_schedule_validate(rumor_schedule_t *s)
+/* Runs s's lists in order, each action as soon as its device is free and
+ * its inputs are done, with cost[st * 3 + k] the seconds of kind k (F, B,
+ * W) on stage st (BW: B + W), or unit costs (NULL). Fills *makespan and
+ * busy (P); with starts, each action's start. RUMOR_EINVAL names the waits
+ * of a deadlock. */
+static int simulate(rumor_schedule_t *s, const double *cost, int starts, double *makespan,
+                    double *busy)
 {
-    RUMOR_CHECK(check_counts(s));
     size_t cells = (size_t)s->S * s->M;
     struct sim x = { s->S, s->M, { NULL, NULL, NULL } };
-    int *ptr = calloc((size_t)s->P, sizeof *ptr), *free_at = calloc((size_t)s->P, sizeof *free_at);
+    int *ptr = calloc((size_t)s->P, sizeof *ptr);
+    double *free_at = calloc((size_t)s->P, sizeof *free_at);
     int ok = ptr && free_at;
     for (int k = 0; ok && k < 3; k++) {
-        ok = (x.fin[k] = malloc(cells * sizeof(int))) != NULL;
+        ok = (x.fin[k] = malloc(cells * sizeof(double))) != NULL;
         for (size_t c = 0; ok && c < cells; c++)
             x.fin[k][c] = -1;
     }
@@ -245,24 +252,29 @@ int rumor_schedule_validate(rumor_schedule_t *s)
     long left = 0;
     for (int d = 0; d < s->P; d++) {
         left += s->n[d];
-        s->busy[d] = s->peak[d] = 0;
+        busy[d] = 0;
     }
-    for (int st = 0; st < s->S; st++)
-        s->peak_stage[st] = 0;
     char why[256];
     while (rc == 0 && left > 0) {
         int moved = 0;
         for (int d = 0; d < s->P; d++)
             while (ptr[d] < s->n[d]) {
                 rumor_action_t *a = &s->acts[d][ptr[d]];
-                int ready;
+                double ready;
                 if (!deps_done(s, &x, d, a, &ready, why, sizeof why))
                     break;
-                int start = ready > free_at[d] ? ready : free_at[d];
-                int dur = a->kind == RUMOR_ACT_BW ? 2 : 1, st = rumor_schedule_stage(s, d, a->chunk);
-                a->start = start;
+                int st = rumor_schedule_stage(s, d, a->chunk);
+                double start = ready > free_at[d] ? ready : free_at[d], dur;
+                if (!cost)
+                    dur = a->kind == RUMOR_ACT_BW ? 2 : 1;
+                else if (a->kind == RUMOR_ACT_BW)
+                    dur = cost[st * 3 + 1] + cost[st * 3 + 2];
+                else
+                    dur = cost[st * 3 + a->kind];
+                if (starts)
+                    a->start = (int32_t)start;
                 free_at[d] = start + dur;
-                s->busy[d] += dur;
+                busy[d] += dur;
                 if (a->kind == RUMOR_ACT_BW) {
                     *fin_of(&x, 1, st, a->micro) = start + dur;
                     *fin_of(&x, 2, st, a->micro) = start + dur;
@@ -279,41 +291,64 @@ int rumor_schedule_validate(rumor_schedule_t *s)
             size_t at = 0;
             for (int d = 0; d < s->P && at < sizeof msg; d++)
                 if (ptr[d] < s->n[d]) {
-                    int ready;
+                    double ready;
                     deps_done(s, &x, d, &s->acts[d][ptr[d]], &ready, why, sizeof why);
                     at += (size_t)snprintf(msg + at, sizeof msg - at, "%s%s", at ? "; " : "", why);
                 }
             rc = rumor_err_set(RUMOR_EINVAL, "deadlock: %s", msg);
         }
     }
-    if (rc == 0) {
-        s->makespan = 0;
-        long busy = 0;
-        for (int d = 0; d < s->P; d++) {
-            if (free_at[d] > s->makespan)
-                s->makespan = free_at[d];
-            busy += s->busy[d];
-            /* live activations: a micro-batch's chunk from its F to its W */
-            int live = 0, lc[RUMOR_SCHED_MAX_CHUNKS] = { 0 };
-            for (int i = 0; i < s->n[d]; i++) {
-                const rumor_action_t *a = &s->acts[d][i];
-                int k = a->kind, st = rumor_schedule_stage(s, d, a->chunk);
-                int dl = k == RUMOR_ACT_F ? 1 : k == RUMOR_ACT_W || k == RUMOR_ACT_BW ? -1 : 0;
-                live += dl;
-                lc[a->chunk] += dl;
-                if (live > s->peak[d])
-                    s->peak[d] = live;
-                if (lc[a->chunk] > s->peak_stage[st])
-                    s->peak_stage[st] = lc[a->chunk];
-            }
-        }
-        s->bubble = s->makespan ? 1.0 - (double)busy / ((double)s->P * s->makespan) : 0.0;
-    }
+    *makespan = 0;
+    for (int d = 0; rc == 0 && d < s->P; d++)
+        if (free_at[d] > *makespan)
+            *makespan = free_at[d];
     free(ptr);
     free(free_at);
     for (int k = 0; k < 3; k++)
         free(x.fin[k]);
     return rc;
+}
+
+int rumor_schedule_validate(rumor_schedule_t *s)
+{
+    RUMOR_CHECK(check_counts(s));
+    double mk, busy[RUMOR_SCHED_MAX_DEVICES];
+    RUMOR_CHECK(simulate(s, NULL, 1, &mk, busy));
+    s->makespan = (int)mk;
+    long total = 0;
+    for (int st = 0; st < s->S; st++)
+        s->peak_stage[st] = 0;
+    for (int d = 0; d < s->P; d++) {
+        s->busy[d] = (int)busy[d];
+        s->peak[d] = 0;
+        total += s->busy[d];
+        /* live activations: a micro-batch's chunk from its F to its W */
+        int live = 0, lc[RUMOR_SCHED_MAX_CHUNKS] = { 0 };
+        for (int i = 0; i < s->n[d]; i++) {
+            const rumor_action_t *a = &s->acts[d][i];
+            int k = a->kind, st = rumor_schedule_stage(s, d, a->chunk);
+            int dl = k == RUMOR_ACT_F ? 1 : k == RUMOR_ACT_W || k == RUMOR_ACT_BW ? -1 : 0;
+            live += dl;
+            lc[a->chunk] += dl;
+            if (live > s->peak[d])
+                s->peak[d] = live;
+            if (lc[a->chunk] > s->peak_stage[st])
+                s->peak_stage[st] = lc[a->chunk];
+        }
+    }
+    s->bubble = s->makespan ? 1.0 - (double)total / ((double)s->P * s->makespan) : 0.0;
+    return 0;
+}
+
+int rumor_schedule_simulate(rumor_schedule_t *s, const double *cost, double *makespan,
+                            double *bubble)
+{
+    double busy[RUMOR_SCHED_MAX_DEVICES], total = 0;
+    RUMOR_CHECK(simulate(s, cost, 0, makespan, busy));
+    for (int d = 0; d < s->P; d++)
+        total += busy[d];
+    *bubble = *makespan > 0 ? 1.0 - total / ((double)s->P * *makespan) : 0.0;
+    return 0;
 }
 
 /* ------------------------------------------------------------ generators */

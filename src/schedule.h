@@ -124,6 +124,15 @@ void rumor_schedule_destroy(rumor_schedule_t **sp);
  * 0 waits at F of stage 0 micro-batch 1 ..."). */
 int rumor_schedule_validate(rumor_schedule_t *s) RUMOR_WUR;
 
+/* The schedule run with real costs: cost[st * 3 + k] the seconds of kind
+ * k (F, B, W) on stage st (BW costs B + W), each device's list in order,
+ * each action as soon as its device is free and its inputs are done (no
+ * transfer time). *makespan and *bubble (the idle share) are what an
+ * executor with no overhead would measure; the starts printed stay the
+ * unit-cost ones. */
+int rumor_schedule_simulate(rumor_schedule_t *s, const double *cost, double *makespan,
+                            double *bubble) RUMOR_WUR;
+
 /* The bubble of the schedule's analysis with unit costs, as an idle share of
  * the makespan: GPipe and 1F1B (P-1)/(M+P-1), interleaved (P-1)/(MV+P-1),
  * ZB-H1 (P-1)/(3M+P-1), ZBV (P-1)/(6M+P-1) (the papers' (P-1)/M, (P-1)/(MV) and (P-1)/(3M) are

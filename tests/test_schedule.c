@@ -148,6 +148,38 @@ static void check_golden(void)
     }
 }
 
+/* The schedule run with real costs, against a timeline worked by hand:
+ * GPipe on 2 devices, 2 micro-batches, stage 0's F, B, W = 1, 1, 1 and
+ * stage 1's 2, 2, 2. Device 0: F0 [0, 1] F1 [1, 2]; device 1: F0 [1, 3]
+ * F1 [3, 5] BW0 [5, 9] BW1 [9, 13]; device 0: BW0 [9, 11] BW1 [13, 15].
+ * Makespan 15, busy 6 + 12 of 30: bubble 0.4. And with unit costs every
+ * schedule simulates to its validated makespan and bubble. */
+static void check_costs(void)
+{
+    rumor_schedule_t *s = NULL;
+    CHECK_OK(rumor_schedule_build("gpipe", 2, 2, 0, &s));
+    double cost[6] = { 1, 1, 1, 2, 2, 2 }, mk = 0, bub = 0;
+    if (s)
+        CHECK_OK(rumor_schedule_simulate(s, cost, &mk, &bub));
+    CHECKF(mk == 15 && fabs(bub - 0.4) < 1e-12, "gpipe with costs: makespan %g, bubble %g", mk,
+           bub);
+    CHECK(s && s->makespan == 9 && s->acts[1][2].start == 3); /* unit starts kept */
+    rumor_schedule_destroy(&s);
+    static const char *specs[] = { "gpipe", "1f1b", "interleaved:2", "zb-h1", "zbv" };
+    for (size_t k = 0; k < 5; k++) {
+        CHECK_OK(rumor_schedule_build(specs[k], 4, 8, 0, &s));
+        double unit[8 * 3];
+        for (int i = 0; i < 24; i++)
+            unit[i] = 1.0;
+        if (s)
+            CHECK_OK(rumor_schedule_simulate(s, unit, &mk, &bub));
+        CHECKF(s && mk == s->makespan && fabs(bub - s->bubble) < 1e-12, "%s: unit costs give "
+               "makespan %g, bubble %g; validated %d, %g", specs[k], mk, bub,
+               s ? s->makespan : -1, s ? s->bubble : -1.0);
+        rumor_schedule_destroy(&s);
+    }
+}
+
 static void check_refusals(void)
 {
     rumor_schedule_t *s = NULL;
@@ -237,6 +269,7 @@ int main(void)
 {
     check_all();
     check_golden();
+    check_costs();
     check_refusals();
     check_broken();
     return tu_finish("test_schedule");
