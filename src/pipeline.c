@@ -393,6 +393,10 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     for (int d = 0; d < started; d++)
         pthread_join(th[d], NULL);
     p->step_s = rumor_now() - t0;
+    p->early_w = 0;
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->sched->n[d]; i++)
+            p->early_w += r->early[d][i];
     if (r->failed)
         return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
     double sum = 0.0;

@@ -73,6 +73,7 @@ typedef struct rumor_pipeline {
     rumor_stage_t **st;           /* (S) */
     double *busy_s;               /* (P) seconds each device computed in the last step */
     double step_s;                /* the last step's wall time */
+    int early_w;                  /* Ws the last step ran before their place (waits filled) */
     double t0;                    /* when the last step began (rumor_now) */
     double **ev;                  /* (P) start and end of each action of the last step,
                                    * 2 x sched->n[d], seconds from t0 */
