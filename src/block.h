@@ -71,6 +71,9 @@ typedef struct rumor_call {
     const int32_t *tok;     /* (B,T) tokens: input of a token model's first block */
     const int32_t *targets; /* (rows) labels or next tokens: read by the head */
     float loss_scale;       /* head: d(total loss)/d(one row's loss), e.g. 1/rows of the batch */
+    const float *tied;      /* lm head: a copy of the tensor at tied_off and its own */
+    float *tied_grad;       /* gradient, when the caller's buffer does not hold it
+                             * (a pipeline stage without the embedding); NULL: in params */
 } rumor_call_t;
 
 typedef struct rumor_block_type {
@@ -125,6 +128,15 @@ static inline const float *rumor_call_param(const rumor_call_t *c, size_t off)
 static inline float *rumor_call_grad(const rumor_call_t *c, size_t off)
 {
     return c->grads + (off - c->base);
+}
+/* The tensor a block shares (tied_off), and where its gradient adds up. */
+static inline const float *rumor_call_tied(const rumor_call_t *c, const rumor_block_t *b)
+{
+    return c->tied ? c->tied : rumor_call_param(c, b->tied_off);
+}
+static inline float *rumor_call_tied_grad(const rumor_call_t *c, const rumor_block_t *b)
+{
+    return c->tied_grad ? c->tied_grad : rumor_call_grad(c, b->tied_off);
 }
 
 #ifdef __cplusplus

@@ -280,7 +280,7 @@ static int head_forward(const rumor_block_t *b, const rumor_call_t *c, const flo
     ops->layernorm_forward(d, v.lnf, v.mean, v.rstd, x, rumor_call_param(c, b->w_off),
                            rumor_call_param(c, b->b_off), R, C, LN_EPS);
     /* logits (R,V) = lnf (R,C) wte^T, wte (V,C) */
-    ops->gemm(d, 0, 1, R, V, C, 1.0f, v.lnf, C, rumor_call_param(c, b->tied_off), C, 0.0f,
+    ops->gemm(d, 0, 1, R, V, C, 1.0f, v.lnf, C, rumor_call_tied(c, b), C, 0.0f,
               v.logits, V);
     ops->softmax_xent_forward(d, v.probs, y, v.logits, c->targets, R, V);
     return 0;
@@ -297,7 +297,7 @@ static int head_backward_b(const rumor_block_t *b, const rumor_call_t *c, const 
     int R = c->B * c->T, C = b->C, V = b->V;
     ops->softmax_xent_backward(d, v.logits, v.probs, c->targets, R, V, c->loss_scale);
     /* dlnf (R,C) = dlogits (R,V) wte (V,C) */
-    ops->gemm(d, 0, 0, R, C, V, 1.0f, v.logits, V, rumor_call_param(c, b->tied_off), C, 0.0f,
+    ops->gemm(d, 0, 0, R, C, V, 1.0f, v.logits, V, rumor_call_tied(c, b), C, 0.0f,
               v.dlnf, C);
     if (dx)
         ops->layernorm_backward_x(d, dx, v.dlnf, x, rumor_call_param(c, b->w_off), v.mean, v.rstd,
@@ -316,7 +316,7 @@ static int head_backward_w(const rumor_block_t *b, const rumor_call_t *c, const 
     int R = c->B * c->T, C = b->C, V = b->V;
     /* dwte (V,C) += dlogits^T (V,R) lnf (R,C): the tied embedding's gradient */
     ops->gemm(d, 1, 0, V, C, R, 1.0f, v.logits, V, v.lnf, C, 1.0f,
-              rumor_call_grad(c, b->tied_off), C);
+              rumor_call_tied_grad(c, b), C);
     ops->layernorm_backward_w(d, rumor_call_grad(c, b->w_off), rumor_call_grad(c, b->b_off),
                               v.dlnf, x, v.mean, v.rstd, R, C);
     return 0;

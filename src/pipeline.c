@@ -88,6 +88,17 @@ static int make_cuts(rumor_pipeline_t *p)
     return 0;
 }
 
+/* The stage holding the tensor st keeps a copy of (NULL: none). */
+static rumor_stage_t *tied_owner(const rumor_pipeline_t *p, const rumor_stage_t *st)
+{
+    if (!st->tied)
+        return NULL;
+    for (int s = 0; s < p->S; s++)
+        if (p->st[s]->lo <= st->tied_lo && st->tied_lo + st->tied_n <= p->st[s]->hi)
+            return p->st[s];
+    return NULL;
+}
+
 int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t **out)
 {
     *out = NULL;
@@ -159,6 +170,10 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
             rc = rumor_err_prefix(rc, "pipeline stage %d (blocks %d-%d)", s, p->cut[s],
                                   p->cut[s + 1] - 1);
     }
+    for (int s = 0; rc == 0 && s < p->S; s++)
+        if (p->st[s]->tied && !tied_owner(p, p->st[s]))
+            rc = rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: no stage holds the tensor it "
+                               "shares at offset %zu", s, p->st[s]->tied_lo);
     if (rc < 0) {
         rumor_pipeline_destroy(&p);
         return rumor_err_trace_add(__FILE__, __LINE__, rc);
@@ -371,8 +386,14 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     r->err[0] = '\0';
     long targets = rumor_batch_targets(b);
     r->loss_scale = 1.0f / (float)targets;
-    for (int s = 0; s < p->S; s++)
+    for (int s = 0; s < p->S; s++) {
         RUMOR_CHECK(rumor_stage_zero_grad(p->st[s]));
+        /* a stage that shares a tensor it does not hold (a GPT head's token
+         * embedding) works on a fresh copy of its owner's */
+        const rumor_stage_t *o = tied_owner(p, p->st[s]);
+        if (o)
+            RUMOR_CHECK(rumor_stage_sync_tied(p->st[s], o->params + (p->st[s]->tied_lo - o->lo)));
+    }
     pthread_t th[RUMOR_SCHED_MAX_DEVICES];
     struct worker w[RUMOR_SCHED_MAX_DEVICES];
     int started = 0;
@@ -399,6 +420,13 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
             p->early_w += r->early[d][i];
     if (r->failed)
         return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
+    /* the shared tensor's gradient: the copy's part added into its owner's */
+    for (int s = 0; s < p->S; s++) {
+        rumor_stage_t *o = tied_owner(p, p->st[s]);
+        if (o)
+            o->dev->ops->axpy(o->dev, o->grads + (p->st[s]->tied_lo - o->lo), 1.0f,
+                              p->st[s]->tied_grad, p->st[s]->tied_n);
+    }
     double sum = 0.0;
     for (int m = 0; m < p->M; m++)
         sum += r->loss[m];

@@ -101,17 +101,24 @@ int rumor_stage_create(const rumor_stage_config_t *cfg, rumor_stage_t **out)
     if (m->kind == RUMOR_MODEL_GPT && cfg->T > m->ctx)
         return rumor_err_set(RUMOR_EINVAL, "stage: window %d longer than the model's context %d",
                              cfg->T, m->ctx);
+    /* a shared tensor outside the stage's range: kept as a copy */
+    size_t tied_lo = SIZE_MAX, tied_n = 0;
     for (int i = cfg->first; i < cfg->last; i++) {
-        size_t t = m->blocks[i].tied_off;
-        if (t != SIZE_MAX && (t < m->blocks[cfg->first].lo || t >= m->blocks[cfg->last - 1].hi))
-            return rumor_err_set(RUMOR_ENOTSUP,
-                                 "stage: block %s shares weights at offset %zu with a block of "
-                                 "another stage (not supported yet)",
-                                 m->blocks[i].name, t);
+        const rumor_block_t *k = &m->blocks[i];
+        size_t t = k->tied_off;
+        if (t != SIZE_MAX && (t < m->blocks[cfg->first].lo || t >= m->blocks[cfg->last - 1].hi)) {
+            if (tied_n)
+                return rumor_err_set(RUMOR_ENOTSUP, "stage: blocks %d-%d share two tensors with "
+                                     "other stages", cfg->first, cfg->last - 1);
+            tied_lo = t;
+            tied_n = (size_t)k->V * (size_t)k->C;
+        }
     }
     rumor_stage_t *s = calloc(1, sizeof *s);
     if (!s)
         return rumor_err_set(RUMOR_ENOMEM, "stage: out of memory");
+    s->tied_lo = tied_lo;
+    s->tied_n = tied_n;
     s->model = m;
     s->dev = cfg->dev;
     s->first = cfg->first;
@@ -127,6 +134,13 @@ int rumor_stage_create(const rumor_stage_config_t *cfg, rumor_stage_t **out)
     s->is_first = cfg->first == 0;
     s->is_last = cfg->last == m->nblocks;
     int rc = stage_alloc(s, 1);
+    if (rc == 0 && tied_n) {
+        s->tied = s->dev->ops->alloc(s->dev, tied_n * sizeof(float));
+        s->tied_grad = s->dev->ops->alloc(s->dev, tied_n * sizeof(float));
+        if (!s->tied || !s->tied_grad)
+            rc = rumor_err_set(RUMOR_ENOMEM, "stage: cannot allocate the shared tensor's copy "
+                               "(%zu floats)", tied_n);
+    }
     if (rc == 0) {
         float *host = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
         if (!host)
@@ -135,6 +149,8 @@ int rumor_stage_create(const rumor_stage_config_t *cfg, rumor_stage_t **out)
             rc = rumor_model_init_host(m, cfg->seed, host);
             if (rc == 0)
                 rc = s->dev->ops->upload(s->dev, s->params, host + s->lo, s->n * sizeof(float));
+            if (rc == 0 && tied_n)
+                rc = s->dev->ops->upload(s->dev, s->tied, host + tied_lo, tied_n * sizeof(float));
             free(host);
         }
     }
@@ -154,6 +170,9 @@ int rumor_stage_create_replica(const rumor_stage_t *src, rumor_device_t *dev, in
     *out = NULL;
     if (dev->kind != RUMOR_DEV_CPU || src->dev->kind != RUMOR_DEV_CPU)
         return rumor_err_set(RUMOR_ENOTSUP, "stage: replicas share host memory (CPU only)");
+    if (src->tied)
+        return rumor_err_set(RUMOR_ENOTSUP, "stage: no replicas of a stage that keeps a copy "
+                             "of another stage's tensor");
     rumor_stage_t *s = calloc(1, sizeof *s);
     if (!s)
         return rumor_err_set(RUMOR_ENOMEM, "stage: out of memory");
@@ -187,6 +206,10 @@ void rumor_stage_destroy(rumor_stage_t **sp)
     if (s->owns_params)
         ops->free(s->dev, s->params);
     ops->free(s->dev, s->grads);
+    if (s->tied)
+        ops->free(s->dev, s->tied);
+    if (s->tied_grad)
+        ops->free(s->dev, s->tied_grad);
     rumor_optim_destroy(&s->opt);
     free(s);
     *sp = NULL;
@@ -270,6 +293,8 @@ static void make_call(const rumor_stage_t *s, const rumor_stage_slot_t *sl, int 
     c->tok = sl->tok;
     c->targets = sl->targets;
     c->loss_scale = sl->loss_scale;
+    c->tied = s->tied;
+    c->tied_grad = s->tied_grad;
 }
 
 static const float *block_input(const rumor_stage_slot_t *sl, int i)
@@ -384,7 +409,16 @@ int rumor_stage_backward_w(rumor_stage_t *s, int slot)
 int rumor_stage_zero_grad(rumor_stage_t *s)
 {
     s->dev->ops->fill(s->dev, s->grads, 0.0f, s->n);
+    if (s->tied_grad)
+        s->dev->ops->fill(s->dev, s->tied_grad, 0.0f, s->tied_n);
     return 0;
+}
+
+int rumor_stage_sync_tied(rumor_stage_t *s, const float *src)
+{
+    if (!s->tied)
+        return 0;
+    return s->dev->ops->copy(s->dev, s->tied, src, s->tied_n * sizeof(float));
 }
 
 const float *rumor_stage_probs(const rumor_stage_t *s, int slot)

@@ -18,10 +18,12 @@
  * are keyed by (seed, step, micro-batch, block), so any order of B and W and
  * any recomputation draws the same masks.
  *
- * A GPT head that shares the token embedding with the first block (tied
- * weights) needs both in the stage today; a stage holding the head without
- * the embedding is refused (RUMOR_ENOTSUP) until the pipeline engine keeps a
- * copy of it. */
+ * A GPT head shares the token embedding with the first block (tied
+ * weights). A stage holding the head without the embedding keeps a copy of
+ * it (tied, initialized like the model) and adds the head's part of its
+ * gradient into tied_grad; the pipeline refreshes the copy from the stage
+ * that owns the embedding before each step (rumor_stage_sync_tied) and adds
+ * tied_grad into that stage's gradient after it. */
 #ifndef RUMOR_STAGE_H
 #define RUMOR_STAGE_H
 
@@ -80,6 +82,11 @@ typedef struct rumor_stage {
     uint64_t noise;             /* the dropout keys' seed: seed and stream */
     rumor_stage_slot_t *slots;
     int is_first, is_last;      /* holds block 0 / the head */
+    /* a tensor a block of the stage shares with another stage (a GPT head's
+     * token embedding): a copy [tied_lo, tied_lo + tied_n) of the flat space
+     * and its gradient, NULL when the stage holds what its blocks share */
+    float *tied, *tied_grad;
+    size_t tied_lo, tied_n;
 } rumor_stage_t;
 
 /* Creates the stage and initializes its parameters from cfg->seed (the
@@ -135,7 +142,13 @@ size_t rumor_stage_slot_bytes(const rumor_stage_t *s);
 /* W: grads += the weight gradients of the slot's micro-batch (after its B). */
 int rumor_stage_backward_w(rumor_stage_t *s, int slot) RUMOR_WUR;
 
-/* grads = 0 (a fill: a NaN from an earlier step does not survive). */
+/* Copies the shared tensor (tied_n floats of this stage's device memory,
+ * the owner's current values) into the stage's tied copy; nothing for a
+ * stage without one. */
+int rumor_stage_sync_tied(rumor_stage_t *s, const float *src) RUMOR_WUR;
+
+/* grads = 0, and tied_grad (a fill: a NaN from an earlier step does not
+ * survive). */
 int rumor_stage_zero_grad(rumor_stage_t *s) RUMOR_WUR;
 
 /* Last stage: the sum of the slot's per-row losses, and when correct is not

@@ -643,21 +643,45 @@ static void check_bw_split(const char *spec, int T)
     stg_free(&t);
 }
 
-/* A GPT head cut from the embedding it is tied to is refused. */
+/* A GPT head cut from the embedding it is tied to keeps a copy of it,
+ * initialized as the model's: equal to the embedding stage's own, and the
+ * head computes with the copy (its logits are those of the whole model's
+ * head on the same input). */
 static void check_tied_cut(void)
 {
     rumor_model_t *m;
     if (rumor_model_create("gpt:layers=2,dim=16,heads=4,ctx=8,vocab=11", 0, &m) < 0)
         die("gpt");
-    rumor_stage_t *a = NULL, *b = NULL;
+    rumor_stage_t *a = NULL, *b = NULL, *whole = NULL;
     rumor_stage_config_t sc = { .model = m, .dev = dev, .first = 0, .last = 2, .max_B = 2,
                                 .T = 8, .slots = 1, .seed = 1 };
     CHECK_OK(rumor_stage_create(&sc, &a)); /* [embed, h.0] */
-    sc.first = 2;
     sc.last = m->nblocks;
-    CHECK_ERR(rumor_stage_create(&sc, &b), RUMOR_ENOTSUP, "shares weights");
-    CHECK(b == NULL);
+    CHECK_OK(rumor_stage_create(&sc, &whole));
+    sc.first = 2;
+    CHECK_OK(rumor_stage_create(&sc, &b)); /* [h.1, head] with the embedding's copy */
+    if (!a || !b || !whole)
+        die("stages");
+    CHECK(b->tied && b->tied_lo == 0 && b->tied_n == 11 * 16 && a->tied == NULL);
+    CHECK(memcmp(b->tied, a->params, b->tied_n * sizeof(float)) == 0);
+    /* the head on the copy: the cut model's loss is the whole model's */
+    int32_t tok[16], y[16];
+    for (int i = 0; i < 16; i++)
+        tok[i] = (i * 7) % 11, y[i] = (i * 3 + 1) % 11;
+    rumor_batch_t bt = { .kind = RUMOR_BATCH_TOKENS, .n = 2, .width = 8, .tok = tok, .y = y };
+    double lw = 0, lc = 0;
+    CHECK_OK(rumor_stage_load(whole, 0, &bt, 0, 2));
+    CHECK_OK(rumor_stage_forward(whole, 0, NULL, 0, 0, 0));
+    CHECK_OK(rumor_stage_loss(whole, 0, &lw, NULL));
+    CHECK_OK(rumor_stage_load(a, 0, &bt, 0, 2));
+    CHECK_OK(rumor_stage_forward(a, 0, NULL, 0, 0, 0));
+    CHECK_OK(rumor_stage_load(b, 0, &bt, 0, 2));
+    CHECK_OK(rumor_stage_forward(b, 0, rumor_stage_output(a, 0), 0, 0, 0));
+    CHECK_OK(rumor_stage_loss(b, 0, &lc, NULL));
+    CHECKF(lw == lc && lw > 0, "cut GPT loss %.9g, whole %.9g", lc, lw);
     rumor_stage_destroy(&a);
+    rumor_stage_destroy(&b);
+    rumor_stage_destroy(&whole);
     rumor_model_destroy(&m);
 }
 

@@ -340,11 +340,16 @@ static void check_bad_specs(void)
     fixture_init(&f, "gpt:layers=1,dim=8,heads=2,ctx=4,vocab=9", 2, 4, 1);
     f.tok[5] = 9;
     CHECK_ERR(rumor_stage_load(f.st, 0, &f.b, 0, 2), RUMOR_EINVAL, "token 9 at row 5");
-    /* a stage holding the head without the embedding it is tied to */
-    rumor_stage_t *st = NULL;
+    /* a stage holding the head without the embedding it is tied to keeps a
+     * copy, and has no worker replicas */
+    rumor_stage_t *st = NULL, *rep = NULL;
     rumor_stage_config_t c = { .model = f.m, .dev = dev, .first = 1, .last = f.m->nblocks,
                                .max_B = 2, .T = 4, .slots = 1 };
-    CHECK_ERR(rumor_stage_create(&c, &st), RUMOR_ENOTSUP, "shares weights");
+    CHECK_OK(rumor_stage_create(&c, &st));
+    CHECK(st && st->tied && st->tied_lo == 0 && st->tied_n == 9 * 8);
+    if (st)
+        CHECK_ERR(rumor_stage_create_replica(st, dev, 2, &rep), RUMOR_ENOTSUP, "keeps a copy");
+    rumor_stage_destroy(&st);
     c.first = 0;
     c.T = 5;
     CHECK_ERR(rumor_stage_create(&c, &st), RUMOR_EINVAL, "longer than the model's context");

@@ -3,6 +3,8 @@
 #  - a short run reaches a validation loss well under the text's unigram
 #    entropy (computed here in Python from the same bytes): it learned more
 #    than byte frequencies;
+#  - the same run cut into pipeline stages (zbv, 2 devices) reaches the
+#    same validation loss;
 #  - the same run on the same bytes shuffled (same unigram entropy, no
 #    structure) does not, so the bar can fail;
 #  - the checkpoint it wrote samples text (rumor-train sample), evaluates to
@@ -59,6 +61,17 @@ expect_rc 0 $? "training on text" "$tmp/text.out"
 v=$(val_of "$tmp/text.out")
 echo "text: validation loss $v nats"
 expect_num_lt "${v:-99}" "$(awk "BEGIN{print $H - 0.5}")" "validation loss vs unigram entropy - 0.5"
+
+# the same run cut into 4 stages on 2 devices (zbv: the head on device 0
+# with the embedding it shares, the blocks on device 1): the same
+# gradients (the shared embedding's two parts add in another order), so the
+# same validation loss
+"$train" $args --data "text:$tmp/text.txt" --stages 2 --schedule zbv --microbatches 4 \
+  >"$tmp/pipe.out" 2>&1
+expect_rc 0 $? "training on text in a zbv pipeline" "$tmp/pipe.out"
+vp=$(val_of "$tmp/pipe.out")
+echo "text, 4 stages (zbv) on 2 devices: validation loss $vp nats"
+expect_num_close "${vp:-0}" "${v:-9}" 0.002 "pipelined vs one-stage validation loss"
 
 "$train" $args --data "text:$tmp/shuffled.txt" >"$tmp/shuf.out" 2>&1
 expect_rc 0 $? "training on shuffled bytes" "$tmp/shuf.out"
