@@ -74,6 +74,8 @@ typedef struct rumor_pipeline {
     double *busy_s;               /* (P) seconds each device computed in the last step */
     double step_s;                /* the last step's wall time */
     int early_w;                  /* Ws the last step ran before their place (waits filled) */
+    long steps;                   /* steps run */
+    int replanned;                /* the lists were rebuilt for measured costs */
     double t0;                    /* when the last step began (rumor_now) */
     double **ev;                  /* (P) start and end of each action of the last step,
                                    * 2 x sched->n[d], seconds from t0 */
@@ -91,6 +93,17 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp);
  * row larger); *loss that mean loss. Dropout on, keyed by step. */
 int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
                          float *loss) RUMOR_WUR;
+
+/* Rebuilds a zero-bubble schedule's lists for the costs the last step
+ * measured (each stage's mean F, B and W: rumor_schedule_build_costed), or
+ * for cost (S x 3: F, B, W seconds a stage) when not NULL, validated, and
+ * adopts them when they leave less idle at those costs than
+ * the lists in use (stages grow the slots the new peaks need). *before and
+ * *after: the two lists' bubbles simulated at the costs. Returns 1 when
+ * the lists changed, 0 when they stay, < 0 on an error (the old lists
+ * stay). Schedules other than zb-h1 and zbv do not depend on costs. */
+int rumor_pipeline_replan(rumor_pipeline_t *p, const double *cost, double *before,
+                          double *after) RUMOR_WUR;
 
 /* Every stage's optimizer step. */
 int rumor_pipeline_update(rumor_pipeline_t *p) RUMOR_WUR;

@@ -3,6 +3,7 @@
 #include "schedule.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -395,7 +396,19 @@ static void gen_1f1b(rumor_schedule_t *s, rumor_act_kind back)
  * later devices, which 1F1B leaves with fewer, defer their Ws into the
  * cool-down); the Ws left run at the end. Built by a unit-time simulation
  * of that rule. */
-static int gen_zbh1(rumor_schedule_t *s)
+/* An action's duration in the generators' ticks: ticks (S x 3, F B W)
+ * from measured costs, or 1 each. */
+static int tick_of(const int *ticks, int st, int k) { return ticks ? ticks[st * 3 + k] : 1; }
+
+static int max_tick(const int *ticks, int S)
+{
+    int mx = 1;
+    for (int i = 0; ticks && i < 3 * S; i++)
+        mx = ticks[i] > mx ? ticks[i] : mx;
+    return mx;
+}
+
+static int gen_zbh1(rumor_schedule_t *s, const int *ticks)
 {
     int P = s->P, M = s->M;
     rumor_schedule_t *base = NULL;
@@ -411,14 +424,15 @@ static int gen_zbh1(rumor_schedule_t *s)
     for (size_t c = 0; rc == 0 && c < cells; c++)
         finF[c] = finB[c] = -1;
     long left = 3L * P * M;
+    long limit = (6L * P * M + 4L * P) * max_tick(ticks, P);
     for (int t = 0; rc == 0 && left > 0; t++) {
-        if (t > 6 * P * M + 4 * P)
+        if (t > limit)
             rc = rumor_err_set(RUMOR_ESTATE, "zb-h1: the generator did not finish");
         for (int d = 0; rc == 0 && d < P; d++) {
             if (free_at[d] > t)
                 continue;
             int *q = wq + (size_t)d * M; /* this device's pending Ws (their micro-batches) */
-            int run = 0;
+            int run = 0, dur = 1;
             if (ptr[d] < base->n[d]) {
                 const rumor_action_t *a = &base->acts[d][ptr[d]];
                 int m = a->micro, ready;
@@ -431,11 +445,12 @@ static int gen_zbh1(rumor_schedule_t *s)
                                            finB[(size_t)(d + 1) * M + m] <= t);
                 if (ready) {
                     push(s, d, a->kind, 0, m);
+                    dur = tick_of(ticks, d, a->kind);
                     if (a->kind == RUMOR_ACT_F) {
-                        finF[(size_t)d * M + m] = t + 1;
+                        finF[(size_t)d * M + m] = t + dur;
                         live[d]++;
                     } else {
-                        finB[(size_t)d * M + m] = t + 1;
+                        finB[(size_t)d * M + m] = t + dur;
                         q[wt[d]++] = m;
                     }
                     ptr[d]++;
@@ -447,13 +462,14 @@ static int gen_zbh1(rumor_schedule_t *s)
                 int m = q[wh[d]];
                 if (finB[(size_t)d * M + m] <= t) {
                     push(s, d, RUMOR_ACT_W, 0, m);
+                    dur = tick_of(ticks, d, RUMOR_ACT_W);
                     wh[d]++;
                     live[d]--;
                     run = 1;
                 }
             }
             if (run) {
-                free_at[d] = t + 1;
+                free_at[d] = t + dur;
                 left--;
             }
         }
@@ -463,13 +479,16 @@ static int gen_zbh1(rumor_schedule_t *s)
     return rc;
 }
 
-/* ZBV: a unit-time simulation of the greedy rule in schedule.h. At each
- * tick a free device takes the first ready of: the next B of chunk 0, of
- * chunk 1; the next F of chunk 1, of chunk 0 while it holds fewer than 2P
- * chunk activations; its oldest pending W. */
-static int gen_zbv(rumor_schedule_t *s)
+/* ZBV: a simulation of the greedy rule in schedule.h, in ticks (one an
+ * action, or measured costs' durations). At each tick a free device takes
+ * the first ready of: the next B of chunk 0, of chunk 1; the next F of
+ * chunk 1, of chunk 0 while it holds fewer than 2P chunk activations; its
+ * oldest pending W. (With unit costs the bound never stops every device at
+ * once; with others it can, and then yields for a tick.) */
+static int gen_zbv(rumor_schedule_t *s, const int *ticks)
 {
     int P = s->P, M = s->M, S = s->S;
+    int busy_until[RUMOR_SCHED_MAX_DEVICES] = { 0 };
     size_t cells = (size_t)S * M;
     int *finF = malloc(cells * sizeof *finF), *finB = malloc(cells * sizeof *finB);
     int *wq = malloc(cells * sizeof *wq); /* per device: pending W as chunk x M + micro */
@@ -484,16 +503,22 @@ static int gen_zbv(rumor_schedule_t *s)
 #define LIVE(d) st[(d) * 8 + 4]
 #define WH(d) st[(d) * 8 + 5]
 #define WT(d) st[(d) * 8 + 6]
-    long left = 3L * S * M;
+    long left = 3L * S * M, limit = (12L * S * M + 8L * S) * max_tick(ticks, S);
     for (int t = 0; rc == 0 && left > 0; t++) {
-        if (t > 12 * S * M + 8 * S) {
+        if (t > limit) {
             rc = rumor_err_set(RUMOR_ESTATE, "zbv: the generator did not finish");
             break;
         }
-        /* decide every device's action at t before any result of t is seen */
-        int pick[RUMOR_SCHED_MAX_DEVICES][3];
+        /* decide every device's action at t before any result of t is seen;
+         * when no device is busy and none can act, the memory bound would
+         * hold them all forever (unequal costs can lead there): lift it
+         * for this tick */
+        int pick[RUMOR_SCHED_MAX_DEVICES][3], bound = 2 * P;
+    again:
         for (int d = 0; d < P; d++) {
             pick[d][0] = -1;
+            if (busy_until[d] > t)
+                continue;
             for (int c = 0; c < 2 && pick[d][0] < 0; c++) {
                 int m = NB(d, c), sg = rumor_schedule_stage(s, d, c);
                 if (m < M && finF[(size_t)sg * M + m] >= 0 && finF[(size_t)sg * M + m] <= t &&
@@ -501,7 +526,7 @@ static int gen_zbv(rumor_schedule_t *s)
                                      finB[(size_t)(sg + 1) * M + m] <= t)))
                     pick[d][0] = RUMOR_ACT_B, pick[d][1] = c, pick[d][2] = m;
             }
-            for (int c = 1; c >= 0 && pick[d][0] < 0 && LIVE(d) < 2 * P; c--) {
+            for (int c = 1; c >= 0 && pick[d][0] < 0 && LIVE(d) < bound; c--) {
                 int m = NF(d, c), sg = rumor_schedule_stage(s, d, c);
                 if (m < M && (sg == 0 || (finF[(size_t)(sg - 1) * M + m] >= 0 &&
                                           finF[(size_t)(sg - 1) * M + m] <= t)))
@@ -512,19 +537,29 @@ static int gen_zbv(rumor_schedule_t *s)
                 pick[d][0] = RUMOR_ACT_W, pick[d][1] = w / M, pick[d][2] = w % M;
             }
         }
+        if (bound == 2 * P) {
+            int any = 0;
+            for (int d = 0; d < P; d++)
+                any |= pick[d][0] >= 0 || busy_until[d] > t;
+            if (!any) {
+                bound = 2 * M + 1;
+                goto again;
+            }
+        }
         for (int d = 0; d < P; d++) {
             int k = pick[d][0], c = pick[d][1], m = pick[d][2];
             if (k < 0)
                 continue;
-            int sg = rumor_schedule_stage(s, d, c);
+            int sg = rumor_schedule_stage(s, d, c), dur = tick_of(ticks, sg, k);
             push(s, d, (rumor_act_kind)k, c, m);
             left--;
+            busy_until[d] = t + dur;
             if (k == RUMOR_ACT_F) {
-                finF[(size_t)sg * M + m] = t + 1;
+                finF[(size_t)sg * M + m] = t + dur;
                 NF(d, c)++;
                 LIVE(d)++;
             } else if (k == RUMOR_ACT_B) {
-                finB[(size_t)sg * M + m] = t + 1;
+                finB[(size_t)sg * M + m] = t + dur;
                 NB(d, c)++;
                 wq[(size_t)d * 2 * M + WT(d)++] = c * M + m;
             } else {
@@ -542,7 +577,48 @@ static int gen_zbv(rumor_schedule_t *s)
     return rc;
 }
 
+static int build(const char *spec, int P, int M, int nblocks, const int *ticks,
+                 rumor_schedule_t **out);
+
 int rumor_schedule_build(const char *spec, int P, int M, int nblocks, rumor_schedule_t **out)
+{
+    return build(spec, P, M, nblocks, NULL, out);
+}
+
+int rumor_schedule_build_costed(const char *spec, int P, int M, int nblocks, const double *cost,
+                                rumor_schedule_t **out)
+{
+    rumor_sched_kind kind;
+    int V;
+    *out = NULL;
+    RUMOR_CHECK(rumor_schedule_parse(spec, &kind, &V));
+    int S = P * V;
+    if (P < 1 || P > RUMOR_SCHED_MAX_DEVICES)
+        return build(spec, P, M, nblocks, NULL, out); /* refused there */
+    /* ticks: 4 for the cheapest action, the others in proportion (at most
+     * 64), so that equal costs give the unit-cost order */
+    double lo = 0;
+    for (int i = 0; i < 3 * S; i++) {
+        if (!(cost[i] >= 0) || !isfinite(cost[i]))
+            return rumor_err_set(RUMOR_EINVAL, "schedule costs: stage %d's %s cost %g", i / 3,
+                                 act_name[i % 3], cost[i]);
+        if (cost[i] > 0 && (lo == 0 || cost[i] < lo))
+            lo = cost[i];
+    }
+    int *ticks = malloc((size_t)S * 3 * sizeof *ticks);
+    if (!ticks)
+        return rumor_err_set(RUMOR_ENOMEM, "schedule: out of memory");
+    for (int i = 0; i < 3 * S; i++) {
+        double r = lo > 0 ? 4.0 * cost[i] / lo : 4.0;
+        ticks[i] = r < 1 ? 1 : r > 64 ? 64 : (int)(r + 0.5);
+    }
+    int rc = build(spec, P, M, nblocks, ticks, out);
+    free(ticks);
+    return rc;
+}
+
+static int build(const char *spec, int P, int M, int nblocks, const int *ticks,
+                 rumor_schedule_t **out)
 {
     *out = NULL;
     rumor_sched_kind kind;
@@ -572,9 +648,9 @@ int rumor_schedule_build(const char *spec, int P, int M, int nblocks, rumor_sche
     if (kind == RUMOR_SCHED_GPIPE)
         gen_gpipe(s);
     else if (kind == RUMOR_SCHED_ZBH1)
-        rc = gen_zbh1(s);
+        rc = gen_zbh1(s, ticks);
     else if (kind == RUMOR_SCHED_ZBV)
-        rc = gen_zbv(s);
+        rc = gen_zbv(s, ticks);
     else
         gen_1f1b(s, RUMOR_ACT_BW);
     if (rc == 0)
@@ -682,12 +758,20 @@ int rumor_schedule_svg(const rumor_schedule_t *s, const char *path)
                     a->micro, s->V > 1 ? (char[2]){ (char)('a' + a->chunk), 0 } : "");
         }
     }
-    int ly = top + s->P * rh + 25;
+    /* a legend of the kinds the schedule has */
+    int ly = top + s->P * rh + 25, lx = left, has[4] = { 0 };
+    for (int d = 0; d < s->P; d++)
+        for (int i = 0; i < s->n[d]; i++)
+            has[s->acts[d][i].kind] = 1;
+    static const char *label[] = { "forward", "backward (input)", "backward (weights)",
+                                   "backward" };
     for (int k = 0; k < 4; k++)
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/><text "
-                   "x=\"%d\" y=\"%d\">%s</text>\n", left + k * 110, ly - 11, fill[k],
-                left + k * 110 + 18, ly, (const char *[]){ "forward", "backward (input)",
-                                                           "backward (weights)", "backward" }[k]);
+        if (has[k]) {
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/><text "
+                       "x=\"%d\" y=\"%d\">%s</text>\n", lx, ly - 11, fill[k], lx + 18, ly,
+                    label[k]);
+            lx += 40 + 7 * (int)strlen(label[k]);
+        }
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0)
         return rumor_err_set(RUMOR_EIO, "%s: write failed", path);

@@ -113,6 +113,15 @@ int rumor_schedule_device(const rumor_schedule_t *s, int st, int *chunk);
  * one is built (a planner's question): dev_of has P x V entries. */
 void rumor_schedule_placement(rumor_sched_kind kind, int P, int V, int *dev_of);
 
+/* The same for measured costs (cost[st * 3 + k]: seconds of F, B, W on
+ * stage st): the zero-bubble generators (zb-h1, zbv) simulate their rules
+ * with these durations instead of F = B = W, so their Ws land where real
+ * costs leave the devices idle; the other schedules do not depend on
+ * costs. Equal costs give rumor_schedule_build's lists. The result is
+ * validated like any schedule (its printed timeline stays in unit costs). */
+int rumor_schedule_build_costed(const char *spec, int P, int M, int nblocks, const double *cost,
+                                rumor_schedule_t **out) RUMOR_WUR;
+
 /* An empty schedule of P devices and V chunks for M micro-batches, whose
  * lists the caller fills (up to cap actions a device) before validating. */
 int rumor_schedule_create(int P, int V, int M, int cap, rumor_schedule_t **out) RUMOR_WUR;

@@ -215,6 +215,25 @@ void rumor_stage_destroy(rumor_stage_t **sp)
     *sp = NULL;
 }
 
+int rumor_stage_grow_slots(rumor_stage_t *s, int nslots)
+{
+    if (nslots <= s->nslots)
+        return 0;
+    if (nslots > 1024)
+        return rumor_err_set(RUMOR_EINVAL, "stage: %d micro-batch slots (at most 1024)", nslots);
+    rumor_stage_slot_t *sl = realloc(s->slots, (size_t)nslots * sizeof *sl);
+    if (!sl)
+        return rumor_err_set(RUMOR_ENOMEM, "stage: out of memory");
+    memset(sl + s->nslots, 0, (size_t)(nslots - s->nslots) * sizeof *sl);
+    s->slots = sl;
+    while (s->nslots < nslots) {
+        int rc = slot_init(s, &s->slots[s->nslots]);
+        s->nslots++; /* freed by destroy even when half made */
+        RUMOR_CHECK(rc);
+    }
+    return 0;
+}
+
 void rumor_stage_bind_params(rumor_stage_t *s, float *params)
 {
     if (s->owns_params && s->params != params)

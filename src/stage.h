@@ -101,6 +101,10 @@ void rumor_stage_destroy(rumor_stage_t **sp);
 int rumor_stage_create_replica(const rumor_stage_t *src, rumor_device_t *dev, int max_B,
                                rumor_stage_t **out) RUMOR_WUR;
 
+/* Grows the stage to nslots micro-batch slots (nothing when it has as
+ * many): a pipeline whose new schedule holds more micro-batches at once. */
+int rumor_stage_grow_slots(rumor_stage_t *s, int nslots) RUMOR_WUR;
+
 /* Points the stage at a parameter buffer it does not own (n floats of its
  * device's memory), freeing its own the first time: the gossip mixer owns
  * and rotates a peer's parameter buffers. */

@@ -280,6 +280,20 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
         /* the stages' gradients into the whole model's, where the optimizer
          * steps */
         RUMOR_CHECK(rumor_pipeline_grads(t->pipe, b, step, loss));
+        if (t->pipe->steps == 2 && (t->pipe->sched->kind == RUMOR_SCHED_ZBH1 ||
+                                    t->pipe->sched->kind == RUMOR_SCHED_ZBV)) {
+            /* zero-bubble lists for the costs this machine shows (the first
+             * step warms up; the second is measured) */
+            double was, now;
+            int rc = rumor_pipeline_replan(t->pipe, NULL, &was, &now);
+            if (rc < 0)
+                rumor_warn("re-planning the %s lists: %s; keeping them", t->pipe->sched->name,
+                           rumor_err_msg());
+            else
+                rumor_info("%s lists %s for the measured F, B and W times: simulated bubble "
+                           "%.1f%% -> %.1f%%", t->pipe->sched->name,
+                           rc ? "rebuilt" : "kept", 100.0 * was, 100.0 * now);
+        }
         for (int s = 0; s < t->pipe->S; s++) {
             const rumor_stage_t *st = t->pipe->st[s];
             RUMOR_CHECK(t->dev->ops->copy(t->dev, t->stage->grads + st->lo, st->grads,

@@ -166,6 +166,63 @@ static void check_early_w(const char *spec)
     rumor_device_close(&slow);
 }
 
+/* Re-planning for measured costs: a zero-bubble pipeline whose second
+ * device is 3x slower rebuilds its lists from the step's times (or keeps
+ * them when they are no worse); either way the lists validate, every stage
+ * has the slots their peaks need, and the next step's gradients are still
+ * bit for bit the unpipelined step's. Then the same for given costs (F, B,
+ * W = 1.6, 1.3, 0.8), for which zbv's lists change: new lists, grown slots,
+ * the same gradients. */
+static void check_replan(const char *spec)
+{
+    rumor_device_t *slow = NULL, *pair[2] = { devs[0], NULL };
+    CHECK_OK(rumor_device_open("cpu:1:slow=3", &slow));
+    pair[1] = slow;
+    rumor_pipeline_config_t pc = { .model = model, .devs = pair, .ndevs = 2, .schedule = spec,
+                                   .microbatches = 8, .max_B = N, .T = 1, .seed = 5 };
+    rumor_pipeline_t *p = NULL;
+    rumor_stage_t *ref = new_reference();
+    CHECK_OK(rumor_pipeline_create(&pc, &p));
+    rumor_batch_t b = { .kind = RUMOR_BATCH_IMAGES, .n = N, .width = IN, .x = X, .y = Y };
+    float lp = 0, lr = 0;
+    double was = -1, now = -1;
+    if (p && ref) {
+        CHECK_OK(rumor_pipeline_grads(p, &b, 1, &lp));
+        int rc = rumor_pipeline_replan(p, NULL, &was, &now);
+        CHECKF(rc >= 0 && now <= was && was >= 0 && now >= 0, "%s: replan %d, bubble %.3f -> "
+               "%.3f: %s", spec, rc, was, now, rumor_err_msg());
+        CHECK(rumor_schedule_validate(p->sched) == 0);
+        for (int s = 0; s < p->S; s++)
+            CHECK(p->st[s]->nslots >= p->sched->peak_stage[s]);
+        CHECK_OK(rumor_pipeline_grads(p, &b, 2, &lp));
+        reference(ref, 8, 2, &lr);
+        double worst;
+        size_t differ = compare(p, ref, 1, &worst);
+        CHECKF(differ == 0 && lp == lr, "%s after re-planning (%s): %zu gradient elements "
+               "differ", spec, rc > 0 ? "new lists" : "kept", differ);
+        fprintf(stderr, "%s with a 3x slower device: lists %s, simulated bubble %.3f -> %.3f\n",
+                spec, rc > 0 ? "rebuilt" : "kept", was, now);
+        double cost[8 * 3];
+        for (int s = 0; s < p->S; s++)
+            cost[s * 3] = 1.6, cost[s * 3 + 1] = 1.3, cost[s * 3 + 2] = 0.8;
+        rc = rumor_pipeline_replan(p, cost, &was, &now);
+        int want = !strcmp(spec, "zbv");
+        CHECKF(rc == want && (want ? now < was : now == was), "%s: replan for F, B, W = 1.6, "
+               "1.3, 0.8 gave %d, bubble %.3f -> %.3f", spec, rc, was, now);
+        CHECK(rumor_schedule_validate(p->sched) == 0);
+        for (int s = 0; s < p->S; s++)
+            CHECK(p->st[s]->nslots >= p->sched->peak_stage[s]);
+        CHECK_OK(rumor_pipeline_grads(p, &b, 3, &lp));
+        reference(ref, 8, 3, &lr);
+        differ = compare(p, ref, 1, &worst);
+        CHECKF(differ == 0 && lp == lr, "%s after the given costs' lists: %zu gradient "
+               "elements differ", spec, differ);
+    }
+    rumor_pipeline_destroy(&p);
+    rumor_stage_destroy(&ref);
+    rumor_device_close(&slow);
+}
+
 static void check_training(const char *spec, int P, int M)
 {
     rumor_stage_t *ref = new_reference();
@@ -515,6 +572,8 @@ int main(void)
     check_training("interleaved:2", 2, 4);
     check_training("gpipe", 4, 8);
     check_training("zbv", 3, 5);
+    check_replan("zb-h1");
+    check_replan("zbv");
     check_early_w("zb-h1");
     check_early_w("zbv");
     check_plan();

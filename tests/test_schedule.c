@@ -177,7 +177,50 @@ static void check_costs(void)
                "makespan %g, bubble %g; validated %d, %g", specs[k], mk, bub,
                s ? s->makespan : -1, s ? s->bubble : -1.0);
         rumor_schedule_destroy(&s);
+        /* equal measured costs give the unit-cost lists */
+        rumor_schedule_t *e = NULL;
+        double eq[8 * 3];
+        for (int i = 0; i < 24; i++)
+            eq[i] = 0.25;
+        CHECK_OK(rumor_schedule_build(specs[k], 4, 8, 0, &s));
+        CHECK_OK(rumor_schedule_build_costed(specs[k], 4, 8, 0, eq, &e));
+        int same = s && e;
+        for (int d = 0; same && d < 4; d++)
+            same = s->n[d] == e->n[d] &&
+                   !memcmp(s->acts[d], e->acts[d], (size_t)s->n[d] * sizeof **s->acts);
+        CHECKF(same, "%s: equal costs changed the lists", specs[k]);
+        rumor_schedule_destroy(&s);
+        rumor_schedule_destroy(&e);
     }
+    /* F, B, W = 1.6, 1.3, 0.8 (a CPU's dense layers): zero-bubble lists
+     * built for these costs leave no more idle at them than the unit-cost
+     * lists do (zbv: much less), and still validate */
+    for (size_t k = 3; k < 5; k++)
+        for (int P = 2; P <= 4; P += 2) {
+            int S = P * (k == 4 ? 2 : 1);
+            double real[8 * 3], b0 = 0, b1 = 0;
+            for (int st = 0; st < S; st++)
+                real[st * 3] = 1.6, real[st * 3 + 1] = 1.3, real[st * 3 + 2] = 0.8;
+            rumor_schedule_t *u = NULL, *c = NULL;
+            CHECK_OK(rumor_schedule_build(specs[k], P, 16, 0, &u));
+            CHECK_OK(rumor_schedule_build_costed(specs[k], P, 16, 0, real, &c));
+            if (u && c) {
+                CHECK_OK(rumor_schedule_simulate(u, real, &mk, &b0));
+                CHECK_OK(rumor_schedule_simulate(c, real, &mk, &b1));
+            }
+            fprintf(stderr, "%s P=%d M=16 at F, B, W = 1.6, 1.3, 0.8: bubble %.3f with the "
+                    "unit-cost lists, %.3f with lists for these costs\n", specs[k], P, b0, b1);
+            /* zb-h1 keeps 1F1B's F and B order, which costs do not change;
+             * zbv's order follows them and halves its bubble */
+            CHECKF(k == 3 ? b1 <= b0 + 1e-12 : b1 < 0.6 * b0, "%s P=%d: the costed lists' "
+                   "bubble %.4f, the unit lists' %.4f", specs[k], P, b1, b0);
+            rumor_schedule_destroy(&u);
+            rumor_schedule_destroy(&c);
+        }
+    double bad[6] = { 1, 1, NAN, 1, 1, 1 };
+    rumor_schedule_t *x = NULL;
+    CHECK_ERR(rumor_schedule_build_costed("zb-h1", 2, 4, 0, bad, &x), RUMOR_EINVAL,
+              "stage 0's W cost nan");
 }
 
 static void check_refusals(void)

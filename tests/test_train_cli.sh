@@ -61,6 +61,18 @@ for (k, s, m, t), e in at.items():
         b = at[("B", s, m, t)]
         assert e["ts"] + 0.5 >= b["ts"] + b["dur"], (e, b)
 PY
+# the trace drawn: one box a span of the steps asked for, and errors named
+"$py" "$RUMOR_SRCDIR/examples/trace-svg" "$tmp/trace.json" "$tmp/trace.svg" --steps 3:5 \
+  >"$tmp/svg.out" 2>&1 || fail "trace-svg: $(cat "$tmp/svg.out")"
+"$py" - "$tmp/trace.svg" <<'PY' || fail "trace-svg: the picture does not hold the two steps' spans"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+boxes = [r for r in ET.parse(sys.argv[1]).getroot().iter(ns + "rect") if r.find(ns + "title") is not None]
+# two steps: 2 x 4 micro-batches x 3 actions on 2 stages, and 2 updates
+assert len(boxes) == 2 * 4 * 3 * 2 + 2, len(boxes)
+PY
+run_expect 2 "no spans in steps 90:91" "$py" "$RUMOR_SRCDIR/examples/trace-svg" "$tmp/trace.json" "$tmp/x.svg" --steps 90:91
+run_expect 2 "$tmp/missing.json" "$py" "$RUMOR_SRCDIR/examples/trace-svg" "$tmp/missing.json" "$tmp/x.svg"
 run_expect 0 "ms a step" "$train" --data "$FASHION" --epochs 1 --train-limit 600 --stages 2 \
   --partition profile --microbatches 4
 run_expect 2 "the learning rate's schedule is --lr-schedule now" "$train" --schedule cosine
