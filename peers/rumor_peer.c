@@ -828,24 +828,28 @@ int main(int argc, char **argv)
         k = next;
         rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
         double el = rumor_now() - start;
+        char bub[32] = "";
+        if (p.tr->pipe) /* the measured idle share of the pipeline's devices */
+            snprintf(bub, sizeof bub, "  bubble %.0f%%", 100.0 * p.tr->bubble);
         if (rumor_progress_update(
                 &prog, k, 0,
                 "round %ld/%ld  epoch %d  loss %.4f  %.0f ex/s  |mix-x| %.3g  sent %.1f MB  "
-                "recv %.1f MB  waiting %.0f%%",
+                "recv %.1f MB  waiting %.0f%%%s",
                 k, total_rounds, epoch, (double)loss, examples / el, last_dis,
-                st.bytes_sent / 1e6, st.bytes_received / 1e6, 100.0 * wait_total / el))
+                st.bytes_sent / 1e6, st.bytes_received / 1e6, 100.0 * wait_total / el, bub))
             rumor_metrics_write(&p.metrics,
                                 "\"event\":\"round\",\"round\":%ld,\"epoch\":%d,\"loss\":%.6g,"
                                 "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
                                 "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
                                 "\"members\":%d,\"in_neighbors\":%d,\"complete\":%d,"
-                                "\"rejected\":%llu,\"connections\":%s",
+                                "\"rejected\":%llu,\"connections\":%s,\"bubble\":%.4f",
                                 k, epoch, (double)loss, examples / el, last_dis,
                                 (unsigned long long)st.bytes_sent,
                                 (unsigned long long)st.bytes_received, wait_total, deadline,
                                 st.members, st.in_neighbors, st.complete,
                                 (unsigned long long)live_rejected(p.mixer),
-                                live_connections(p.mixer, conns_json, sizeof conns_json));
+                                live_connections(p.mixer, conns_json, sizeof conns_json),
+                                p.tr->pipe ? p.tr->bubble : 0.0);
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;

@@ -10,12 +10,12 @@ set -u
 peer_test_setup
 
 ports=$(free_endpoints 2)
-common="--insecure --peers $ports --epochs 1 --train-limit 1280 --data $FASHION --no-average -q"
+common="--insecure --peers $ports --epochs 1 --train-limit 1280 --data $FASHION --no-average"
 # shellcheck disable=SC2086
 timeout 120 "$RUMOR_PEER" $common --rank 0 --stages 2 --schedule zbv --microbatches 4 \
-  --trace "$tmp/t0.json" >"$tmp/p0.log" 2>&1 &
+  --trace "$tmp/t0.json" --metrics "$tmp/m0.jsonl" --progress 0 >"$tmp/p0.log" 2>&1 &
 # shellcheck disable=SC2086
-timeout 120 "$RUMOR_PEER" $common --rank 1 --trace "$tmp/t1.json" >"$tmp/p1.log" 2>&1
+timeout 120 "$RUMOR_PEER" $common -q --rank 1 --trace "$tmp/t1.json" >"$tmp/p1.log" 2>&1
 expect_rc 0 $? "the unpipelined peer" "$tmp/p1.log"
 wait $!
 expect_rc 0 $? "the pipelined peer (2 stages, zbv)" "$tmp/p0.log"
@@ -23,6 +23,11 @@ for r in 0 1; do
   a=$(sed -n "s/^peer $r: local test accuracy \(.*\)%/\1/p" "$tmp/p$r.log")
   expect_num_ge "${a:-0}" 60 "peer $r local accuracy after one epoch of 1280 examples"
 done
+
+# the rounds' progress lines and metrics carry the pipeline's measured bubble
+grep -q "bubble [0-9]*%" "$tmp/p0.log" || fail "no bubble in the progress lines: $(grep -m1 '^round' "$tmp/p0.log")"
+grep -q '"event":"round".*"bubble":0\.[0-9]' "$tmp/m0.jsonl" ||
+  fail "no round event with the pipeline's bubble: $(grep -m1 '"event":"round"' "$tmp/m0.jsonl")"
 
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 "$py" - "$tmp/t0.json" "$tmp/t1.json" <<'PY' || fail "--trace of rumor-peer: see above"
