@@ -88,6 +88,15 @@ run_expect 0 "bubble 27.3% (theory 27.3%), peak activations 4 3 2 1" \
   "$train" schedule --schedule 1f1b --stages 4 --microbatches 8 --svg "$tmp/s.svg"
 grep -q '<svg' "$tmp/s.svg" && grep -q 'micro-batch 7' "$tmp/s.svg" || fail "schedule --svg: no picture"
 run_expect 0 '"bubble":0.333333' "$train" schedule --schedule gpipe --stages 2 --microbatches 2 --json
+# lists for given costs: zbv's follow them (its bubble at F, B, W = 1.6, 1.3,
+# 0.8 falls from 7.9% with the unit-cost lists to 3.2%, as test_schedule
+# finds); 1F1B at equal costs leaves its analysis' (P-1)/(M+P-1) = 1/5
+run_expect 0 "at F, B, W = 1.6, 1.3, 0.8: bubble 3.2% (the unit-cost lists: 7.9%)" \
+  "$train" schedule --schedule zbv --stages 2 --microbatches 16 --costs 1.6,1.3,0.8
+run_expect 0 '"bubble_at_costs":0.200000,"unit_lists_bubble_at_costs":0.200000' \
+  "$train" schedule --schedule 1f1b --stages 2 --microbatches 4 --costs 2,2,2 --json
+run_expect 2 "--costs '1,2': expected three positive numbers F,B,W" "$train" schedule --costs 1,2
+run_expect 2 "expected three positive numbers" "$train" schedule --costs 1,-1,1
 run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V], zb-h1 or zbv" "$train" schedule --schedule 2f2b
 run_expect 2 "(2 < 4)" "$train" schedule --schedule zb-h1 --stages 4 --microbatches 2
 run_expect 2 "must be a multiple of the stages (3)" "$train" schedule --schedule interleaved --stages 3 --microbatches 4
