@@ -549,7 +549,6 @@ int rumor_pipeline_replan(rumor_pipeline_t *p, const double *given, double *befo
     }
     rumor_schedule_destroy(&p->sched);
     p->sched = ns;
-    p->replanned = 1;
     return 1;
 }
 

@@ -75,7 +75,6 @@ typedef struct rumor_pipeline {
     double step_s;                /* the last step's wall time */
     int early_w;                  /* Ws the last step ran before their place (waits filled) */
     long steps;                   /* steps run */
-    int replanned;                /* the lists were rebuilt for measured costs */
     double t0;                    /* when the last step began (rumor_now) */
     double **ev;                  /* (P) start and end of each action of the last step,
                                    * 2 x sched->n[d], seconds from t0 */

@@ -350,7 +350,7 @@ static int stage_forward(rumor_stage_t *s, int slot, const float *in, int traini
 int rumor_stage_forward(rumor_stage_t *s, int slot, const float *in, int training, long step,
                         int micro)
 {
-    double t0 = rumor_now();
+    double t0 = s->dev->slowdown > 1.0 ? rumor_now() : 0.0; /* throttled only */
     int rc = stage_forward(s, slot, in, training, step, micro);
     throttle(s, t0);
     return rc;
@@ -387,7 +387,7 @@ static int stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float l
 
 int rumor_stage_backward_b(rumor_stage_t *s, int slot, const float *dy, float loss_scale)
 {
-    double t0 = rumor_now();
+    double t0 = s->dev->slowdown > 1.0 ? rumor_now() : 0.0; /* throttled only */
     int rc = stage_backward_b(s, slot, dy, loss_scale);
     throttle(s, t0);
     return rc;
@@ -419,7 +419,7 @@ static int stage_backward_w(rumor_stage_t *s, int slot)
 
 int rumor_stage_backward_w(rumor_stage_t *s, int slot)
 {
-    double t0 = rumor_now();
+    double t0 = s->dev->slowdown > 1.0 ? rumor_now() : 0.0; /* throttled only */
     int rc = stage_backward_w(s, slot);
     throttle(s, t0);
     return rc;

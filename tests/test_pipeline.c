@@ -372,7 +372,7 @@ static void check_profile_unlike(void)
         int on_slow = side ? cuts[1] : nb - cuts[1], on_fast = nb - on_slow;
         CHECKF(on_slow < on_fast, "slow device as stage %d: %d of %d blocks (cut at %d)",
                side ? 0 : 1, on_slow, nb, cuts[1]);
-        double hi = pred[0] > pred[1] ? pred[0] : pred[1], lo = pred[0] + pred[1] - hi;
+        double lo = pred[0] < pred[1] ? pred[0] : pred[1];
         fprintf(stderr, "profile, slow device as stage %d: cut at %d of %d blocks, predicted "
                 "%.3f and %.3f ms\n", side ? 0 : 1, cuts[1], nb, 1e3 * pred[0], 1e3 * pred[1]);
         CHECKF(lo > 0, "a planned stage's time is %g", lo); /* the plan's optimality:
