@@ -577,6 +577,8 @@ void mx_comm_main(rumor_mixer_t *m)
         mx_rank_progress(m);
         mx_pump_sends(m);
         mx_send_hellos(m);
+        if (!stopping)
+            mx_send_heartbeats(m);
         ar_progress(m);
         mx_state_progress(m);
         if (!stopping)

@@ -230,6 +230,7 @@ struct rumor_mixer {
     int nhold;
     double next_hello;
     int hello_active;
+    double next_heartbeat;     /* when the next HEARTBEAT goes to every neighbour */
 
     /* catching up (mixer_state.c) */
     long *peer_round;          /* (npeers) newest round heard from j, -1 none */
@@ -312,6 +313,7 @@ void mx_pump_sends(rumor_mixer_t *m);
 int mx_sends_queued(const rumor_mixer_t *m);
 void mx_drop_sends(rumor_mixer_t *m);
 void mx_send_hellos(rumor_mixer_t *m);
+void mx_send_heartbeats(rumor_mixer_t *m);
 int mx_all_sends_done(rumor_mixer_t *m);
 
 /* mixer_round.c: synchronous D-PSGD rounds (receiving side) */

@@ -19,14 +19,22 @@ void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type)
 }
 
 /* A header-only message; its round field says which round this peer is
- * receiving, so a neighbour learns whether it fell behind. */
+ * receiving, so a neighbour learns whether it fell behind. A neighbour that
+ * hears a later round than its own takes it that nothing more of its round
+ * is coming from here (mx_round_done), so the claim never runs ahead of the
+ * data on the connection: while ranges of an older round still wait in the
+ * send queue (they go out after this message), the claim is that round. */
 int mx_send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
 {
     rumor_wire_hdr_t h;
     uint8_t bytes[RUMOR_WIRE_HDR_LEN];
     mx_fill_hdr(m, &h, type);
     h.aux = aux;
-    h.round = m->cur > 0 ? (uint64_t)m->cur : 0;
+    long r = m->cur > 0 ? m->cur : 0;
+    const struct mx_sendq *q = &m->sendq[peer];
+    if (q->n > 0 && q->round[0] >= 0 && q->round[0] < r)
+        r = q->round[0];
+    h.round = (uint64_t)r;
     rumor_wire_encode(&h, bytes);
     return rumor_transport_send(m->tr, peer, bytes, sizeof bytes, NULL, NULL, 0);
 }
@@ -168,6 +176,23 @@ void mx_send_hellos(rumor_mixer_t *m)
     for (int j = 0; j < m->npeers; j++)
         if (m->talks_to[j])
             (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, m->heard[j]);
+}
+
+/* Every neighbour hears from this peer at least once a heartbeat interval
+ * (the transport's, 0.5 s by default), between rounds too (an application that pauses gossip, a long local step): a
+ * neighbour silent for 3 s is taken for gone and redialled (mx_redial),
+ * which throws away what was queued for it, so a quiet link must not look
+ * like a dead one. */
+void mx_send_heartbeats(rumor_mixer_t *m)
+{
+    double now = rumor_now();
+    if (now < m->next_heartbeat || m->rank_state != 2)
+        return;
+    double ivl = m->cfg.heartbeat_ivl_ms > 0 ? m->cfg.heartbeat_ivl_ms / 1000.0 : 0.5;
+    m->next_heartbeat = now + ivl;
+    for (int j = 0; j < m->npeers; j++)
+        if (m->talks_to[j])
+            (void)mx_send_control(m, j, RUMOR_WIRE_HEARTBEAT, 0);
 }
 
 int mx_all_sends_done(rumor_mixer_t *m)

@@ -23,7 +23,11 @@
  *    parameters before the deadline counts where it sent, element by
  *    element.
  * 6. A slow link: a round whose data keeps arriving is not cut at the
- *    adaptive deadline; one whose data stops ends soon after. */
+ *    adaptive deadline; one whose data stops ends soon after.
+ * 7. Quiet links: two peers with a 16 MiB model pause 4 s between rounds
+ *    (longer than the 3 s after which a silent neighbour is redialled): the
+ *    rounds after each pause still mix every element of both peers, in
+ *    time (heartbeats keep a quiet link from looking like a dead one). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -250,6 +254,55 @@ static int missing_child(int self)
     fprintf(stderr, "peer %d: slowest round %.3f s (deadline %.1f s)\n", self, worst, timeout);
     rumor_mixer_destroy(&m, 1.0);
     rumor_topo_destroy(&t);
+    return tu_failures ? 1 : 0;
+}
+
+#define QUIET_NP ((size_t)1 << 22)
+
+static int quiet_child(int self)
+{
+    rumor_topo_t *t;
+    if (rumor_topo_parse("ring:2", &t) < 0)
+        return 2;
+    float *init = malloc(QUIET_NP * sizeof *init);
+    if (!init)
+        return 2;
+    for (size_t i = 0; i < QUIET_NP; i++)
+        init[i] = (float)(self + 1) + 0.001f * (float)(i % 1000);
+    rumor_mixer_config_t c = { 0 };
+    c.topo = t;
+    c.self = self;
+    c.endpoints = eps;
+    c.swarm = rumor_wire_swarm_id("quiet");
+    c.nparams = QUIET_NP;
+    c.chunk_elems = (size_t)1 << 18;
+    c.round_timeout = c.min_round_timeout = 20.0;
+    rumor_mixer_t *m = NULL;
+    if (rumor_mixer_create(&c, init, &m) < 0) {
+        fprintf(stderr, "peer %d: %s\n", self, rumor_err_msg());
+        return 2;
+    }
+    CHECK(rumor_mixer_barrier(m, 20.0) == 1);
+    /* ring:2's weights are 1/2 and 1/2: every round gives both peers the
+     * mean of the two starting points, 1.5 + 0.001 (i % 1000) */
+    for (long k = 0; k < 3; k++) {
+        if (k > 0)
+            sleep(4);
+        CHECK_OK(rumor_mixer_round_begin(m, k));
+        float *x;
+        rumor_round_stats_t st;
+        CHECK_OK(rumor_mixer_round_end(m, k, &x, &st));
+        size_t off = 0;
+        for (size_t i = 0; i < QUIET_NP; i++)
+            off += fabsf(x[i] - (1.5f + 0.001f * (float)(i % 1000))) > 1e-5f;
+        CHECKF(!st.timed_out && st.complete == 1 && off == 0,
+               "peer %d: round %ld after a 4 s pause: complete %d, timed out %d, %zu of %zu "
+               "elements off the mean",
+               self, k, st.complete, st.timed_out, off, QUIET_NP);
+    }
+    rumor_mixer_destroy(&m, 1.0);
+    rumor_topo_destroy(&t);
+    free(init);
     return tu_failures ? 1 : 0;
 }
 
@@ -513,7 +566,7 @@ static void check_slow_link(void)
 
 int main(int argc, char **argv)
 {
-    /* argv[1]: run one part only (exact, async, missing, hostile, slow), for debugging */
+    /* argv[1]: run one part only (exact, async, missing, hostile, slow, quiet), for debugging */
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
     tu_training_lock(); /* its deadlines assume the cores are its own */
@@ -542,5 +595,11 @@ int main(int argc, char **argv)
     snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", tu_free_port());
     if (!*only || !strcmp(only, "slow"))
         check_slow_link();
+    for (int p = 0; p < 2; p++) {
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
+        eps[p] = endpoints[p];
+    }
+    if (!*only || !strcmp(only, "quiet"))
+        CHECKF(run_children(quiet_child, 2) == 0, "rounds after quiet pauses");
     return tu_finish("test_mixer");
 }
