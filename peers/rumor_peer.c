@@ -727,7 +727,7 @@ int main(int argc, char **argv)
          * in checkpoints): a resumed peer draws the batches it would have
          * drawn, and one that jumps rounds to follow the swarm skips no
          * data of its shard. */
-        long t = p.tr->stage->opt->t;
+        long t = rumor_trainer_optim_steps(p.tr);
         rumor_batch_t batch;
         if (rumor_trainer_batch(p.tr, t, &batch) < 0)
             return fail(&p, rank, "data");

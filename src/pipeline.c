@@ -448,6 +448,73 @@ void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params)
         rumor_stage_bind_params(p->st[s], params + p->st[s]->lo);
 }
 
+int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads)
+{
+    int all = 1;
+    for (int s = 0; s < p->S; s++) {
+        if (p->st[s]->dev->kind == RUMOR_DEV_CPU)
+            rumor_stage_bind_grads(p->st[s], grads + p->st[s]->lo);
+        else
+            all = 0;
+    }
+    return all;
+}
+
+int rumor_pipeline_gather_grads(const rumor_pipeline_t *p, float *grads)
+{
+    for (int s = 0; s < p->S; s++) {
+        const rumor_stage_t *st = p->st[s];
+        if (st->grads != grads + st->lo)
+            RUMOR_CHECK(st->dev->ops->download(st->dev, grads + st->lo, st->grads,
+                                               st->n * sizeof(float)));
+    }
+    return 0;
+}
+
+int rumor_pipeline_scatter_grads(rumor_pipeline_t *p, const float *grads)
+{
+    for (int s = 0; s < p->S; s++) {
+        rumor_stage_t *st = p->st[s];
+        if (st->grads != grads + st->lo)
+            RUMOR_CHECK(st->dev->ops->upload(st->dev, st->grads, grads + st->lo,
+                                             st->n * sizeof(float)));
+    }
+    return 0;
+}
+
+int rumor_pipeline_optim_state(rumor_pipeline_t *p, rumor_optim_t *o, int to_whole)
+{
+    for (int s = 0; s < p->S; s++) {
+        rumor_stage_t *st = p->st[s];
+        rumor_optim_t *so = st->opt;
+        if (!so)
+            return rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: no optimizer", s);
+        if (so->cfg.kind != o->cfg.kind || st->hi > o->n)
+            return rumor_err_set(RUMOR_EINVAL, "pipeline stage %d: optimizer state of another "
+                                 "kind or size", s);
+        size_t bytes = st->n * sizeof(float);
+        const rumor_ops_t *ops = st->dev->ops;
+        if (to_whole) {
+            RUMOR_CHECK(ops->download(st->dev, o->m + st->lo, so->m, bytes));
+            if (so->v)
+                RUMOR_CHECK(ops->download(st->dev, o->v + st->lo, so->v, bytes));
+        } else {
+            RUMOR_CHECK(ops->upload(st->dev, so->m, o->m + st->lo, bytes));
+            if (so->v)
+                RUMOR_CHECK(ops->upload(st->dev, so->v, o->v + st->lo, bytes));
+            so->t = o->t;
+        }
+    }
+    if (to_whole)
+        o->t = rumor_pipeline_optim_steps(p);
+    return 0;
+}
+
+long rumor_pipeline_optim_steps(const rumor_pipeline_t *p)
+{
+    return p->S > 0 && p->st[0]->opt ? p->st[0]->opt->t : 0;
+}
+
 double rumor_pipeline_bubble(const rumor_pipeline_t *p)
 {
     double busy = 0;

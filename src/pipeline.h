@@ -104,13 +104,35 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
 int rumor_pipeline_replan(rumor_pipeline_t *p, const double *cost, double *before,
                           double *after) RUMOR_WUR;
 
-/* Every stage's optimizer step. */
+/* Every stage's optimizer step over its own range, on its own device, at
+ * the schedule's rate (each stage's count advances). */
 int rumor_pipeline_update(rumor_pipeline_t *p) RUMOR_WUR;
 
 /* Points every stage at its range of a whole-model parameter buffer
  * (params + stage lo): the pipeline then trains the caller's parameters
  * (a trainer's, a mixer's) in place. */
 void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params);
+
+/* Points every stage at its range of a whole-model gradient buffer (grads +
+ * stage lo) in host memory: stages on CPU devices accumulate there, so the
+ * caller reads (or all-reduces) one flat gradient without a copy. Returns
+ * 1 when every stage was bound, 0 when a stage lives off the host (its
+ * gradients stay its own: rumor_pipeline_gather_grads copies them). */
+int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads);
+
+/* Copies the stages' gradients that are not bound into grads + their lo,
+ * and back (a gradient the caller changed, e.g. all-reduced). */
+int rumor_pipeline_gather_grads(const rumor_pipeline_t *p, float *grads) RUMOR_WUR;
+int rumor_pipeline_scatter_grads(rumor_pipeline_t *p, const float *grads) RUMOR_WUR;
+
+/* The optimizer state of every stage gathered into (to_whole) or scattered
+ * from a whole-model optimizer o of the same kind, on the host: a
+ * checkpoint holds the whole space, whatever the cut. The step count goes
+ * along. */
+int rumor_pipeline_optim_state(rumor_pipeline_t *p, rumor_optim_t *o, int to_whole) RUMOR_WUR;
+
+/* Optimizer steps taken (every stage takes each one). */
+long rumor_pipeline_optim_steps(const rumor_pipeline_t *p);
 
 /* The measured bubble of the last step: the share of P x its wall time that
  * the devices spent waiting. */

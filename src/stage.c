@@ -76,6 +76,7 @@ static int stage_alloc(rumor_stage_t *s, int with_params)
             return rumor_err_trace_add(__FILE__, __LINE__, RUMOR_ENOMEM);
     }
     s->grads = ops->alloc(s->dev, s->n * sizeof(float));
+    s->owns_grads = 1;
     s->slots = calloc((size_t)s->nslots, sizeof *s->slots);
     if (!s->grads || !s->slots)
         return rumor_err_set(RUMOR_ENOMEM, "stage: cannot allocate %zu parameters' gradients",
@@ -205,7 +206,8 @@ void rumor_stage_destroy(rumor_stage_t **sp)
     free(s->slots);
     if (s->owns_params)
         ops->free(s->dev, s->params);
-    ops->free(s->dev, s->grads);
+    if (s->owns_grads)
+        ops->free(s->dev, s->grads);
     if (s->tied)
         ops->free(s->dev, s->tied);
     if (s->tied_grad)
@@ -240,6 +242,14 @@ void rumor_stage_bind_params(rumor_stage_t *s, float *params)
         s->dev->ops->free(s->dev, s->params);
     s->owns_params = 0;
     s->params = params;
+}
+
+void rumor_stage_bind_grads(rumor_stage_t *s, float *grads)
+{
+    if (s->owns_grads && s->grads != grads)
+        s->dev->ops->free(s->dev, s->grads);
+    s->owns_grads = 0;
+    s->grads = grads;
 }
 
 static int check_slot(const rumor_stage_t *s, int slot)

@@ -76,6 +76,7 @@ typedef struct rumor_stage {
     float *params;              /* (n) device; the flat offset off is params[off - lo] */
     float *grads;               /* (n) */
     int owns_params;
+    int owns_grads;             /* 0 once bound to a caller's buffer */
     rumor_optim_t *opt;         /* NULL without an optimizer */
     int max_B, T, nslots;
     uint64_t seed;
@@ -109,6 +110,12 @@ int rumor_stage_grow_slots(rumor_stage_t *s, int nslots) RUMOR_WUR;
  * device's memory), freeing its own the first time: the gossip mixer owns
  * and rotates a peer's parameter buffers. */
 void rumor_stage_bind_params(rumor_stage_t *s, float *params);
+
+/* Points the stage at a gradient buffer it does not own (n floats of its
+ * device's memory), freeing its own the first time: a pipeline whose stages
+ * share host memory accumulates into the range of one whole-model gradient
+ * that an all-reduce or a checkpoint reads as is. */
+void rumor_stage_bind_grads(rumor_stage_t *s, float *grads);
 
 /* Copies rows [row0, row0 + n) of batch b's inputs (first stage) and targets
  * (last stage) to slot's device buffers and sets the slot's shape; b's kind

@@ -179,9 +179,13 @@ static int open_pipeline(rumor_trainer_t *t)
                                    .microbatches = c->microbatches ? c->microbatches : 2 * stages,
                                    .cuts = cuts, .max_B = c->batch,
                                    .T = rumor_model_seq(t->model), .seed = c->seed,
-                                   .stream = (uint64_t)c->rank, .optim = NULL };
+                                   .stream = (uint64_t)c->rank, .optim = &t->oc };
     RUMOR_CHECK(rumor_pipeline_create(&pc, &t->pipe));
+    /* the stages train the trainer's parameters in place and, on the host,
+     * accumulate into its flat gradient (which an all-reduce reads); each
+     * stage steps its own optimizer over its own range */
     rumor_pipeline_bind_params(t->pipe, t->stage->params);
+    t->grads_bound = rumor_pipeline_bind_grads(t->pipe, t->stage->grads);
     return 0;
 }
 
@@ -228,10 +232,12 @@ static int open_all(rumor_trainer_t *t)
     if (!t->lm)
         TRY("model", check_images(t));
     size_run(t);
+    int pipelined = c->stages > 1 || c->schedule || c->devices;
     rumor_stage_config_t stc = { .model = t->model, .dev = t->dev, .first = 0,
                                  .last = t->model->nblocks, .max_B = c->batch,
                                  .T = rumor_model_seq(t->model), .slots = 1, .seed = c->seed,
-                                 .stream = (uint64_t)c->rank, .optim = &t->oc };
+                                 .stream = (uint64_t)c->rank,
+                                 .optim = pipelined ? NULL : &t->oc };
     TRY("model", rumor_stage_create(&stc, &t->stage));
     /* the trainer keeps the stage's own buffer, so that binding another
      * (the mixer's) and back never frees it */
@@ -240,7 +246,7 @@ static int open_all(rumor_trainer_t *t)
     /* one worker per CPU thread, each with one BLAS thread (step.h) */
     int workers = t->dev->kind == RUMOR_DEV_CPU ? t->dev->nthreads : 1;
     TRY("workers", rumor_step_create(t->stage, workers, &t->step));
-    if (c->stages > 1 || c->schedule || c->devices)
+    if (pipelined)
         TRY("pipeline", open_pipeline(t));
     return 0;
 }
@@ -277,8 +283,6 @@ int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b)
 int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss)
 {
     if (t->pipe) {
-        /* the stages' gradients into the whole model's, where the optimizer
-         * steps */
         RUMOR_CHECK(rumor_pipeline_grads(t->pipe, b, step, loss));
         if (t->pipe->steps == 2 && (t->pipe->sched->kind == RUMOR_SCHED_ZBH1 ||
                                     t->pipe->sched->kind == RUMOR_SCHED_ZBV)) {
@@ -294,11 +298,8 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
                            "%.1f%% -> %.1f%%", t->pipe->sched->name,
                            rc ? "rebuilt" : "kept", 100.0 * was, 100.0 * now);
         }
-        for (int s = 0; s < t->pipe->S; s++) {
-            const rumor_stage_t *st = t->pipe->st[s];
-            RUMOR_CHECK(t->dev->ops->copy(t->dev, t->stage->grads + st->lo, st->grads,
-                                          st->n * sizeof(float)));
-        }
+        if (!t->grads_bound) /* stages off the host: the flat gradient is a copy */
+            RUMOR_CHECK(rumor_pipeline_gather_grads(t->pipe, t->stage->grads));
         double bub = rumor_pipeline_bubble(t->pipe);
         t->bubble = t->bubble > 0 ? 0.9 * t->bubble + 0.1 * bub : bub;
     } else {
@@ -312,14 +313,43 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
 
 float rumor_trainer_lr(const rumor_trainer_t *t)
 {
-    return rumor_optim_lr_at(&t->oc, t->stage->opt->t);
+    return rumor_optim_lr_at(&t->oc, rumor_trainer_optim_steps(t));
+}
+
+long rumor_trainer_optim_steps(const rumor_trainer_t *t)
+{
+    return t->pipe ? rumor_pipeline_optim_steps(t->pipe) : t->stage->opt->t;
 }
 
 int rumor_trainer_update(rumor_trainer_t *t, float *lr)
 {
     if (lr)
         *lr = rumor_trainer_lr(t);
-    return rumor_step_update(t->step);
+    if (!t->pipe)
+        return rumor_step_update(t->step);
+    /* each stage steps its own range where it lives; the flat gradient is
+     * what counts (an all-reduce may have replaced it) */
+    if (!t->grads_bound)
+        RUMOR_CHECK(rumor_pipeline_scatter_grads(t->pipe, t->stage->grads));
+    return rumor_pipeline_update(t->pipe);
+}
+
+/* A pipeline's optimizer state lives in its stages; checkpoints hold the
+ * whole space, so it is gathered into (or scattered from) a whole-model
+ * optimizer on the host for the save or the load. */
+static int whole_optim(rumor_trainer_t *t, rumor_optim_t **o)
+{
+    *o = t->stage->opt;
+    if (!t->pipe)
+        return 0;
+    RUMOR_CHECK(rumor_optim_create(t->dev, &t->oc, t->model->nparams, o));
+    return 0;
+}
+
+static void whole_optim_done(rumor_trainer_t *t, rumor_optim_t **o)
+{
+    if (t->pipe)
+        rumor_optim_destroy(o);
 }
 
 int rumor_trainer_epoch(const rumor_trainer_t *t, long step)
@@ -380,13 +410,25 @@ int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, i
     ci.epoch = rumor_trainer_epoch(t, step);
     ci.rank = rank;
     snprintf(ci.swarm, sizeof ci.swarm, "%s", swarm);
-    return rumor_ckpt_save(dir, t->stage, t->stage->opt, &ci, keep > 0 ? keep : 3);
+    rumor_optim_t *o;
+    RUMOR_CHECK(whole_optim(t, &o));
+    int rc = t->pipe ? rumor_pipeline_optim_state(t->pipe, o, 1) : 0;
+    if (rc == 0)
+        rc = rumor_ckpt_save(dir, t->stage, o, &ci, keep > 0 ? keep : 3);
+    whole_optim_done(t, &o);
+    return rc;
 }
 
 int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step)
 {
     rumor_ckpt_info_t ci;
-    RUMOR_CHECK(rumor_ckpt_load(path, t->stage, t->stage->opt, &ci));
+    rumor_optim_t *o;
+    RUMOR_CHECK(whole_optim(t, &o));
+    int rc = rumor_ckpt_load(path, t->stage, o, &ci);
+    if (rc == 0 && t->pipe)
+        rc = rumor_pipeline_optim_state(t->pipe, o, 0);
+    whole_optim_done(t, &o);
+    RUMOR_CHECK(rc);
     *step = ci.round;
     return 0;
 }
@@ -395,8 +437,14 @@ int rumor_trainer_resume_latest(rumor_trainer_t *t, const char *dir, const char 
                                 long *step, char *path, size_t path_len)
 {
     rumor_ckpt_info_t ci;
-    int rc = rumor_ckpt_load_latest(dir, swarm, rank, t->stage, t->stage->opt, &ci, path,
-                                    path_len);
+    rumor_optim_t *o;
+    RUMOR_CHECK(whole_optim(t, &o));
+    int rc = rumor_ckpt_load_latest(dir, swarm, rank, t->stage, o, &ci, path, path_len);
+    if (rc == 0 && t->pipe) {
+        int r2 = rumor_pipeline_optim_state(t->pipe, o, 0);
+        rc = r2 < 0 ? r2 : rc;
+    }
+    whole_optim_done(t, &o);
     RUMOR_CHECK(rc);
     if (rc == 0)
         *step = ci.round;

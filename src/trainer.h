@@ -68,13 +68,15 @@ typedef struct rumor_trainer {
     rumor_device_t *dev;
     rumor_source_t *src;
     rumor_model_t *model;
-    rumor_stage_t *stage;     /* the whole model and its optimizer */
+    rumor_stage_t *stage;     /* the whole model; its optimizer unless pipelined (then
+                               * each pipeline stage has its own) */
     rumor_step_t *step;       /* the workers */
     rumor_optim_config_t oc;  /* the optimizer with its schedule */
     long steps_per_epoch, total_steps;
     int lm;                   /* a language model on token windows */
     float *own;               /* the stage's own parameter buffer */
     rumor_pipeline_t *pipe;   /* NULL: the data-parallel workers compute gradients */
+    int grads_bound;          /* the stages accumulate into stage->grads in place */
     rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
@@ -110,6 +112,10 @@ int rumor_trainer_update(rumor_trainer_t *t, float *lr) RUMOR_WUR;
 
 /* The learning rate of the next update. */
 float rumor_trainer_lr(const rumor_trainer_t *t);
+
+/* Optimizer steps taken (restored from a checkpoint): a peer draws the
+ * batch of this step next. */
+long rumor_trainer_optim_steps(const rumor_trainer_t *t);
 
 /* The 1-based epoch that step belongs to. */
 int rumor_trainer_epoch(const rumor_trainer_t *t, long step);
