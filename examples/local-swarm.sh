@@ -4,9 +4,13 @@
 # swarm average's at the end.
 #
 # Usage: examples/local-swarm.sh [-n PEERS] [-t TOPOLOGY] [-p BASEPORT]
-#                                [-d RUNDIR] [-q] [-- rumor-peer options...]
+#                                [-s STAGES] [-d RUNDIR] [-q]
+#                                [-- rumor-peer options...]
 #   -n PEERS      number of peers (default 8)
 #   -t TOPOLOGY   ring, torus:2x4, exp, onepeer-exp, complete, ... (default ring)
+#   -s STAGES     pipeline stages by rank, e.g. 1,2,3: peer r cuts its model
+#                 into entry r (the list repeats) on CPU devices of 1 thread;
+#                 1 is no pipeline (default: rumor-peer's own --stages)
 #   -p BASEPORT   peers listen on BASEPORT, BASEPORT+1, ... (BASEPORT+PEERS-1
 #                 at most 65535; default: a free range)
 #   -d RUNDIR     where logs and metrics go (default: a new directory in /tmp)
@@ -20,16 +24,17 @@ set -eu
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
 # A usage error: the message, the usage, exit status 2.
 usage_error() { echo "local-swarm: $*" >&2; usage >&2; exit 2; }
-n=8 topo=ring base= rundir= quiet= pgiven=
+n=8 topo=ring base= rundir= quiet= pgiven= stages=
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n|-t|-p|-d) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
+    -n|-t|-p|-d|-s) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
   esac
   case "$1" in
     -n) n=$2; shift 2 ;;
     -t) topo=$2; shift 2 ;;
     -p) base=$2; pgiven=1; shift 2 ;;
     -d) rundir=$2; shift 2 ;;
+    -s) stages=$2; shift 2 ;;
     -q) quiet=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
@@ -50,6 +55,17 @@ if [ -n "$pgiven" ]; then
   fi
   base=$b
 fi
+
+case "$stages" in
+  '') ;;
+  *[!0-9,]*|,*|*,|*,,*) echo "local-swarm: -s '$stages': expected stage counts like 1,2,3" >&2; exit 2 ;;
+esac
+# peer r's --stages: entry r of the -s list, which repeats
+stage_args() {
+  [ -n "$stages" ] || return 0
+  k=$(echo "$stages" | tr ',' '\n' | wc -l)
+  echo "--stages $(echo "$stages" | cut -d, -f$(( $1 % k + 1 )))"
+}
 
 here=$(cd "$(dirname "$0")" && pwd)
 peer=${RUMOR_PEER:-}
@@ -105,17 +121,17 @@ echo "local-swarm: $n peers on $topo over loopback (ports $base-$((base + n - 1)
 r=1
 while [ $r -lt "$n" ]; do
   "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" \
-    $(keyargs $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
+    $(keyargs $r) $(stage_args $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
   pids="$pids $!"
   r=$((r + 1))
 done
 status=0
 if [ -n "$quiet" ]; then
   "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
+    $(keyargs 0) $(stage_args 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
 else
   "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) "$@" 2>&1 |
+    $(keyargs 0) $(stage_args 0) "$@" 2>&1 |
     tee "$rundir/peer-0.log" | grep -v '^peer 0:' || true
   grep -q '^peer 0: done' "$rundir/peer-0.log" || status=1
 fi
@@ -124,7 +140,7 @@ trap - INT TERM
 
 # The table: each peer's own model and the swarm average.
 echo
-printf '%-6s %10s %10s %10s %s\n' peer local average seconds note
+printf '%-6s %6s %10s %10s %10s %s\n' peer stages local average seconds note
 r=0
 while [ $r -lt "$n" ]; do
   log="$rundir/peer-$r.log"
@@ -144,8 +160,9 @@ while [ $r -lt "$n" ]; do
       sed 's/^rumor-peer\( [0-9][0-9]*\)\{0,1\}: //')
     [ -n "$why" ] || why=$(tail -n 1 "$log")
     note="failed: $why"; status=1; }
-  printf '%-6s %9s%s %9s%s %10s %s\n' "$r" "${local_acc:--}" "$unit" "${avg_acc:--}" "$unit" \
-    "${secs:--}" "$note"
+  ns=$(stage_args $r | sed 's/--stages //')
+  printf '%-6s %6s %9s%s %9s%s %10s %s\n' "$r" "${ns:--}" "${local_acc:--}" "$unit" "${avg_acc:--}" \
+    "$unit" "${secs:--}" "$note"
   r=$((r + 1))
 done
 exit $status

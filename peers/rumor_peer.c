@@ -98,8 +98,13 @@ static const char usage_head[] =
     "                         (default: 64, at least --chunk-mb); larger ones are\n"
     "                         dropped as chunk_too_large (above twice this, ZeroMQ\n"
     "                         closes the connection instead)\n"
+    "  --rounds N             stop after N rounds (default: --epochs passes over the\n"
+    "                         shard); the learning-rate schedule spans them\n"
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
     "  --no-average           skip the swarm-average evaluation at the end\n"
+    "  --save-average DIR     write the swarm average (parameters only) there as\n"
+    "                         <swarm>-average-r<rank>-<round>.safetensors, for\n"
+    "                         rumor-train sample, eval or export\n"
     "  --allow-alone          exit 0 even if no neighbour's parameters ever arrived\n"
     "                         (default: such a run is an error, exit status 1)\n"
     "\n"
@@ -160,8 +165,9 @@ struct options {
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
         io_threads, allow_alone;
     const char *keys, *allow, *peer_keys, *membership;
-    long checkpoint_every, catch_up_rounds;
-    const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir;
+    long checkpoint_every, catch_up_rounds, rounds;
+    const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir,
+        *save_average;
     double round_timeout, min_round_timeout, start_timeout, chunk_mb, max_message_mb,
         leave_timeout, throttle;
 };
@@ -190,8 +196,10 @@ static const rumor_opt_t option_table[] = {
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 64, NULL, 0 },
     { "max-message-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, max_message_mb), 0.001, 1024, NULL, 0 },
+    { "rounds", 0, RUMOR_OPT_LONG, offsetof(struct options, rounds), 1, 1e12, NULL, 0 },
     { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, eval_every), 1, 100000, NULL, 0 },
     { "no-average", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_average), 0, 0, NULL, 1 },
+    { "save-average", 0, RUMOR_OPT_STR, offsetof(struct options, save_average), 0, 0, NULL, 0 },
     { "allow-alone", 0, RUMOR_OPT_FLAG, offsetof(struct options, allow_alone), 0, 0, NULL, 1 },
     { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
     { "checkpoint-every", 0, RUMOR_OPT_LONG, offsetof(struct options, checkpoint_every), 0, 1e12, NULL, 0 },
@@ -558,6 +566,7 @@ int main(int argc, char **argv)
     }
     tc.lockstep = 1;
     tc.host_params = 1;
+    tc.steps = opts.rounds;
     tc.eval_batches = rumor_source_spec_kind(o.data, NULL) == RUMOR_BATCH_TOKENS ? 16 : 0;
     double t_load = rumor_now();
     if (rumor_trainer_create(&tc, &p.tr) < 0)
@@ -653,16 +662,21 @@ int main(int argc, char **argv)
         printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
                rank, N, p.tr->model->spec, nparams, nparams * 4.0 / 1e6, p.tr->dev->name, nb,
                nb == 1 ? "" : "s");
+        char span[64];
+        if (opts.rounds)
+            snprintf(span, sizeof span, "%ld rounds (--rounds)", total_rounds);
+        else
+            snprintf(span, sizeof span, "%d epoch%s", o.epochs, o.epochs == 1 ? "" : "s");
         if (p.tr->lm)
             printf("rumor-peer %d/%d: %s (loaded in %.2f s), %ld rounds of %d windows of %d "
-                   "tokens per epoch, %d epochs\n",
+                   "tokens per epoch, %s\n",
                    rank, N, rumor_source_describe(p.tr->src), t_loaded, per_epoch, o.batch,
-                   p.tr->model->ctx, o.epochs);
+                   p.tr->model->ctx, span);
         else
             printf("rumor-peer %d/%d: shard of %ld examples (loaded in %.2f s), %ld rounds of "
-                   "batch %d per epoch, %d epochs\n",
+                   "batch %d per epoch, %s\n",
                    rank, N, rumor_source_train_size(p.tr->src), t_loaded, per_epoch, o.batch,
-                   o.epochs);
+                   span);
         fflush(stdout);
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
@@ -867,7 +881,8 @@ int main(int argc, char **argv)
             else if (evaluated)
                 snprintf(accs, sizeof accs, "  test accuracy %.2f%%", 100.0 * acc);
             rumor_progress_print(&prog, "epoch %d/%d  train loss %.4f%s  |mix-x| %.3g  %.1f s",
-                                 epoch, o.epochs, loss_sum / nr, accs,
+                                 epoch, (int)((total_rounds + per_epoch - 1) / per_epoch),
+                                 loss_sum / nr, accs,
                                  dpsgd ? dis_sum / nr : 0.0, epoch_s);
         }
         rumor_metrics_write(&p.metrics,
@@ -919,6 +934,16 @@ int main(int argc, char **argv)
             snprintf(avg_note, sizeof avg_note, "unavailable: %s", rumor_err_msg());
         else if (evaluate(&p, p.avg, &avg_acc, &avg_loss) < 0)
             return fail(&p, rank, "evaluation");
+        if (!avg_note[0] && opts.save_average) {
+            char name[96];
+            snprintf(name, sizeof name, "%s-average", opts.swarm);
+            if (rumor_trainer_save_params(p.tr, p.avg, opts.save_average, name, rank,
+                                          total_rounds) < 0)
+                return fail(&p, rank, "--save-average");
+            char file[256] = "";
+            if (rumor_ckpt_filename(name, rank, total_rounds, file, sizeof file) == 0)
+                printf("peer %d: swarm average saved to %s/%s\n", rank, opts.save_average, file);
+        }
     }
     rumor_wire_stats_t ws;
     rumor_mixer_wire_stats(p.mixer, &ws);

@@ -419,6 +419,24 @@ int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, i
     return rc;
 }
 
+int rumor_trainer_save_params(rumor_trainer_t *t, const float *params, const char *dir,
+                              const char *swarm, int rank, long step)
+{
+    rumor_ckpt_info_t ci;
+    memset(&ci, 0, sizeof ci);
+    ci.round = step;
+    ci.epoch = rumor_trainer_epoch(t, step);
+    ci.rank = rank;
+    snprintf(ci.swarm, sizeof ci.swarm, "%s", swarm);
+    /* the checkpoint reads the stage's parameters only: point it at these
+     * for the write (the trainer, not the stage, owns its buffer) */
+    float *bound = t->stage->params;
+    t->stage->params = (float *)params;
+    int rc = rumor_ckpt_save(dir, t->stage, NULL, &ci, 1);
+    t->stage->params = bound;
+    return rc;
+}
+
 int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step)
 {
     rumor_ckpt_info_t ci;

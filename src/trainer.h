@@ -138,6 +138,12 @@ int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batc
 int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
                        long step, int keep) RUMOR_WUR;
 
+/* Writes other parameters of this model (a swarm average) as a checkpoint
+ * without optimizer state: DIR/<swarm>-r<rank>-<step>.safetensors, keeping
+ * the newest one of that swarm name and rank. */
+int rumor_trainer_save_params(rumor_trainer_t *t, const float *params, const char *dir,
+                              const char *swarm, int rank, long step) RUMOR_WUR;
+
 /* Loads a checkpoint into the model and optimizer; *step gets its step. */
 int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step) RUMOR_WUR;
 
