@@ -1,0 +1,283 @@
+/* One model, many cuts: gossip between peers that cut one GPT into
+ * pipelines of 1, 2 and 3 stages (different schedules and partitions) and
+ * send their parameters in ranges of different sizes (1000, 333 and 4096
+ * elements), three real processes over real ZeroMQ sockets on loopback.
+ *
+ * 1. Pure gossip on the path 0-1-2 (grid:1x3, Metropolis-Hastings weights
+ *    W00 = W22 = 2/3, W01 = W11 = W12 = 1/3) from three known, unlike
+ *    starting points: after each round, every stage of every peer holds its
+ *    range of (W^k x0)_i, computed here in double precision (1e-6
+ *    relative). The stages read the mixer's buffers in place, whatever
+ *    their cut and the senders'.
+ * 2. D-PSGD: the same swarm trains 4 rounds (gradient at x(k) while x(k)
+ *    goes out, then mix, then each stage's own optimizer step) and ends
+ *    with the parameters that the swarm gives with every peer unpipelined
+ *    (1e-6 relative): the cut changes nothing but the order of a few float
+ *    additions. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mixer.h"
+#include "testutil.h"
+#include "trainer.h"
+
+#define PEERS 3
+#define MIX_ROUNDS 3
+#define SGD_ROUNDS 4
+
+static const char *text = "/usr/share/common-licenses/GPL-3";
+static char endpoints[PEERS][64];
+static const char *eps[PEERS];
+static char data[300];
+
+static const double W[PEERS][PEERS] = { { 2.0 / 3, 1.0 / 3, 0 },
+                                         { 1.0 / 3, 1.0 / 3, 1.0 / 3 },
+                                         { 0, 1.0 / 3, 2.0 / 3 } };
+static const size_t chunk_of[PEERS] = { 1000, 333, 4096 };
+
+/* Peer p's cut when `mixed`; every peer unpipelined otherwise. */
+static void cut_of(int p, int mixed, rumor_trainer_config_t *c)
+{
+    if (!mixed || p == 0)
+        return;
+    if (p == 1) {
+        c->stages = 2;
+        c->schedule = "1f1b";
+        c->microbatches = 2;
+        c->partition = "params";
+    } else {
+        c->stages = 3;
+        c->schedule = "gpipe";
+        c->microbatches = 4;
+        c->partition = "uniform";
+    }
+}
+
+static rumor_trainer_config_t config(int p, int mixed)
+{
+    rumor_trainer_config_t c;
+    rumor_trainer_config_default(&c);
+    c.data = data;
+    c.model = "gpt:layers=2,dim=16,heads=2,ctx=16";
+    c.threads = 1;
+    c.batch = 8;
+    c.steps = 10;
+    c.warmup_epochs = 0;
+    c.cosine = 0;
+    c.rank = p;
+    c.world = PEERS;
+    c.host_params = 1;
+    c.optim.kind = RUMOR_OPT_SGD;
+    c.optim.lr = 0.05f;
+    cut_of(p, mixed, &c);
+    return c;
+}
+
+/* Peer p's starting point: the shared initial model moved its own way. */
+static double x0_of(int p, const float *init, size_t i)
+{
+    return (double)init[i] + 0.01 * (p + 1) * cos(0.37 * (double)i + p);
+}
+
+/* The parameters as the stages hold them (read through each stage). */
+static int read_stages(const rumor_trainer_t *t, float *out)
+{
+    if (!t->pipe) {
+        memcpy(out, t->stage->params, t->model->nparams * sizeof *out);
+        return 0;
+    }
+    for (int s = 0; s < t->pipe->S; s++)
+        if (rumor_stage_get_params(t->pipe->st[s], out + t->pipe->st[s]->lo) < 0)
+            return -1;
+    return 0;
+}
+
+static int child(int self, int mixed, const char *out_path)
+{
+    rumor_topo_t *topo;
+    if (rumor_topo_parse("grid:1x3", &topo) < 0)
+        return 2;
+    rumor_trainer_config_t c = config(self, mixed);
+    rumor_trainer_t *t = NULL;
+    if (rumor_trainer_create(&c, &t) < 0) {
+        fprintf(stderr, "peer %d: %s\n", self, rumor_err_msg());
+        return 2;
+    }
+    size_t n = t->model->nparams;
+    if (mixed && self > 0)
+        CHECK(t->pipe && t->pipe->S == self + 1);
+    /* x0 of every peer (each starts from the same init, moved its way),
+     * and x = W^k x0 by hand, in double */
+    float *init = malloc(n * sizeof *init), *got = malloc(n * sizeof *got);
+    double *x = malloc(PEERS * n * sizeof *x), *y = malloc(PEERS * n * sizeof *y);
+    if (!init || !got || !x || !y)
+        return 2;
+    memcpy(init, t->stage->params, n * sizeof *init);
+    for (int p = 0; p < PEERS; p++)
+        for (size_t i = 0; i < n; i++)
+            x[p * n + i] = x0_of(p, init, i);
+    for (size_t i = 0; i < n; i++)
+        t->stage->params[i] = (float)x[self * n + i]; /* the stages read this buffer */
+
+    rumor_mixer_config_t mc = { 0 };
+    mc.topo = topo;
+    mc.self = self;
+    mc.endpoints = eps;
+    mc.swarm = rumor_wire_swarm_id("stage-gossip");
+    mc.nparams = n;
+    mc.chunk_elems = chunk_of[self];
+    mc.round_timeout = mc.min_round_timeout = 30.0;
+    rumor_mixer_t *m = NULL;
+    if (rumor_mixer_create(&mc, t->stage->params, &m) < 0) {
+        fprintf(stderr, "peer %d: %s\n", self, rumor_err_msg());
+        return 2;
+    }
+    rumor_trainer_bind(t, rumor_mixer_params(m));
+    CHECK(rumor_mixer_barrier(m, 30.0) >= 1);
+
+    /* 1. pure gossip */
+    for (long k = 0; k < MIX_ROUNDS; k++) {
+        float *px;
+        rumor_round_stats_t st;
+        CHECK_OK(rumor_mixer_round_begin(m, k));
+        CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
+        CHECK(st.complete == st.in_neighbors && !st.timed_out);
+        rumor_trainer_bind(t, px);
+        for (int p = 0; p < PEERS; p++)
+            for (size_t i = 0; i < n; i++) {
+                double v = 0;
+                for (int q = 0; q < PEERS; q++)
+                    v += W[p][q] * x[q * n + i];
+                y[p * n + i] = v;
+            }
+        memcpy(x, y, PEERS * n * sizeof *x);
+        CHECK_OK(read_stages(t, got));
+        double err = 0, big = 0;
+        for (size_t i = 0; i < n; i++) {
+            err = fmax(err, fabs((double)got[i] - x[self * n + i]));
+            big = fmax(big, fabs(x[self * n + i]));
+        }
+        CHECKF(err <= 1e-6 * big, "peer %d (%d stages) round %ld: the stages hold W^%ld x0 to "
+               "%.3g (largest %.3g)", self, t->pipe ? t->pipe->S : 1, k, k + 1, err, big);
+    }
+
+    /* 2. D-PSGD */
+    for (long k = MIX_ROUNDS; k < MIX_ROUNDS + SGD_ROUNDS; k++) {
+        rumor_batch_t b;
+        float loss, *px;
+        rumor_round_stats_t st;
+        long step = k - MIX_ROUNDS;
+        CHECK_OK(rumor_mixer_round_begin(m, k));
+        CHECK_OK(rumor_trainer_batch(t, step, &b));
+        CHECK_OK(rumor_trainer_grads(t, &b, step, &loss));
+        CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
+        CHECK(st.complete == st.in_neighbors && !st.timed_out);
+        rumor_trainer_bind(t, px);
+        CHECK_OK(rumor_trainer_update(t, NULL));
+    }
+    CHECK_OK(read_stages(t, got));
+    FILE *f = fopen(out_path, "wb");
+    CHECK(f && fwrite(got, sizeof *got, n, f) == n);
+    if (f)
+        fclose(f);
+    rumor_mixer_destroy(&m, 2.0);
+    rumor_trainer_destroy(&t);
+    rumor_topo_destroy(&topo);
+    free(init);
+    free(got);
+    free(x);
+    free(y);
+    return tu_failures ? 1 : 0;
+}
+
+static int run_swarm(int mixed, const char *dir)
+{
+    for (int p = 0; p < PEERS; p++) {
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
+        eps[p] = endpoints[p];
+    }
+    pid_t pid[PEERS];
+    for (int p = 0; p < PEERS; p++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/x-%s-%d.bin", dir, mixed ? "mixed" : "flat", p);
+        pid[p] = fork();
+        if (pid[p] == 0) {
+            tu_failures = 0;
+            alarm(120); /* a hang is a failure */
+            _exit(child(p, mixed, path));
+        }
+    }
+    int failed = 0;
+    for (int p = 0; p < PEERS; p++) {
+        int st;
+        waitpid(pid[p], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "%s swarm, peer %d: %s %d\n", mixed ? "mixed" : "unpipelined", p,
+                    WIFEXITED(st) ? "exit" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            failed++;
+        }
+    }
+    return failed;
+}
+
+static float *load(const char *dir, const char *kind, int p, size_t *n)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/x-%s-%d.bin", dir, kind, p);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f) / sizeof(float);
+    rewind(f);
+    float *x = malloc(*n * sizeof *x);
+    if (x && fread(x, sizeof *x, *n, f) != *n) {
+        free(x);
+        x = NULL;
+    }
+    fclose(f);
+    return x;
+}
+
+int main(void)
+{
+    struct stat sb;
+    if (stat(text, &sb) != 0) {
+        fprintf(stderr, "test_stage_gossip: SKIP: no %s (package base-files)\n", text);
+        return 77;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    tu_training_lock();
+    snprintf(data, sizeof data, "text:%s", text);
+    const char *dir = tu_tmpdir();
+    CHECKF(run_swarm(0, dir) == 0, "the unpipelined swarm");
+    CHECKF(run_swarm(1, dir) == 0, "the swarm of 1, 2 and 3 stages");
+    for (int p = 0; p < PEERS; p++) {
+        size_t na = 0, nb = 0;
+        float *a = load(dir, "flat", p, &na), *b = load(dir, "mixed", p, &nb);
+        CHECKF(a && b && na == nb && na > 0, "peer %d's parameters were not written", p);
+        if (a && b && na == nb) {
+            double err = 0, big = 0;
+            for (size_t i = 0; i < na; i++) {
+                err = fmax(err, fabs((double)a[i] - b[i]));
+                big = fmax(big, fabs((double)a[i]));
+            }
+            CHECKF(err <= 1e-6 * big, "peer %d (%d stages): after %d D-PSGD rounds the "
+                   "parameters differ from the unpipelined swarm's by %.3g (largest %.3g)",
+                   p, p + 1, SGD_ROUNDS, err, big);
+            fprintf(stderr, "peer %d (%d stage%s): %zu parameters, largest difference from the "
+                    "unpipelined swarm %.3g (largest value %.3g)\n", p, p + 1, p ? "s" : "", na,
+                    err, big);
+        }
+        free(a);
+        free(b);
+    }
+    return tu_finish("test_stage_gossip");
+}
