@@ -662,6 +662,9 @@ int main(int argc, char **argv)
         printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
                rank, N, p.tr->model->spec, nparams, nparams * 4.0 / 1e6, p.tr->dev->name, nb,
                nb == 1 ? "" : "s");
+        char prog[48];
+        snprintf(prog, sizeof prog, "rumor-peer %d/%d", rank, N);
+        rumor_trainer_describe_pipeline(p.tr, stdout, prog);
         char span[64];
         if (opts.rounds)
             snprintf(span, sizeof span, "%ld rounds (--rounds)", total_rounds);

@@ -483,6 +483,11 @@ void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *pro
     fprintf(out, "%s: %s lr %g, batch %d%s, %ld steps (%ld an epoch)\n", prog,
             t->oc.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd", (double)t->oc.lr, c->batch, per,
             t->total_steps, t->steps_per_epoch);
+    rumor_trainer_describe_pipeline(t, out, prog);
+}
+
+void rumor_trainer_describe_pipeline(const rumor_trainer_t *t, FILE *out, const char *prog)
+{
     if (!t->pipe)
         return;
     const rumor_pipeline_t *p = t->pipe;

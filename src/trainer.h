@@ -167,6 +167,10 @@ void rumor_trainer_trace(const rumor_trainer_t *t, rumor_trace_t *tr, long step,
  * and the schedule's lines, for the programs' heading. */
 void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *prog);
 
+/* The pipeline's lines alone (nothing without one): its schedule, and each
+ * stage's device, blocks, parameters and predicted time. */
+void rumor_trainer_describe_pipeline(const rumor_trainer_t *t, FILE *out, const char *prog);
+
 /* rumor-train's run: from step `first` (a resumed run's) to total_steps. */
 typedef struct rumor_run_config {
     long first;               /* the step to start at */
