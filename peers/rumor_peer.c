@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "balance.h"
 #include "blas_tune.h"
 #include "catchup.h"
 #include "checkpoint.h"
@@ -88,6 +89,13 @@ static const char usage_head[] =
     "                         started or resumed, or was frozen) fetches their state;\n"
     "                         otherwise it skips ahead keeping its parameters, which\n"
     "                         gossip merges with the others' (default: 50)\n"
+    "  --balance MODE         none, or batch: a peer that waits for its neighbours takes\n"
+    "                         more batches of --batch examples a round (their\n"
+    "                         gradients averaged), as many as fit in its wait, so fast\n"
+    "                         peers work while the slowest computes (--mode dpsgd;\n"
+    "                         every peer's loss still counts the same: see\n"
+    "                         docs/balance.md) (default: none)\n"
+    "  --balance-max N        batch: at most N batches a round, 1 to 64 (default: 4)\n"
     "  --throttle F           testing: run F times slower than this machine can\n"
     "                         (sleeps after each gradient), to play a straggler\n"
     "  --start-timeout SECS   how long to wait for neighbours at start (default: 60)\n"
@@ -162,6 +170,8 @@ static const char usage_tail[] =
 
 struct options {
     struct rumor_train_opts t;
+    int balance_max;
+    const char *balance;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
         io_threads, allow_alone;
     const char *keys, *allow, *peer_keys, *membership;
@@ -192,6 +202,8 @@ static const rumor_opt_t option_table[] = {
     { "connections", 0, RUMOR_OPT_INT, offsetof(struct options, connections), 1, 8, NULL, 0 },
     { "io-threads", 0, RUMOR_OPT_INT, offsetof(struct options, io_threads), 1, 16, NULL, 0 },
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
+    { "balance", 0, RUMOR_OPT_CHOICE, offsetof(struct options, balance), 0, 0, "none|batch", 0 },
+    { "balance-max", 0, RUMOR_OPT_INT, offsetof(struct options, balance_max), 1, 64, NULL, 0 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 64, NULL, 0 },
@@ -374,6 +386,8 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->staleness = 8;
     o->catch_up_rounds = 50;
     o->throttle = 1;
+    o->balance = "none";
+    o->balance_max = 4;
     o->membership = "static";
     o->start_timeout = 60;
     o->chunk_mb = 1;
@@ -387,6 +401,11 @@ static int parse_args(int argc, char **argv, struct options *o)
     if (o->rank < 0) {
         fprintf(stderr, "rumor-peer: --rank is required\nTry 'rumor-peer --help' for more "
                         "information.\n");
+        return 2;
+    }
+    if (!strcmp(o->balance, "batch") && strcmp(o->mode, "dpsgd") != 0) {
+        fprintf(stderr, "rumor-peer: --balance batch fills the time a peer waits for its "
+                        "neighbours: it needs --mode dpsgd (not %s)\n", o->mode);
         return 2;
     }
     rumor_train_opts_apply_log(&o->t);
@@ -735,6 +754,10 @@ int main(int argc, char **argv)
     int leaving = 0, epoch = (int)(k / per_epoch) + 1;
     double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
     long epoch_rounds = 0, evaluated_at = -1;
+    int balancing = !strcmp(opts.balance, "batch");
+    rumor_balance_t bal;
+    rumor_balance_init(&bal, opts.balance_max);
+    long draws = 0; /* --balance batch: batches drawn so far */
     while (k < total_rounds && !leaving) {
         if (leave_signal) {
             leaving = 1;
@@ -748,7 +771,12 @@ int main(int argc, char **argv)
         rumor_batch_t batch;
         if (rumor_trainer_batch(p.tr, t, &batch) < 0)
             return fail(&p, rank, "data");
-        int bs = batch.n;
+        long bs = batch.n;
+        /* --balance batch: this round's batches, drawn on from the last
+         * round's (a balanced peer walks its shard at its own pace) */
+        int nbat = balancing ? rumor_balance_batches(&bal) : 1;
+        if (balancing && draws < t)
+            draws = t;
         float loss;
         long next = k + 1;
         /* for the trace: the round's start, the gradient's, its end, the
@@ -760,7 +788,8 @@ int main(int argc, char **argv)
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, rank, "round");
             t_compute = rumor_now();
-            if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
+            if ((balancing ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
+                           : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)
                 return fail(&p, rank, NULL);
             if (opts.throttle > 1)
                 sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - t_compute));
@@ -776,6 +805,10 @@ int main(int argc, char **argv)
             if (!async && st.deadline_s > 0 && st.round_s / st.deadline_s > max_stall)
                 max_stall = st.round_s / st.deadline_s;
             next = st.next_round;
+            if (balancing) {
+                rumor_balance_observe(&bal, nbat, t_computed - t_compute, st.wait_s);
+                draws += nbat;
+            }
         } else {
             if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                 return fail(&p, rank, NULL);
@@ -845,9 +878,12 @@ int main(int argc, char **argv)
         k = next;
         rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
         double el = rumor_now() - start;
-        char bub[32] = "";
+        char bub[64] = "";
         if (p.tr->pipe) /* the measured idle share of the pipeline's devices */
             snprintf(bub, sizeof bub, "  bubble %.0f%%", 100.0 * p.tr->bubble);
+        if (balancing) /* the batches the next round takes */
+            snprintf(bub + strlen(bub), sizeof bub - strlen(bub), "  batches %d",
+                     rumor_balance_batches(&bal));
         if (rumor_progress_update(
                 &prog, k, 0,
                 "round %ld/%ld  epoch %d  loss %.4f  %.0f ex/s  |mix-x| %.3g  sent %.1f MB  "
@@ -859,14 +895,16 @@ int main(int argc, char **argv)
                                 "\"examples_per_s\":%.1f,\"consensus\":%.6g,\"bytes_sent\":%llu,"
                                 "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
                                 "\"members\":%d,\"in_neighbors\":%d,\"complete\":%d,"
-                                "\"rejected\":%llu,\"connections\":%s,\"bubble\":%.4f",
+                                "\"rejected\":%llu,\"connections\":%s,\"bubble\":%.4f,"
+                                "\"batches\":%d",
                                 k, epoch, (double)loss, examples / el, last_dis,
                                 (unsigned long long)st.bytes_sent,
                                 (unsigned long long)st.bytes_received, wait_total, deadline,
                                 st.members, st.in_neighbors, st.complete,
                                 (unsigned long long)live_rejected(p.mixer),
                                 live_connections(p.mixer, conns_json, sizeof conns_json),
-                                p.tr->pipe ? p.tr->bubble : 0.0);
+                                p.tr->pipe ? p.tr->bubble : 0.0,
+                                balancing ? rumor_balance_batches(&bal) : 1);
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;

@@ -38,6 +38,7 @@ void rumor_trainer_destroy(rumor_trainer_t **tp)
     rumor_trainer_t *t = *tp;
     rumor_pipeline_destroy(&t->pipe);
     free(t->stage_pred);
+    free(t->acc);
     for (int i = 0; i < t->npdevs; i++)
         rumor_device_close(&t->pdevs[i]);
     rumor_step_destroy(&t->step);
@@ -308,6 +309,51 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
     if (!isfinite(*loss))
         return rumor_err_set(RUMOR_EINVAL, "training diverged: loss is %g at step %ld: lower --lr (now %g)",
                              (double)*loss, step, (double)rumor_trainer_lr(t));
+    return 0;
+}
+
+int rumor_trainer_grads_many(rumor_trainer_t *t, long first, int batches, float *loss,
+                             long *examples)
+{
+    if (batches < 1)
+        return rumor_err_set(RUMOR_EINVAL, "trainer: %d batches", batches);
+    rumor_batch_t b;
+    if (batches == 1) {
+        RUMOR_CHECK(rumor_trainer_batch(t, first, &b));
+        *examples = b.n;
+        return rumor_trainer_grads(t, &b, first, loss);
+    }
+    size_t n = t->model->nparams;
+    if (t->dev->kind != RUMOR_DEV_CPU)
+        return rumor_err_set(RUMOR_ENOTSUP, "trainer: several batches a step need the "
+                             "gradient in host memory (a CPU device)");
+    if (!t->acc && !(t->acc = malloc(n * sizeof *t->acc)))
+        return rumor_err_set(RUMOR_ENOMEM, "trainer: out of memory");
+    /* each batch's gradient is a mean over its targets: weighted by them,
+     * the sum over batches is the mean over all targets */
+    double lsum = 0.0;
+    long targets = 0;
+    *examples = 0;
+    for (int i = 0; i < batches; i++) {
+        float l;
+        RUMOR_CHECK(rumor_trainer_batch(t, first + i, &b));
+        RUMOR_CHECK(rumor_trainer_grads(t, &b, first + i, &l));
+        long w = rumor_batch_targets(&b);
+        const float *g = t->stage->grads;
+        if (i == 0)
+            for (size_t j = 0; j < n; j++)
+                t->acc[j] = (float)w * g[j];
+        else
+            for (size_t j = 0; j < n; j++)
+                t->acc[j] += (float)w * g[j];
+        lsum += (double)l * (double)w;
+        targets += w;
+        *examples += b.n;
+    }
+    float inv = (float)(1.0 / (double)targets);
+    for (size_t j = 0; j < n; j++)
+        t->stage->grads[j] = t->acc[j] * inv; /* rumor_trainer_update reads it */
+    *loss = (float)(lsum / (double)targets);
     return 0;
 }
 

@@ -81,6 +81,7 @@ typedef struct rumor_trainer {
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
     double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
+    float *acc;               /* rumor_trainer_grads_many's sum (nparams), once needed */
     char *owned[6];           /* copies of cfg's strings */
 } rumor_trainer_t;
 
@@ -106,6 +107,13 @@ int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b) RUMOR_W
  * step 12: lower --lr (now 0.05)"). */
 int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
                         float *loss) RUMOR_WUR;
+
+/* The gradient of `batches` training batches, those of steps first,
+ * first + 1, ..., averaged over all their targets into the flat gradient
+ * (stage->grads); *loss their mean loss, *examples how many examples they
+ * held. One batch is rumor_trainer_grads on rumor_trainer_batch(first). */
+int rumor_trainer_grads_many(rumor_trainer_t *t, long first, int batches, float *loss,
+                             long *examples) RUMOR_WUR;
 
 /* One optimizer step at the scheduled rate; *lr (may be NULL) gets it. */
 int rumor_trainer_update(rumor_trainer_t *t, float *lr) RUMOR_WUR;

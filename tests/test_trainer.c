@@ -258,6 +258,48 @@ static void check_pipelined(void)
     rumor_trainer_destroy(&p);
 }
 
+/* Several batches a step (--balance batch): the gradient of batches 5, 6
+ * and 7 (the last one short: 100 examples in batches of 32 end with 4) is
+ * their per-batch gradients averaged by examples, computed here in double
+ * from three single-batch calls; the loss likewise. */
+static void check_many(void)
+{
+    rumor_trainer_config_t c = images(32, 100);
+    c.threads = 1;
+    rumor_trainer_t *t = NULL;
+    CHECK_OK(rumor_trainer_create(&c, &t));
+    if (!t)
+        return;
+    size_t n = t->model->nparams;
+    double *ref = calloc(n, sizeof *ref), lref = 0;
+    long total = 0;
+    for (long k = 5; k < 8; k++) {
+        rumor_batch_t b;
+        float l;
+        CHECK_OK(rumor_trainer_batch(t, k, &b));
+        CHECK_OK(rumor_trainer_grads(t, &b, k, &l));
+        for (size_t i = 0; i < n; i++)
+            ref[i] += (double)b.n * t->stage->grads[i];
+        lref += (double)b.n * l;
+        total += b.n;
+    }
+    CHECK(total == 32 + 32 + 4); /* the second pass's batches 1 to 3: 32, 32, the last 4 */
+    float loss;
+    long ex = 0;
+    CHECK_OK(rumor_trainer_grads_many(t, 5, 3, &loss, &ex));
+    double err = 0, big = 0;
+    for (size_t i = 0; i < n; i++) {
+        err = fmax(err, fabs(t->stage->grads[i] - ref[i] / (double)total));
+        big = fmax(big, fabs(ref[i] / (double)total));
+    }
+    CHECKF(ex == total && err <= 1e-6 * big, "3 batches' gradient off by %.3g (largest %.3g), "
+           "%ld examples", err, big, ex);
+    CHECK_CLOSE(loss, lref / (double)total, 1e-6, 0);
+    CHECK_ERR(rumor_trainer_grads_many(t, 0, 0, &loss, &ex), RUMOR_EINVAL, "0 batches");
+    free(ref);
+    rumor_trainer_destroy(&t);
+}
+
 /* Cut one way, checkpointed, resumed cut another way. */
 static void check_recut(const char *dir)
 {
@@ -435,6 +477,7 @@ int main(void)
         check_evaluate();
         check_streams();
         check_pipelined();
+        check_many();
         check_misfits();
         snprintf(dir, sizeof dir, "%s/mlp", tu_tmpdir());
         mkdir(dir, 0700);
