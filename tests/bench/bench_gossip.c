@@ -21,6 +21,9 @@
  *    1 BLAS thread each): compute alone (rumor_step_grads), communication
  *    alone (rounds, no compute) and full rounds (round_begin; step_grads;
  *    round_end), interleaved. Figure: round / max(compute, comm).
+ * 3. The same for pipelined peers: a GPT cut into 2 stages on CPU devices
+ *    of one thread, through the trainer as rumor-peer --stages 2 runs it
+ *    (compute: gradient and each stage's optimizer step). Figures pipe2_...
  *
  * Children synchronize through a process-shared barrier, guard against hangs
  * with alarm(), and send their timings to the parent through pipes. */
@@ -50,6 +53,7 @@
 #include "mixer.h"
 #include "model.h"
 #include "step.h"
+#include "trainer.h"
 #include "../stageutil.h"
 #include "bench_util.h"
 
@@ -601,6 +605,106 @@ static int ovl_child(int self, int wfd)
     return 0;
 }
 
+/* The same three variants for a pipelined peer: a GPT cut into 2 stages
+ * (1F1B, 4 micro-batches, a CPU device of one thread each) through the
+ * trainer, as rumor-peer --stages 2 runs it, on the GPL's text. */
+#define P_SPEC "gpt:layers=4,dim=128,heads=4,ctx=64"
+#define P_BATCH 16
+
+static int ovl_pipe_child(int self, int wfd)
+{
+    alarm(300);
+    rumor_log_set_level(RUMOR_LOG_WARN);
+    rumor_trainer_config_t tc;
+    rumor_trainer_config_default(&tc);
+    tc.data = "text:/usr/share/common-licenses/GPL-3";
+    tc.model = P_SPEC;
+    tc.batch = P_BATCH;
+    tc.threads = 1;
+    tc.rank = self;
+    tc.world = O_PEERS;
+    tc.host_params = 1;
+    tc.stages = 2;
+    tc.schedule = "1f1b";
+    tc.microbatches = 4;
+    tc.optim.kind = RUMOR_OPT_ADAMW;
+    tc.optim.lr = 1e-3f;
+    rumor_trainer_t *t = NULL;
+    rumor_topo_t *topo;
+    if (rumor_trainer_create(&tc, &t) < 0 || rumor_topo_parse("ring:2", &topo) < 0) {
+        fprintf(stderr, "bench_gossip: pipelined peer: %s\n", rumor_err_msg());
+        _exit(2);
+    }
+    const char *eps[O_PEERS];
+    for (int p = 0; p < O_PEERS; p++)
+        eps[p] = mx_ep[p];
+    rumor_mixer_config_t c = { 0 };
+    c.topo = topo;
+    c.self = self;
+    c.endpoints = eps;
+    c.swarm = rumor_wire_swarm_id("bench_gossip_pipe");
+    c.nparams = t->model->nparams;
+    c.round_timeout = c.min_round_timeout = 60;
+    rumor_mixer_t *mx;
+    if (rumor_mixer_create(&c, t->stage->params, &mx) < 0)
+        die("mixer");
+    if (rumor_mixer_barrier(mx, 30) < 1)
+        die("mixer barrier");
+    rumor_trainer_bind(t, rumor_mixer_params(mx));
+    long k = 0, step = 0;
+    float loss, *px;
+    rumor_batch_t b;
+    sync_all();
+    for (int r = 0; r < 3; r++) { /* the trainer re-plans nothing for 1F1B; warm caches */
+        if (rumor_trainer_batch(t, step, &b) < 0 || rumor_trainer_grads(t, &b, step, &loss) < 0 ||
+            rumor_mixer_round_begin(mx, k) < 0 || rumor_mixer_round_end(mx, k, &px, NULL) < 0)
+            die("warm-up");
+        rumor_trainer_bind(t, px);
+        if (rumor_trainer_update(t, NULL) < 0)
+            die("update");
+        k++, step++;
+    }
+    struct ovl_result res;
+    memset(&res, 0, sizeof res);
+    res.nparams = t->model->nparams;
+    for (int rep = 0; rep < O_REPS; rep++)
+        for (int v = 0; v < 3; v++) {
+            sync_all();
+            double t0 = rumor_now(), c0 = cpu_total();
+            for (int r = 0; r < O_ROUNDS; r++) {
+                if (v != 0 && rumor_mixer_round_begin(mx, k) < 0)
+                    die("round_begin");
+                if (v != 1 && (rumor_trainer_batch(t, step, &b) < 0 ||
+                               rumor_trainer_grads(t, &b, step, &loss) < 0))
+                    die("grads");
+                if (v != 0) {
+                    rumor_round_stats_t st;
+                    if (rumor_mixer_round_end(mx, k, &px, &st) < 0)
+                        die("round_end");
+                    if (st.timed_out)
+                        die("round timed out");
+                    rumor_trainer_bind(t, px);
+                    k++;
+                }
+                if (v != 1) {
+                    if (rumor_trainer_update(t, NULL) < 0)
+                        die("update");
+                    step++;
+                }
+            }
+            res.t[rep][v] = (rumor_now() - t0) / O_ROUNDS;
+            res.cpu[rep][v] = (cpu_total() - c0) / O_ROUNDS;
+        }
+    sync_all();
+    write_full(wfd, &res, sizeof res);
+    close(wfd);
+    rumor_trainer_bind(t, NULL); /* before the mixer frees the buffers it reads */
+    rumor_mixer_destroy(&mx, 5.0);
+    rumor_trainer_destroy(&t);
+    rumor_topo_destroy(&topo);
+    return 0;
+}
+
 /* ------------------------------------------------ the parent */
 
 /* Forks n children running fn(self, pipe), reads each one's result
@@ -809,12 +913,14 @@ static void throughput(void)
     fflush(stdout);
 }
 
-static void overlap(void)
+/* pipe: the pipelined peers (figures named pipe2_...) */
+static void overlap(int pipe)
 {
     for (int p = 0; p < O_PEERS; p++)
         snprintf(mx_ep[p], sizeof mx_ep[p], "tcp://127.0.0.1:%d", free_port());
     static struct ovl_result r[O_PEERS];
-    run_peers(O_PEERS, ovl_child, r, sizeof r[0]);
+    run_peers(O_PEERS, pipe ? ovl_pipe_child : ovl_child, r, sizeof r[0]);
+    const char *name = pipe ? "pipe2" : "dpsgd";
     double t[3][O_REPS], ratio[O_REPS], cpu[3][O_REPS];
     for (int rep = 0; rep < O_REPS; rep++) {
         for (int v = 0; v < 3; v++) {
@@ -827,23 +933,30 @@ static void overlap(void)
         double floor = t[0][rep] > t[1][rep] ? t[0][rep] : t[1][rep];
         ratio[rep] = t[2][rep] / floor;
     }
-    printf("# overlap: %s (%zu params, %.0f MB), batch %d, ring:2, 2 processes,\n"
-           "# 1 worker and 1 BLAS thread each; %d windows of %d rounds a variant, interleaved\n",
-           O_SPEC, r[0].nparams, 4e-6 * (double)r[0].nparams, O_BATCH, O_REPS, O_ROUNDS);
+    if (pipe)
+        printf("# overlap, pipelined peers: %s (%zu params, %.0f MB), batch %d x 64 tokens,\n"
+               "# ring:2, 2 processes, each 2 stages (1F1B, 4 micro-batches) on cpu:1 devices;\n"
+               "# %d windows of %d rounds a variant, interleaved\n",
+               P_SPEC, r[0].nparams, 4e-6 * (double)r[0].nparams, P_BATCH, O_REPS, O_ROUNDS);
+    else
+        printf("# overlap: %s (%zu params, %.0f MB), batch %d, ring:2, 2 processes,\n"
+               "# 1 worker and 1 BLAS thread each; %d windows of %d rounds a variant, "
+               "interleaved\n",
+               O_SPEC, r[0].nparams, 4e-6 * (double)r[0].nparams, O_BATCH, O_REPS, O_ROUNDS);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double cc = bench_median(cpu[0], O_REPS), cm = bench_median(cpu[1], O_REPS), cf = bench_median(cpu[2], O_REPS);
     printf("# CPU a peer a round (all threads): compute %.1f ms, comm %.1f ms, full %.1f ms;\n"
            "# %d peers on %ld cores: a full round needs at least %.1f ms of CPU time a core\n",
            1e3 * cc, 1e3 * cm, 1e3 * cf, O_PEERS, cores,
            1e3 * (cc + cm) * O_PEERS / (double)(cores < O_PEERS ? cores : O_PEERS));
-    printf("bench: dpsgd_round_ms = %.1f ms\n", 1e3 * bench_median(t[2], O_REPS));
-    printf("bench: dpsgd_compute_ms = %.1f ms\n", 1e3 * bench_median(t[0], O_REPS));
-    printf("bench: dpsgd_comm_ms = %.1f ms\n", 1e3 * bench_median(t[1], O_REPS));
-    printf("bench: dpsgd_overlap = %.3f x\n", bench_median(ratio, O_REPS));
+    printf("bench: %s_round_ms = %.1f ms\n", name, 1e3 * bench_median(t[2], O_REPS));
+    printf("bench: %s_compute_ms = %.1f ms\n", name, 1e3 * bench_median(t[0], O_REPS));
+    printf("bench: %s_comm_ms = %.1f ms\n", name, 1e3 * bench_median(t[1], O_REPS));
+    printf("bench: %s_overlap = %.3f x\n", name, bench_median(ratio, O_REPS));
     /* On a machine with no core to spare, communication costs CPU the
      * compute needs: the bound is then the CPU floor, not max(comp, comm). */
     double floor_s = (cc + cm) * O_PEERS / (double)(cores < O_PEERS ? cores : O_PEERS);
-    printf("bench: dpsgd_round_vs_cpu_floor = %.3f x\n", bench_median(t[2], O_REPS) / floor_s);
+    printf("bench: %s_round_vs_cpu_floor = %.3f x\n", name, bench_median(t[2], O_REPS) / floor_s);
 }
 
 int main(int argc, char **argv)
@@ -857,7 +970,8 @@ int main(int argc, char **argv)
     printf("# %ld CPUs; OpenBLAS core %s\n", sysconf(_SC_NPROCESSORS_ONLN), rumor_blas_corename());
     double t0 = rumor_now();
     throughput();
-    overlap();
+    overlap(0);
+    overlap(1);
     printf("# total %.1f s\n", rumor_now() - t0);
     return 0;
 }
