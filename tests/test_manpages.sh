@@ -1,0 +1,32 @@
+#!/bin/sh
+# The manual pages: rumor-peer(1) and rumor-train(1) (generated from --help
+# by help2man) hold every long option their program's --help and its
+# subcommands' --help name, and they and rumor-topo(1) format without a
+# warning (groff -man -ww).
+set -u
+. "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
+b=$RUMOR_BUILDDIR
+[ -f "$b/peers/rumor-peer.1" ] || skip "no generated manual pages (configure found no help2man)"
+command -v groff >/dev/null || skip "groff not found"
+plain() { sed 's/\\f[BIRP]//g; s/\\-/-/g; s/\\(em/--/g' "$1"; }
+options() { grep -o -- '--[a-z][a-z0-9-]*' | sort -u; }
+check() { # PAGE HELP-TEXT-FILE
+  n=0
+  for o in $(options <"$2"); do
+    plain "$1" | grep -q -- "$o" || fail "$(basename "$1") lacks $o"
+    n=$((n + 1))
+  done
+  echo "$(basename "$1"): all $n options of --help"
+}
+"$b/rumor-peer" --help >"$b/peers/test-help-peer.txt"
+"$b/rumor-peer" keygen --help >>"$b/peers/test-help-peer.txt"
+check "$b/peers/rumor-peer.1" "$b/peers/test-help-peer.txt"
+"$b/rumor-train" --help >"$b/peers/test-help-train.txt"
+for c in sample eval export schedule; do "$b/rumor-train" $c --help >>"$b/peers/test-help-train.txt"; done
+check "$b/peers/rumor-train.1" "$b/peers/test-help-train.txt"
+rm -f "$b/peers/test-help-peer.txt" "$b/peers/test-help-train.txt"
+for page in "$b/peers/rumor-peer.1" "$b/peers/rumor-train.1" "$RUMOR_SRCDIR/topo/rumor-topo.1"; do
+  w=$(groff -man -ww -z "$page" 2>&1)
+  [ -z "$w" ] || fail "$(basename "$page") formats with warnings: $(echo "$w" | head -3)"
+done
+finish
