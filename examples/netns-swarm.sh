@@ -33,6 +33,12 @@ e.g. --mode allreduce --topology onepeer-exp --epochs 2):
   -r, --rate RATE      tbf rate of every link, each direction, in tc units
                        (default 100mbit; 0 = unlimited)
       --burst BYTES    tbf burst (default: 10 ms at RATE, at least 32k)
+      --link K=RATE    peer K's link at RATE instead (repeatable), e.g. 3=10mbit
+                       for one peer on a slow line
+      --delay MS       round-trip time added between any two peers: each peer
+                       listens on 127.0.0.1:PORT+1 of its namespace behind an
+                       examples/delay-relay on its address (half of MS each
+                       way, 4 MiB in flight at most; netem is not needed)
       --port PORT      TCP port of every peer (default 7000)
       --prefix NAME    namespace name prefix (default rumor-\$\$, i.e. unique per
                        run); leftovers with the same prefix are removed first
@@ -80,6 +86,8 @@ KEEP=0
 SETUP_ONLY=0
 CLEANUP_ONLY=0
 PASS=()
+DELAY=0
+declare -A LINK_RATE
 
 need_arg() { [ $# -ge 2 ] || die "option $1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
@@ -91,6 +99,10 @@ while [ $# -gt 0 ]; do
         --rate=*) RATE=${1#*=}; shift ;;
         --burst) need_arg "$@"; BURST=$2; shift 2 ;;
         --port) need_arg "$@"; PORT=$2; shift 2 ;;
+        --delay) need_arg "$@"; DELAY=$2; shift 2 ;;
+        --link) need_arg "$@"
+            case $2 in [0-9]*=?*) LINK_RATE[${2%%=*}]=${2#*=} ;; *) die "--link '$2': expected K=RATE, e.g. 3=10mbit" ;; esac
+            shift 2 ;;
         --prefix) need_arg "$@"; PREFIX=$2; shift 2 ;;
         --prefix=*) PREFIX=${1#*=}; shift ;;
         --run-dir) need_arg "$@"; RUN_DIR=$2; shift 2 ;;
@@ -109,6 +121,11 @@ done
 case $NODES in ''|*[!0-9]*) die "--nodes must be a number, not '$NODES'" ;; esac
 if [ "$NODES" -lt 1 ] || [ "$NODES" -gt 250 ]; then die "--nodes must be 1..250"; fi
 case $PORT in ''|*[!0-9]*) die "--port must be a number" ;; esac
+case $DELAY in ''|*[!0-9.]*|*.*.*) die "--delay must be milliseconds, not '$DELAY'" ;; esac
+for k in "${!LINK_RATE[@]}"; do
+    case $k in *[!0-9]*) die "--link: '$k' is not a peer number" ;; esac
+    [ "$k" -lt "$NODES" ] || die "--link $k=...: there are only $NODES peers"
+done
 case $TIMEOUT in ''|*[!0-9]*) die "--timeout must be whole seconds" ;; esac
 if [ -n "$PREFIX" ]; then
     case $PREFIX in *[!A-Za-z0-9_.-]*|-*) die "--prefix may hold only letters, digits, _ . -" ;; esac
@@ -157,6 +174,7 @@ fi
 STATE_DIR=/run/rumor-netns
 NS_CREATED=()          # namespaces made by this run, deleted on exit
 PIDS=()                # peer pids
+RELAY_PIDS=()          # --delay relays
 FOLLOW_PID=
 CLEANED=0
 
@@ -226,6 +244,7 @@ on_exit() {
         sleep 0.3
     done
     for pid in "${PIDS[@]+"${PIDS[@]}"}"; do kill -KILL "$pid" 2>/dev/null; done
+    for pid in "${RELAY_PIDS[@]+"${RELAY_PIDS[@]}"}"; do kill -TERM "$pid" 2>/dev/null; done
     [ -n "$FOLLOW_PID" ] && kill "$FOLLOW_PID" 2>/dev/null
     if [ "$KEEP" = 1 ]; then
         mkdir -p "$STATE_DIR" && : > "$STATE_DIR/$PREFIX.keep"
@@ -265,10 +284,15 @@ for ((k = 0; k < NODES; k++)); do
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "$(addr_of $k)/24" dev eth0
     ip -n "$ns" link set eth0 up
-    if [ "$RATE" != 0 ]; then
-        ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst "$BURST" latency 50ms ||
-            die "tc tbf failed on $ns/eth0 (rate $RATE burst $BURST)"
-        ip netns exec "$BR_NS" tc qdisc add dev "p$k" root tbf rate "$RATE" burst "$BURST" latency 50ms ||
+    rate=${LINK_RATE[$k]:-$RATE} burst=$BURST
+    if [ -n "${LINK_RATE[$k]:-}" ]; then
+        b=$(rate_bps "$rate"); [ -n "$b" ] || die "--link $k=$rate: unknown rate"
+        burst=$(awk -v b="$b" 'BEGIN{x=b/8/100; if (x<32768) x=32768; printf "%.0f\n", x}')
+    fi
+    if [ "$rate" != 0 ]; then
+        ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 50ms ||
+            die "tc tbf failed on $ns/eth0 (rate $rate burst $burst)"
+        ip netns exec "$BR_NS" tc qdisc add dev "p$k" root tbf rate "$rate" burst "$burst" latency 50ms ||
             die "tc tbf failed on $BR_NS/p$k"
     fi
 done
@@ -300,7 +324,8 @@ mkdir -p "$RUN_DIR"
 RUN_DIR=$(cd "$RUN_DIR" && pwd)
 {
     echo "date: $(date -Is)"
-    echo "nodes: $NODES  rate: $RATE  burst: ${BURST:-none}  prefix: $PREFIX"
+    echo "nodes: $NODES  rate: $RATE  burst: ${BURST:-none}  delay: ${DELAY} ms  prefix: $PREFIX"
+    for k in "${!LINK_RATE[@]}"; do echo "link $k: ${LINK_RATE[$k]}"; done
     echo "binary: $BIN"
     echo "peers: $EPS"
     printf 'args:'; printf ' %q' "${PASS[@]+"${PASS[@]}"}"; echo
@@ -326,12 +351,29 @@ fi
 keyargs() { [ "$SECURE" = 1 ] && echo "--keys $RUN_DIR/keys/peer-$1.key --allow $RUN_DIR/keys"; }
 
 say "run directory $RUN_DIR"
+# --delay: a relay on each peer's address, the peer behind it on loopback
+LISTEN=()
+if [ "$DELAY" != 0 ]; then
+    PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+    for ((k = 0; k < NODES; k++)); do
+        ip netns exec "$PREFIX-$k" "$PY" "$SCRIPT_DIR/delay-relay" "$(addr_of $k):$PORT" \
+            "127.0.0.1:$((PORT + 1))" --delay "$DELAY" > "$RUN_DIR/relay$k.log" 2>&1 < /dev/null &
+        RELAY_PIDS+=($!)
+    done
+    for ((k = 0; k < NODES; k++)); do
+        for _ in $(seq 50); do grep -q '^delay-relay:' "$RUN_DIR/relay$k.log" && break; sleep 0.1; done
+        grep -q "RTT" "$RUN_DIR/relay$k.log" || die "delay relay $k did not start: $(cat "$RUN_DIR/relay$k.log")"
+    done
+    LISTEN=(--listen "tcp://127.0.0.1:$((PORT + 1))")
+    say "links add $DELAY ms of round-trip time (examples/delay-relay in each namespace)"
+fi
 say "starting $NODES peers: $BIN ${PASS[*]-}"
 T0=$(date +%s.%N)
 for ((k = 0; k < NODES; k++)); do
     rm -f "$RUN_DIR/peer$k.jsonl"
     ip netns exec "$PREFIX-$k" "${TMO[@]+"${TMO[@]}"}" "${STDBUF[@]+"${STDBUF[@]}"}" "$BIN" \
         --rank "$k" --peers "$EPS" --metrics "$RUN_DIR/peer$k.jsonl" $(keyargs "$k") \
+        "${LISTEN[@]+"${LISTEN[@]}"}" \
         "${PASS[@]+"${PASS[@]}"}" > "$RUN_DIR/peer$k.log" 2>&1 < /dev/null &
     PIDS+=($!)
 done

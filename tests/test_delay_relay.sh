@@ -1,0 +1,117 @@
+#!/bin/sh
+# examples/delay-relay, the latency the test harness adds where the kernel
+# has no netem: through a relay with a 100 ms round-trip time, a ping-pong
+# over one connection takes 100 ms (+-25), a 6 MiB transfer arrives intact
+# (same SHA-256) and no faster than its window allows (1 MiB held at most
+# over a 50 ms one-way delay: at least 0.25 s), and two rumor-peers whose
+# incoming connections each pass through a relay still train together,
+# rounds taking at least the added delay; examples/netns-swarm.sh --delay
+# and --link (as root) give a swarm those latencies and an unlike link.
+# Bad arguments are refused.
+set -u
+. "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
+py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+command -v ss >/dev/null || skip "ss (iproute2) not found"
+relay="$RUMOR_SRCDIR/examples/delay-relay"
+swarm_setup
+port() { echo "$1" | cut -d, -f"$2" | sed 's/.*://'; }
+eps=$(free_endpoints 4)
+p_relay=$(port "$eps" 1) p_server=$(port "$eps" 2)
+
+"$py" "$relay" "127.0.0.1:$p_relay" "127.0.0.1:$p_server" --delay 100 --window 1048576 \
+  >"$tmp/relay.log" 2>&1 &
+pids="$pids $!"
+"$py" - "$p_relay" "$p_server" <<'PY' || fail "the relay's delay or window: see above"
+import hashlib, os, socket, sys, threading, time
+relay, server = int(sys.argv[1]), int(sys.argv[2])
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", server)); ls.listen(4)
+def serve():
+    c, _ = ls.accept()                       # 1: echo 1 byte, 20 times
+    for _ in range(20):
+        c.sendall(c.recv(1))
+    c.close()
+    c, _ = ls.accept()                       # 2: hash what arrives
+    h, n = hashlib.sha256(), 0
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        h.update(b); n += len(b)
+    c.sendall(h.hexdigest().encode()); c.close()
+threading.Thread(target=serve, daemon=True).start()
+for _ in range(100):                         # the relay may still be starting
+    try:
+        s = socket.create_connection(("127.0.0.1", relay)); break
+    except OSError:
+        time.sleep(0.05)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+rtts = []
+for _ in range(20):
+    t0 = time.monotonic(); s.sendall(b"x"); assert s.recv(1) == b"x"; rtts.append(time.monotonic() - t0)
+s.close()
+rtts.sort(); med = rtts[len(rtts) // 2]
+print(f"ping-pong through the relay: median {1e3 * med:.1f} ms, min {1e3 * rtts[0]:.1f} ms (RTT 100 ms)")
+assert 0.075 <= med <= 0.125 and rtts[0] >= 0.095, rtts
+data = os.urandom(6 << 20)
+s = socket.create_connection(("127.0.0.1", relay))
+t0 = time.monotonic(); s.sendall(data); s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(1 << 16)
+    if not b:
+        break
+    got += b
+dt = time.monotonic() - t0
+print(f"6 MiB through the relay in {dt:.2f} s (window 1 MiB over 50 ms: at least 0.25 s)")
+assert got.decode() == hashlib.sha256(data).hexdigest(), "the bytes changed on the way"
+assert dt >= 0.25, dt
+PY
+
+# two peers, each one's incoming connection through a relay: 40 ms RTT
+ep_a=$(port "$eps" 3) ep_b=$(port "$eps" 4)
+i_a=$((ep_a + 1)) i_b=$((ep_b + 1))
+ss -Htln | grep -q ":$i_a \|:$i_b " && skip "ports $i_a/$i_b in use"
+for pair in "$ep_a $i_a" "$ep_b $i_b"; do
+  set -- $pair
+  "$py" "$relay" "127.0.0.1:$1" "127.0.0.1:$2" --delay 40 >>"$tmp/relay.log" 2>&1 &
+  pids="$pids $!"
+done
+peers="tcp://127.0.0.1:$ep_a,tcp://127.0.0.1:$ep_b"
+for r in 0 1; do
+  [ $r = 0 ] && l=$i_a || l=$i_b
+  timeout 120 "$RUMOR_BUILDDIR/rumor-peer" --insecure --rank $r --peers "$peers" \
+    --listen "tcp://127.0.0.1:$l" --data text:/usr/share/common-licenses/GPL-3 \
+    --model gpt:layers=1,dim=16,heads=2,ctx=16 --batch 4 --rounds 30 --no-average \
+    --progress 0 --metrics "$tmp/d$r.jsonl" >"$tmp/d$r.log" 2>&1 &
+  eval "pd$r=\$!"
+done
+wait "$pd0"; expect_rc 0 $? "peer 0 behind a 40 ms relay" "$tmp/d0.log"
+wait "$pd1"; expect_rc 0 $? "peer 1 behind a 40 ms relay" "$tmp/d1.log"
+secs=$(metrics_field "$tmp/d0.jsonl" done seconds)
+echo "30 rounds over a 40 ms RTT: ${secs:-?} s"
+expect_num_ge "${secs:-0}" 0.6 "30 rounds, each waiting at least the 20 ms one-way delay"
+
+# the network-namespace harness: 3 peers, 60 ms RTT, peer 2 on a 10 Mbit/s
+# line. Its 0.19 MB model goes to 2 neighbours a round: 3 Mbit, 0.3 s on
+# that line, so 10 rounds take at least 2.4 s (0.8 of it) where 100 Mbit/s
+# links with the delay alone would take about 0.4 s.
+if [ "$(id -u)" = 0 ] && ip netns list >/dev/null 2>&1 && command -v tc >/dev/null; then
+  timeout 120 bash "$RUMOR_SRCDIR/examples/netns-swarm.sh" -n 3 --delay 60 --link 2=10mbit \
+    --no-follow --timeout 90 --run-dir "$tmp/netns" --bin "$RUMOR_BUILDDIR/rumor-peer" -- \
+    --insecure --data text:/usr/share/common-licenses/GPL-3 --model gpt:layers=3,dim=32,heads=2,ctx=32 \
+    --batch 4 --rounds 10 --no-average --progress 0 >"$tmp/netns.out" 2>&1
+  expect_rc 0 $? "netns-swarm.sh --delay 60 --link 2=10mbit" "$tmp/netns.out"
+  s2=$(metrics_field "$tmp/netns/peer2.jsonl" done seconds)
+  s0=$(metrics_field "$tmp/netns/peer0.jsonl" done seconds)
+  echo "netns, 60 ms RTT, peer 2 at 10 Mbit/s: 10 rounds in ${s0:-?} s (peer 0), ${s2:-?} s (peer 2)"
+  expect_num_ge "${s2:-0}" 2.4 "10 rounds with a 10 Mbit/s line carrying 3 Mbit a round"
+  grep -q "RTT 60 ms" "$tmp/netns/relay0.log" || fail "no relay in front of peer 0: $(cat "$tmp/netns/relay0.log")"
+else
+  echo "(network namespaces need root and iproute2: the harness part is skipped)"
+fi
+
+run_expect 2 "expected HOST:PORT" "$py" "$relay" "127.0.0.1" "127.0.0.1:1" --delay 10
+run_expect 2 "expected 0 to 60000 ms" "$py" "$relay" "127.0.0.1:1" "127.0.0.1:2" --delay -5
+run_expect 2 "at least 65536" "$py" "$relay" "127.0.0.1:1" "127.0.0.1:2" --delay 5 --window 10
+finish
