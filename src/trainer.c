@@ -447,8 +447,9 @@ int rumor_trainer_evaluate(rumor_trainer_t *t, float *params, rumor_eval_t *e)
     return rc;
 }
 
-int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
-                       long step, int keep)
+/* What a checkpoint of `step` says of itself. */
+static rumor_ckpt_info_t ckpt_info(const rumor_trainer_t *t, const char *swarm, int rank,
+                                   long step)
 {
     rumor_ckpt_info_t ci;
     memset(&ci, 0, sizeof ci);
@@ -456,6 +457,13 @@ int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, i
     ci.epoch = rumor_trainer_epoch(t, step);
     ci.rank = rank;
     snprintf(ci.swarm, sizeof ci.swarm, "%s", swarm);
+    return ci;
+}
+
+int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, int rank,
+                       long step, int keep)
+{
+    rumor_ckpt_info_t ci = ckpt_info(t, swarm, rank, step);
     rumor_optim_t *o;
     RUMOR_CHECK(whole_optim(t, &o));
     int rc = t->pipe ? rumor_pipeline_optim_state(t->pipe, o, 1) : 0;
@@ -468,12 +476,7 @@ int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, i
 int rumor_trainer_save_params(rumor_trainer_t *t, const float *params, const char *dir,
                               const char *swarm, int rank, long step)
 {
-    rumor_ckpt_info_t ci;
-    memset(&ci, 0, sizeof ci);
-    ci.round = step;
-    ci.epoch = rumor_trainer_epoch(t, step);
-    ci.rank = rank;
-    snprintf(ci.swarm, sizeof ci.swarm, "%s", swarm);
+    rumor_ckpt_info_t ci = ckpt_info(t, swarm, rank, step);
     /* the checkpoint reads the stage's parameters only: point it at these
      * for the write (the trainer, not the stage, owns its buffer) */
     float *bound = t->stage->params;

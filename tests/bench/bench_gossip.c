@@ -514,6 +514,60 @@ struct ovl_result {
     size_t nparams;
 };
 
+/* What a peer computes in a round, for ovl_measure: the gradient of step
+ * `step`, the binding of the mixed parameters, the optimizer step (NULL:
+ * none). */
+struct ovl_ops {
+    int (*grads)(void *ctx, long step);
+    void (*bind)(void *ctx, float *params);
+    int (*update)(void *ctx);
+    void *ctx;
+};
+
+/* The three variants (compute alone, communication alone, full rounds),
+ * O_REPS windows of O_ROUNDS rounds each, interleaved; k is the next round. */
+static void ovl_measure(rumor_mixer_t *mx, const struct ovl_ops *o, long *k, long *step,
+                        struct ovl_result *res)
+{
+    float *px;
+    for (int rep = 0; rep < O_REPS; rep++)
+        for (int v = 0; v < 3; v++) {
+            sync_all();
+            double t0 = rumor_now(), c0 = cpu_total();
+            for (int r = 0; r < O_ROUNDS; r++) {
+                if (v != 0 && rumor_mixer_round_begin(mx, *k) < 0)
+                    die("round_begin");
+                if (v != 1 && o->grads(o->ctx, (*step)++) < 0)
+                    die("gradient");
+                if (v != 0) {
+                    rumor_round_stats_t st;
+                    if (rumor_mixer_round_end(mx, *k, &px, &st) < 0)
+                        die("round_end");
+                    if (st.timed_out)
+                        die("round timed out");
+                    o->bind(o->ctx, px); /* the model reads the mixed parameters */
+                    (*k)++;
+                }
+                if (v != 1 && o->update && o->update(o->ctx) < 0)
+                    die("update");
+            }
+            res->t[rep][v] = (rumor_now() - t0) / O_ROUNDS;
+            res->cpu[rep][v] = (cpu_total() - c0) / O_ROUNDS;
+        }
+}
+
+struct ovl_mlp {
+    rumor_step_t *s;
+    rumor_batch_t *batch;
+};
+static int mlp_grads(void *ctx, long step)
+{
+    struct ovl_mlp *c = ctx;
+    float loss;
+    return rumor_step_grads(c->s, c->batch, step, &loss);
+}
+static void mlp_bind(void *ctx, float *params) { rumor_step_bind_params(((struct ovl_mlp *)ctx)->s, params); }
+
 static int ovl_child(int self, int wfd)
 {
     alarm(150);
@@ -570,28 +624,10 @@ static int ovl_child(int self, int wfd)
     struct ovl_result res;
     memset(&res, 0, sizeof res);
     res.nparams = m->n;
-    for (int rep = 0; rep < O_REPS; rep++)
-        for (int v = 0; v < 3; v++) {
-            sync_all();
-            double t0 = rumor_now(), c0 = cpu_total();
-            for (int r = 0; r < O_ROUNDS; r++) {
-                if (v != 0 && rumor_mixer_round_begin(mx, k) < 0)
-                    die("round_begin");
-                if (v != 1 && rumor_step_grads(s, &batch, k, &loss) < 0)
-                    die("step_grads");
-                if (v != 0) {
-                    rumor_round_stats_t st;
-                    if (rumor_mixer_round_end(mx, k, &px, &st) < 0)
-                        die("round_end");
-                    if (st.timed_out)
-                        die("round timed out");
-                    rumor_step_bind_params(s, px); /* the model reads the mixed parameters */
-                    k++;
-                }
-            }
-            res.t[rep][v] = (rumor_now() - t0) / O_ROUNDS;
-            res.cpu[rep][v] = (cpu_total() - c0) / O_ROUNDS;
-        }
+    struct ovl_mlp ctx = { s, &batch };
+    struct ovl_ops ops = { mlp_grads, mlp_bind, NULL, &ctx };
+    long step = k;
+    ovl_measure(mx, &ops, &k, &step, &res);
     sync_all();
     write_full(wfd, &res, sizeof res);
     close(wfd);
@@ -610,6 +646,16 @@ static int ovl_child(int self, int wfd)
  * trainer, as rumor-peer --stages 2 runs it, on the GPL's text. */
 #define P_SPEC "gpt:layers=4,dim=128,heads=4,ctx=64"
 #define P_BATCH 16
+
+static int pipe_grads(void *ctx, long step)
+{
+    rumor_trainer_t *t = ctx;
+    rumor_batch_t b;
+    float loss;
+    return rumor_trainer_batch(t, step, &b) < 0 ? -1 : rumor_trainer_grads(t, &b, step, &loss);
+}
+static void pipe_bind(void *ctx, float *params) { rumor_trainer_bind(ctx, params); }
+static int pipe_update(void *ctx) { return rumor_trainer_update(ctx, NULL); }
 
 static int ovl_pipe_child(int self, int wfd)
 {
@@ -667,34 +713,8 @@ static int ovl_pipe_child(int self, int wfd)
     struct ovl_result res;
     memset(&res, 0, sizeof res);
     res.nparams = t->model->nparams;
-    for (int rep = 0; rep < O_REPS; rep++)
-        for (int v = 0; v < 3; v++) {
-            sync_all();
-            double t0 = rumor_now(), c0 = cpu_total();
-            for (int r = 0; r < O_ROUNDS; r++) {
-                if (v != 0 && rumor_mixer_round_begin(mx, k) < 0)
-                    die("round_begin");
-                if (v != 1 && (rumor_trainer_batch(t, step, &b) < 0 ||
-                               rumor_trainer_grads(t, &b, step, &loss) < 0))
-                    die("grads");
-                if (v != 0) {
-                    rumor_round_stats_t st;
-                    if (rumor_mixer_round_end(mx, k, &px, &st) < 0)
-                        die("round_end");
-                    if (st.timed_out)
-                        die("round timed out");
-                    rumor_trainer_bind(t, px);
-                    k++;
-                }
-                if (v != 1) {
-                    if (rumor_trainer_update(t, NULL) < 0)
-                        die("update");
-                    step++;
-                }
-            }
-            res.t[rep][v] = (rumor_now() - t0) / O_ROUNDS;
-            res.cpu[rep][v] = (cpu_total() - c0) / O_ROUNDS;
-        }
+    struct ovl_ops ops = { pipe_grads, pipe_bind, pipe_update, t };
+    ovl_measure(mx, &ops, &k, &step, &res);
     sync_all();
     write_full(wfd, &res, sizeof res);
     close(wfd);
