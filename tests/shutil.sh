@@ -102,6 +102,17 @@ peer_test_setup() {
   RUMOR_PEER="$RUMOR_BUILDDIR/rumor-peer"
   swarm_setup
 }
+# Tests of rumor-peer processes training a GPT on English text: $text (the
+# GPL, from base-files), ss for free ports, $RUMOR_PEER (exported, for
+# examples/local-swarm.sh) and swarm_setup's scratch directory and cleanup.
+text_peer_test_setup() {
+  text=/usr/share/common-licenses/GPL-3
+  [ -f "$text" ] || skip "no $text (base-files)"
+  command -v ss >/dev/null || skip "ss (iproute2) not found"
+  RUMOR_PEER="$RUMOR_BUILDDIR/rumor-peer"
+  export RUMOR_PEER
+  swarm_setup
+}
 swarm_cleanup() {
   for _p in $pids; do kill -CONT "$_p" 2>/dev/null; kill -KILL "$_p" 2>/dev/null; done
   [ -n "$wd" ] && kill "$wd" 2>/dev/null

@@ -6,11 +6,7 @@
 # finishes and mixes. --balance with --mode async is refused.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || skip "no $text (base-files)"
-command -v ss >/dev/null || skip "ss (iproute2) not found"
-RUMOR_PEER="$RUMOR_BUILDDIR/rumor-peer"
-swarm_setup
+text_peer_test_setup
 
 eps=$(free_endpoints 3)
 for r in 0 1 2; do

@@ -6,11 +6,7 @@
 # average's, as every peer reports it).
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || skip "no $text (base-files)"
-command -v ss >/dev/null || skip "ss (iproute2) not found"
-swarm_setup
-export RUMOR_PEER="$RUMOR_BUILDDIR/rumor-peer"
+text_peer_test_setup
 opts="--insecure --data text:$text --model gpt:layers=3,dim=32,heads=2,ctx=32 --batch 8
   --rounds 200 --optimizer adamw --lr 3e-3 --progress 0 --round-timeout 20"
 # shellcheck disable=SC2086

@@ -9,11 +9,7 @@
 # start with the device's name and never joins.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || skip "no $text (base-files)"
-command -v ss >/dev/null || skip "ss (iproute2) not found"
-RUMOR_PEER="$RUMOR_BUILDDIR/rumor-peer"
-swarm_setup
+text_peer_test_setup
 
 eps=$(free_endpoints 3)
 common="--insecure --peers $eps --data text:$text --model gpt:layers=3,dim=32,heads=2,ctx=32
