@@ -28,6 +28,7 @@ struct worker {
     rumor_pipeline_t *p;
     int d;
     double idle; /* seconds spent waiting for inputs */
+    double end;  /* when the last action's result was ready (0: not yet) */
 };
 
 void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows)
@@ -249,6 +250,7 @@ static int act(struct worker *w, const rumor_action_t *a)
         RUMOR_CHECK(rumor_stage_forward(st, slot, in, 1, r->step, m));
         if (s == p->S - 1) /* the loss now: the slot is reused after W */
             RUMOR_CHECK(rumor_stage_loss(st, slot, &r->loss[m], NULL));
+        w->end = rumor_now(); /* before the next stage may start on it */
         post(r, &r->done_f[c]);
         return 0;
     }
@@ -274,12 +276,14 @@ static int act(struct worker *w, const rumor_action_t *a)
             RUMOR_CHECK(rumor_stage_backward_w(st, slot));
             r->pool[s][r->npool[s]++] = slot;
         }
+        w->end = rumor_now();
         post(r, &r->done_b[c]);
         return 0;
     }
     default:
         RUMOR_CHECK(rumor_stage_backward_w(st, slot));
         r->pool[s][r->npool[s]++] = slot;
+        w->end = rumor_now();
         return 0;
     }
 }
@@ -323,9 +327,10 @@ static int fill_wait(struct worker *w, int i, const uint8_t *need)
         if (!r->done_b[(size_t)s * p->M + x->micro]) /* set by this worker alone */
             continue;
         double a0 = rumor_now() - p->t0;
+        w->end = 0;
         int rc = act(w, x);
         p->ev[w->d][2 * j] = a0;
-        p->ev[w->d][2 * j + 1] = rumor_now() - p->t0;
+        p->ev[w->d][2 * j + 1] = (w->end > 0 ? w->end : rumor_now()) - p->t0;
         if (rc < 0) {
             fail_run(r, w->d, x, s);
             return rc;
@@ -351,9 +356,12 @@ static void *work(void *arg)
             break;
         double idle = w->idle;
         double a0 = rumor_now();
+        w->end = 0;
         int rc = act(w, a);
         ev[2 * i] = a0 + (w->idle - idle) - p->t0; /* from the end of its wait */
-        ev[2 * i + 1] = rumor_now() - p->t0;
+        /* to the moment its result was ready (a stage waiting on it may
+         * start then, before this thread reads the clock again) */
+        ev[2 * i + 1] = (w->end > 0 ? w->end : rumor_now()) - p->t0;
         if (rc != 0) {
             if (rc < 0)
                 fail_run(p->run, w->d, a, rumor_schedule_stage(p->sched, w->d, a->chunk));
@@ -400,7 +408,7 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     double t0 = rumor_now();
     p->t0 = t0;
     for (int d = 0; d < p->P; d++) {
-        w[d] = (struct worker){ p, d, 0.0 };
+        w[d] = (struct worker){ p, d, 0.0, 0.0 };
         if (pthread_create(&th[d], NULL, work, &w[d]) != 0) {
             pthread_mutex_lock(&r->mu);
             r->failed = 1;
