@@ -26,6 +26,7 @@
 #include "checkpoint.h"
 #include "log.h"
 #include "mixer.h"
+#include "outer.h"
 #include "peerlist.h"
 #include "progress.h"
 #include "topology.h"
@@ -108,6 +109,17 @@ static const char usage_head[] =
     "                         closes the connection instead)\n"
     "  --rounds N             stop after N rounds (default: --epochs passes over the\n"
     "                         shard); the learning-rate schedule spans them\n"
+    "  --local-steps H        local SGD on the graph: a round is H optimizer steps on\n"
+    "                         this peer's own data, the last of them overlapped with\n"
+    "                         the gossip as always: H times fewer bytes a step\n"
+    "                         (--mode dpsgd or async), 1 to 10000 (default: 1)\n"
+    "  --outer SPEC           with --local-steps: all H steps first, then the gossip,\n"
+    "                         and an outer optimizer steps the round's start by the\n"
+    "                         change the mix proposes (DiLoCo on a graph):\n"
+    "                         nesterov[:lr=X,momentum=Y] (lr in (0, 10], default 0.7;\n"
+    "                         momentum in [0, 1), default 0.9) or sgd[:lr=X] (lr 1:\n"
+    "                         the mix itself); its state is not checkpointed: a\n"
+    "                         resumed peer starts it anew (default: none)\n"
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
     "  --no-average           skip the swarm-average evaluation at the end\n"
     "  --save-average DIR     write the swarm average (parameters only) there as\n"
@@ -170,8 +182,8 @@ static const char usage_tail[] =
 
 struct options {
     struct rumor_train_opts t;
-    int balance_max;
-    const char *balance;
+    int balance_max, local_steps;
+    const char *balance, *outer;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
         io_threads, allow_alone;
     const char *keys, *allow, *peer_keys, *membership;
@@ -202,6 +214,8 @@ static const rumor_opt_t option_table[] = {
     { "connections", 0, RUMOR_OPT_INT, offsetof(struct options, connections), 1, 8, NULL, 0 },
     { "io-threads", 0, RUMOR_OPT_INT, offsetof(struct options, io_threads), 1, 16, NULL, 0 },
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
+    { "local-steps", 0, RUMOR_OPT_INT, offsetof(struct options, local_steps), 1, 10000, NULL, 0 },
+    { "outer", 0, RUMOR_OPT_STR, offsetof(struct options, outer), 0, 0, NULL, 0 },
     { "balance", 0, RUMOR_OPT_CHOICE, offsetof(struct options, balance), 0, 0, "none|batch", 0 },
     { "balance-max", 0, RUMOR_OPT_INT, offsetof(struct options, balance_max), 1, 64, NULL, 0 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
@@ -249,6 +263,7 @@ struct peer {
     rumor_curve_keypair_t *keys;
     uint8_t (*peer_keys)[32];
     rumor_allowlist_t *allow;
+    rumor_outer_t *outer;     /* --outer: the anchor and momentum */
 };
 
 /* A public key given as 40 Z85 characters or as a key file. */
@@ -344,6 +359,7 @@ static void peer_free(struct peer *p)
     if (rumor_trace_close(&p->trace) < 0)
         rumor_warn("%s", rumor_err_msg());
     rumor_trainer_destroy(&p->tr);
+    rumor_outer_destroy(&p->outer);
     rumor_topo_destroy(&p->topo);
     free(p->avg);
     free(p->pl.ep);
@@ -388,6 +404,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->throttle = 1;
     o->balance = "none";
     o->balance_max = 4;
+    o->local_steps = 1;
     o->membership = "static";
     o->start_timeout = 60;
     o->chunk_mb = 1;
@@ -401,6 +418,16 @@ static int parse_args(int argc, char **argv, struct options *o)
     if (o->rank < 0) {
         fprintf(stderr, "rumor-peer: --rank is required\nTry 'rumor-peer --help' for more "
                         "information.\n");
+        return 2;
+    }
+    if (o->local_steps > 1 && !strcmp(o->mode, "allreduce")) {
+        fprintf(stderr, "rumor-peer: --local-steps gossips parameters every H steps: it needs "
+                        "--mode dpsgd or async (not allreduce)\n");
+        return 2;
+    }
+    if (o->outer && strcmp(o->mode, "dpsgd") != 0) {
+        fprintf(stderr, "rumor-peer: --outer steps after each synchronous round: it needs "
+                        "--mode dpsgd (not %s)\n", o->mode);
         return 2;
     }
     if (!strcmp(o->balance, "batch") && strcmp(o->mode, "dpsgd") != 0) {
@@ -585,13 +612,20 @@ int main(int argc, char **argv)
     }
     tc.lockstep = 1;
     tc.host_params = 1;
-    tc.steps = opts.rounds;
+    /* --local-steps H: a round is H optimizer steps; the schedule and the
+     * data count steps, the swarm counts rounds */
+    long H = opts.local_steps;
+    tc.steps = opts.rounds * H;
     tc.eval_batches = rumor_source_spec_kind(o.data, NULL) == RUMOR_BATCH_TOKENS ? 16 : 0;
     double t_load = rumor_now();
     if (rumor_trainer_create(&tc, &p.tr) < 0)
         return fail(&p, rank, NULL);
     double t_loaded = rumor_now() - t_load;
-    long per_epoch = p.tr->steps_per_epoch, total_rounds = p.tr->total_steps;
+    long per_epoch = p.tr->steps_per_epoch / H, total_rounds = p.tr->total_steps;
+    if (per_epoch < 1)
+        per_epoch = 1;
+    if (H > 1) /* whole rounds: --rounds, or each epoch's */
+        total_rounds = opts.rounds ? opts.rounds : per_epoch * o.epochs;
     size_t nparams = p.tr->model->nparams;
     /* every event names its peer: peers may share the file (progress.h) */
     if (o.metrics && (rumor_metrics_open(&p.metrics, o.metrics) < 0 ||
@@ -699,6 +733,9 @@ int main(int argc, char **argv)
                    "batch %d per epoch, %s\n",
                    rank, N, rumor_source_train_size(p.tr->src), t_loaded, per_epoch, o.batch,
                    span);
+        if (H > 1)
+            printf("rumor-peer %d/%d: local SGD: %ld optimizer steps a round, the parameters "
+                   "gossiped once (--local-steps)\n", rank, N, H);
         fflush(stdout);
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
@@ -707,8 +744,8 @@ int main(int argc, char **argv)
     rumor_metrics_write(&p.metrics,
                         "\"event\":\"start\",\"peers\":%d,\"mode\":\"%s\","
                         "\"topology\":\"%s\",\"model\":\"%s\",\"params\":%zu,\"rounds\":%ld,"
-                        "\"ready\":%d",
-                        N, opts.mode, spec, p.tr->model->spec, nparams, total_rounds, ready);
+                        "\"ready\":%d,\"local_steps\":%ld",
+                        N, opts.mode, spec, p.tr->model->spec, nparams, total_rounds, ready, H);
 
     /* ---- a late joiner or a restarted peer fetches the swarm's state */
     long k = first_round;
@@ -731,6 +768,19 @@ int main(int argc, char **argv)
                     printf("rumor-peer %d/%d: joined at round %ld\n", rank, N, k);
             }
         }
+    }
+
+    /* --outer: the anchor is where the first round starts */
+    rumor_outer_t *outer = NULL;
+    if (opts.outer) {
+        rumor_outer_config_t ocfg;
+        if (rumor_outer_parse(opts.outer, &ocfg) < 0) {
+            fail(&p, rank, NULL);
+            return 2;
+        }
+        if (rumor_outer_create(&ocfg, p.tr->stage->params, nparams, &p.outer) < 0)
+            return fail(&p, rank, "--outer");
+        outer = p.outer;
     }
 
     /* ---- training: D-PSGD (Lian et al. 2017, Algorithm 1), its
@@ -767,6 +817,21 @@ int main(int argc, char **argv)
          * in checkpoints): a resumed peer draws the batches it would have
          * drawn, and one that jumps rounds to follow the swarm skips no
          * data of its shard. */
+        /* --local-steps: the round's first H - 1 steps on this peer's own
+         * parameters, without gossip (with --outer all H: the gossip
+         * then carries the round's result) */
+        float loss = 0;
+        for (long h = outer ? 0 : 1; h < H && !leave_signal; h++) {
+            long tl = rumor_trainer_optim_steps(p.tr), ex;
+            double c0 = rumor_now();
+            if (rumor_trainer_grads_many(p.tr, tl, 1, &loss, &ex) < 0)
+                return fail(&p, rank, NULL);
+            if (opts.throttle > 1)
+                sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - c0));
+            if (rumor_trainer_update(p.tr, NULL) < 0)
+                return fail(&p, rank, "optimizer step");
+            examples += ex;
+        }
         long t = rumor_trainer_optim_steps(p.tr);
         rumor_batch_t batch;
         if (rumor_trainer_batch(p.tr, t, &batch) < 0)
@@ -777,7 +842,8 @@ int main(int argc, char **argv)
         int nbat = balancing ? rumor_balance_batches(&bal) : 1;
         if (balancing && draws < t)
             draws = t;
-        float loss;
+        if (outer)
+            bs = 0; /* counted by the local steps */
         long next = k + 1;
         /* for the trace: the round's start, the gradient's, its end, the
          * mix's end */
@@ -788,16 +854,18 @@ int main(int argc, char **argv)
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, rank, "round");
             t_compute = rumor_now();
-            if ((balancing ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
-                           : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)
+            if (!outer && (balancing ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
+                                     : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)
                 return fail(&p, rank, NULL);
-            if (opts.throttle > 1)
+            if (opts.throttle > 1 && !outer)
                 sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - t_compute));
             t_computed = rumor_now();
             float *mixed;
             if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
                 return fail(&p, rank, "round");
             rumor_trainer_bind(p.tr, mixed);
+            if (outer) /* the mix becomes the outer step's target: x = the new anchor */
+                rumor_outer_step(outer, mixed);
             wait_total += st.wait_s;
             last_dis = st.disagreement;
             dis_sum += st.disagreement;
@@ -825,7 +893,7 @@ int main(int argc, char **argv)
             wait_total += rumor_now() - t0;
         }
         t_mixed = rumor_now();
-        if (rumor_trainer_update(p.tr, NULL) < 0)
+        if (!outer && rumor_trainer_update(p.tr, NULL) < 0)
             return fail(&p, rank, "optimizer step");
         if (p.trace) {
             char args[128], name[32];
@@ -859,6 +927,8 @@ int main(int argc, char **argv)
                     catch_ups++;
                     fetched = 1;
                     rumor_trainer_bind(p.tr, params);
+                    if (outer)
+                        rumor_outer_reset(outer, params);
                     next = nk;
                 }
             }
