@@ -430,6 +430,11 @@ static int parse_args(int argc, char **argv, struct options *o)
                         "--mode dpsgd (not %s)\n", o->mode);
         return 2;
     }
+    rumor_outer_config_t oc;
+    if (o->outer && rumor_outer_parse(o->outer, &oc) < 0) { /* before joining anyone */
+        fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+        return 2;
+    }
     if (!strcmp(o->balance, "batch") && strcmp(o->mode, "dpsgd") != 0) {
         fprintf(stderr, "rumor-peer: --balance batch fills the time a peer waits for its "
                         "neighbours: it needs --mode dpsgd (not %s)\n", o->mode);
@@ -774,10 +779,8 @@ int main(int argc, char **argv)
     rumor_outer_t *outer = NULL;
     if (opts.outer) {
         rumor_outer_config_t ocfg;
-        if (rumor_outer_parse(opts.outer, &ocfg) < 0) {
-            fail(&p, rank, NULL);
-            return 2;
-        }
+        if (rumor_outer_parse(opts.outer, &ocfg) < 0) /* checked with the arguments */
+            return fail(&p, rank, "--outer");
         if (rumor_outer_create(&ocfg, p.tr->stage->params, nparams, &p.outer) < 0)
             return fail(&p, rank, "--outer");
         outer = p.outer;

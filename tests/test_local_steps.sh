@@ -49,6 +49,8 @@ expect_num_ge "${ao:-0}" 80 "the swarm average's test accuracy with H = 8 and --
 expect_num_close "$(awk "BEGIN{print ${bo:-0} / ${b8:-1}}")" 1 0.03 "bytes sent with --outer against without"
 run_expect 2 "needs --mode dpsgd" "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" \
   --data "$FASHION" --local-steps 4 --outer nesterov --mode async
+run_expect 2 "--outer 'nesterov:lr=-1': lr '-1' is not in (0, 10]" "$RUMOR_PEER" --insecure \
+  --rank 0 --peers "$eps" --data "$FASHION" --local-steps 4 --outer nesterov:lr=-1
 
 run_expect 2 "needs --mode dpsgd or async" "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" \
   --data "$FASHION" --local-steps 4 --mode allreduce
