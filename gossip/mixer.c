@@ -34,6 +34,8 @@ rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m)
             m->buf_state[i] = BUF_FREE;
         if (m->buf_state[i] == BUF_FREE) {
             m->buf_state[i] = BUF_USED;
+            if (m->ch.code[i])
+                m->ch.code[i]->coded = 0;
             return b;
         }
     }
@@ -169,6 +171,10 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         else
             rc = m->dev->ops->copy(m->dev, m->params->data, init, m->n * sizeof(float));
     }
+    if (rc == 0)
+        rc = mx_choco_alloc(m);
+    if (rc == 0 && m->ch.on) /* a resumed peer's copy until its first keyframe */
+        rc = m->dev->ops->copy(m->dev, m->ch.xhat, init, m->n * sizeof(float));
     for (long r = m->cur; rc == 0 && !cfg->async && r < m->cur + 2; r++)
         rc = mx_slot_open(m, &m->slot[r % m->nslots], r);
     if (rc == 0)

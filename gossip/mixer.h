@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "curve.h"
 #include "err.h"
 #include "ops.h"
@@ -104,6 +105,24 @@ typedef struct rumor_mixer_config {
      * buffers are host memory, so a CPU device; NULL: the mixer opens
      * "cpu:1" itself. Not owned; must outlive the mixer. */
     rumor_device_t *dev;
+    /* Compressed gossip (--compress): CHOCO-SGD (Koloskova et al. 2019).
+     * Each peer keeps x_hat, the copy of its parameters its neighbours
+     * hold, and s = sum_j W_ij x_hat_j. A round sends q = C(x - x_hat),
+     * coded (codec.h); everyone adds what it decodes: x_hat += q at the
+     * sender, s += sum_j W_ij q_j at the receivers; then
+     * x = x + gamma (s - x_hat). What the codec did not send stays in
+     * x - x_hat (error feedback). Every `keyframe_every`-th round (and
+     * round 0) sends x in f32 instead and sets x_hat = x, s = the plain
+     * D-PSGD mix: it resynchronizes the copies after a lost round, a
+     * neighbour that left or came back, a jump. Between a round whose
+     * copies went out of sync and the next keyframe, the peer takes no
+     * consensus step (rumor_round_stats_t.consensus_skipped). Every peer
+     * of a swarm must use the same codec and keyframe interval: a
+     * range of another dtype than the round's is dropped
+     * (unsupported_dtype). Not with async. */
+    rumor_codec_t codec;       /* kind NONE (0): plain D-PSGD */
+    double consensus_step;     /* gamma in (0, 1]; 0: rumor_codec_default_gamma */
+    int keyframe_every;        /* 0: rumor_codec_default_keyframe */
 } rumor_mixer_config_t;
 
 typedef struct rumor_mixer rumor_mixer_t;
@@ -129,6 +148,11 @@ typedef struct rumor_round_stats {
                                 * after rumor_mixer_jump / async clock moves */
     int max_staleness;         /* async: oldest contribution mixed, in rounds */
     int members;               /* membership: peers alive in this peer's view */
+    int keyframe;              /* --compress: this round sent f32 and resynchronized */
+    int consensus_skipped;     /* --compress: the copies of a neighbour's x_hat were
+                                * out of sync (a lost or partial round, a change of
+                                * neighbours): no consensus step until the next
+                                * keyframe */
     uint64_t bytes_sent, bytes_received; /* totals since create */
 } rumor_round_stats_t;
 
@@ -197,6 +221,7 @@ typedef struct rumor_mixer_counters {
     uint64_t rounds_mixed;     /* rounds (or all-reduces) that used some neighbour's
                                 * data: 0 at the end of a run means this peer
                                 * trained alone */
+    uint64_t consensus_skipped; /* --compress: rounds without a consensus step */
     uint64_t stale_applied;    /* contributions from another round or an old
                                 * incarnation that reached a mix: a self-check,
                                 * always 0 */

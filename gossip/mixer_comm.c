@@ -146,6 +146,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
 
 void mx_free_state(rumor_mixer_t *m)
 {
+    mx_choco_free(m);
     for (int i = 0; i < m->nhold; i++) {
         zmq_msg_close(&m->hold[i].hdr);
         zmq_msg_close(&m->hold[i].payload);
@@ -383,7 +384,15 @@ static int recv_one(rumor_mixer_t *m)
     if (v == 0) {
         rumor_wire_expect_t e = { .swarm = m->swarm, .space = m->n, .self = m->ids[m->self],
                                   .max_chunk = m->max_recv };
+        if (m->ch.on)
+            e.dtypes = 1u << RUMOR_WIRE_DT_F32 | 1u << m->ch.dtype;
         v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
+        if (v == 0 && h.dtype != RUMOR_WIRE_DT_F32 && h.dtype != RUMOR_WIRE_DT_NONE &&
+            h.type != RUMOR_WIRE_PARAMS) {
+            rumor_err_set(RUMOR_EPROTO, "dtype %u on a %s message (f32 only)",
+                          (unsigned)h.dtype, rumor_wire_type_name(h.type));
+            v = -RUMOR_WIRE_UNSUPPORTED_DTYPE;
+        }
         if (v == 0 && frames > 3) {
             rumor_err_set(RUMOR_EPROTO, "%zu frames", frames);
             v = -RUMOR_WIRE_BAD_FRAMES;
@@ -434,7 +443,8 @@ static int recv_one(rumor_mixer_t *m)
             break;
         case RUMOR_WIRE_PARAMS:
             v = m->cfg.async ? mx_async_on_params(m, &h, node, zmq_msg_data(&part[1]))
-                             : mx_on_params(m, &h, node, zmq_msg_data(&part[1]));
+                             : mx_on_params(m, &h, node, zmq_msg_data(&part[1]),
+                                            zmq_msg_size(&part[1]));
             break;
         case RUMOR_WIRE_STATE_REQ:
             v = mx_on_state_req(m, &h, node);

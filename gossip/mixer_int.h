@@ -132,6 +132,35 @@ struct mx_async {
     mx_cover_t *pcov;          /* (npeers) its ranges received */
 };
 
+/* Compressed gossip (mixer_choco.c): a parameter buffer's coded copy, the
+ * payloads of one round's chunks, sent from here (the buffer's refs keep
+ * it alive while ZeroMQ holds a message). */
+struct mx_code {
+    int coded;                 /* the buffer's round went out coded */
+    uint8_t *bytes;            /* (nchunks * stride) payloads */
+    size_t stride;
+    size_t *nbytes;            /* (nchunks) */
+    uint32_t *aux;             /* (nchunks) the header's aux */
+};
+
+struct mx_choco {
+    int on;
+    int dtype;                 /* the codec's wire dtype */
+    double gamma;
+    int keyframe_every;
+    float *xhat;               /* x_hat: this peer's copy as its neighbours hold it */
+    float *s;                  /* sum_j W_ij x_hat_j */
+    float *scratch;            /* (chunk) topk's selection */
+    int valid;                 /* s matches the neighbours' copies */
+    double *kw;                /* (npeers) the weights of the neighbours whose x_hat
+                                * s holds (0: tracked as this peer's own) */
+    double *cw;                /* (npeers) scratch: this round's */
+    rumor_sendbuf_t *q;        /* this round's coded change, sent instead of x */
+    long q_round;
+    struct mx_code *code[MX_MAX_BUFS]; /* per buffer of m->bufs */
+    int keyframe_closed, skipped_closed; /* of the round being closed */
+};
+
 #define MX_DEADLINE_SAMPLES 32
 
 /* A message kept for an all-reduce that has not started here yet. */
@@ -264,6 +293,7 @@ struct rumor_mixer {
     int vn_pub;                /* view size, published under mu */
     /* asynchronous mode (mixer_async.c) */
     struct mx_async as;
+    struct mx_choco ch;        /* --compress (mixer_choco.c) */
     int round_staleness;       /* of the round being closed */
     int round_sample;          /* its time is a deadline sample */
 };
@@ -323,7 +353,8 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s);
 void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s);
 int mx_ensure_slot(rumor_mixer_t *m, long r);
 void mx_slot_x_known(rumor_mixer_t *m, struct mx_slot *s); /* x(round) set: mix what is ready */
-int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data);
+int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data,
+                 size_t nbytes);
 void mx_refresh_absent(rumor_mixer_t *m, double deadline);
 int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s);
 int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now);
@@ -331,6 +362,24 @@ void mx_close_round(rumor_mixer_t *m, int timed_out);
 /* Hands the mixed parameters of round k to the caller (both modes). */
 void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
                       int timed_out, double dis, double selfw, int mixed_any);
+
+/* mixer_choco.c: compressed gossip (CHOCO-SGD) */
+int mx_choco_alloc(rumor_mixer_t *m);
+void mx_choco_free(rumor_mixer_t *m);
+int mx_choco_keyframe(const rumor_mixer_t *m, long k);
+/* The dtype PARAMS of round r must have here. */
+int mx_choco_dtype(const rumor_mixer_t *m, long r);
+/* Round k begins with x in buf: returns what to send (buf itself in a
+ * keyframe, else the coded change; NULL: nothing, the round's copies are
+ * out of sync). */
+rumor_sendbuf_t *mx_choco_begin(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf);
+/* The coded copy of a buffer that went out coded, else NULL. */
+const struct mx_code *mx_choco_code(const rumor_mixer_t *m, const rumor_sendbuf_t *buf);
+/* Round k is mixed into out (sum_j W_ij q_j, or the plain mix in a
+ * keyframe): turns it into x(k+1) = x + gamma (s - x_hat), or x when the
+ * copies are out of sync. *dis: ||s - x_hat||^2. */
+void mx_choco_finish(rumor_mixer_t *m, const struct mx_slot *s, long k, rumor_sendbuf_t *out,
+                     double *dis);
 
 /* mixer_state.c: round tracking, jumps, state transfer, deadlines */
 int mx_state_alloc(rumor_mixer_t *m);

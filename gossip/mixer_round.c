@@ -222,7 +222,8 @@ static void acc_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, si
 
 /* A PARAMS range of round h->round from `node`: judged whole, then
  * accumulated (W_ij * range) into its round's slot. */
-int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
+int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data,
+                 size_t nbytes)
 {
     if (h->round >= (uint64_t)m->cur + (uint64_t)m->nslots) {
         /* the sender is ahead (or this peer fell behind): ask its round,
@@ -267,7 +268,19 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
                           (unsigned long long)lo, (unsigned long long)hi, r);
             return -RUMOR_WIRE_STALE_ROUND;
         }
-    if (!rumor_wire_payload_finite(data, h->length)) {
+    int want = mx_choco_dtype(m, r);
+    if (h->dtype != want) {
+        /* compressed gossip: keyframes in f32, the rounds between coded */
+        rumor_err_set(RUMOR_EPROTO, "range of round %ld in dtype %u, the round's is %d "
+                                    "(another --compress or keyframe interval?)",
+                      r, (unsigned)h->dtype, want);
+        return -RUMOR_WIRE_UNSUPPORTED_DTYPE;
+    }
+    if (want != RUMOR_WIRE_DT_F32) {
+        int v = rumor_codec_check(h->dtype, data, nbytes, h->length, h->aux);
+        if (v < 0)
+            return v;
+    } else if (!rumor_wire_payload_finite(data, h->length)) {
         rumor_err_set(RUMOR_EPROTO, "NaN or Inf in range [%llu, %llu) of round %ld",
                       (unsigned long long)lo, (unsigned long long)hi, r);
         return -RUMOR_WIRE_NONFINITE;
@@ -294,7 +307,17 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         }
     }
     struct acc_ctx a = { s, (float)w, lo };
-    mx_payload_blocks(m, data, h->length, acc_block, &a);
+    if (want != RUMOR_WIRE_DT_F32) { /* decoded a block at a time */
+        rumor_codec_reader_t rd;
+        rumor_codec_reader_init(&rd, h->dtype, data, h->length, h->aux);
+        for (size_t at = 0; at < h->length; at += MX_SCRATCH) {
+            size_t k = h->length - at < MX_SCRATCH ? (size_t)(h->length - at) : MX_SCRATCH;
+            rumor_codec_read(&rd, m->scratch, k);
+            acc_block(m, &a, m->scratch, at, k);
+        }
+    } else {
+        mx_payload_blocks(m, data, h->length, acc_block, &a);
+    }
     mx_cover_add(&s->cov[node], lo, hi);
     for (size_t c = c0; c <= c1; c++) {
         s->touched[c] = 1;
@@ -423,11 +446,14 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
         return;
     }
     struct mx_slot *s = &m->slot[k % m->nslots];
-    s->x = m->params->data;
+    /* the self-term: what this peer sent (compressed: its coded change) */
+    s->x = m->ch.on && m->sent_round == k && m->sent_buf ? m->sent_buf->data : m->params->data;
     for (size_t c = 0; c < m->nchunks; c++)
         if (!s->done[c])
             mix_cell(m, s, c);
     double dis = s->dis, selfw = s->selfw;
+    if (m->ch.on) /* the mix becomes x + gamma (s - x_hat) */
+        mx_choco_finish(m, s, k, s->buf, &dis);
     for (int i = 0; i < s->nin; i++) {
         int j = s->in[i];
         uint64_t got = s->cov[j].covered;
@@ -488,6 +514,8 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
     st->window = m->nslots;
     st->behind_round = m->told_behind;
     st->members = m->swim ? m->vn : 0;
+    st->keyframe = m->ch.on && m->ch.keyframe_closed;
+    st->consensus_skipped = m->ch.on && m->ch.skipped_closed;
     m->told_behind = -1;
     st->max_staleness = m->round_staleness;
     st->bytes_sent = m->pub_sent = ts->bytes_sent;

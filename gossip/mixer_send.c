@@ -70,12 +70,17 @@ void mx_ask_round(rumor_mixer_t *m, int node)
  * past them or is gone. Absent peers get nothing until they show up again. */
 void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
 {
-    /* x(k) is known now: chunks of round k that are complete can be mixed */
+    /* compressed: what goes out is the coded change, not x (NULL: nothing) */
+    rumor_sendbuf_t *x = buf;
+    if (m->ch.on)
+        buf = mx_choco_begin(m, k, buf);
+    /* x(k) is known now (the self-term of the mix: what was sent): chunks
+     * of round k that are complete can be mixed */
     m->sent_round = k;
-    m->sent_buf = buf;
+    m->sent_buf = buf ? buf : x;
     struct mx_slot *s = &m->slot[k % m->nslots];
     if (s->round == k && s->buf) {
-        s->x = buf->data;
+        s->x = m->sent_buf->data;
         mx_slot_x_known(m, s);
     }
     for (int j = 0; j < m->npeers; j++) {
@@ -89,6 +94,8 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
         }
     }
     mx_view_update(m);
+    if (!buf)
+        return;
     int n = mx_out_neighbors(m, k, m->out_nbrs);
     n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
     for (int i = 0; i < n; i++) {
@@ -128,14 +135,23 @@ void mx_pump_sends(rumor_mixer_t *m)
             uint8_t bytes[RUMOR_WIRE_HDR_LEN];
             mx_fill_hdr(m, &h, RUMOR_WIRE_PARAMS);
             h.dtype = RUMOR_WIRE_DT_F32;
+            const struct mx_code *code = mx_choco_code(m, q->buf[0]);
+            const void *payload = q->buf[0]->data + off;
+            size_t nbytes = len * sizeof(float);
+            if (code) {
+                h.dtype = (uint8_t)m->ch.dtype;
+                h.aux = code->aux[c];
+                payload = code->bytes + c * code->stride;
+                nbytes = code->nbytes[c];
+            }
             h.round = (uint64_t)q->round[0];
             h.chunk = (uint32_t)c;
             h.nchunks = (uint32_t)m->nchunks;
             h.offset = off;
             h.length = len;
             rumor_wire_encode(&h, bytes);
-            int rc = rumor_transport_send(m->tr, j, bytes, sizeof bytes, q->buf[0],
-                                          q->buf[0]->data + off, len * sizeof(float));
+            int rc = rumor_transport_send(m->tr, j, bytes, sizeof bytes, q->buf[0], payload,
+                                          nbytes);
             if (rc != 0) {
                 if (rc < 0)
                     rumor_warn("mixer: %s", rumor_err_msg());

@@ -123,6 +123,7 @@ void mx_do_jump(rumor_mixer_t *m, long round)
 {
     if (round <= m->cur)
         return;
+    m->ch.valid = 0; /* compressed: the neighbours' copies moved on without us */
     for (int i = 0; i < m->nslots; i++) {
         struct mx_slot *s = &m->slot[i];
         if (s->round >= 0 && s->round < round) {

@@ -2,6 +2,8 @@
  * (see wire.h; the byte layout is specified in docs/protocol.md). */
 #include "wire.h"
 
+#include "codec.h"
+
 #include "le.h"
 
 #include <inttypes.h>
@@ -69,6 +71,7 @@ static const char *const reject_names[RUMOR_WIRE_NREJECT] = {
     [RUMOR_WIRE_BAD_IDENTITY] = "bad_identity",
     [RUMOR_WIRE_BAD_DIGEST] = "bad_digest",
     [RUMOR_WIRE_UNEXPECTED] = "unexpected",
+    [RUMOR_WIRE_BAD_CODE] = "bad_code",
 };
 
 /* Records a rejection as the last error (RUMOR_EPROTO, "wire: ...") and
@@ -137,7 +140,7 @@ int rumor_wire_decode(const void *buf, size_t len, rumor_wire_hdr_t *out)
         return reject(RUMOR_WIRE_BAD_FLAGS, "flags 0x%04x: critical bits 0x%02x unknown to type %s",
                       (unsigned)h.flags, (unsigned)(crit & ~t->crit_flags), t->name);
     h.dtype = p[10];
-    if (h.dtype > RUMOR_WIRE_DT_F16 || (h.dtype == RUMOR_WIRE_DT_NONE) == t->data)
+    if (h.dtype > RUMOR_WIRE_DT_MAX || (h.dtype == RUMOR_WIRE_DT_NONE) == t->data)
         return reject(RUMOR_WIRE_BAD_DTYPE, "dtype %u on type %s", (unsigned)h.dtype, t->name);
     if (p[11] != 0)
         return reject(RUMOR_WIRE_BAD_RESERVED, "byte 11 is 0x%02x, must be 0", (unsigned)p[11]);
@@ -174,10 +177,17 @@ static int check_frames(const rumor_wire_hdr_t *h, const struct tinfo *t, uint32
     size_t first_body = 0;
     if (t->data) {
         size_t es = rumor_wire_dtype_size(h->dtype);
-        /* fs[0] / es == length without multiplying: length may be anything */
-        if (fs[0] % es != 0 || fs[0] / es != h->length)
+        if (es == 0) { /* compressed: the size follows from length and aux */
+            size_t want = rumor_codec_payload_bytes(h->dtype, h->length, h->aux);
+            if (want == 0 || fs[0] != want)
+                return reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
+                              " elements of dtype %u with aux %" PRIu32 " (%zu expected)",
+                              fs[0], h->length, (unsigned)h->dtype, h->aux, want);
+        } else if (fs[0] % es != 0 || fs[0] / es != h->length) {
+            /* fs[0] / es == length without multiplying: length may be anything */
             return reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
                           " elements of %zu bytes", fs[0], h->length, es);
+        }
         first_body = 1;
     }
     for (size_t i = first_body; i < nframes; i++)

@@ -54,14 +54,22 @@ enum rumor_wire_type {
 };
 #define RUMOR_WIRE_NTYPES 11 /* types are 1..RUMOR_WIRE_NTYPES-1 */
 
-/* Element types (header byte 10). Only F32 is produced in version 1; BF16
- * and F16 decode but rumor_wire_check accepts them only when asked to. */
+/* Element types (header byte 10). BF16 and F16 decode but are not
+ * produced; the compressed ones (codec.h) are produced by --compress and
+ * accepted, like every dtype but F32, only by a receiver that asks for
+ * them (rumor_wire_expect_t.dtypes). A compressed payload's size follows
+ * from its length and aux (rumor_codec_payload_bytes). */
 enum rumor_wire_dtype {
     RUMOR_WIRE_DT_NONE = 0, /* control types: no elements */
     RUMOR_WIRE_DT_F32 = 1,
     RUMOR_WIRE_DT_BF16 = 2,
-    RUMOR_WIRE_DT_F16 = 3
+    RUMOR_WIRE_DT_F16 = 3,
+    RUMOR_WIRE_DT_Q8 = 4,   /* int8 codes in blocks of 256 with f32 scales */
+    RUMOR_WIRE_DT_Q4 = 5,   /* int4 codes in blocks of 256 with f32 scales */
+    RUMOR_WIRE_DT_TOPK = 6, /* aux (index, value) pairs: u32 indices then f32 values */
+    RUMOR_WIRE_DT_RANDK = 7 /* a u64 seed choosing aux elements, then their f32 values */
 };
+#define RUMOR_WIRE_DT_MAX RUMOR_WIRE_DT_RANDK
 
 /* Flags (header bytes 6-7). The low byte is "critical": a receiver rejects a
  * bit it does not know (BAD_FLAGS). The high byte is "ignorable": a receiver
@@ -108,6 +116,7 @@ enum rumor_wire_reject {
     RUMOR_WIRE_BAD_IDENTITY,    /* sender id != id of the authenticated key */
     RUMOR_WIRE_BAD_DIGEST,      /* transferred state does not match its digest */
     RUMOR_WIRE_UNEXPECTED,      /* a well-formed message this peer did not ask for */
+    RUMOR_WIRE_BAD_CODE,        /* a compressed payload that does not decode (codec.h) */
     RUMOR_WIRE_NREJECT
 };
 

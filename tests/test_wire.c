@@ -181,7 +181,7 @@ static void test_bad_fields(void)
         CHECK(d.flags == 0xFE00);
     }
     CHECK_POKE(p, 10, 0, RUMOR_WIRE_BAD_DTYPE, "dtype 0 on type params");
-    CHECK_POKE(p, 10, 4, RUMOR_WIRE_BAD_DTYPE, "dtype 4");
+    CHECK_POKE(p, 10, 8, RUMOR_WIRE_BAD_DTYPE, "dtype 8");
     CHECK_POKE(p, 10, 255, RUMOR_WIRE_BAD_DTYPE, "dtype 255");
     CHECK_POKE(hb, 10, 1, RUMOR_WIRE_BAD_DTYPE, "dtype 1 on type heartbeat");
     CHECK_POKE(p, 11, 1, RUMOR_WIRE_BAD_RESERVED, "byte 11");
@@ -539,7 +539,8 @@ static void test_stats(void)
     CHECK(n == (int)strlen(buf));
     const char *pre = "{\"accepted\":2,\"rejected\":5,\"reasons\":{\"bad_size\":0,";
     CHECK(strncmp(buf, pre, strlen(pre)) == 0);
-    CHECK(strstr(buf, "\"bad_magic\":4,") && strstr(buf, "\"bad_identity\":0,") && strstr(buf, "\"unexpected\":0}}"));
+    CHECK(strstr(buf, "\"bad_magic\":4,") && strstr(buf, "\"bad_identity\":0,") &&
+          strstr(buf, "\"unexpected\":0,\"bad_code\":0}}"));
     CHECK_ERR(rumor_wire_stats_format(&s, buf, 10), RUMOR_EINVAL, "does not fit");
     CHECK(strlen(buf) < 10);
     CHECK_ERR(rumor_wire_stats_json(&s, buf, 100), RUMOR_EINVAL, "does not fit");

@@ -1,0 +1,478 @@
+/* Codecs of compressed gossip (see codec.h). */
+#include "codec.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "le.h"
+#include "rng.h"
+#include "wire.h"
+
+static inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float f32_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ------------------------------------------------------------ specs */
+
+int rumor_codec_parse(const char *spec, rumor_codec_t *out)
+{
+    if (!spec || !out)
+        return rumor_err_set(RUMOR_EINVAL, "rumor_codec_parse: NULL argument");
+    rumor_codec_t c = { RUMOR_CODEC_NONE, 1.0 };
+    if (!strcmp(spec, "none") || !strcmp(spec, "f32")) {
+        *out = c;
+        return 0;
+    }
+    if (!strcmp(spec, "int8")) {
+        c.kind = RUMOR_CODEC_INT8;
+        *out = c;
+        return 0;
+    }
+    if (!strcmp(spec, "int4")) {
+        c.kind = RUMOR_CODEC_INT4;
+        *out = c;
+        return 0;
+    }
+    const char *arg = NULL;
+    if (!strncmp(spec, "topk:", 5)) {
+        c.kind = RUMOR_CODEC_TOPK;
+        arg = spec + 5;
+    } else if (!strncmp(spec, "randk:", 6)) {
+        c.kind = RUMOR_CODEC_RANDK;
+        arg = spec + 6;
+    } else {
+        return rumor_err_set(RUMOR_EINVAL, "compression '%s': expected none, int8, int4, "
+                                           "topk:F or randk:F (F in (0, 1], e.g. topk:0.01)",
+                             spec);
+    }
+    char *end;
+    double f = strtod(arg, &end);
+    if (end != arg && *end == '%' && end[1] == '\0') {
+        f /= 100.0;
+        end++;
+    }
+    if (end == arg || *end != '\0' || !(f > 0.0) || f > 1.0)
+        return rumor_err_set(RUMOR_EINVAL, "compression '%s': the share '%s' must be a number "
+                                           "in (0, 1] (or a percentage like 1%%)",
+                             spec, arg);
+    c.frac = f;
+    *out = c;
+    return 0;
+}
+
+void rumor_codec_format(const rumor_codec_t *c, char *buf, size_t cap)
+{
+    if (!cap)
+        return;
+    switch (c->kind) {
+    case RUMOR_CODEC_INT8: snprintf(buf, cap, "int8"); break;
+    case RUMOR_CODEC_INT4: snprintf(buf, cap, "int4"); break;
+    case RUMOR_CODEC_TOPK: snprintf(buf, cap, "topk:%g", c->frac); break;
+    case RUMOR_CODEC_RANDK: snprintf(buf, cap, "randk:%g", c->frac); break;
+    default: snprintf(buf, cap, "none"); break;
+    }
+}
+
+int rumor_codec_dtype(const rumor_codec_t *c)
+{
+    switch (c->kind) {
+    case RUMOR_CODEC_INT8: return RUMOR_WIRE_DT_Q8;
+    case RUMOR_CODEC_INT4: return RUMOR_WIRE_DT_Q4;
+    case RUMOR_CODEC_TOPK: return RUMOR_WIRE_DT_TOPK;
+    case RUMOR_CODEC_RANDK: return RUMOR_WIRE_DT_RANDK;
+    default: return RUMOR_WIRE_DT_F32;
+    }
+}
+
+uint64_t rumor_codec_count(const rumor_codec_t *c, uint64_t len)
+{
+    if (c->kind != RUMOR_CODEC_TOPK && c->kind != RUMOR_CODEC_RANDK)
+        return len;
+    uint64_t k = (uint64_t)ceil(c->frac * (double)len);
+    if (k < 1)
+        k = 1;
+    return k > len ? len : k;
+}
+
+static uint64_t nblocks(uint64_t len)
+{
+    return (len + RUMOR_CODEC_BLOCK - 1) / RUMOR_CODEC_BLOCK;
+}
+
+size_t rumor_codec_payload_bytes(int dtype, uint64_t len, uint32_t aux)
+{
+    if (len == 0 || len >= ((uint64_t)1 << 32))
+        return 0;
+    switch (dtype) {
+    case RUMOR_WIRE_DT_F32: return aux ? 0 : (size_t)len * 4;
+    case RUMOR_WIRE_DT_Q8: return aux ? 0 : (size_t)(nblocks(len) * 4 + len);
+    case RUMOR_WIRE_DT_Q4: return aux ? 0 : (size_t)(nblocks(len) * 4 + (len + 1) / 2);
+    case RUMOR_WIRE_DT_TOPK: return aux == 0 || aux > len ? 0 : (size_t)aux * 8;
+    case RUMOR_WIRE_DT_RANDK: return aux == 0 || aux > len ? 0 : 8 + (size_t)aux * 4;
+    default: return 0;
+    }
+}
+
+size_t rumor_codec_bytes(const rumor_codec_t *c, uint64_t len)
+{
+    uint64_t k = rumor_codec_count(c, len);
+    return rumor_codec_payload_bytes(rumor_codec_dtype(c), len,
+                                     c->kind == RUMOR_CODEC_TOPK || c->kind == RUMOR_CODEC_RANDK
+                                         ? (uint32_t)k
+                                         : 0);
+}
+
+double rumor_codec_ratio(const rumor_codec_t *c)
+{
+    switch (c->kind) {
+    case RUMOR_CODEC_INT8: return 4.0 * RUMOR_CODEC_BLOCK / (RUMOR_CODEC_BLOCK + 4.0);
+    case RUMOR_CODEC_INT4: return 4.0 * RUMOR_CODEC_BLOCK / (RUMOR_CODEC_BLOCK / 2.0 + 4.0);
+    case RUMOR_CODEC_TOPK: return 1.0 / (2.0 * c->frac);
+    case RUMOR_CODEC_RANDK: return 1.0 / c->frac;
+    default: return 1.0;
+    }
+}
+
+double rumor_codec_default_gamma(const rumor_codec_t *c)
+{
+    switch (c->kind) {
+    case RUMOR_CODEC_INT4: return 0.8;
+    case RUMOR_CODEC_TOPK: return c->frac >= 0.5 ? 1.0 : 2.0 * c->frac;
+    case RUMOR_CODEC_RANDK: return c->frac;
+    default: return 1.0;
+    }
+}
+
+int rumor_codec_default_keyframe(const rumor_codec_t *c)
+{
+    switch (c->kind) {
+    case RUMOR_CODEC_INT8: return 16;
+    case RUMOR_CODEC_INT4: return 32;
+    case RUMOR_CODEC_TOPK:
+    case RUMOR_CODEC_RANDK: {
+        /* a keyframe (4 bytes an element) every R rounds costs as much as
+         * R compressed rounds when R = ratio */
+        double r = rumor_codec_ratio(c);
+        if (r > 1000.0)
+            r = 1000.0;
+        return r < 16.0 ? 16 : (int)r;
+    }
+    default: return 0;
+    }
+}
+
+/* ------------------------------------------------------------ encoding */
+
+/* Selection sampling (Knuth, TAOCP 3.4.2, algorithm S): element i of a
+ * range of len is taken when a draw in [0, len - i) falls below the count
+ * still to take; exactly k are taken, in order, the same on both sides. */
+static inline int randk_take(uint64_t seed, uint64_t i, uint64_t len, uint64_t left)
+{
+    uint64_t r = rumor_mix64(seed + 0x9e3779b97f4a7c15ULL * (i + 1)) >> 32;
+    return ((r * (len - i)) >> 32) < left;
+}
+
+/* The k-th largest of a[0..n) (1 <= k <= n), reordering a: quickselect
+ * with the median of three. */
+static float kth_largest(float *a, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1, want = n - k; /* ascending position */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        float x = a[lo], y = a[mid], z = a[hi];
+        float piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < piv)
+                i++;
+            while (a[j] > piv)
+                j--;
+            if (i <= j) {
+                float t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return a[want];
+    }
+    return a[want];
+}
+
+static void encode_quant(const float *x, size_t len, int qmax, uint8_t *out, float *q)
+{
+    size_t nb = (size_t)nblocks(len);
+    uint8_t *codes = out + 4 * nb;
+    if (qmax == 7)
+        memset(codes, 0, (len + 1) / 2);
+    for (size_t b = 0; b < nb; b++) {
+        size_t lo = b * RUMOR_CODEC_BLOCK;
+        size_t hi = lo + RUMOR_CODEC_BLOCK < len ? lo + RUMOR_CODEC_BLOCK : len;
+        float amax = 0.0f;
+        for (size_t i = lo; i < hi; i++) {
+            float a = fabsf(x[i]);
+            amax = a > amax ? a : amax;
+        }
+        float scale = amax / (float)qmax;
+        float inv = amax > 0.0f ? (float)qmax / amax : 0.0f;
+        put32(out + 4 * b, f32_bits(scale));
+        for (size_t i = lo; i < hi; i++) {
+            long v = lrintf(x[i] * inv);
+            v = v > qmax ? qmax : (v < -qmax ? -qmax : v);
+            if (qmax == 127)
+                codes[i] = (uint8_t)(int8_t)v;
+            else
+                codes[i / 2] |= (uint8_t)((v + 8) << (4 * (i & 1)));
+            q[i] = (float)v * scale;
+        }
+    }
+}
+
+int rumor_codec_encode(const rumor_codec_t *c, const float *x, size_t len, uint64_t seed,
+                       void *out, uint32_t *aux, float *q, float *scratch)
+{
+    if (len == 0 || (uint64_t)len >= ((uint64_t)1 << 32))
+        return rumor_err_set(RUMOR_EINVAL, "codec: a range of %zu elements", len);
+    for (size_t i = 0; i < len; i++)
+        if (!isfinite(x[i]))
+            return rumor_err_set(RUMOR_EINVAL, "codec: element %zu is %g", i, (double)x[i]);
+    uint8_t *o = out;
+    *aux = 0;
+    switch (c->kind) {
+    case RUMOR_CODEC_INT8: encode_quant(x, len, 127, o, q); return 0;
+    case RUMOR_CODEC_INT4: encode_quant(x, len, 7, o, q); return 0;
+    case RUMOR_CODEC_TOPK: {
+        size_t k = (size_t)rumor_codec_count(c, len);
+        if (!scratch)
+            return rumor_err_set(RUMOR_EINVAL, "codec: topk needs scratch");
+        for (size_t i = 0; i < len; i++)
+            scratch[i] = fabsf(x[i]);
+        float tau = kth_largest(scratch, len, k);
+        size_t above = 0;
+        for (size_t i = 0; i < len; i++)
+            above += fabsf(x[i]) > tau;
+        size_t ties = k - above, got = 0; /* elements equal to tau to take, first first */
+        uint8_t *vals = o + 4 * k;
+        for (size_t i = 0; i < len; i++) {
+            float a = fabsf(x[i]);
+            int take = a > tau || (a == tau && ties > 0);
+            if (take && a == tau)
+                ties--;
+            if (take) {
+                put32(o + 4 * got, (uint32_t)i);
+                put32(vals + 4 * got, f32_bits(x[i]));
+                got++;
+            }
+            q[i] = take ? x[i] : 0.0f;
+        }
+        *aux = (uint32_t)k;
+        return 0;
+    }
+    case RUMOR_CODEC_RANDK: {
+        uint64_t k = rumor_codec_count(c, len), got = 0;
+        put64(o, seed);
+        for (size_t i = 0; i < len; i++) {
+            if (got < k && randk_take(seed, i, len, k - got)) {
+                put32(o + 8 + 4 * got, f32_bits(x[i]));
+                got++;
+                q[i] = x[i];
+            } else {
+                q[i] = 0.0f;
+            }
+        }
+        *aux = (uint32_t)k;
+        return 0;
+    }
+    default: return rumor_err_set(RUMOR_EINVAL, "codec: nothing to encode with 'none'");
+    }
+}
+
+/* ------------------------------------------------------------ checking */
+
+static int bad(int reason, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(int reason, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rumor_err_set(RUMOR_EPROTO, "%s", msg);
+    return -reason;
+}
+
+static int check_scales(const uint8_t *p, uint64_t nb, float smax)
+{
+    for (uint64_t b = 0; b < nb; b++) {
+        float s = f32_of(get32(p + 4 * b));
+        if (!isfinite(s))
+            return bad(RUMOR_WIRE_NONFINITE, "scale %llu is %g", (unsigned long long)b,
+                       (double)s);
+        if (s < 0.0f || s > smax || (s == 0.0f && signbit(s)))
+            return bad(RUMOR_WIRE_BAD_CODE, "scale %llu is %g, outside [0, %g]",
+                       (unsigned long long)b, (double)s, (double)smax);
+    }
+    return 0;
+}
+
+int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t len, uint32_t aux)
+{
+    const uint8_t *p = payload;
+    size_t want = rumor_codec_payload_bytes(dtype, len, aux);
+    if (want == 0 || nbytes != want)
+        return bad(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %llu elements of dtype "
+                                                "%d with aux %u (%zu expected)",
+                   nbytes, (unsigned long long)len, dtype, (unsigned)aux, want);
+    switch (dtype) {
+    case RUMOR_WIRE_DT_F32:
+        if (!rumor_wire_payload_finite(p, len))
+            return bad(RUMOR_WIRE_NONFINITE, "NaN or Inf in an f32 payload");
+        return 0;
+    case RUMOR_WIRE_DT_Q8: {
+        uint64_t nb = nblocks(len);
+        int rc = check_scales(p, nb, FLT_MAX / 128.0f);
+        if (rc < 0)
+            return rc;
+        const uint8_t *codes = p + 4 * nb;
+        uint8_t seen = 0;
+        for (uint64_t i = 0; i < len; i++)
+            seen |= codes[i] == 0x80;
+        if (seen)
+            return bad(RUMOR_WIRE_BAD_CODE, "int8 code -128 (codes are in [-127, 127])");
+        return 0;
+    }
+    case RUMOR_WIRE_DT_Q4: {
+        uint64_t nb = nblocks(len);
+        int rc = check_scales(p, nb, FLT_MAX / 8.0f);
+        if (rc < 0)
+            return rc;
+        const uint8_t *codes = p + 4 * nb;
+        uint8_t zero = 0;
+        for (uint64_t i = 0; i < len / 2; i++)
+            zero |= (codes[i] & 0x0F) == 0 || (codes[i] >> 4) == 0;
+        if (len % 2) {
+            uint8_t last = codes[len / 2];
+            if ((last & 0x0F) == 0 || (last >> 4) != 0)
+                return bad(RUMOR_WIRE_BAD_CODE, "int4 last byte 0x%02x (a code in 1..15, "
+                                                "then padding 0)",
+                           (unsigned)last);
+        }
+        if (zero)
+            return bad(RUMOR_WIRE_BAD_CODE, "int4 code 0 (codes are v + 8 in 1..15)");
+        return 0;
+    }
+    case RUMOR_WIRE_DT_TOPK: {
+        uint64_t prev = 0;
+        for (uint32_t v = 0; v < aux; v++) {
+            uint64_t i = get32(p + 4 * (size_t)v);
+            if (i >= len || (v > 0 && i <= prev))
+                return bad(RUMOR_WIRE_BAD_CODE, "topk index %llu at %u (indices increase "
+                                                "and stay below %llu)",
+                           (unsigned long long)i, (unsigned)v, (unsigned long long)len);
+            prev = i;
+        }
+        if (!rumor_wire_payload_finite(p + 4 * (size_t)aux, aux))
+            return bad(RUMOR_WIRE_NONFINITE, "NaN or Inf in topk values");
+        return 0;
+    }
+    case RUMOR_WIRE_DT_RANDK:
+        if (!rumor_wire_payload_finite(p + 8, aux))
+            return bad(RUMOR_WIRE_NONFINITE, "NaN or Inf in randk values");
+        return 0;
+    default: return bad(RUMOR_WIRE_BAD_DTYPE, "dtype %d carries no codec", dtype);
+    }
+}
+
+/* ------------------------------------------------------------ decoding */
+
+void rumor_codec_reader_init(rumor_codec_reader_t *r, int dtype, const void *p, uint64_t len,
+                             uint32_t aux)
+{
+    memset(r, 0, sizeof *r);
+    r->dtype = dtype;
+    r->p = p;
+    r->len = len;
+    r->aux = aux;
+    if (dtype == RUMOR_WIRE_DT_RANDK)
+        r->seed = get64(r->p);
+}
+
+void rumor_codec_read(rumor_codec_reader_t *r, float *out, size_t n)
+{
+    const uint8_t *p = r->p;
+    uint64_t pos = r->pos;
+    switch (r->dtype) {
+    case RUMOR_WIRE_DT_F32:
+        memcpy(out, p + 4 * pos, n * 4);
+        break;
+    case RUMOR_WIRE_DT_Q8:
+    case RUMOR_WIRE_DT_Q4: {
+        uint64_t nb = nblocks(r->len);
+        const uint8_t *codes = p + 4 * nb;
+        size_t i = 0;
+        while (i < n) {
+            uint64_t e = pos + i, b = e / RUMOR_CODEC_BLOCK;
+            uint64_t bend = (b + 1) * RUMOR_CODEC_BLOCK;
+            size_t stop = bend - pos < n ? (size_t)(bend - pos) : n;
+            float s = f32_of(get32(p + 4 * b));
+            if (r->dtype == RUMOR_WIRE_DT_Q8)
+                for (; i < stop; i++)
+                    out[i] = (float)(int8_t)codes[pos + i] * s;
+            else
+                for (; i < stop; i++) {
+                    uint64_t el = pos + i;
+                    int v = (codes[el / 2] >> (4 * (el & 1))) & 0x0F;
+                    out[i] = (float)(v - 8) * s;
+                }
+        }
+        break;
+    }
+    case RUMOR_WIRE_DT_TOPK: {
+        memset(out, 0, n * sizeof *out);
+        const uint8_t *vals = p + 4 * (size_t)r->aux;
+        while (r->vi < r->aux) {
+            uint64_t i = get32(p + 4 * r->vi);
+            if (i >= pos + n)
+                break;
+            out[i - pos] = f32_of(get32(vals + 4 * r->vi));
+            r->vi++;
+        }
+        break;
+    }
+    case RUMOR_WIRE_DT_RANDK:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t e = pos + i;
+            if (r->vi < r->aux && randk_take(r->seed, e, r->len, r->aux - r->vi)) {
+                out[i] = f32_of(get32(p + 8 + 4 * r->vi));
+                r->vi++;
+            } else {
+                out[i] = 0.0f;
+            }
+        }
+        break;
+    default: memset(out, 0, n * sizeof *out); break;
+    }
+    r->pos = pos + n;
+}

@@ -1,0 +1,132 @@
+/* Codecs of compressed gossip (--compress, CHOCO-SGD: Koloskova et al. 2019).
+ *
+ * A codec turns a range of floats (what a peer sends of a round: in CHOCO,
+ * the change x - x_hat that its neighbours have not seen yet) into a
+ * payload of fewer bytes, and tells the sender what its neighbours will
+ * decode, so that the sender's own copy x_hat moves by exactly that: what
+ * was not sent stays in x - x_hat and goes out in later rounds (error
+ * feedback). The codecs, each a wire dtype (docs/protocol.md, section 4):
+ *
+ *   int8     blocks of 256 elements, each an f32 scale (its largest
+ *            magnitude / 127) and one signed byte per element in
+ *            [-127, 127], rounded to nearest: error <= scale / 2 an element;
+ *            4 + 256 bytes a block, 3.94x smaller than f32
+ *   int4     the same with 4 bits in [-7, 7] (scale = largest / 7, two
+ *            elements a byte, low nibble first, stored as v + 8): 7.53x
+ *   topk:F   the ceil(F * length) elements of largest magnitude, as
+ *            increasing u32 indices then f32 values; the rest are 0
+ *   randk:F  ceil(F * length) elements chosen by a seed (selection
+ *            sampling, Knuth's algorithm S, so the receiver regenerates the
+ *            indices from the seed): a u64 seed then the f32 values
+ *
+ * The header's aux field carries the number of values of topk and randk
+ * (0 for int8 and int4), so a receiver knows a payload's size without
+ * knowing the sender's F. A receiver judges a payload whole with
+ * rumor_codec_check before decoding any of it. */
+#ifndef RUMOR_CODEC_H
+#define RUMOR_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RUMOR_CODEC_BLOCK 256 /* elements per scale of int8 and int4 */
+
+enum rumor_codec_kind {
+    RUMOR_CODEC_NONE = 0, /* f32, uncompressed */
+    RUMOR_CODEC_INT8,
+    RUMOR_CODEC_INT4,
+    RUMOR_CODEC_TOPK,
+    RUMOR_CODEC_RANDK
+};
+
+typedef struct rumor_codec {
+    int kind;    /* enum rumor_codec_kind */
+    double frac; /* topk and randk: the share of elements sent, (0, 1] */
+} rumor_codec_t;
+
+/* Parses "none", "int8", "int4", "topk:F" or "randk:F" (F in (0, 1], e.g.
+ * 0.01; also "topk:1%"). RUMOR_EINVAL with a message naming the spec and
+ * what is valid; *out is written only on success. */
+int rumor_codec_parse(const char *spec, rumor_codec_t *out) RUMOR_WUR;
+
+/* "int8", "topk:0.01", ... into buf (always terminated). */
+void rumor_codec_format(const rumor_codec_t *c, char *buf, size_t cap);
+
+/* The wire dtype of the codec's payloads (RUMOR_WIRE_DT_F32 for none). */
+int rumor_codec_dtype(const rumor_codec_t *c);
+
+/* Values a range of len elements sends: len for int8, int4 and none,
+ * max(1, ceil(F * len)) for topk and randk. */
+uint64_t rumor_codec_count(const rumor_codec_t *c, uint64_t len);
+
+/* Bytes of the payload of a range of len elements. */
+size_t rumor_codec_bytes(const rumor_codec_t *c, uint64_t len);
+
+/* Bytes a payload of a given dtype, length and aux must have; 0 when no
+ * payload can have them (an aux out of [1, len] on a sparse dtype, aux set
+ * on a dense one, a length a randk payload cannot index, an unknown
+ * dtype). */
+size_t rumor_codec_payload_bytes(int dtype, uint64_t len, uint32_t aux);
+
+/* f32 bytes / payload bytes of a large range: 4 for none, 3.94 for int8,
+ * 7.53 for int4, 1 / (2F) for topk, 1 / F for randk. */
+double rumor_codec_ratio(const rumor_codec_t *c);
+
+/* The consensus step gamma that CHOCO-SGD takes with this codec when the
+ * user sets none (docs/compression.md says how they were chosen): 1 for
+ * none and int8, 0.8 for int4, 2F (at most 1) for topk and F for randk:
+ * a codec that sends a share F of the change needs a step of about F, and
+ * diverges with a larger one. */
+double rumor_codec_default_gamma(const rumor_codec_t *c);
+
+/* Rounds between full-precision rounds (keyframes, which resynchronize
+ * every peer's copies), by default: 16 for int8, 32 for int4, and for topk
+ * and randk the interval at which keyframes cost as much as the
+ * compressed rounds between them (at least 16). 0 for none. */
+int rumor_codec_default_keyframe(const rumor_codec_t *c);
+
+/* Encodes x[0..len) (finite floats; len < 2^32) into out, which holds
+ * rumor_codec_bytes(c, len) bytes; *aux is the header's aux. Writes what a
+ * receiver decodes into q[0..len) (q may be x). scratch: len floats for
+ * topk, unused otherwise. seed: randk's choice of elements (the sender
+ * picks a new one for every range it sends). RUMOR_EINVAL for a NaN or Inf
+ * in x or codec none. */
+int rumor_codec_encode(const rumor_codec_t *c, const float *x, size_t len, uint64_t seed,
+                       void *out, uint32_t *aux, float *q, float *scratch) RUMOR_WUR;
+
+/* Judges a payload (nbytes at p, any alignment) of `dtype` for a range of
+ * len elements with the header's aux, before any of it is used. Returns 0,
+ * or the negative of a rumor_wire_reject reason with an RUMOR_EPROTO message:
+ * BAD_PAYLOAD_SIZE, NONFINITE (a non-finite scale or value), BAD_CODE
+ * (a negative or too large scale, the byte -128, a nibble 0, padding not
+ * 0, topk indices not increasing or past the range). */
+int rumor_codec_check(int dtype, const void *p, size_t nbytes, uint64_t len, uint32_t aux);
+
+/* Decodes a payload that passed rumor_codec_check, in order, a block of
+ * elements at a time. */
+typedef struct rumor_codec_reader {
+    int dtype;
+    const uint8_t *p;
+    uint64_t len;
+    uint32_t aux;
+    uint64_t pos;  /* next element */
+    uint64_t vi;   /* sparse: next value */
+    uint64_t seed; /* randk */
+} rumor_codec_reader_t;
+
+void rumor_codec_reader_init(rumor_codec_reader_t *r, int dtype, const void *p, uint64_t len,
+                             uint32_t aux);
+
+/* Writes the next n elements (n <= len - pos) into out. */
+void rumor_codec_read(rumor_codec_reader_t *r, float *out, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
