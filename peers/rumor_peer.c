@@ -120,6 +120,18 @@ static const char usage_head[] =
     "                         momentum in [0, 1), default 0.9) or sgd[:lr=X] (lr 1:\n"
     "                         the mix itself); its state is not checkpointed: a\n"
     "                         resumed peer starts it anew (default: none)\n"
+    "  --compress CODEC       compressed gossip, CHOCO-SGD with error feedback: none,\n"
+    "                         int8, int4, topk:F or randk:F (F in (0, 1], the share\n"
+    "                         of elements sent); every peer of a swarm must use the\n"
+    "                         same codec (see docs/compression.md) (--mode dpsgd)\n"
+    "                         (default: none)\n"
+    "  --consensus-step G     CHOCO's consensus step gamma in (0, 1] (default: the\n"
+    "                         codec's: 1 int8, 0.8 int4, 2F topk, F randk)\n"
+    "  --keyframe-every R     with --compress: every R-th round sends full f32\n"
+    "                         parameters, which resynchronizes the peers' copies\n"
+    "                         after a lost round (default: the codec's: 16 int8,\n"
+    "                         32 int4, the ratio of f32 to topk or randk, at least\n"
+    "                         16), 1 to 100000\n"
     "  --eval-every N         evaluate the local model every N epochs (default: 1)\n"
     "  --no-average           skip the swarm-average evaluation at the end\n"
     "  --save-average DIR     write the swarm average (parameters only) there as\n"
@@ -183,7 +195,9 @@ static const char usage_tail[] =
 struct options {
     struct rumor_train_opts t;
     int balance_max, local_steps;
-    const char *balance, *outer;
+    const char *balance, *outer, *compress;
+    double consensus_step;
+    int keyframe_every;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
         io_threads, allow_alone;
     const char *keys, *allow, *peer_keys, *membership;
@@ -216,6 +230,9 @@ static const rumor_opt_t option_table[] = {
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
     { "local-steps", 0, RUMOR_OPT_INT, offsetof(struct options, local_steps), 1, 10000, NULL, 0 },
     { "outer", 0, RUMOR_OPT_STR, offsetof(struct options, outer), 0, 0, NULL, 0 },
+    { "compress", 0, RUMOR_OPT_STR, offsetof(struct options, compress), 0, 0, NULL, 0 },
+    { "consensus-step", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, consensus_step), 1e-6, 1, NULL, 0 },
+    { "keyframe-every", 0, RUMOR_OPT_INT, offsetof(struct options, keyframe_every), 1, 100000, NULL, 0 },
     { "balance", 0, RUMOR_OPT_CHOICE, offsetof(struct options, balance), 0, 0, "none|batch", 0 },
     { "balance-max", 0, RUMOR_OPT_INT, offsetof(struct options, balance_max), 1, 64, NULL, 0 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
@@ -405,6 +422,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->balance = "none";
     o->balance_max = 4;
     o->local_steps = 1;
+    o->compress = "none";
     o->membership = "static";
     o->start_timeout = 60;
     o->chunk_mb = 1;
@@ -433,6 +451,16 @@ static int parse_args(int argc, char **argv, struct options *o)
     rumor_outer_config_t oc;
     if (o->outer && rumor_outer_parse(o->outer, &oc) < 0) { /* before joining anyone */
         fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+        return 2;
+    }
+    rumor_codec_t codec;
+    if (rumor_codec_parse(o->compress, &codec) < 0) { /* before joining anyone */
+        fprintf(stderr, "rumor-peer: --compress: %s\n", rumor_err_msg());
+        return 2;
+    }
+    if (codec.kind != RUMOR_CODEC_NONE && strcmp(o->mode, "dpsgd") != 0) {
+        fprintf(stderr, "rumor-peer: --compress %s is compressed gossip in synchronous "
+                        "rounds: it needs --mode dpsgd (not %s)\n", o->compress, o->mode);
         return 2;
     }
     if (!strcmp(o->balance, "batch") && strcmp(o->mode, "dpsgd") != 0) {
@@ -701,6 +729,10 @@ int main(int argc, char **argv)
     mc.staleness = opts.staleness;
     mc.dev = p.tr->dev; /* the mixing arithmetic runs on the trainer's device's ops */
     mc.first_round = first_round;
+    if (rumor_codec_parse(opts.compress, &mc.codec) < 0) /* checked with the arguments */
+        return fail(&p, rank, "--compress");
+    mc.consensus_step = opts.consensus_step;
+    mc.keyframe_every = opts.keyframe_every;
     if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
         return fail(&p, rank, "swarm");
     hurry_mixer = p.mixer;
@@ -741,6 +773,16 @@ int main(int argc, char **argv)
         if (H > 1)
             printf("rumor-peer %d/%d: local SGD: %ld optimizer steps a round, the parameters "
                    "gossiped once (--local-steps)\n", rank, N, H);
+        if (mc.codec.kind != RUMOR_CODEC_NONE) {
+            rumor_codec_t c = mc.codec;
+            printf("rumor-peer %d/%d: compressed gossip (CHOCO-SGD): %s, %.2fx smaller than "
+                   "f32, consensus step %.3g, f32 keyframe every %d rounds\n",
+                   rank, N, opts.compress, rumor_codec_ratio(&c),
+                   opts.consensus_step > 0 ? opts.consensus_step
+                                           : rumor_codec_default_gamma(&c),
+                   opts.keyframe_every > 0 ? opts.keyframe_every
+                                           : rumor_codec_default_keyframe(&c));
+        }
         fflush(stdout);
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
@@ -1103,6 +1145,7 @@ int main(int argc, char **argv)
                         "\"jumps\":%llu,\"rounds_skipped\":%llu,\"catch_ups\":%ld,"
                         "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
                         "\"endpoints_learned\":%llu,\"rounds_mixed\":%llu,\"alone\":%s,"
+                        "\"consensus_skipped\":%llu,\"compress\":\"%s\","
                         "\"messages\":%s,\"connections\":%s",
                         acc, avg_acc, tloss, avg_note[0] || opts.no_average || alone ? -1.0 : avg_loss,
                         seconds, total_rounds, rounds_run, examples / seconds,
@@ -1114,8 +1157,8 @@ int main(int argc, char **argv)
                         (unsigned long long)mcn.digest_failures,
                         (unsigned long long)mcn.stale_applied,
                         (unsigned long long)mcn.endpoints_learned,
-                        (unsigned long long)mcn.rounds_mixed, alone ? "true" : "false", wsj,
-                        conns_j);
+                        (unsigned long long)mcn.rounds_mixed, alone ? "true" : "false",
+                        (unsigned long long)mcn.consensus_skipped, opts.compress, wsj, conns_j);
     peer_free(&p);
     if (alone) {
         fprintf(stderr,
