@@ -26,67 +26,6 @@ static inline float f32_of(uint32_t u)
     return f;
 }
 
-/* ------------------------------------------------------------ specs */
-
-int rumor_codec_parse(const char *spec, rumor_codec_t *out)
-{
-    if (!spec || !out)
-        return rumor_err_set(RUMOR_EINVAL, "rumor_codec_parse: NULL argument");
-    rumor_codec_t c = { RUMOR_CODEC_NONE, 1.0 };
-    if (!strcmp(spec, "none") || !strcmp(spec, "f32")) {
-        *out = c;
-        return 0;
-    }
-    if (!strcmp(spec, "int8")) {
-        c.kind = RUMOR_CODEC_INT8;
-        *out = c;
-        return 0;
-    }
-    if (!strcmp(spec, "int4")) {
-        c.kind = RUMOR_CODEC_INT4;
-        *out = c;
-        return 0;
-    }
-    const char *arg = NULL;
-    if (!strncmp(spec, "topk:", 5)) {
-        c.kind = RUMOR_CODEC_TOPK;
-        arg = spec + 5;
-    } else if (!strncmp(spec, "randk:", 6)) {
-        c.kind = RUMOR_CODEC_RANDK;
-        arg = spec + 6;
-    } else {
-        return rumor_err_set(RUMOR_EINVAL, "compression '%s': expected none, int8, int4, "
-                                           "topk:F or randk:F (F in (0, 1], e.g. topk:0.01)",
-                             spec);
-    }
-    char *end;
-    double f = strtod(arg, &end);
-    if (end != arg && *end == '%' && end[1] == '\0') {
-        f /= 100.0;
-        end++;
-    }
-    if (end == arg || *end != '\0' || !(f > 0.0) || f > 1.0)
-        return rumor_err_set(RUMOR_EINVAL, "compression '%s': the share '%s' must be a number "
-                                           "in (0, 1] (or a percentage like 1%%)",
-                             spec, arg);
-    c.frac = f;
-    *out = c;
-    return 0;
-}
-
-void rumor_codec_format(const rumor_codec_t *c, char *buf, size_t cap)
-{
-    if (!cap)
-        return;
-    switch (c->kind) {
-    case RUMOR_CODEC_INT8: snprintf(buf, cap, "int8"); break;
-    case RUMOR_CODEC_INT4: snprintf(buf, cap, "int4"); break;
-    case RUMOR_CODEC_TOPK: snprintf(buf, cap, "topk:%g", c->frac); break;
-    case RUMOR_CODEC_RANDK: snprintf(buf, cap, "randk:%g", c->frac); break;
-    default: snprintf(buf, cap, "none"); break;
-    }
-}
-
 int rumor_codec_dtype(const rumor_codec_t *c)
 {
     switch (c->kind) {
@@ -134,45 +73,6 @@ size_t rumor_codec_bytes(const rumor_codec_t *c, uint64_t len)
                                      c->kind == RUMOR_CODEC_TOPK || c->kind == RUMOR_CODEC_RANDK
                                          ? (uint32_t)k
                                          : 0);
-}
-
-double rumor_codec_ratio(const rumor_codec_t *c)
-{
-    switch (c->kind) {
-    case RUMOR_CODEC_INT8: return 4.0 * RUMOR_CODEC_BLOCK / (RUMOR_CODEC_BLOCK + 4.0);
-    case RUMOR_CODEC_INT4: return 4.0 * RUMOR_CODEC_BLOCK / (RUMOR_CODEC_BLOCK / 2.0 + 4.0);
-    case RUMOR_CODEC_TOPK: return 1.0 / (2.0 * c->frac);
-    case RUMOR_CODEC_RANDK: return 1.0 / c->frac;
-    default: return 1.0;
-    }
-}
-
-double rumor_codec_default_gamma(const rumor_codec_t *c)
-{
-    switch (c->kind) {
-    case RUMOR_CODEC_INT4: return 0.8;
-    case RUMOR_CODEC_TOPK: return c->frac >= 0.5 ? 1.0 : 2.0 * c->frac;
-    case RUMOR_CODEC_RANDK: return c->frac;
-    default: return 1.0;
-    }
-}
-
-int rumor_codec_default_keyframe(const rumor_codec_t *c)
-{
-    switch (c->kind) {
-    case RUMOR_CODEC_INT8: return 16;
-    case RUMOR_CODEC_INT4: return 32;
-    case RUMOR_CODEC_TOPK:
-    case RUMOR_CODEC_RANDK: {
-        /* a keyframe (4 bytes an element) every R rounds costs as much as
-         * R compressed rounds when R = ratio */
-        double r = rumor_codec_ratio(c);
-        if (r > 1000.0)
-            r = 1000.0;
-        return r < 16.0 ? 16 : (int)r;
-    }
-    default: return 0;
-    }
 }
 
 /* ------------------------------------------------------------ encoding */

@@ -29,34 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress.h"
 #include "err.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define RUMOR_CODEC_BLOCK 256 /* elements per scale of int8 and int4 */
-
-enum rumor_codec_kind {
-    RUMOR_CODEC_NONE = 0, /* f32, uncompressed */
-    RUMOR_CODEC_INT8,
-    RUMOR_CODEC_INT4,
-    RUMOR_CODEC_TOPK,
-    RUMOR_CODEC_RANDK
-};
-
-typedef struct rumor_codec {
-    int kind;    /* enum rumor_codec_kind */
-    double frac; /* topk and randk: the share of elements sent, (0, 1] */
-} rumor_codec_t;
-
-/* Parses "none", "int8", "int4", "topk:F" or "randk:F" (F in (0, 1], e.g.
- * 0.01; also "topk:1%"). RUMOR_EINVAL with a message naming the spec and
- * what is valid; *out is written only on success. */
-int rumor_codec_parse(const char *spec, rumor_codec_t *out) RUMOR_WUR;
-
-/* "int8", "topk:0.01", ... into buf (always terminated). */
-void rumor_codec_format(const rumor_codec_t *c, char *buf, size_t cap);
 
 /* The wire dtype of the codec's payloads (RUMOR_WIRE_DT_F32 for none). */
 int rumor_codec_dtype(const rumor_codec_t *c);
@@ -73,23 +51,6 @@ size_t rumor_codec_bytes(const rumor_codec_t *c, uint64_t len);
  * on a dense one, a length a randk payload cannot index, an unknown
  * dtype). */
 size_t rumor_codec_payload_bytes(int dtype, uint64_t len, uint32_t aux);
-
-/* f32 bytes / payload bytes of a large range: 4 for none, 3.94 for int8,
- * 7.53 for int4, 1 / (2F) for topk, 1 / F for randk. */
-double rumor_codec_ratio(const rumor_codec_t *c);
-
-/* The consensus step gamma that CHOCO-SGD takes with this codec when the
- * user sets none (docs/compression.md says how they were chosen): 1 for
- * none and int8, 0.8 for int4, 2F (at most 1) for topk and F for randk:
- * a codec that sends a share F of the change needs a step of about F, and
- * diverges with a larger one. */
-double rumor_codec_default_gamma(const rumor_codec_t *c);
-
-/* Rounds between full-precision rounds (keyframes, which resynchronize
- * every peer's copies), by default: 16 for int8, 32 for int4, and for topk
- * and randk the interval at which keyframes cost as much as the
- * compressed rounds between them (at least 16). 0 for none. */
-int rumor_codec_default_keyframe(const rumor_codec_t *c);
 
 /* Encodes x[0..len) (finite floats; len < 2^32) into out, which holds
  * rumor_codec_bytes(c, len) bytes; *aux is the header's aux. Writes what a

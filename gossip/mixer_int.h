@@ -45,6 +45,7 @@ struct mx_slot {
     int complete;              /* in-neighbours whose ranges cover the space */
     int mixed_any;             /* some neighbour's data reached the mix */
     uint64_t elems_in;         /* elements received for this round */
+    uint64_t max_range;        /* the longest range among them */
     double first_arrival, last_arrival; /* of those: the rate they come at */
 };
 
@@ -294,6 +295,7 @@ struct rumor_mixer {
     /* asynchronous mode (mixer_async.c) */
     struct mx_async as;
     struct mx_choco ch;        /* --compress (mixer_choco.c) */
+    double recv_rate;          /* elements/s the last round's ranges arrived at (0 unknown) */
     int round_staleness;       /* of the round being closed */
     int round_sample;          /* its time is a deadline sample */
 };

@@ -71,6 +71,7 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
     s->complete = 0;
     s->mixed_any = 0;
     s->elems_in = 0;
+    s->max_range = 0;
     s->first_arrival = s->last_arrival = 0;
     return mx_slot_reweigh(m, s);
 }
@@ -294,6 +295,8 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         s->first_arrival = now;
     s->last_arrival = now;
     s->elems_in += h->length;
+    if (h->length > s->max_range)
+        s->max_range = h->length;
     for (size_t c = c0; c <= c1; c++) {
         if (s->touched[c])
             continue;
@@ -412,12 +415,22 @@ int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s)
 
 /* Whether the round's data is still flowing fast enough to arrive before
  * round_timeout: the deadline is never shorter than the time the round's
- * bytes need at the rate they arrive (a large model on a slow link). */
+ * bytes need at the rate they arrive (a large model on a slow link). Data
+ * flows while the next range is not overdue: on a slow link a range of a
+ * megabyte takes most of a second, so the gap allowed is 2.5 ranges' time
+ * at the rate seen (this round's, or the last round's before a second
+ * range came), and at least 0.25 s. */
 int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now)
 {
-    if (s->round != m->cur || s->elems_in == 0 || now - s->last_arrival > 0.25)
+    if (s->round != m->cur || s->elems_in == 0)
         return 0;
     double span = s->last_arrival - s->first_arrival;
+    double rate = span > 0 ? (double)s->elems_in / span : m->recv_rate;
+    double gap = 0.25;
+    if (rate > 0 && 2.5 * (double)s->max_range / rate > gap)
+        gap = 2.5 * (double)s->max_range / rate;
+    if (now - s->last_arrival > gap)
+        return 0;
     if (span <= 0)
         return 1; /* the first ranges just came */
     uint64_t missing = 0;
@@ -426,7 +439,6 @@ int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now
         if (!(m->absent[j] && s->cov[j].covered == 0))
             missing += m->n - s->cov[j].covered;
     }
-    double rate = (double)s->elems_in / span;
     return now + 1.25 * (double)missing / rate <= m->round_start + m->timeout;
 }
 
@@ -468,6 +480,8 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
                    k, j, (unsigned long long)got, m->n, 100.0 * (double)got / (double)m->n, why,
                    s->w_of[j]);
     }
+    if (s->last_arrival > s->first_arrival) /* the rate ranges came at, for the next round */
+        m->recv_rate = (double)s->elems_in / (s->last_arrival - s->first_arrival);
     rumor_sendbuf_t *out = s->buf;
     /* The caller now owns s->buf as its parameters; the slot waits, empty,
      * for round k + nslots. */

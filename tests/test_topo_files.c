@@ -201,33 +201,79 @@ static void test_cost(void)
     CHECK_OK(rumor_links_load(p, 4, &l));
     unlink(path);
     rumor_topo_cost_t c;
-    CHECK_OK(rumor_topo_cost(t, l, 100e6, 10, &c));
+    CHECK_OK(rumor_topo_cost(t, l, 100e6, 10, NULL, &c));
     CHECK_CLOSE(c.round_seconds, 1e-3 + 100e6 / (1e9 / 8 / 2), 1e-12, 1e-12);
     CHECK_CLOSE(c.seconds_to_eps, 10 * c.round_seconds, 0, 1e-12);
     CHECK(c.msgs_peer_max == 2 && c.bytes_peer_max == 200e6 && c.bytes_total == 800e6);
     CHECK(c.bytes_link_max == 100e6 && c.bytes_nic_max == 200e6);
-    CHECK_OK(rumor_topo_cost(t, l, 100e6, -1, &c));
+    CHECK_OK(rumor_topo_cost(t, l, 100e6, -1, NULL, &c));
     CHECK(isinf(c.seconds_to_eps));
     rumor_links_destroy(&l);
     /* compute-bound: the round takes the compute time */
     p = put("ring.links", "default 10Gbit 1us\ncompute 5s\n");
     CHECK_OK(rumor_links_load(p, 4, &l));
     unlink(path);
-    CHECK_OK(rumor_topo_cost(t, l, 100e6, 3, &c));
+    CHECK_OK(rumor_topo_cost(t, l, 100e6, 3, NULL, &c));
     CHECK(c.round_seconds == 5 && c.seconds_to_eps == 15);
     CHECK_CLOSE(c.comm_seconds, 1e-6 + 100e6 / (10e9 / 8), 1e-12, 1e-12); /* no NIC limit */
     rumor_links_destroy(&l);
     CHECK_OK(rumor_links_load(put("ring.links", "default 1Gbit 1ms\n"), 5, &l));
-    CHECK_ERR(rumor_topo_cost(t, l, 1, 1, &c), RUMOR_EINVAL, "links describe 5 peers");
+    CHECK_ERR(rumor_topo_cost(t, l, 1, 1, NULL, &c), RUMOR_EINVAL, "links describe 5 peers");
     rumor_links_destroy(&l);
     unlink(path);
     rumor_topo_destroy(&t);
     /* one-peer exponential: one message a round */
     CHECK_OK(rumor_topo_parse("onepeer-exp:8", &t));
     CHECK_OK(rumor_links_default(8, &l));
-    CHECK_OK(rumor_topo_cost(t, l, 1e6, 3, &c));
+    CHECK_OK(rumor_topo_cost(t, l, 1e6, 3, NULL, &c));
     CHECK(c.msgs_peer_max == 1 && c.bytes_peer_mean == 1e6);
     CHECK_CLOSE(c.round_seconds, 50e-6 + 1e6 / (10e9 / 8), 1e-15, 1e-12);
+    rumor_links_destroy(&l);
+    rumor_topo_destroy(&t);
+}
+
+/* A gossip plan against hand-computed numbers: an 8-ring on 100 Mbit/s
+ * links with 25 ms latency and 10 ms of compute a step, a 1,077,288-byte
+ * model (the MLP's 269,322 floats). int8 with keyframes every 16 rounds
+ * sends 1/16 + 15/16 x 260/1024 of f32's bytes; 4 local steps make a round
+ * 3 computes + max(comm, compute). CHOCO's rate with int4 (gamma 0.8) is
+ * max |1 - 0.8 (1 - lambda)| over the ring's 1/3 + 2/3 cos(2 pi j / 8). */
+static void test_plan(void)
+{
+    rumor_gossip_plan_t p = { { RUMOR_CODEC_INT8, 1 }, 0, 0, 0 };
+    double f = 1.0 / 16 + 15.0 / 16 * 260.0 / 1024;
+    CHECK_CLOSE(rumor_gossip_plan_bytes_factor(&p), f, 0, 1e-12);
+    CHECK(rumor_gossip_plan_keyframe(&p) == 16 && rumor_gossip_plan_gamma(&p) == 1.0);
+    rumor_topo_t *t = NULL;
+    CHECK_OK(rumor_topo_parse("ring:8", &t));
+    rumor_links_t *l = NULL;
+    CHECK_OK(rumor_links_load(put("wan.links", "default 100Mbit 25ms\ncompute 10ms\n"), 8, &l));
+    unlink(path);
+    double B = 269322.0 * 4;
+    rumor_topo_cost_t c;
+    CHECK_OK(rumor_topo_cost(t, l, B, 50, &p, &c));
+    double comm = 0.025 + B * f / 12.5e6;
+    CHECK_CLOSE(c.comm_seconds, comm, 1e-12, 1e-12);
+    CHECK_CLOSE(c.round_seconds, comm, 1e-12, 1e-12);
+    CHECK_CLOSE(c.bytes_peer_max, 2 * B * f, 0, 1e-12);
+    CHECK(c.suggested_steps == (int)ceil(comm / 0.01) && c.local_steps == 1);
+    p.local_steps = 4;
+    CHECK_OK(rumor_topo_cost(t, l, B, 50, &p, &c));
+    CHECK_CLOSE(c.round_seconds, 3 * 0.01 + comm, 1e-12, 1e-12);
+    CHECK_CLOSE(c.step_seconds, (3 * 0.01 + comm) / 4, 1e-12, 1e-12);
+    CHECK_CLOSE(rumor_topo_step_seconds(&c, 8), (7 * 0.01 + comm) / 8, 1e-12, 1e-12);
+    CHECK_CLOSE(c.seconds_to_eps, 50 * c.round_seconds, 0, 1e-12);
+    /* the consensus rate of a plan */
+    rumor_gossip_plan_t q = { { RUMOR_CODEC_INT4, 1 }, 0, 0, 1 };
+    double rho = 0;
+    for (int j = 1; j < 8; j++)
+        rho = fmax(rho, fabs(1 - 0.8 * (1 - (1.0 / 3 + 2.0 / 3 * cos(2 * M_PI * j / 8)))));
+    double l2 = 1.0 / 3 + 2.0 / 3 * cos(2 * M_PI / 8), ln = 1.0 / 3 - 2.0 / 3;
+    CHECK_CLOSE(rumor_gossip_plan_rho(&q, fmax(fabs(l2), fabs(ln)), l2, ln), rho, 1e-15, 0);
+    CHECK_CLOSE(rumor_gossip_plan_rho(&q, 0.9, NAN, NAN), 1 - 0.8 * 0.1, 1e-15, 0);
+    CHECK(rumor_gossip_plan_rho(NULL, 0.9, l2, ln) == 0.9);
+    q.codec.kind = RUMOR_CODEC_NONE;
+    CHECK(rumor_gossip_plan_rho(&q, 0.9, l2, ln) == 0.9 && rumor_gossip_plan_bytes_factor(&q) == 1);
     rumor_links_destroy(&l);
     rumor_topo_destroy(&t);
 }
@@ -235,6 +281,7 @@ static void test_cost(void)
 int main(void)
 {
     rumor_blas_set_threads(1);
+    test_plan();
     test_edgelist_good();
     test_edgelist_bad();
     test_json();

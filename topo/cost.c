@@ -363,10 +363,33 @@ double rumor_links_compute(const rumor_links_t *l)
     return l->compute;
 }
 
-int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B, long rounds,
-                    rumor_topo_cost_t *c)
+double rumor_gossip_plan_rho(const rumor_gossip_plan_t *plan, double rho, double lambda2,
+                             double lambda_min)
+{
+    if (!plan || plan->codec.kind == RUMOR_CODEC_NONE)
+        return rho;
+    double g = rumor_gossip_plan_gamma(plan);
+    if (isnan(lambda2) || isnan(lambda_min))
+        return 1.0 - g * (1.0 - rho);
+    double a = fabs(1.0 - g * (1.0 - lambda2)), b = fabs(1.0 - g * (1.0 - lambda_min));
+    return a > b ? a : b;
+}
+
+double rumor_topo_step_seconds(const rumor_topo_cost_t *c, int h)
+{
+    if (h < 1)
+        h = 1;
+    double cp = c->compute_seconds, comm = c->comm_seconds;
+    return ((h - 1) * cp + (comm > cp ? comm : cp)) / h;
+}
+
+int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B0, long rounds,
+                    const rumor_gossip_plan_t *plan, rumor_topo_cost_t *c)
 {
     memset(c, 0, sizeof *c);
+    c->bytes_factor = plan ? rumor_gossip_plan_bytes_factor(plan) : 1.0;
+    c->local_steps = plan && plan->local_steps > 1 ? plan->local_steps : 1;
+    double B = B0 * c->bytes_factor; /* what a message carries, on average */
     if (l->n != t->n)
         return rumor_err_set(RUMOR_EINVAL, "links describe %d peers, topology has %d", l->n, t->n);
     int n = t->n;
@@ -375,7 +398,7 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B, lon
         free(outd), free(ind);
         return rumor_err_set(RUMOR_ENOMEM, "cost: out of memory");
     }
-    c->model_bytes = B;
+    c->model_bytes = B0;
     c->slow_from = c->slow_to = -1;
     double sum_round = 0, worst = -1;
     for (int k = 0; k < t->period; k++) {
@@ -409,7 +432,7 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B, lon
                     comm = tm, sf = j, st = i, sbw = b, slat = lat;
                 }
             }
-        double round = comm > l->compute ? comm : l->compute;
+        double round = (c->local_steps - 1) * l->compute + (comm > l->compute ? comm : l->compute);
         sum_round += round;
         int mo = 0;
         double nic = 0;
@@ -432,6 +455,10 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B, lon
         }
     }
     c->round_seconds = sum_round / t->period;
+    c->step_seconds = c->round_seconds / c->local_steps;
+    c->compute_seconds = l->compute;
+    if (l->compute > 0) /* H such that H computes cover the communication */
+        c->suggested_steps = c->comm_seconds <= l->compute ? 1 : (int)ceil(c->comm_seconds / l->compute);
     if (rounds < 0)
         c->seconds_to_eps = INFINITY;
     else {

@@ -8,6 +8,12 @@
  * by its in-links. The round takes as long as its slowest message, or the
  * local compute time if that is longer (communication overlaps compute).
  *
+ * A gossip plan (compress.h) changes what a round moves and holds: with a
+ * codec every message carries the plan's share of the model's bytes (f32
+ * keyframes one round in R, the codec's payload in the others), and with
+ * H local steps a round is H optimizer steps of which only the last
+ * overlaps the communication: round = (H - 1) compute + max(comm, compute).
+ *
  * The link file (docs/rumor-topo.md has the full description):
  *   default BW LAT              every pair not described otherwise
  *   nic PEERS BW                NIC bandwidth of those peers (else unlimited)
@@ -15,13 +21,14 @@
  *   intra NAME BW LAT           links inside site NAME
  *   inter NAME NAME BW LAT      links between two sites (both ways)
  *   link I J BW LAT             one pair (both ways); wins over the rest
- *   compute TIME                local compute per round
+ *   compute TIME                local compute per optimizer step
  * PEERS: "all", or ids and ranges "0-15,32,40-47". BW: 10Gbit, 100Mbit,
  * 1.25GB (bytes), with optional "/s"; LAT: 50us, 2ms, 0.1s, 800ns.
  * Without a file: 10 Gbit/s links and NICs, 50 us, no compute time. */
 #ifndef RUMOR_TOPO_COST_H
 #define RUMOR_TOPO_COST_H
 
+#include "compress.h"
 #include "topology.h"
 
 #ifdef __cplusplus
@@ -62,12 +69,33 @@ typedef struct rumor_topo_cost {
     int slow_from, slow_to;   /* the message that sets the slowest round */
     double slow_bw, slow_lat; /* its effective bandwidth (bytes/s) and latency */
     double seconds_to_eps;    /* INFINITY when consensus is never reached */
+    /* the plan priced (compress.h) */
+    double bytes_factor;      /* bytes a round over f32's (1 without a codec) */
+    int local_steps;          /* optimizer steps a round */
+    double step_seconds;      /* round_seconds / local_steps */
+    double compute_seconds;   /* per optimizer step (the link file's; 0 unknown) */
+    int suggested_steps;      /* the fewest local steps whose compute hides the
+                               * communication (1 when compute already does; 0
+                               * when no compute time is known) */
 } rumor_topo_cost_t;
 
-/* Cost of t on network l for a model of model_bytes, reaching eps in
- * rounds_to_eps rounds (-1 = never). */
+/* Cost of t on network l for a model of model_bytes under `plan` (NULL:
+ * f32 every step), reaching eps in rounds_to_eps rounds (-1 = never). */
 int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double model_bytes,
-                    long rounds_to_eps, rumor_topo_cost_t *c) RUMOR_WUR;
+                    long rounds_to_eps, const rumor_gossip_plan_t *plan,
+                    rumor_topo_cost_t *c) RUMOR_WUR;
+
+/* Seconds per optimizer step of the priced rounds with h local steps
+ * instead: ((h - 1) compute + max(comm, compute)) / h. */
+double rumor_topo_step_seconds(const rumor_topo_cost_t *c, int h);
+
+/* CHOCO-SGD's consensus rate a round under the plan's consensus step
+ * gamma, for W with eigenvalues lambda2 and lambda_min (NAN when not
+ * known: then from rho): a codec that loses little moves x by gamma (W - I)
+ * x, whose rate is max |1 - gamma (1 - lambda)| over lambda != 1
+ * (tests/test_choco measures it). rho itself without a codec. */
+double rumor_gossip_plan_rho(const rumor_gossip_plan_t *plan, double rho, double lambda2,
+                             double lambda_min);
 
 #ifdef __cplusplus
 }

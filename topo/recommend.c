@@ -15,6 +15,7 @@
 #include "report.h"
 
 #define MAX_CANDIDATES 32
+#define MAX_CODECS 8
 
 /* Messages a peer sends in its busiest round. */
 static int round_degree(const rumor_topo_t *t)
@@ -31,12 +32,12 @@ static int round_degree(const rumor_topo_t *t)
 /* Analyzes one candidate into r (rumor_topo_analyze takes the closed form
  * where the candidate has one). */
 static int evaluate(rumor_topo_t *t, const rumor_recommend_opts_t *o, const rumor_links_t *links,
-                    const char *network, rumor_topo_result_t *r)
+                    const char *network, const rumor_gossip_plan_t *plan, rumor_topo_result_t *r)
 {
     rumor_analyze_opts_t ao = { .method = o->method, .eps = o->eps, .sim_rounds = -1,
                                 .time_limit = o->time_limit, .progress = o->progress,
                                 .progress_arg = o->progress_arg };
-    return rumor_topo_result_make(t, &ao, o->model_bytes, links, network, r);
+    return rumor_topo_result_make(t, &ao, o->model_bytes, links, network, plan, r);
 }
 
 static int cmp_result(const void *x, const void *y)
@@ -100,16 +101,39 @@ int rumor_topo_recommend(const rumor_recommend_opts_t *oin, rumor_topo_result_t 
         ADD("complete:%d", n);
     ADD("star:%d", n);
 #undef ADD
-    rumor_topo_result_t *res = calloc((size_t)ns, sizeof *res);
+    /* the codecs to price each candidate with */
+    rumor_codec_t codecs[MAX_CODECS];
+    int nc = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", o.codecs && *o.codecs ? o.codecs : "none,int8,int4,topk:0.1");
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (nc == MAX_CODECS) {
+            rumor_links_destroy(&links);
+            return rumor_err_set(RUMOR_EINVAL, "recommend: at most %d codecs in --compress",
+                                 MAX_CODECS);
+        }
+        if (rumor_codec_parse(tok, &codecs[nc]) < 0) {
+            rumor_links_destroy(&links);
+            return rumor_err_prefix(RUMOR_EINVAL, "recommend: --compress");
+        }
+        nc++;
+    }
+    int nr = ns * nc;
+    rumor_topo_result_t *res = calloc((size_t)nr, sizeof *res);
     if (!res) {
         rumor_links_destroy(&links);
         return rumor_err_set(RUMOR_ENOMEM, "recommend: out of memory");
     }
-    for (int i = 0; i < ns; i++) {
+    for (int i = 0; i < nr; i++) {
         rumor_topo_result_t *r = &res[i];
-        snprintf(r->spec, sizeof r->spec, "%.95s", specs[i]);
+        const char *spec = specs[i / nc];
+        rumor_gossip_plan_t plan = o.plan;
+        plan.codec = codecs[i % nc];
+        r->plan = plan;
+        snprintf(r->spec, sizeof r->spec, "%.95s", spec);
         rumor_topo_t *t = NULL;
-        if (rumor_topo_parse(specs[i], &t) < 0) {
+        if (rumor_topo_parse(spec, &t) < 0) {
             snprintf(r->note, sizeof r->note, "not available: %.140s", rumor_err_msg());
             continue;
         }
@@ -120,18 +144,19 @@ int rumor_topo_recommend(const rumor_recommend_opts_t *oin, rumor_topo_result_t 
             rumor_topo_destroy(&t);
             continue;
         }
-        if (evaluate(t, &o, links, network, r) < 0) {
+        if (evaluate(t, &o, links, network, &plan, r) < 0) {
             char msg[140];
             snprintf(msg, sizeof msg, "%s", rumor_err_msg());
             rumor_topo_result_free(r);
-            snprintf(r->spec, sizeof r->spec, "%.95s", specs[i]);
+            snprintf(r->spec, sizeof r->spec, "%.95s", spec);
+            r->plan = plan;
             snprintf(r->note, sizeof r->note, "analysis failed: %s", msg);
         }
     }
     rumor_links_destroy(&links);
-    qsort(res, (size_t)ns, sizeof *res, cmp_result);
+    qsort(res, (size_t)nr, sizeof *res, cmp_result);
     *out = res;
-    *count = ns;
+    *count = nr;
     return 0;
 }
 
@@ -143,20 +168,21 @@ static void why(char *buf, size_t len, const rumor_topo_result_t *r)
     const char *bound = r->cost.comm_seconds < r->cost.round_seconds * (1 - 1e-9)
                             ? "compute-bound rounds"
                             : "communication-bound rounds";
-    if (a->exact_after > 0)
+    double rho = rumor_gossip_plan_rho(&r->plan, a->rho, a->lambda2, a->lambda_min);
+    if (a->exact_after > 0 && r->rounds == a->exact_after)
         snprintf(buf, len, "exact averaging after %d round%s; %s", a->exact_after,
                  a->exact_after > 1 ? "s" : "", bound);
-    else if (a->rounds_to_eps < 0)
+    else if (r->rounds < 0)
         snprintf(buf, len, "does not mix (rho = 1)");
     else
-        snprintf(buf, len, "rho %.4g needs %ld rounds; %s of %s", a->rho, a->rounds_to_eps,
+        snprintf(buf, len, "rho %.4g needs %ld rounds; %s of %s", rho, r->rounds,
                  bound, rumor_topo_fmt_seconds(s1, sizeof s1, r->cost.round_seconds));
 }
 
 void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
                                 const rumor_topo_result_t *r, int count)
 {
-    char b1[32], b2[32], b3[160];
+    char b1[32], b2[32], b3[160], b4[32], b5[32];
     double eps = o->eps > 0 && o->eps < 1 ? o->eps : 1e-6;
     int ranked = 0;
     while (ranked < count && !r[ranked].note[0])
@@ -166,41 +192,67 @@ void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
             o->max_degree > 0 ? ", at most --max-degree messages a round" : "");
     if (ranked)
         fprintf(f, "network:   %s\n\n", r[0].network);
-    fprintf(f, "%4s  %-22s %6s %12s %8s %10s %10s  %s\n", "rank", "spec", "msgs", "rho", "rounds",
-            "per round", "to eps", "why");
+    int steps = 0; /* a compute time is known: suggest local steps */
+    for (int i = 0; i < ranked; i++)
+        steps |= r[i].cost.suggested_steps > 0;
+    fprintf(f, "%4s  %-20s %-10s %5s %11s %7s %10s %10s %10s", "rank", "spec", "codec", "msgs",
+            "rho", "rounds", "sent/peer", "per round", "to eps");
+    if (steps)
+        fprintf(f, " %5s %10s", "H", "per step");
+    fprintf(f, "  %s\n", "why");
     for (int i = 0; i < ranked; i++) {
         const rumor_topo_result_t *x = &r[i];
-        char rho[32];
-        if (x->an.exact_after > 0)
+        char rho[32], codec[32];
+        rumor_codec_format(&x->plan.codec, codec, sizeof codec);
+        if (x->an.exact_after > 0 && x->rounds == x->an.exact_after)
             snprintf(rho, sizeof rho, "exact");
         else
-            snprintf(rho, sizeof rho, "%.8f", x->an.rho);
+            snprintf(rho, sizeof rho, "%.8f",
+                     rumor_gossip_plan_rho(&x->plan, x->an.rho, x->an.lambda2, x->an.lambda_min));
         why(b3, sizeof b3, x);
-        fprintf(f, "%4d  %-22s %6d %12s %8ld %10s %10s  %s\n", i + 1, x->spec, x->cost.msgs_peer_max,
-                rho, x->an.rounds_to_eps,
+        fprintf(f, "%4d  %-20s %-10s %5d %11s %7ld %10s %10s %10s", i + 1, x->spec, codec,
+                x->cost.msgs_peer_max, rho, x->rounds,
+                rumor_topo_fmt_bytes(b4, sizeof b4, x->cost.bytes_peer_max),
                 rumor_topo_fmt_seconds(b1, sizeof b1, x->cost.round_seconds),
-                rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.seconds_to_eps), b3);
+                rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.seconds_to_eps));
+        if (steps) {
+            int h = x->plan.local_steps > 1 ? x->plan.local_steps : x->cost.suggested_steps;
+            fprintf(f, " %5d %10s", h,
+                    rumor_topo_fmt_seconds(b5, sizeof b5, rumor_topo_step_seconds(&x->cost, h)));
+        }
+        fprintf(f, "  %s\n", b3);
     }
     if (ranked) {
         const rumor_topo_result_t *x = &r[0];
-        fprintf(f, "\nbest: %s reaches eps = %g in %s: %ld rounds of %s, each peer sending %d "
-                   "message%s (%s) a round.\n",
-                x->spec, eps, rumor_topo_fmt_seconds(b1, sizeof b1, x->cost.seconds_to_eps),
-                x->an.rounds_to_eps, rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.round_seconds),
+        char codec[32];
+        rumor_codec_format(&x->plan.codec, codec, sizeof codec);
+        fprintf(f, "\nbest: %s with --compress %s reaches eps = %g in %s: %ld rounds of %s, each "
+                   "peer sending %d message%s (%s) a round.\n",
+                x->spec, codec, eps, rumor_topo_fmt_seconds(b1, sizeof b1, x->cost.seconds_to_eps),
+                x->rounds, rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.round_seconds),
                 x->cost.msgs_peer_max, x->cost.msgs_peer_max == 1 ? "" : "s",
                 rumor_topo_fmt_bytes(b3, sizeof b3, x->cost.bytes_peer_max));
+        if (x->cost.suggested_steps > 1 && x->plan.local_steps <= 1)
+            fprintf(f, "Its communication hides behind compute with --local-steps %d (%s a "
+                       "step instead of %s).\n",
+                    x->cost.suggested_steps,
+                    rumor_topo_fmt_seconds(b1, sizeof b1,
+                                           rumor_topo_step_seconds(&x->cost,
+                                                                   x->cost.suggested_steps)),
+                    rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.round_seconds));
         if (ranked > 1) {
             const rumor_topo_result_t *y = &r[1];
-            fprintf(f, "next: %s takes %s (%ld rounds of %s).\n", y->spec,
-                    rumor_topo_fmt_seconds(b1, sizeof b1, y->cost.seconds_to_eps),
-                    y->an.rounds_to_eps,
+            rumor_codec_format(&y->plan.codec, codec, sizeof codec);
+            fprintf(f, "next: %s with %s takes %s (%ld rounds of %s).\n", y->spec, codec,
+                    rumor_topo_fmt_seconds(b1, sizeof b1, y->cost.seconds_to_eps), y->rounds,
                     rumor_topo_fmt_seconds(b2, sizeof b2, y->cost.round_seconds));
         }
-        fprintf(f, "The same spec string runs unchanged in rumor-peer.\n");
+        fprintf(f, "The same spec and codec run unchanged in rumor-peer (--topology, --compress).\n");
     }
     if (ranked < count) {
         fprintf(f, "\nnot ranked:\n");
         for (int i = ranked; i < count; i++)
-            fprintf(f, "      %-22s %s\n", r[i].spec, r[i].note);
+            if (i == ranked || strcmp(r[i].spec, r[i - 1].spec) != 0) /* once, not per codec */
+                fprintf(f, "      %-22s %s\n", r[i].spec, r[i].note);
     }
 }

@@ -10,9 +10,11 @@
 
 int rumor_topo_result_make(rumor_topo_t *t, const rumor_analyze_opts_t *o, double model_bytes,
                            const rumor_links_t *links, const char *network,
-                           rumor_topo_result_t *r)
+                           const rumor_gossip_plan_t *plan, rumor_topo_result_t *r)
 {
     memset(r, 0, sizeof *r);
+    if (plan)
+        r->plan = *plan;
     r->topo = t;
     snprintf(r->spec, sizeof r->spec, "%s", t->spec);
     RUMOR_CHECK(rumor_topo_analyze(t, o, &r->an));
@@ -23,7 +25,15 @@ int rumor_topo_result_make(rumor_topo_t *t, const rumor_analyze_opts_t *o, doubl
             links = def;
             network = "default network: 10 Gbit/s links and NICs, 50 us";
         }
-        int rc = rumor_topo_cost(t, links, model_bytes, r->an.rounds_to_eps, &r->cost);
+        long rounds = r->an.rounds_to_eps;
+        if (plan && plan->codec.kind != RUMOR_CODEC_NONE &&
+            !(r->an.exact_after > 0 && rumor_gossip_plan_gamma(plan) >= 1))
+            rounds = rumor_topo_rounds_to_eps(rumor_gossip_plan_rho(plan, r->an.rho,
+                                                                    r->an.lambda2,
+                                                                    r->an.lambda_min),
+                                              r->an.eps);
+        r->rounds = rounds;
+        int rc = rumor_topo_cost(t, links, model_bytes, rounds, plan, &r->cost);
         rumor_links_destroy(&def);
         RUMOR_CHECK(rc);
         r->has_cost = 1;
@@ -141,6 +151,27 @@ void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)
     if (!r->has_cost)
         return;
     const rumor_topo_cost_t *c = &r->cost;
+    const rumor_gossip_plan_t *p = &r->plan;
+    if (p->codec.kind != RUMOR_CODEC_NONE || c->local_steps > 1) {
+        char codec[32];
+        rumor_codec_format(&p->codec, codec, sizeof codec);
+        fprintf(f, "gossip plan\n");
+        if (p->codec.kind != RUMOR_CODEC_NONE) {
+            fprintf(f, "  codec         %s: %.2fx fewer bytes than f32, keyframes every %d rounds: "
+                       "%.3f of f32's bytes a round\n",
+                    codec, rumor_codec_ratio(&p->codec), rumor_gossip_plan_keyframe(p),
+                    c->bytes_factor);
+            double rho = rumor_gossip_plan_rho(p, a->rho, a->lambda2, a->lambda_min);
+            fprintf(f, "  consensus     step gamma %.3g: rate %.8f a round, ", rumor_gossip_plan_gamma(p),
+                    rho);
+            if (r->rounds < 0)
+                fprintf(f, "never reaches eps\n");
+            else
+                fprintf(f, "%ld rounds to eps\n", r->rounds);
+        }
+        if (c->local_steps > 1)
+            fprintf(f, "  local steps   %d optimizer steps a round\n", c->local_steps);
+    }
     fprintf(f, "traffic (model %s, per round)\n",
             rumor_topo_fmt_bytes(b1, sizeof b1, c->model_bytes));
     fprintf(f, "  per peer      %s sent by the busiest peer (%d message%s), %s on average\n",
@@ -159,8 +190,18 @@ void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)
                 rumor_topo_fmt_seconds(b3, sizeof b3, c->slow_lat));
     if (c->comm_seconds < c->round_seconds * (1 - 1e-12) && a->period == 1)
         fprintf(f, " (compute-bound)");
-    fprintf(f, "\n  to eps        %s\n",
-            rumor_topo_fmt_seconds(b1, sizeof b1, c->seconds_to_eps));
+    fprintf(f, "\n");
+    if (c->local_steps > 1 || c->compute_seconds > 0)
+        fprintf(f, "  per step      %s (%d step%s a round)\n",
+                rumor_topo_fmt_seconds(b1, sizeof b1, c->step_seconds), c->local_steps,
+                c->local_steps == 1 ? "" : "s");
+    if (c->suggested_steps > 1 && c->local_steps < c->suggested_steps)
+        fprintf(f, "  local steps   --local-steps %d hides the communication behind compute: %s "
+                   "a step\n",
+                c->suggested_steps,
+                rumor_topo_fmt_seconds(b1, sizeof b1,
+                                       rumor_topo_step_seconds(c, c->suggested_steps)));
+    fprintf(f, "  to eps        %s\n", rumor_topo_fmt_seconds(b1, sizeof b1, c->seconds_to_eps));
 }
 
 void rumor_topo_print_compare(FILE *f, const rumor_topo_result_t *r, int count)
@@ -180,12 +221,13 @@ void rumor_topo_print_compare(FILE *f, const rumor_topo_result_t *r, int count)
         const rumor_topo_analysis_t *a = &r[i].an;
         char deg[32], rounds[32], b1[32], b2[32], b3[32];
         snprintf(deg, sizeof deg, "%d-%d", a->degree_min, a->degree_max);
-        if (a->exact_after > 0)
-            snprintf(rounds, sizeof rounds, "%ld exact", a->rounds_to_eps);
-        else if (a->rounds_to_eps < 0)
+        long nr = r[i].has_cost ? r[i].rounds : a->rounds_to_eps;
+        if (a->exact_after > 0 && nr == a->exact_after)
+            snprintf(rounds, sizeof rounds, "%ld exact", nr);
+        else if (nr < 0)
             snprintf(rounds, sizeof rounds, "never");
         else
-            snprintf(rounds, sizeof rounds, "%ld", a->rounds_to_eps);
+            snprintf(rounds, sizeof rounds, "%ld", nr);
         fprintf(f, "%-*s %8d %9ld %7s %14.10f %12.6g %11s", w, r[i].spec, a->n, a->edges, deg,
                 a->rho, a->spectral_gap, rounds);
         if (r[i].has_cost)
@@ -263,6 +305,19 @@ static cJSON *to_json(const rumor_topo_result_t *r)
         cJSON_AddNumberToObject(s, "messages_per_peer_max", c->msgs_peer_max);
         jnum(s, "round_seconds", c->round_seconds);
         jnum(s, "seconds_to_eps", c->seconds_to_eps);
+        jnum(s, "step_seconds", c->step_seconds);
+        jnum(s, "compute_seconds", c->compute_seconds);
+        cJSON_AddNumberToObject(s, "suggested_local_steps", c->suggested_steps);
+        cJSON *pl = cJSON_AddObjectToObject(s, "plan");
+        char codec[32];
+        rumor_codec_format(&r->plan.codec, codec, sizeof codec);
+        cJSON_AddStringToObject(pl, "codec", codec);
+        jnum(pl, "consensus_step", rumor_gossip_plan_gamma(&r->plan));
+        cJSON_AddNumberToObject(pl, "keyframe_every", rumor_gossip_plan_keyframe(&r->plan));
+        cJSON_AddNumberToObject(pl, "local_steps", c->local_steps);
+        jnum(pl, "bytes_factor", c->bytes_factor);
+        jnum(pl, "rho", rumor_gossip_plan_rho(&r->plan, a->rho, a->lambda2, a->lambda_min));
+        jnum(pl, "rounds_to_eps", r->rounds < 0 ? NAN : (double)r->rounds);
         if (c->slow_from >= 0) {
             cJSON *l = cJSON_AddObjectToObject(s, "slowest_message");
             cJSON_AddNumberToObject(l, "from", c->slow_from);

@@ -21,6 +21,8 @@ typedef struct rumor_topo_result {
     rumor_topo_analysis_t an;
     int has_cost;             /* a model size was given */
     rumor_topo_cost_t cost;
+    rumor_gossip_plan_t plan; /* priced: the codec, its consensus step, local steps */
+    long rounds;              /* rounds to eps under the plan (-1 never) */
     char network[160];        /* "default network (...)" or the link file */
     char note[160];           /* recommend: why a candidate was excluded, or "" */
 } rumor_topo_result_t;
@@ -29,7 +31,7 @@ typedef struct rumor_topo_result {
  * network when NULL). Takes ownership of t (freed by _result_free). */
 int rumor_topo_result_make(rumor_topo_t *t, const rumor_analyze_opts_t *o, double model_bytes,
                            const rumor_links_t *links, const char *network,
-                           rumor_topo_result_t *r) RUMOR_WUR;
+                           const rumor_gossip_plan_t *plan, rumor_topo_result_t *r) RUMOR_WUR;
 void rumor_topo_result_free(rumor_topo_result_t *r);
 
 /* The readable report of one topology. */
@@ -58,6 +60,8 @@ typedef struct rumor_recommend_opts {
     double time_limit;      /* per candidate, as in rumor_analyze_opts_t */
     rumor_eig_progress_fn progress;
     void *progress_arg;
+    const char *codecs;     /* comma-separated codecs to price; NULL: none,int8,int4,topk:0.1 */
+    rumor_gossip_plan_t plan; /* the consensus step, keyframes and local steps of each */
 } rumor_recommend_opts_t;
 
 /* Builds, analyzes and prices the candidate topologies for o->peers peers

@@ -100,6 +100,16 @@ static const char ANALYZE_HELP[] =
     "  -d, --dot            print the graph in graphviz format (weights as labels)\n"
     "  -s, --svg FILE       draw the graph, the spectrum and the consensus decay\n"
     "  -h, --help           this help\n\n"
+    "GOSSIP PLAN (with --model-bytes)\n"
+    "      --compress CODEC compressed gossip (rumor-peer --compress): none, int8,\n"
+    "                       int4, topk:F or randk:F; messages carry the codec's share of\n"
+    "                       the model (f32 keyframes one round in R), and consensus runs\n"
+    "                       at max |1 - gamma (1 - lambda)| a round (default none)\n"
+    "      --consensus-step G  CHOCO's gamma in (0, 1] (default: the codec's)\n"
+    "      --keyframe-every R  rounds between f32 keyframes (default: the codec's)\n"
+    "      --local-steps H  optimizer steps a round (rumor-peer --local-steps): a round\n"
+    "                       takes (H - 1) compute + max(communication, compute), with the\n"
+    "                       link file's compute time per step (default 1)\n\n"
     "LINK FILE\n"
     "  default BW LAT            every pair not described otherwise\n"
     "  nic PEERS BW              NIC of those peers, shared by their links (else unlimited)\n"
@@ -107,7 +117,7 @@ static const char ANALYZE_HELP[] =
     "  intra NAME BW LAT         links inside a site\n"
     "  inter NAME NAME BW LAT    links between two sites\n"
     "  link I J BW LAT           one pair; wins over the rest\n"
-    "  compute TIME              local compute per round (overlaps communication)\n"
+    "  compute TIME              local compute per optimizer step (overlaps communication)\n"
     "  PEERS: all | 0-15,32,40-47; BW: 10Gbit, 100Mbit, 1.25GB (bytes), optional /s;\n"
     "  LAT/TIME: 800ns, 50us, 2ms, 0.1s. '#' starts a comment.\n\n"
     "EXAMPLES\n"
@@ -135,7 +145,9 @@ static const char COMPARE_HELP[] =
     "  objects 'analyze --json' prints.\n\n"
     "OPTIONS\n"
     "  -w, --weights W, -b, --model-bytes N, -l, --links FILE, -e, --eps E,\n"
-    "  -m, --method M, -t, --time-limit S, -j, --json, -h, --help: as for analyze.\n\n"
+    "  -m, --method M, -t, --time-limit S, -j, --json, --compress CODEC,\n"
+    "  --consensus-step G, --keyframe-every R, --local-steps H, -h, --help: as for\n"
+    "  analyze.\n\n"
     "EXAMPLES\n"
     "  rumor-topo compare ring:64 torus:8x8 hypercube:6 exp:64 onepeer-exp:64 base:64:3\n"
     "  rumor-topo compare rreg:1024:4 exp:1024 --model-bytes 25MB --json\n\n"
@@ -147,19 +159,29 @@ static const char RECOMMEND_HELP[] =
     "  rumor-topo recommend - rank topologies by predicted time to consensus\n\n"
     "SYNOPSIS\n"
     "  rumor-topo recommend --peers N --model-bytes B [--links FILE] [--max-degree K]\n"
-    "                       [--eps E] [--method M] [--time-limit S] [--json]\n\n"
+    "                       [--compress LIST] [--local-steps H] [--eps E] [--method M]\n"
+    "                       [--time-limit S] [--json]\n\n"
     "DESCRIPTION\n"
     "  Builds the candidate topologies for N peers (ring, torus, hypercube, exp,\n"
     "  exp:directed, onepeer-exp, base:N:1..4, rreg:N:3,4,6,8, complete, star),\n"
-    "  predicts for each the rounds to eps-consensus and the time per round on the\n"
-    "  network, and ranks them by predicted time to eps, saying why. Candidates that\n"
-    "  send more than K messages a peer a round, or do not exist for N, are listed\n"
-    "  apart with the reason.\n\n"
+    "  prices each with every codec of LIST (default none,int8,int4,topk:0.1: the\n"
+    "  bytes a round and CHOCO's consensus rate with the codec's consensus step),\n"
+    "  predicts the rounds to eps-consensus and the time per round on the network,\n"
+    "  and ranks the (topology, codec) pairs by predicted time to eps, saying why.\n"
+    "  When the link file gives a compute time, each row also says the local steps\n"
+    "  H that hide its communication behind compute (rumor-peer --local-steps H:\n"
+    "  more only slow consensus) and the time per optimizer step with them.\n"
+    "  Candidates that send more than K messages a peer a round, or do not exist\n"
+    "  for N, are listed apart with the reason.\n\n"
     "OPTIONS\n"
     "  -n, --peers N        number of peers (required)\n"
     "  -b, --model-bytes B  model size (required)\n"
     "  -l, --links FILE     the network (see 'rumor-topo analyze --help')\n"
     "  -k, --max-degree K   at most K messages per peer per round\n"
+    "      --compress LIST  the codecs to consider, comma-separated (default\n"
+    "                       none,int8,int4,topk:0.1); --consensus-step G and\n"
+    "                       --keyframe-every R apply to each\n"
+    "      --local-steps H  price every row with H local steps instead of suggesting H\n"
     "  -e, --eps E, -m, --method M, -t, --time-limit S (per candidate), -j, --json,\n"
     "  -h, --help: as for analyze.\n\n"
     "EXAMPLES\n"
@@ -222,7 +244,8 @@ static void usage(FILE *f)
 
 /* Options shared by analyze, compare and recommend. */
 typedef struct {
-    const char *weights, *links, *svg, *out;
+    const char *weights, *links, *svg, *out, *compress;
+    rumor_gossip_plan_t plan; /* --compress (one codec), --consensus-step, ... */
     double model_bytes, eps, time_limit; /* time_limit: library convention (< 0 = none) */
     rumor_eig_method method;
     int json, dot, sim_rounds, peers, max_degree;
@@ -254,6 +277,9 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         { "peers", required_argument, 0, 'n' },   { "max-degree", required_argument, 0, 'k' },
         { "output", required_argument, 0, 'o' },  { "help", no_argument, 0, 'h' },
         { "time-limit", required_argument, 0, 't' },
+        { "compress", required_argument, 0, 'C' }, { "consensus-step", required_argument, 0, 'G' },
+        { "keyframe-every", required_argument, 0, 'K' },
+        { "local-steps", required_argument, 0, 'H' },
         { 0, 0, 0, 0 }
     };
     memset(o, 0, sizeof *o);
@@ -270,6 +296,28 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         case 'j': o->json = 1; break;
         case 'd': o->dot = 1; break;
         case 'N': o->sim_rounds = -1; break;
+        case 'C':
+            o->compress = optarg;
+            /* recommend takes a list, checked there; the others one codec */
+            if (strcmp(cmd, "recommend") && rumor_codec_parse(optarg, &o->plan.codec) < 0)
+                return bad_usage(cmd, "--compress: %s", rumor_err_msg());
+            break;
+        case 'G':
+            o->plan.gamma = strtod(optarg, &end);
+            if (*end || !(o->plan.gamma > 0 && o->plan.gamma <= 1))
+                return bad_usage(cmd, "--consensus-step '%s': expected a number in (0, 1]",
+                                 optarg);
+            break;
+        case 'K':
+            o->plan.keyframe_every = (int)strtol(optarg, &end, 10);
+            if (*end || o->plan.keyframe_every < 1 || o->plan.keyframe_every > 100000)
+                return bad_usage(cmd, "--keyframe-every '%s': expected 1 to 100000", optarg);
+            break;
+        case 'H':
+            o->plan.local_steps = (int)strtol(optarg, &end, 10);
+            if (*end || o->plan.local_steps < 1 || o->plan.local_steps > 10000)
+                return bad_usage(cmd, "--local-steps '%s': expected 1 to 10000", optarg);
+            break;
         case 'h': fputs(help, stdout); return 0;
         case 'b':
             if (rumor_topo_parse_bytes(optarg, &o->model_bytes) < 0)
@@ -356,7 +404,7 @@ static int make_result(const char *spec, const opts_t *o, int sim, rumor_topo_re
                                 .sim_rounds = sim ? o->sim_rounds : -1,
                                 .time_limit = o->time_limit, .progress = progress,
                                 .progress_arg = (void *)"analyze" };
-    int rc = rumor_topo_result_make(t, &ao, o->model_bytes, links, network, r);
+    int rc = rumor_topo_result_make(t, &ao, o->model_bytes, links, network, &o->plan, r);
     rumor_links_destroy(&links);
     if (rc < 0)
         rumor_topo_result_free(r);
@@ -439,7 +487,8 @@ static int cmd_recommend(int argc, char **argv)
                                   .links_path = o.links, .max_degree = o.max_degree,
                                   .eps = o.eps, .method = o.method,
                                   .time_limit = o.time_limit, .progress = progress,
-                                  .progress_arg = (void *)"recommend" };
+                                  .progress_arg = (void *)"recommend",
+                                  .codecs = o.compress, .plan = o.plan };
     rumor_topo_result_t *r = NULL;
     int count = 0;
     if (rumor_topo_recommend(&ro, &r, &count) < 0)

@@ -126,7 +126,8 @@ run_swarm() {
     echo "-- $name: $NODES peers, $RATE links: $*"
     # in the background, so that a signal reaches our trap (and the swarm) at once
     bash "$SWARM" -n "$NODES" --rate "$RATE" --prefix "$PREFIX" --bin "$bin" \
-        --run-dir "$WORK/$name" --no-follow --timeout "$RUN_TIMEOUT" -- "$@" \
+        --run-dir "$WORK/$name" --no-follow --timeout "$RUN_TIMEOUT" \
+        "${NETNS_EXTRA[@]+"${NETNS_EXTRA[@]}"}" -- "$@" \
         > "$WORK/$name.out" 2>&1 &
     SWARM_PID=$!
     wait "$SWARM_PID" || rc=$?
@@ -159,6 +160,7 @@ done_mean() {
         /"event": *"done"/ {
             k = "\"" f "\":"; i = index($0, k); if (!i) next
             s = substr($0, i + length(k)); sub(/^ */, "", s); sub(/[,}].*/, "", s)
+            if (s + 0 < 0) next  # -1: not measured (a swarm average that failed)
             t += s; n++
         }
         END { if (n) printf "%.6f\n", t / n }'
@@ -191,17 +193,20 @@ report() {  # NAME LABEL
         # the time the payload alone needs on one link, per epoch
         bound=$(awk -v mb="$mb" -v r="$r" -v l="$LINK_MBIT" 'BEGIN { printf "%.2f", mb * 8 * r / l }')
         bench "${TAG}_$2_link_bound_epoch_s" "$bound" s
+        [ -n "$e" ] && bench "${TAG}_$2_link_bound_share" "$(ratio "$bound" "$e")" x
     fi
     LAST_E=$e
 }
 
+NETNS_EXTRA=()
 LAST_E=
 # the batch is pinned so that the figures do not move with rumor-peer's default
 BATCH=${RUMOR_BENCH_NETNS_BATCH:-128}
 COMMON=(--epochs "$EPOCHS" --batch "$BATCH" --seed 1)
 T_START=$(date +%s)
 FAILED=
-EPOCH_dpsgd_ring='' EPOCH_dpsgd_onepeer='' EPOCH_allreduce=''
+EPOCH_dpsgd_ring="" EPOCH_dpsgd_onepeer="" EPOCH_allreduce="" EPOCH_ddp_gloo=""
+if [ "${RUMOR_BENCH_NETNS_LAN:-1}" != 0 ]; then
 if run_swarm dpsgd_ring "$BIN" --mode dpsgd --topology ring "${COMMON[@]}" --progress 5; then
     report dpsgd_ring dpsgd_ring; EPOCH_dpsgd_ring=$LAST_E
 else FAILED="$FAILED dpsgd_ring"; fi
@@ -212,7 +217,6 @@ if run_swarm allreduce "$BIN" --mode allreduce "${COMMON[@]}" --progress 5; then
     report allreduce allreduce; EPOCH_allreduce=$LAST_E
 else FAILED="$FAILED allreduce"; fi
 
-EPOCH_ddp_gloo=
 if [ "${RUMOR_BENCH_NETNS_DDP:-1}" != 0 ]; then
     TPY=
     for p in /usr/bin/python3 "$PY"; do
@@ -231,6 +235,8 @@ if [ "${RUMOR_BENCH_NETNS_DDP:-1}" != 0 ]; then
     fi
 fi
 
+fi
+
 r=$(ratio "$EPOCH_allreduce" "$EPOCH_dpsgd_ring"); [ -n "$r" ] && bench "${TAG}_allreduce_vs_dpsgd_ring" "$r" x
 r=$(ratio "$EPOCH_allreduce" "$EPOCH_dpsgd_onepeer"); [ -n "$r" ] && bench "${TAG}_allreduce_vs_dpsgd_onepeer" "$r" x
 if [ -n "$EPOCH_ddp_gloo" ]; then
@@ -238,6 +244,122 @@ if [ -n "$EPOCH_ddp_gloo" ]; then
     r=$(ratio "$EPOCH_ddp_gloo" "$EPOCH_dpsgd_onepeer"); [ -n "$r" ] && bench "${TAG}_ddp_gloo_vs_dpsgd_onepeer" "$r" x
     r=$(ratio "$EPOCH_ddp_gloo" "$EPOCH_allreduce"); [ -n "$r" ] && bench "${TAG}_ddp_gloo_vs_allreduce" "$r" x
 fi
+
+# ---- where gossip must win: slow, distant links (issue: 100 Mbit/s and
+# 50 ms RTT per link, then one peer on 10 Mbit/s). Time to a target test
+# accuracy (the mean over peers of their local model's, at the end of an
+# epoch; the time is the slowest peer's since its start) for the ring
+# all-reduce and for gossip plain, int8-compressed, with local steps, and
+# both; the final swarm average's accuracy beside it.
+WAN_EPOCHS=${RUMOR_BENCH_NETNS_WAN_EPOCHS:-3}
+# with the 10 Mbit/s peer a round of the all-reduce or of plain D-PSGD takes
+# ~1.7 s (its upload): one epoch there, ~100 s a run
+WANSLOW_EPOCHS=${RUMOR_BENCH_NETNS_WANSLOW_EPOCHS:-1}
+WAN_DELAY=${RUMOR_BENCH_NETNS_WAN_DELAY:-50}
+TARGET=${RUMOR_BENCH_NETNS_TARGET:-0.80}
+# time to TARGET: the first epoch whose peers' mean test accuracy reaches it
+time_to_target() {
+    cat "$WORK/$1"/peer*.jsonl | awk -v tgt="$TARGET" '
+        /"event": *"epoch"/ && /"test_accuracy"/ {
+            e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
+            a = $0; sub(/.*"test_accuracy": */, "", a); sub(/[,}].*/, "", a)
+            s = $0; sub(/.*"seconds": */, "", s); sub(/[,}].*/, "", s)
+            if (a + 0 < 0) next
+            acc[e] += a; n[e]++
+            if (!(e in t) || s + 0 > t[e]) t[e] = s + 0
+        }
+        END {
+            best = -1
+            for (e in acc) if (acc[e] / n[e] >= tgt && (best < 0 || e + 0 < best + 0)) best = e
+            if (best >= 0) printf "%.2f\n", t[best]
+        }'
+}
+run_wan() {  # SCENARIO NAME ARGS...
+    local sc=$1 name=$2 tt acc
+    shift 2
+    if ! run_swarm "${sc}_$name" "$BIN" "$@" --progress 5; then
+        FAILED="$FAILED ${sc}_$name"; return 0
+    fi
+    report "${sc}_$name" "${name}"
+    tt=$(time_to_target "${sc}_$name"); acc=$(pct "$(done_mean "${sc}_$name" average_accuracy)")
+    if [ -n "$tt" ]; then bench "${TAG}_${name}_time_to_target" "$tt" s
+    else echo "bench_netns: ${sc} $name did not reach $TARGET in $WAN_EPOCHS epochs"; fi
+    eval "TT_${sc}_$name=\${tt:-}; ACC_${sc}_$name=\${acc:-}"
+    predict "$sc" "$name" "$@"
+}
+# rumor-topo's cost model against the run: the round time it predicts for
+# the ring on these links (the measured TCP rate, half the RTT each way,
+# the run's codec; compute not given, so only communication-bound runs)
+# over the measured one (an epoch's time / its rounds)
+predict() {  # SCENARIO NAME ARGS...
+    local sc=$1 name=$2 codec=none e r pred meas
+    shift 2
+    case " $* " in *" --local-steps "*|*" --mode allreduce "*) return 0 ;; esac
+    case " $* " in *" --compress int8 "*) codec=int8 ;; esac
+    [ -x "$BUILDDIR/rumor-topo" ] || return 0
+    # every peer's link is one shaped interface, shared by its messages: a NIC
+    printf 'default 10Gbit %sms\nnic all %sMbit\n' "$(awk -v d="$WAN_DELAY" 'BEGIN{print d / 2}')" \
+        "$LINK_MBIT" > "$WORK/$sc.links"
+    [ "$sc" = wanslow ] && echo 'nic 3 10Mbit' >> "$WORK/$sc.links"
+    pred=$("$BUILDDIR/rumor-topo" analyze "ring:$NODES" --model-bytes 1077288 --links "$WORK/$sc.links" \
+        --compress "$codec" --no-sim --json 2>/dev/null | tr -d ' \n' |
+        sed -n 's/.*"round_seconds":\([0-9.eE+-]*\).*/\1/p')
+    e=$(epoch_s "${sc}_$name"); r=$(rounds_per_epoch "${sc}_$name")
+    meas=$(awk -v e="$e" -v r="$r" 'BEGIN { if (e > 0 && r > 0) printf "%.4f", e / r }')
+    if [ -n "$pred" ] && [ -n "$meas" ]; then
+        bench "${TAG}_${name}_round_s" "$meas" s
+        bench "${TAG}_${name}_round_s_predicted" "$(awk -v p="$pred" 'BEGIN{printf "%.4f", p}')" s
+        bench "${TAG}_${name}_measured_vs_predicted" "$(ratio "$meas" "$pred")" x
+    fi
+}
+for sc in wan wanslow; do
+    NETNS_EXTRA=(--delay "$WAN_DELAY")
+    ep=$WAN_EPOCHS
+    # behind 10 Mbit/s a round's first megabyte takes most of a second: the
+    # first rounds' deadline (4 x --min-round-timeout until the pace is
+    # known) must cover it, or the slow peer takes its neighbours for
+    # absent and runs ahead alone (docs/compression.md, "Slow links")
+    SLOWOPT=()
+    if [ "$sc" = wanslow ]; then
+        NETNS_EXTRA+=(--link 3=10mbit); ep=$WANSLOW_EPOCHS; SLOWOPT=(--min-round-timeout 2.5)
+    fi
+    RUN_TIMEOUT=$(( 120 + 200 * ep ))
+    WAN_COMMON=(--epochs "$ep" --batch "$BATCH" --seed 1 --round-timeout 30 "${SLOWOPT[@]+"${SLOWOPT[@]}"}")
+    TAG=netns_${sc}_${RATE}_${WAN_DELAY}ms
+    run_wan "$sc" allreduce --mode allreduce "${WAN_COMMON[@]}"
+    run_wan "$sc" dpsgd --mode dpsgd --topology ring "${WAN_COMMON[@]}"
+    run_wan "$sc" int8 --mode dpsgd --topology ring --compress int8 "${WAN_COMMON[@]}"
+    run_wan "$sc" local8 --mode dpsgd --topology ring --local-steps 8 "${WAN_COMMON[@]}"
+    run_wan "$sc" int8_local4 --mode dpsgd --topology ring --compress int8 --local-steps 4 \
+        "${WAN_COMMON[@]}"
+    printf '%-14s %16s %14s\n' "$sc run" "time to $TARGET" "final average"
+    best= bestn=
+    for n in allreduce dpsgd int8 local8 int8_local4; do
+        eval "tt=\${TT_${sc}_$n:-}; acc=\${ACC_${sc}_$n:-}"
+        printf '%-14s %14s s %12s %%\n' "$n" "${tt:--}" "${acc:--}"
+        [ "$n" = allreduce ] && continue
+        if [ -n "$tt" ] && { [ -z "$best" ] || awk -v a="$tt" -v b="$best" 'BEGIN{exit !(a < b)}'; }; then
+            best=$tt bestn=$n
+        fi
+    done
+    eval "ar=\${TT_${sc}_allreduce:-}"
+    if [ -n "$best" ] && [ -n "$ar" ]; then
+        echo "bench_netns: $sc: the best gossip run is $bestn"
+        bench "${TAG}_allreduce_vs_best_gossip_time_to_target" "$(ratio "$ar" "$best")" x
+    fi
+    # the final quality: the combination run twice as many epochs still
+    # ends well before the all-reduce's run does
+    if [ "$sc" = wan ]; then
+        WAN_COMMON=(--epochs $(( 2 * ep )) --batch "$BATCH" --seed 1 --round-timeout 30)
+        run_wan "$sc" int8_local4_x2 --mode dpsgd --topology ring --compress int8 \
+            --local-steps 4 "${WAN_COMMON[@]}"
+        a=$(done_mean "${sc}_int8_local4_x2" seconds); b=$(done_mean "${sc}_allreduce" seconds)
+        eval "acc=\${ACC_${sc}_int8_local4_x2:-}; acc0=\${ACC_${sc}_allreduce:-}"
+        echo "bench_netns: $sc: int8 + 4 local steps for $(( 2 * ep )) epochs: ${a:-?} s," \
+             "average ${acc:-?}%; the all-reduce for $ep epochs: ${b:-?} s, ${acc0:-?}%"
+        [ -n "$a" ] && [ -n "$b" ] && bench "${TAG}_allreduce_vs_int8_local4_x2_run_s" "$(ratio "$b" "$a")" x
+    fi
+done
 echo "bench_netns: $NODES peers, $EPOCHS epochs a run, $(( $(date +%s) - T_START )) s in all;" \
      "epoch_s = mean over epochs of the slowest peer's epoch (training only, no evaluation);" \
      "ratios > 1 mean the second one is faster"
