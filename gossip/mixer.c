@@ -332,11 +332,16 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
     return 0;
 }
 
-int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout)
+int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout,
+                               int coded)
 {
     if (n != m->n)
         return rumor_err_set(RUMOR_EINVAL, "all-reduce of %zu floats in a space of %zu", n, m->n);
+    if (coded && m->cfg.codec.kind != RUMOR_CODEC_INT8 && m->cfg.codec.kind != RUMOR_CODEC_INT4)
+        return rumor_err_set(RUMOR_EINVAL, "a coded all-reduce takes int8 or int4, not this "
+                                           "mixer's codec");
     pthread_mutex_lock(&m->mu);
+    m->ar.coded = coded;
     m->ar.buf = buf;
     m->ar.tag = tag;
     m->ar.timeout = timeout;

@@ -241,8 +241,14 @@ void rumor_mixer_set_timeout(rumor_mixer_t *m, double seconds);
  * tells calls apart (the training round) and must grow from call to call.
  * Fails with RUMOR_ETIMEOUT when a step waits longer than `timeout`
  * seconds (a peer is gone): buf then holds partial sums and must not be
- * used. The caller's buffer must stay untouched until the call returns. */
-int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout);
+ * used. The caller's buffer must stay untouched until the call returns.
+ * coded: the ranges go in the mixer's codec (int8 or int4 only; every
+ * peer of the call must agree): each reduce-scatter hop encodes its
+ * partial sums, the owner of a segment encodes its sum once and the
+ * all-gather forwards those bytes unchanged, so every peer ends with the
+ * same values, within the codec's error of the f32 mean. */
+int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout,
+                               int coded);
 
 /* Bytes sent and received (headers included) since create. */
 void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received);

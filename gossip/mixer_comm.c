@@ -388,7 +388,9 @@ static int recv_one(rumor_mixer_t *m)
             e.dtypes = 1u << RUMOR_WIRE_DT_F32 | 1u << m->ch.dtype;
         v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
         if (v == 0 && h.dtype != RUMOR_WIRE_DT_F32 && h.dtype != RUMOR_WIRE_DT_NONE &&
-            h.type != RUMOR_WIRE_PARAMS) {
+            h.type != RUMOR_WIRE_PARAMS &&
+            !(h.type == RUMOR_WIRE_GRADS && (h.dtype == RUMOR_WIRE_DT_Q8 ||
+                                             h.dtype == RUMOR_WIRE_DT_Q4))) {
             rumor_err_set(RUMOR_EPROTO, "dtype %u on a %s message (f32 only)",
                           (unsigned)h.dtype, rumor_wire_type_name(h.type));
             v = -RUMOR_WIRE_UNSUPPORTED_DTYPE;

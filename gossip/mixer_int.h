@@ -71,6 +71,23 @@ struct mx_allreduce {
     int replayed;              /* held messages of this call applied */
     int result;
     long last_tag;             /* tag of the last finished call (-1 none) */
+    /* coded (int8, int4): each chunk encoded once, sent from here */
+    int coded;                 /* this call's ranges go coded (the mixer's codec) */
+    uint8_t *cbytes;           /* (2N x seg_chunks x stride) this call's encodings */
+    size_t cstride, seg_chunks;
+    size_t encoded_upto;       /* elements of this step's segment encoded */
+    struct mx_fwd *fwd;        /* all-gather ranges received, forwarded verbatim */
+    int nfwd, capfwd, send_idx;
+};
+
+/* An all-gather range kept to be forwarded as it came (its bytes), so that
+ * every peer decodes the same values. */
+struct mx_fwd {
+    int step;
+    uint64_t off, len;
+    uint8_t dtype;
+    size_t nbytes;
+    uint8_t *bytes;
 };
 
 struct mx_sendq {

@@ -12,7 +12,14 @@
  * has let go of every chunk. A predecessor may run ahead of a peer that has
  * not called yet: its messages are kept (zero-copy, at most a model's worth)
  * until the call starts. Each step has a deadline: a missing peer fails the
- * call with RUMOR_ETIMEOUT instead of hanging it. */
+ * call with RUMOR_ETIMEOUT instead of hanging it.
+ *
+ * A coded call (int8 or int4) encodes each chunk once, when it is first
+ * sent, and writes the decoded values back where they came from (a
+ * reduce-scatter hop never reads its sent segment again; the owner of a
+ * summed segment thus holds exactly what the others decode). All-gather
+ * ranges are kept as received and forwarded byte for byte: every peer
+ * decodes the same bytes, so every peer ends with the same values. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -49,18 +56,56 @@ static int recv_seg(const rumor_mixer_t *m, int t)
     return t < N - 1 ? modn(m, r - t - 1) : modn(m, r - (t - (N - 1)));
 }
 
+static void finish(rumor_mixer_t *m, int rc);
+
 static void begin_step(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
     a->send_off = 0;
+    a->encoded_upto = 0;
+    a->send_idx = 0;
     a->sent_all = a->step >= steps(m) || seg_len(m, send_seg(m, a->step)) == 0;
     a->step_deadline = rumor_now() + a->timeout;
 }
 
 /* Starts the call the caller posted (comm thread). */
+static void drop_fwd(struct mx_allreduce *a)
+{
+    for (int i = 0; i < a->nfwd; i++)
+        free(a->fwd[i].bytes);
+    a->nfwd = 0;
+}
+
+/* The coded call's encodings: one area per step, a stride per chunk. */
+static int coded_alloc(rumor_mixer_t *m)
+{
+    struct mx_allreduce *a = &m->ar;
+    if (a->cbytes)
+        return 0;
+    size_t seg = seg_len(m, 0);
+    for (int s = 1; s < m->npeers; s++)
+        seg = seg_len(m, s) > seg ? seg_len(m, s) : seg;
+    a->seg_chunks = seg / m->chunk + 1;
+    a->cstride = rumor_codec_bytes(&m->cfg.codec, m->chunk);
+    size_t slots = (size_t)steps(m) * a->seg_chunks;
+    a->cbytes = malloc(slots * a->cstride);
+    if (!a->cbytes) {
+        return rumor_err_set(RUMOR_ENOMEM, "all-reduce: no memory for coded ranges");
+    }
+    return 0;
+}
+
 void ar_start(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
+    drop_fwd(a);
+    if (a->coded && coded_alloc(m) < 0) {
+        snprintf(a->err, sizeof a->err, "%s", rumor_err_msg());
+        a->active = 1;
+        a->step = 0;
+        finish(m, RUMOR_ENOMEM);
+        return;
+    }
     a->active = 1;
     a->finishing = 0;
     a->replayed = 0;
@@ -89,6 +134,9 @@ static void finish(rumor_mixer_t *m, int rc)
 
 void ar_free(rumor_mixer_t *m)
 {
+    drop_fwd(&m->ar);
+    free(m->ar.fwd);
+    free(m->ar.cbytes);
     for (int t = 0; m->ar.recv && t < 2 * m->npeers; t++)
         mx_cover_free(&m->ar.recv[t]);
     free(m->ar.recv);
@@ -98,7 +146,7 @@ void ar_free(rumor_mixer_t *m)
 /* Judges what can be judged of a GRADS range of step t before its call
  * runs: the step and phase, the range inside the segment that step
  * receives, the payload finite. */
-static int judge(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const void *data)
+static int judge(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const void *data, size_t nbytes)
 {
     if (h->aux >= (uint32_t)steps(m)) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce step %u of %d", h->aux, steps(m));
@@ -115,6 +163,14 @@ static int judge(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const void *data)
         rumor_err_set(RUMOR_EPROTO, "all-reduce range [%llu, +%llu) is not inside segment %d",
                       (unsigned long long)h->offset, (unsigned long long)h->length, s);
         return -RUMOR_WIRE_BAD_RANGE;
+    }
+    if (h->dtype != RUMOR_WIRE_DT_F32) {
+        if (h->dtype != rumor_codec_dtype(&m->cfg.codec)) {
+            rumor_err_set(RUMOR_EPROTO, "all-reduce step %d in dtype %u, not this peer's codec",
+                          t, (unsigned)h->dtype);
+            return -RUMOR_WIRE_UNSUPPORTED_DTYPE;
+        }
+        return rumor_codec_check(h->dtype, data, nbytes, h->length, 0); /* aux: the step */
     }
     if (!rumor_wire_payload_finite(data, h->length)) {
         rumor_err_set(RUMOR_EPROTO, "NaN or Inf in all-reduce step %d", t);
@@ -146,10 +202,16 @@ static void ar_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, siz
  * r-t-1, which is sent only at step t+1; in all-gather, step t' writes
  * segment r-t', last sent in reduce-scatter step t', which the successor
  * must have received for the ring to have got this far. */
-static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
+static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data,
+                 size_t nbytes)
 {
     struct mx_allreduce *a = &m->ar;
     int t = (int)h->aux;
+    if ((h->dtype != RUMOR_WIRE_DT_F32) != !!a->coded) {
+        rumor_err_set(RUMOR_EPROTO, "all-reduce %ld is %s, this range is %s", a->tag,
+                      a->coded ? "coded" : "f32", a->coded ? "f32" : "coded");
+        return -RUMOR_WIRE_UNSUPPORTED_DTYPE;
+    }
     if (t < a->step) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce step %d while at step %d", t, a->step);
         return -RUMOR_WIRE_STALE_ROUND;
@@ -163,9 +225,42 @@ static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
                       cv == 1 ? "again" : "in too many pieces");
         return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
     }
+    int ag = t >= m->npeers - 1, forward = a->coded && ag && t + 1 < steps(m);
+    struct mx_fwd f = { 0 };
+    if (forward) { /* kept to go on as it came */
+        if (a->nfwd == a->capfwd) {
+            int cap = a->capfwd ? 2 * a->capfwd : 64;
+            struct mx_fwd *nf = realloc(a->fwd, (size_t)cap * sizeof *nf);
+            if (!nf) {
+                rumor_err_set(RUMOR_EPROTO, "all-reduce: no memory to keep a range");
+                return -RUMOR_WIRE_UNEXPECTED;
+            }
+            a->fwd = nf, a->capfwd = cap;
+        }
+        f.bytes = malloc(nbytes);
+        if (!f.bytes) {
+            rumor_err_set(RUMOR_EPROTO, "all-reduce: no memory to keep a range");
+            return -RUMOR_WIRE_UNEXPECTED;
+        }
+        memcpy(f.bytes, data, nbytes);
+        f.step = t, f.off = h->offset, f.len = h->length, f.dtype = h->dtype;
+        f.nbytes = nbytes;
+    }
     mx_accept(m, h, node);
-    struct ar_ctx c = { a->buf + h->offset, t >= m->npeers - 1 };
-    mx_payload_blocks(m, data, h->length, ar_block, &c);
+    struct ar_ctx c = { a->buf + h->offset, ag };
+    if (a->coded) {
+        rumor_codec_reader_t rd;
+        rumor_codec_reader_init(&rd, h->dtype, data, h->length, 0);
+        for (size_t at = 0; at < h->length; at += MX_SCRATCH) {
+            size_t k = h->length - at < MX_SCRATCH ? (size_t)(h->length - at) : MX_SCRATCH;
+            rumor_codec_read(&rd, m->scratch, k);
+            ar_block(m, &c, m->scratch, at, k);
+        }
+    } else {
+        mx_payload_blocks(m, data, h->length, ar_block, &c);
+    }
+    if (forward)
+        a->fwd[a->nfwd++] = f;
     mx_cover_add(&a->recv[t], h->offset, h->offset + h->length);
     return 0;
 }
@@ -187,11 +282,11 @@ int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t
         rumor_err_set(RUMOR_EPROTO, "all-reduce %ld already done", tag);
         return -RUMOR_WIRE_STALE_ROUND;
     }
-    int v = judge(m, h, zmq_msg_data(payload));
+    int v = judge(m, h, zmq_msg_data(payload), zmq_msg_size(payload));
     if (v != 0)
         return v;
     if (current)
-        return apply(m, h, node, zmq_msg_data(payload));
+        return apply(m, h, node, zmq_msg_data(payload), zmq_msg_size(payload));
     /* held messages are bounded in number and in bytes (two models' worth:
      * one all-reduce call sends each element twice), so a broken or hostile
      * predecessor cannot make this peer hold gigabytes */
@@ -223,7 +318,9 @@ static void replay_held(rumor_mixer_t *m)
     for (int i = 0; i < m->nhold; i++) {
         struct mx_held *k = &m->hold[i];
         if ((long)k->h.round == m->ar.tag)
-            mx_count(m, apply(m, &k->h, prev, zmq_msg_data(&k->payload)), prev, "grads");
+            mx_count(m, apply(m, &k->h, prev, zmq_msg_data(&k->payload),
+                              zmq_msg_size(&k->payload)),
+                     prev, "grads");
         else if ((long)k->h.round > m->ar.tag) {
             m->hold[kept++] = *k; /* a later call's: keep (struct copy moves it) */
             continue;
@@ -238,34 +335,75 @@ static void replay_held(rumor_mixer_t *m)
     m->nhold = kept;
 }
 
+/* Hands one range of this step to ZeroMQ (aux: the step): 0 sent, else
+ * stop for now. */
+static int send_range(rumor_mixer_t *m, uint64_t off, uint64_t len, uint32_t chunk,
+                      uint32_t nchunks, int dtype, const void *p, size_t nbytes)
+{
+    struct mx_allreduce *a = &m->ar;
+    rumor_wire_hdr_t h;
+    uint8_t bytes[RUMOR_WIRE_HDR_LEN];
+    mx_fill_hdr(m, &h, RUMOR_WIRE_GRADS);
+    h.dtype = (uint8_t)dtype;
+    h.round = (uint64_t)a->tag;
+    h.aux = (uint32_t)a->step;
+    h.flags = a->step >= m->npeers - 1 ? RUMOR_WIRE_F_ALLGATHER : 0;
+    h.chunk = chunk;
+    h.nchunks = nchunks;
+    h.offset = off;
+    h.length = len;
+    rumor_wire_encode(&h, bytes);
+    int rc = rumor_transport_send(m->tr, (m->self + 1) % m->npeers, bytes, sizeof bytes,
+                                  &a->ref, p, nbytes);
+    if (rc < 0)
+        rumor_warn("all-reduce: %s", rumor_err_msg());
+    return rc;
+}
+
 static void pump(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
-    int next = (m->self + 1) % m->npeers;
     int s = send_seg(m, a->step);
     size_t slen = seg_len(m, s);
+    if (a->coded && a->step >= m->npeers) {
+        /* all-gather: the previous step's ranges, as they came */
+        for (; a->send_idx < a->nfwd; a->send_idx++) {
+            const struct mx_fwd *f = &a->fwd[a->send_idx];
+            if (f->step != a->step - 1)
+                continue;
+            if (send_range(m, f->off, f->len, 0, 1, f->dtype, f->bytes, f->nbytes) != 0)
+                return;
+        }
+        a->sent_all = 1;
+        return;
+    }
+    int dtype = a->coded ? rumor_codec_dtype(&m->cfg.codec) : RUMOR_WIRE_DT_F32;
     while (a->send_off < slen) {
         uint64_t off = seg_lo(m, s) + a->send_off;
         uint64_t len = slen - a->send_off < m->chunk ? slen - a->send_off : m->chunk;
-        rumor_wire_hdr_t h;
-        uint8_t bytes[RUMOR_WIRE_HDR_LEN];
-        mx_fill_hdr(m, &h, RUMOR_WIRE_GRADS);
-        h.dtype = RUMOR_WIRE_DT_F32;
-        h.round = (uint64_t)a->tag;
-        h.aux = (uint32_t)a->step;
-        h.flags = a->step >= m->npeers - 1 ? RUMOR_WIRE_F_ALLGATHER : 0;
-        h.chunk = (uint32_t)(a->send_off / m->chunk);
-        h.nchunks = (uint32_t)rumor_wire_nchunks(slen, m->chunk);
-        h.offset = off;
-        h.length = len;
-        rumor_wire_encode(&h, bytes);
-        int rc = rumor_transport_send(m->tr, next, bytes, sizeof bytes, &a->ref, a->buf + off,
-                                      len * sizeof(float));
-        if (rc != 0) {
-            if (rc < 0)
-                rumor_warn("all-reduce: %s", rumor_err_msg());
-            return;
+        size_t c = a->send_off / m->chunk;
+        const void *p = a->buf + off;
+        size_t nbytes = len * sizeof(float);
+        if (a->coded) {
+            size_t slot = (size_t)a->step * a->seg_chunks + c;
+            uint8_t *dst = a->cbytes + slot * a->cstride;
+            if (a->send_off >= a->encoded_upto) { /* once: its decoding replaces the values */
+                uint32_t aux;
+                if (rumor_codec_encode(&m->cfg.codec, a->buf + off, (size_t)len, 0, dst, &aux,
+                                       a->buf + off, NULL) < 0) {
+                    snprintf(a->err, sizeof a->err, "all-reduce %ld: %s", a->tag,
+                             rumor_err_msg());
+                    finish(m, RUMOR_EINVAL);
+                    return;
+                }
+                a->encoded_upto = a->send_off + len;
+            }
+            p = dst;
+            nbytes = rumor_codec_payload_bytes(dtype, len, 0);
         }
+        if (send_range(m, off, len, (uint32_t)c, (uint32_t)rumor_wire_nchunks(slen, m->chunk),
+                       dtype, p, nbytes) != 0)
+            return;
         a->send_off += len;
     }
     a->sent_all = 1;

@@ -178,7 +178,9 @@ static int check_frames(const rumor_wire_hdr_t *h, const struct tinfo *t, uint32
     if (t->data) {
         size_t es = rumor_wire_dtype_size(h->dtype);
         if (es == 0) { /* compressed: the size follows from length and aux */
-            size_t want = rumor_codec_payload_bytes(h->dtype, h->length, h->aux);
+            /* GRADS's aux is its step: its codecs (int8, int4) carry none */
+            size_t want = rumor_codec_payload_bytes(
+                h->dtype, h->length, h->type == RUMOR_WIRE_GRADS ? 0 : h->aux);
             if (want == 0 || fs[0] != want)
                 return reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
                               " elements of dtype %u with aux %" PRIu32 " (%zu expected)",

@@ -123,8 +123,8 @@ static const char usage_head[] =
     "  --compress CODEC       compressed gossip, CHOCO-SGD with error feedback: none,\n"
     "                         int8, int4, topk:F or randk:F (F in (0, 1], the share\n"
     "                         of elements sent); every peer of a swarm must use the\n"
-    "                         same codec (see docs/compression.md) (--mode dpsgd)\n"
-    "                         (default: none)\n"
+    "                         same codec (see docs/compression.md); with --mode\n"
+    "                         allreduce, int8 or int4 gradients (default: none)\n"
     "  --consensus-step G     CHOCO's consensus step gamma in (0, 1] (default: the\n"
     "                         codec's: 1 int8, 0.8 int4, 2F topk, F randk)\n"
     "  --keyframe-every R     with --compress: every R-th round sends full f32\n"
@@ -458,9 +458,15 @@ static int parse_args(int argc, char **argv, struct options *o)
         fprintf(stderr, "rumor-peer: --compress: %s\n", rumor_err_msg());
         return 2;
     }
-    if (codec.kind != RUMOR_CODEC_NONE && strcmp(o->mode, "dpsgd") != 0) {
+    if (codec.kind != RUMOR_CODEC_NONE && !strcmp(o->mode, "async")) {
         fprintf(stderr, "rumor-peer: --compress %s is compressed gossip in synchronous "
-                        "rounds: it needs --mode dpsgd (not %s)\n", o->compress, o->mode);
+                        "rounds: it needs --mode dpsgd or allreduce (not async)\n", o->compress);
+        return 2;
+    }
+    if (!strcmp(o->mode, "allreduce") && codec.kind != RUMOR_CODEC_NONE &&
+        codec.kind != RUMOR_CODEC_INT8 && codec.kind != RUMOR_CODEC_INT4) {
+        fprintf(stderr, "rumor-peer: --compress %s: the all-reduce's codecs are int8 and int4 "
+                        "(sums of sparse ranges are not sparse)\n", o->compress);
         return 2;
     }
     if (!strcmp(o->balance, "batch") && strcmp(o->mode, "dpsgd") != 0) {
@@ -692,6 +698,9 @@ int main(int argc, char **argv)
     /* ---- the swarm */
     int async = strcmp(opts.mode, "async") == 0;
     int dpsgd = strcmp(opts.mode, "dpsgd") == 0 || async;
+    /* --compress with --mode allreduce: the gradients' all-reduce is coded
+     * (the swarm average at the end stays f32) */
+    int coded_allreduce = !dpsgd && strcmp(opts.compress, "none") != 0;
     rumor_mixer_config_t mc = { 0 };
     mc.topo = p.topo;
     mc.self = rank;
@@ -773,7 +782,10 @@ int main(int argc, char **argv)
         if (H > 1)
             printf("rumor-peer %d/%d: local SGD: %ld optimizer steps a round, the parameters "
                    "gossiped once (--local-steps)\n", rank, N, H);
-        if (mc.codec.kind != RUMOR_CODEC_NONE) {
+        if (mc.codec.kind != RUMOR_CODEC_NONE && coded_allreduce) {
+            printf("rumor-peer %d/%d: coded all-reduce: %s gradients, %.2fx smaller than f32\n",
+                   rank, N, opts.compress, rumor_codec_ratio(&mc.codec));
+        } else if (mc.codec.kind != RUMOR_CODEC_NONE) {
             rumor_codec_t c = mc.codec;
             printf("rumor-peer %d/%d: compressed gossip (CHOCO-SGD): %s, %.2fx smaller than "
                    "f32, consensus step %.3g, f32 keyframe every %d rounds\n",
@@ -927,7 +939,7 @@ int main(int argc, char **argv)
                 return fail(&p, rank, NULL);
             double t0 = t_computed = rumor_now();
             if (rumor_mixer_allreduce_mean(p.mixer, p.tr->stage->grads, nparams, k,
-                                           opts.round_timeout) < 0) {
+                                           opts.round_timeout, coded_allreduce) < 0) {
                 /* A missing peer stops the ring: this round steps on the
                  * local gradient instead (C-PSGD has no better answer). */
                 allreduce_failures++;
@@ -1086,7 +1098,7 @@ int main(int argc, char **argv)
     if (!opts.no_average && !alone) {
         memcpy(p.avg, p.tr->stage->params, nparams * sizeof(float));
         if (rumor_mixer_allreduce_mean(p.mixer, p.avg, nparams, total_rounds,
-                                       fmax(opts.round_timeout, 10.0)) < 0)
+                                       fmax(opts.round_timeout, 10.0), 0) < 0)
             snprintf(avg_note, sizeof avg_note, "unavailable: %s", rumor_err_msg());
         else if (evaluate(&p, p.avg, &avg_acc, &avg_loss) < 0)
             return fail(&p, rank, "evaluation");

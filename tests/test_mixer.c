@@ -140,7 +140,7 @@ static int exact_child(int self)
     static float buf[NP];
     for (int i = 0; i < NP; i++)
         buf[i] = (float)(self * 1000 + i);
-    CHECK_OK(rumor_mixer_allreduce_mean(m, buf, NP, 1, 10.0));
+    CHECK_OK(rumor_mixer_allreduce_mean(m, buf, NP, 1, 10.0, 0));
     int off = 0;
     for (int i = 0; i < NP; i++)
         if (fabsf(buf[i] - (float)(1000 + i)) > 1e-3f)
@@ -150,7 +150,7 @@ static int exact_child(int self)
     /* A second call with the next tag works too. */
     for (int i = 0; i < NP; i++)
         buf[i] = (float)(self == 2 ? 3.0 : 0.0);
-    CHECK_OK(rumor_mixer_allreduce_mean(m, buf, NP, 2, 10.0));
+    CHECK_OK(rumor_mixer_allreduce_mean(m, buf, NP, 2, 10.0, 0));
     CHECK_CLOSE(buf[NP - 1], 1.0, 1e-6, 0);
 
     /* State transfer: peer 2 asks the peers it talks to (1 its neighbour,
