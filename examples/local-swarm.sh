@@ -4,7 +4,7 @@
 # swarm average's at the end.
 #
 # Usage: examples/local-swarm.sh [-n PEERS] [-t TOPOLOGY] [-p BASEPORT]
-#                                [-s STAGES] [-d RUNDIR] [-q]
+#                                [-s STAGES] [-m METRICSPORT] [-d RUNDIR] [-q]
 #                                [-- rumor-peer options...]
 #   -n PEERS      number of peers (default 8)
 #   -t TOPOLOGY   ring, torus:2x4, exp, onepeer-exp, complete, ... (default ring)
@@ -13,6 +13,8 @@
 #                 1 is no pipeline (default: rumor-peer's own --stages)
 #   -p BASEPORT   peers listen on BASEPORT, BASEPORT+1, ... (BASEPORT+PEERS-1
 #                 at most 65535; default: a free range)
+#   -m PORT       serve Prometheus metrics: peer r on 127.0.0.1:PORT+r
+#                 (examples/deploy/monitoring/prometheus.yml scrapes 9400-9403)
 #   -d RUNDIR     where logs and metrics go (default: a new directory in /tmp)
 #   -q            do not show peer 0's progress live
 # Everything after -- goes to every rumor-peer, e.g.
@@ -24,10 +26,10 @@ set -eu
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
 # A usage error: the message, the usage, exit status 2.
 usage_error() { echo "local-swarm: $*" >&2; usage >&2; exit 2; }
-n=8 topo=ring base= rundir= quiet= pgiven= stages=
+n=8 topo=ring base= rundir= quiet= pgiven= stages= mport=
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n|-t|-p|-d|-s) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
+    -n|-t|-p|-d|-s|-m) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
   esac
   case "$1" in
     -n) n=$2; shift 2 ;;
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
     -p) base=$2; pgiven=1; shift 2 ;;
     -d) rundir=$2; shift 2 ;;
     -s) stages=$2; shift 2 ;;
+    -m) mport=$2; shift 2 ;;
     -q) quiet=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
@@ -60,6 +63,14 @@ case "$stages" in
   '') ;;
   *[!0-9,]*|,*|*,|*,,*) echo "local-swarm: -s '$stages': expected stage counts like 1,2,3" >&2; exit 2 ;;
 esac
+case "$mport" in
+  '') ;;
+  *[!0-9]*) echo "local-swarm: -m '$mport': expected a port number" >&2; exit 2 ;;
+  *) [ "$mport" -ge 1 ] && [ $((mport + n - 1)) -le 65535 ] ||
+       { echo "local-swarm: -m $mport: the $n ports from it on must lie in 1-65535" >&2; exit 2; } ;;
+esac
+# peer r's --metrics-listen (-m)
+metrics_args() { [ -z "$mport" ] || echo "--metrics-listen 127.0.0.1:$((mport + $1))"; }
 # peer r's --stages: entry r of the -s list, which repeats
 stage_args() {
   [ -n "$stages" ] || return 0
@@ -121,17 +132,17 @@ echo "local-swarm: $n peers on $topo over loopback (ports $base-$((base + n - 1)
 r=1
 while [ $r -lt "$n" ]; do
   "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" \
-    $(keyargs $r) $(stage_args $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
+    $(keyargs $r) $(stage_args $r) $(metrics_args $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
   pids="$pids $!"
   r=$((r + 1))
 done
 status=0
 if [ -n "$quiet" ]; then
   "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) $(stage_args 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
+    $(keyargs 0) $(stage_args 0) $(metrics_args 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
 else
   "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) $(stage_args 0) "$@" 2>&1 |
+    $(keyargs 0) $(stage_args 0) $(metrics_args 0) "$@" 2>&1 |
     tee "$rundir/peer-0.log" | grep -v '^peer 0:' || true
   grep -q '^peer 0: done' "$rundir/peer-0.log" || status=1
 fi

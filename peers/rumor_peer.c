@@ -29,6 +29,7 @@
 #include "outer.h"
 #include "peerlist.h"
 #include "progress.h"
+#include "promserve.h"
 #include "topology.h"
 #include "trainer.h"
 #include "trainopts.h"
@@ -159,6 +160,14 @@ static const char usage_head[] =
     "  --insecure             plaintext: anyone who can reach the port can join the\n"
     "                         swarm and read or poison its parameters\n"
     "\n"
+    "Monitoring:\n"
+    "  --metrics-listen ADDR:PORT\n"
+    "                         serve Prometheus metrics at http://ADDR:PORT/metrics\n"
+    "                         (round, loss, examples/s, bytes, waiting, consensus\n"
+    "                         distance, neighbours, members, rejected messages by\n"
+    "                         reason, checkpoint age), e.g. 127.0.0.1:9400; off by\n"
+    "                         default\n"
+    "\n"
     "Preemption and checkpoints:\n"
     "  --checkpoint-dir DIR   write checkpoints (safetensors) there at the end of every\n"
     "                         epoch, every --checkpoint-every rounds and when leaving;\n"
@@ -206,6 +215,7 @@ struct options {
         *save_average;
     double round_timeout, min_round_timeout, start_timeout, chunk_mb, max_message_mb,
         leave_timeout, throttle;
+    const char *metrics_listen;
 };
 
 static const rumor_opt_t option_table[] = {
@@ -248,6 +258,7 @@ static const rumor_opt_t option_table[] = {
     { "checkpoint-every", 0, RUMOR_OPT_LONG, offsetof(struct options, checkpoint_every), 0, 1e12, NULL, 0 },
     { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
     { "leave-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, leave_timeout), 0.1, 3600, NULL, 0 },
+    { "metrics-listen", 0, RUMOR_OPT_STR, offsetof(struct options, metrics_listen), 0, 0, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -281,6 +292,8 @@ struct peer {
     uint8_t (*peer_keys)[32];
     rumor_allowlist_t *allow;
     rumor_outer_t *outer;     /* --outer: the anchor and momentum */
+    rumor_prom_t *prom;       /* --metrics-listen: Prometheus metrics */
+    rumor_prom_snapshot_t snap; /* what it shows: updated after each round */
 };
 
 /* A public key given as 40 Z85 characters or as a key file. */
@@ -371,6 +384,7 @@ static int keygen_main(int argc, char **argv)
 
 static void peer_free(struct peer *p)
 {
+    rumor_prom_stop(&p->prom);
     rumor_mixer_destroy(&p->mixer, 5.0);
     rumor_metrics_close(&p->metrics);
     if (rumor_trace_close(&p->trace) < 0)
@@ -560,8 +574,15 @@ static void sleep_unless_leaving(double s)
 /* Writes a checkpoint of the peer's state after `round` rounds. */
 static int save_checkpoint(struct peer *p, const struct options *opts, long round)
 {
-    return rumor_trainer_save(p->tr, opts->checkpoint_dir, opts->swarm, opts->rank, round,
-                              opts->keep_checkpoints);
+    int rc = rumor_trainer_save(p->tr, opts->checkpoint_dir, opts->swarm, opts->rank, round,
+                                opts->keep_checkpoints);
+    if (rc == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        p->snap.checkpoint_unix = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+        rumor_prom_publish(p->prom, &p->snap);
+    }
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -694,6 +715,14 @@ int main(int argc, char **argv)
                     first_round, round > total_rounds ? " (the last of this run)" : "");
         }
     }
+
+    /* ---- --metrics-listen: before joining, so a bad address joins nobody */
+    p.snap.rank = rank;
+    p.snap.peers = N;
+    p.snap.rounds_total = total_rounds;
+    p.snap.test_accuracy = p.snap.eval_loss = -1;
+    if (opts.metrics_listen && rumor_prom_start(opts.metrics_listen, &p.prom) < 0)
+        return fail(&p, rank, "metrics");
 
     /* ---- the swarm */
     int async = strcmp(opts.mode, "async") == 0;
@@ -1032,6 +1061,29 @@ int main(int argc, char **argv)
                                 live_connections(p.mixer, conns_json, sizeof conns_json),
                                 p.tr->pipe ? p.tr->bubble : 0.0,
                                 balancing ? rumor_balance_batches(&bal) : 1);
+        if (p.prom) { /* the snapshot Prometheus scrapes */
+            rumor_prom_snapshot_t *s = &p.snap;
+            rumor_mixer_counters_t mcn;
+            rumor_mixer_counters(p.mixer, &mcn);
+            s->round = k;
+            s->loss = loss;
+            s->examples_per_second = el > 0 ? examples / el : 0;
+            s->wait_seconds = wait_total;
+            s->seconds = el;
+            s->consensus_distance = last_dis;
+            s->in_neighbors = st.in_neighbors;
+            s->neighbors_complete = st.complete;
+            s->members = st.members;
+            s->bytes_sent = st.bytes_sent;
+            s->bytes_received = st.bytes_received;
+            s->rounds_run = (uint64_t)rounds_run;
+            s->rounds_mixed = mcn.rounds_mixed;
+            s->consensus_skipped = mcn.consensus_skipped;
+            s->jumps = mcn.jumps;
+            s->state_fetches = (uint64_t)catch_ups;
+            rumor_mixer_wire_stats(p.mixer, &s->messages);
+            rumor_prom_publish(p.prom, s);
+        }
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;
@@ -1039,8 +1091,14 @@ int main(int argc, char **argv)
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
         if (evaluated && evaluate(&p, NULL, &acc, &tloss) < 0)
             return fail(&p, rank, "evaluation");
-        if (evaluated)
+        if (evaluated) {
             evaluated_at = k;
+            if (p.tr->lm)
+                p.snap.eval_loss = tloss;
+            else
+                p.snap.test_accuracy = acc;
+            rumor_prom_publish(p.prom, &p.snap);
+        }
         double nr = epoch_rounds > 0 ? (double)epoch_rounds : 1.0;
         if (!o.quiet) {
             char accs[64] = "";

@@ -504,7 +504,7 @@ static void gen(int reason, struct msg *m, uint64_t stale_below)
         if (rnd(2)) {
             h = hdr(RUMOR_WIRE_PARAMS);
             b = put_params(m, &h);
-            b[10] = (uint8_t)(rnd(3) == 0 ? 0 : 4 + rnd(252));
+            b[10] = (uint8_t)(rnd(3) == 0 ? 0 : RUMOR_WIRE_DT_MAX + 1 + rnd(255 - RUMOR_WIRE_DT_MAX));
         } else {
             h = hdr(control_types[rnd(5)]);
             b = put_hdr(m, &h);
