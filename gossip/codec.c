@@ -3,7 +3,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,27 +210,15 @@ int rumor_codec_encode(const rumor_codec_t *c, const float *x, size_t len, uint6
 
 /* ------------------------------------------------------------ checking */
 
-static int bad(int reason, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bad(int reason, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    rumor_err_set(RUMOR_EPROTO, "%s", msg);
-    return -reason;
-}
-
 static int check_scales(const uint8_t *p, uint64_t nb, float smax)
 {
     for (uint64_t b = 0; b < nb; b++) {
         float s = f32_of(get32(p + 4 * b));
         if (!isfinite(s))
-            return bad(RUMOR_WIRE_NONFINITE, "scale %llu is %g", (unsigned long long)b,
+            return rumor_wire_reject(RUMOR_WIRE_NONFINITE, "scale %llu is %g", (unsigned long long)b,
                        (double)s);
         if (s < 0.0f || s > smax || (s == 0.0f && signbit(s)))
-            return bad(RUMOR_WIRE_BAD_CODE, "scale %llu is %g, outside [0, %g]",
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "scale %llu is %g, outside [0, %g]",
                        (unsigned long long)b, (double)s, (double)smax);
     }
     return 0;
@@ -242,13 +229,13 @@ int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t le
     const uint8_t *p = payload;
     size_t want = rumor_codec_payload_bytes(dtype, len, aux);
     if (want == 0 || nbytes != want)
-        return bad(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %llu elements of dtype "
+        return rumor_wire_reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %llu elements of dtype "
                                                 "%d with aux %u (%zu expected)",
                    nbytes, (unsigned long long)len, dtype, (unsigned)aux, want);
     switch (dtype) {
     case RUMOR_WIRE_DT_F32:
         if (!rumor_wire_payload_finite(p, len))
-            return bad(RUMOR_WIRE_NONFINITE, "NaN or Inf in an f32 payload");
+            return rumor_wire_reject(RUMOR_WIRE_NONFINITE, "NaN or Inf in an f32 payload");
         return 0;
     case RUMOR_WIRE_DT_Q8: {
         uint64_t nb = nblocks(len);
@@ -260,7 +247,7 @@ int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t le
         for (uint64_t i = 0; i < len; i++)
             seen |= codes[i] == 0x80;
         if (seen)
-            return bad(RUMOR_WIRE_BAD_CODE, "int8 code -128 (codes are in [-127, 127])");
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int8 code -128 (codes are in [-127, 127])");
         return 0;
     }
     case RUMOR_WIRE_DT_Q4: {
@@ -275,12 +262,12 @@ int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t le
         if (len % 2) {
             uint8_t last = codes[len / 2];
             if ((last & 0x0F) == 0 || (last >> 4) != 0)
-                return bad(RUMOR_WIRE_BAD_CODE, "int4 last byte 0x%02x (a code in 1..15, "
+                return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int4 last byte 0x%02x (a code in 1..15, "
                                                 "then padding 0)",
                            (unsigned)last);
         }
         if (zero)
-            return bad(RUMOR_WIRE_BAD_CODE, "int4 code 0 (codes are v + 8 in 1..15)");
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int4 code 0 (codes are v + 8 in 1..15)");
         return 0;
     }
     case RUMOR_WIRE_DT_TOPK: {
@@ -288,20 +275,20 @@ int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t le
         for (uint32_t v = 0; v < aux; v++) {
             uint64_t i = get32(p + 4 * (size_t)v);
             if (i >= len || (v > 0 && i <= prev))
-                return bad(RUMOR_WIRE_BAD_CODE, "topk index %llu at %u (indices increase "
+                return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "topk index %llu at %u (indices increase "
                                                 "and stay below %llu)",
                            (unsigned long long)i, (unsigned)v, (unsigned long long)len);
             prev = i;
         }
         if (!rumor_wire_payload_finite(p + 4 * (size_t)aux, aux))
-            return bad(RUMOR_WIRE_NONFINITE, "NaN or Inf in topk values");
+            return rumor_wire_reject(RUMOR_WIRE_NONFINITE, "NaN or Inf in topk values");
         return 0;
     }
     case RUMOR_WIRE_DT_RANDK:
         if (!rumor_wire_payload_finite(p + 8, aux))
-            return bad(RUMOR_WIRE_NONFINITE, "NaN or Inf in randk values");
+            return rumor_wire_reject(RUMOR_WIRE_NONFINITE, "NaN or Inf in randk values");
         return 0;
-    default: return bad(RUMOR_WIRE_BAD_DTYPE, "dtype %d carries no codec", dtype);
+    default: return rumor_wire_reject(RUMOR_WIRE_BAD_DTYPE, "dtype %d carries no codec", dtype);
     }
 }
 

@@ -74,10 +74,7 @@ static const char *const reject_names[RUMOR_WIRE_NREJECT] = {
     [RUMOR_WIRE_BAD_CODE] = "bad_code",
 };
 
-/* Records a rejection as the last error (RUMOR_EPROTO, "wire: ...") and
- * returns -reason: the verdict decode and check hand back. */
-RUMOR_PRINTF(2, 3)
-static int reject(int reason, const char *fmt, ...)
+int rumor_wire_reject(int reason, const char *fmt, ...)
 {
     char msg[200];
     va_list ap;
@@ -115,48 +112,48 @@ int rumor_wire_decode(const void *buf, size_t len, rumor_wire_hdr_t *out)
 {
     const uint8_t *p = buf;
     if (!p || len < RUMOR_WIRE_HDR_LEN)
-        return reject(RUMOR_WIRE_BAD_SIZE, "header frame of %zu bytes, at least %d expected",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_SIZE, "header frame of %zu bytes, at least %d expected",
                       p ? len : 0, RUMOR_WIRE_HDR_LEN);
     uint32_t magic = get32(p);
     if (magic != RUMOR_WIRE_MAGIC)
-        return reject(RUMOR_WIRE_BAD_MAGIC, "magic 0x%08" PRIx32 ", expected 0x%08x (\"RUMR\")",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_MAGIC, "magic 0x%08" PRIx32 ", expected 0x%08x (\"RUMR\")",
                       magic, RUMOR_WIRE_MAGIC);
     rumor_wire_hdr_t h;
     h.version = p[4];
     if (h.version != RUMOR_WIRE_VERSION)
-        return reject(RUMOR_WIRE_BAD_VERSION, "version %u, only %d is understood",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_VERSION, "version %u, only %d is understood",
                       (unsigned)h.version, RUMOR_WIRE_VERSION);
     h.hdr_len = get16(p + 8);
     if (h.hdr_len < RUMOR_WIRE_HDR_LEN || h.hdr_len != len)
-        return reject(RUMOR_WIRE_BAD_HDR_LEN, "hdr_len %u in a frame of %zu bytes",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_HDR_LEN, "hdr_len %u in a frame of %zu bytes",
                       (unsigned)h.hdr_len, len);
     h.type = p[5];
     if (h.type == 0 || h.type >= RUMOR_WIRE_NTYPES)
-        return reject(RUMOR_WIRE_BAD_TYPE, "type %u", (unsigned)h.type);
+        return rumor_wire_reject(RUMOR_WIRE_BAD_TYPE, "type %u", (unsigned)h.type);
     const struct tinfo *t = &types[h.type];
     h.flags = get16(p + 6);
     uint16_t crit = h.flags & RUMOR_WIRE_F_CRITICAL_MASK;
     if (crit & ~t->crit_flags)
-        return reject(RUMOR_WIRE_BAD_FLAGS, "flags 0x%04x: critical bits 0x%02x unknown to type %s",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_FLAGS, "flags 0x%04x: critical bits 0x%02x unknown to type %s",
                       (unsigned)h.flags, (unsigned)(crit & ~t->crit_flags), t->name);
     h.dtype = p[10];
     if (h.dtype > RUMOR_WIRE_DT_MAX || (h.dtype == RUMOR_WIRE_DT_NONE) == t->data)
-        return reject(RUMOR_WIRE_BAD_DTYPE, "dtype %u on type %s", (unsigned)h.dtype, t->name);
+        return rumor_wire_reject(RUMOR_WIRE_BAD_DTYPE, "dtype %u on type %s", (unsigned)h.dtype, t->name);
     if (p[11] != 0)
-        return reject(RUMOR_WIRE_BAD_RESERVED, "byte 11 is 0x%02x, must be 0", (unsigned)p[11]);
+        return rumor_wire_reject(RUMOR_WIRE_BAD_RESERVED, "byte 11 is 0x%02x, must be 0", (unsigned)p[11]);
     h.chunk = get32(p + 12);
     h.nchunks = get32(p + 72);
     if (t->data ? h.chunk >= h.nchunks : (h.chunk | h.nchunks) != 0)
-        return reject(RUMOR_WIRE_BAD_CHUNK, "chunk %" PRIu32 " of %" PRIu32 " on type %s",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_CHUNK, "chunk %" PRIu32 " of %" PRIu32 " on type %s",
                       h.chunk, h.nchunks, t->name);
     h.offset = get64(p + 48);
     h.length = get64(p + 56);
     if (!t->ranged && (h.offset | h.length) != 0)
-        return reject(RUMOR_WIRE_BAD_RANGE, "offset %" PRIu64 " length %" PRIu64
+        return rumor_wire_reject(RUMOR_WIRE_BAD_RANGE, "offset %" PRIu64 " length %" PRIu64
                       " on type %s, which has no range", h.offset, h.length, t->name);
     h.sender = get64(p + 24);
     if (h.sender == 0)
-        return reject(RUMOR_WIRE_BAD_SENDER, "sender id 0");
+        return rumor_wire_reject(RUMOR_WIRE_BAD_SENDER, "sender id 0");
     h.swarm = get64(p + 16);
     h.incarnation = get64(p + 32);
     h.round = get64(p + 40);
@@ -172,7 +169,7 @@ static int check_frames(const rumor_wire_hdr_t *h, const struct tinfo *t, uint32
                         const size_t *fs, size_t nframes)
 {
     if (nframes < t->min_frames || nframes > t->max_frames)
-        return reject(RUMOR_WIRE_BAD_FRAMES, "%zu frames after a %s header, %u..%u expected",
+        return rumor_wire_reject(RUMOR_WIRE_BAD_FRAMES, "%zu frames after a %s header, %u..%u expected",
                       nframes, t->name, (unsigned)t->min_frames, (unsigned)t->max_frames);
     size_t first_body = 0;
     if (t->data) {
@@ -182,19 +179,19 @@ static int check_frames(const rumor_wire_hdr_t *h, const struct tinfo *t, uint32
             size_t want = rumor_codec_payload_bytes(
                 h->dtype, h->length, h->type == RUMOR_WIRE_GRADS ? 0 : h->aux);
             if (want == 0 || fs[0] != want)
-                return reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
+                return rumor_wire_reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
                               " elements of dtype %u with aux %" PRIu32 " (%zu expected)",
                               fs[0], h->length, (unsigned)h->dtype, h->aux, want);
         } else if (fs[0] % es != 0 || fs[0] / es != h->length) {
             /* fs[0] / es == length without multiplying: length may be anything */
-            return reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
+            return rumor_wire_reject(RUMOR_WIRE_BAD_PAYLOAD_SIZE, "payload of %zu bytes for %" PRIu64
                           " elements of %zu bytes", fs[0], h->length, es);
         }
         first_body = 1;
     }
     for (size_t i = first_body; i < nframes; i++)
         if (fs[i] > max_body)
-            return reject(RUMOR_WIRE_BODY_TOO_LARGE, "%s body frame of %zu bytes, at most %" PRIu32,
+            return rumor_wire_reject(RUMOR_WIRE_BODY_TOO_LARGE, "%s body frame of %zu bytes, at most %" PRIu32,
                           t->name, fs[i], max_body);
     return 0;
 }
@@ -203,36 +200,36 @@ int rumor_wire_check(const rumor_wire_hdr_t *h, const rumor_wire_expect_t *e,
                      const size_t *frame_sizes, size_t nframes)
 {
     if (h->type == 0 || h->type >= RUMOR_WIRE_NTYPES)
-        return reject(RUMOR_WIRE_BAD_TYPE, "type %u", (unsigned)h->type);
+        return rumor_wire_reject(RUMOR_WIRE_BAD_TYPE, "type %u", (unsigned)h->type);
     const struct tinfo *t = &types[h->type];
     if (h->swarm != e->swarm)
-        return reject(RUMOR_WIRE_WRONG_SWARM, "swarm %016" PRIx64 ", ours is %016" PRIx64,
+        return rumor_wire_reject(RUMOR_WIRE_WRONG_SWARM, "swarm %016" PRIx64 ", ours is %016" PRIx64,
                       h->swarm, e->swarm);
     if (h->space != e->space)
-        return reject(RUMOR_WIRE_WRONG_SPACE, "space of %" PRIu64 " elements, our model has %" PRIu64,
+        return rumor_wire_reject(RUMOR_WIRE_WRONG_SPACE, "space of %" PRIu64 " elements, our model has %" PRIu64,
                       h->space, e->space);
     if (e->self != 0 && h->sender == e->self)
-        return reject(RUMOR_WIRE_FROM_SELF, "sender %016" PRIx64 " is our own id", h->sender);
+        return rumor_wire_reject(RUMOR_WIRE_FROM_SELF, "sender %016" PRIx64 " is our own id", h->sender);
     if (t->ranged) {
         if (h->length == 0)
-            return reject(RUMOR_WIRE_EMPTY_CHUNK, "%s of length 0", t->name);
+            return rumor_wire_reject(RUMOR_WIRE_EMPTY_CHUNK, "%s of length 0", t->name);
         /* offset + length <= space, written so that nothing can overflow */
         if (h->offset > e->space || h->length > e->space - h->offset)
-            return reject(RUMOR_WIRE_BAD_RANGE, "offset %" PRIu64 " length %" PRIu64
+            return rumor_wire_reject(RUMOR_WIRE_BAD_RANGE, "offset %" PRIu64 " length %" PRIu64
                           " beyond a space of %" PRIu64, h->offset, h->length, e->space);
     }
     if (t->data) {
         uint64_t max_chunk = e->max_chunk ? e->max_chunk : RUMOR_WIRE_CHUNK_DEFAULT;
         if (h->length > max_chunk)
-            return reject(RUMOR_WIRE_CHUNK_TOO_LARGE, "chunk of %" PRIu64
+            return rumor_wire_reject(RUMOR_WIRE_CHUNK_TOO_LARGE, "chunk of %" PRIu64
                           " elements, at most %" PRIu64, h->length, max_chunk);
         uint32_t dtypes = e->dtypes ? e->dtypes : 1u << RUMOR_WIRE_DT_F32;
         if (!(dtypes & (1u << h->dtype)))
-            return reject(RUMOR_WIRE_UNSUPPORTED_DTYPE, "dtype %u not accepted here",
+            return rumor_wire_reject(RUMOR_WIRE_UNSUPPORTED_DTYPE, "dtype %u not accepted here",
                           (unsigned)h->dtype);
     }
     if (nframes > 0 && !frame_sizes)
-        return reject(RUMOR_WIRE_BAD_FRAMES, "%zu frames but no sizes", nframes);
+        return rumor_wire_reject(RUMOR_WIRE_BAD_FRAMES, "%zu frames but no sizes", nframes);
     return check_frames(h, t, e->max_body ? e->max_body : RUMOR_WIRE_MAX_BODY, frame_sizes,
                         nframes);
 }

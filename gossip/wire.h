@@ -219,6 +219,11 @@ uint64_t rumor_wire_peer_id(const uint8_t key[32]);
  * (no terminator) with personalization "rumor.swarm.v1". Never 0. */
 uint64_t rumor_wire_swarm_id(const char *name);
 
+/* Records a rejection as the last error (RUMOR_EPROTO, "wire: REASON:
+ * message") and returns -reason, the verdict a judge hands back (for the
+ * judges outside this module too: codec.h's payload checks). */
+int rumor_wire_reject(int reason, const char *fmt, ...) RUMOR_PRINTF(2, 3);
+
 /* ------------------------------------------------------------- names */
 
 /* "params", "heartbeat", ...; "unknown" for other values. */

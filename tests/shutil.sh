@@ -119,6 +119,28 @@ swarm_cleanup() {
   if [ -n "${RUMOR_KEEP_TMP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
 
+# fashion_swarm NAME [OPTIONS]: three peers train the MLP on 6000
+# Fashion-MNIST examples for 3 epochs (batch 32, lr 0.05) on loopback with
+# OPTIONS; logs in $tmp/NAME-R.log, metrics in $tmp/NAME-R.jsonl; fails the
+# test if a peer fails. Peer 0's log ends with the swarm average's accuracy.
+fashion_swarm() {
+  _name=$1; shift
+  _eps=$(free_endpoints 3)
+  pids=
+  for _r in 0 1 2; do
+    timeout 300 "$RUMOR_PEER" --insecure --rank $_r --peers "$_eps" --data "$FASHION" \
+      --train-limit 6000 --epochs 3 --batch 32 --lr 0.05 --progress 0 \
+      --metrics "$tmp/$_name-$_r.jsonl" "$@" >"$tmp/$_name-$_r.log" 2>&1 &
+    pids="$pids $!"
+  done
+  for _p in $pids; do
+    wait "$_p" || fail "a peer of the $_name run failed: $(tail -n 2 "$tmp/$_name-0.log")"
+  done
+  pids=
+}
+# swarm_accuracy NAME: peer 0's swarm-average test accuracy of that run, in %
+swarm_accuracy() { sed -n 's/^peer 0: swarm average test accuracy \(.*\)%/\1/p' "$tmp/$1-0.log"; }
+
 # rumor-peer metrics files (JSON lines):
 # metrics_field FILE EVENT KEY: KEY's number in the last EVENT of FILE
 metrics_field() { sed -n "s/.*\"event\":\"$2\".*\"$3\":\([-0-9.e+]*\).*/\1/p" "$1" | tail -1; }

@@ -41,6 +41,7 @@
 
 #include "codec.h"
 #include "mixer.h"
+#include "mixutil.h"
 #include "testutil.h"
 
 #define PEERS 8
@@ -340,11 +341,7 @@ static void check_allreduce(const char *spec, const char *dir)
 
 static void send_raw(void *push, const rumor_wire_hdr_t *h, const void *payload, size_t bytes)
 {
-    uint8_t b[RUMOR_WIRE_HDR_LEN];
-    rumor_wire_encode(h, b);
-    zmq_send(push, b, sizeof b, payload ? ZMQ_SNDMORE : 0);
-    if (payload)
-        zmq_send(push, payload, bytes, 0);
+    mu_send_raw(push, h, payload, bytes, 0);
 }
 
 /* the neighbour's range [off, off + len) of round r: f32 v, or int8 of v
@@ -398,11 +395,7 @@ static void check_hostile(void)
     CHECK_OK(rumor_mixer_create(&c, init, &m));
     if (!m)
         return;
-    void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH);
-    int zero = 0;
-    zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_connect(push, endpoints[0]);
-    usleep(200000);
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
     rumor_wire_hdr_t h = { 0 };
     h.type = RUMOR_WIRE_PARAMS;
     h.swarm = c.swarm;
@@ -501,12 +494,8 @@ static void check_hostile(void)
     rumor_mixer_counters(m, &ct);
     CHECK(ct.consensus_skipped == 2);
 
-    usleep(100000);
     rumor_wire_stats_t ws;
-    rumor_mixer_wire_stats(m, &ws);
-    char line[512];
-    rumor_wire_stats_format(&ws, line, sizeof line);
-    fprintf(stderr, "hostile: %s\n", line);
+    mu_wire_stats(m, &ws);
     CHECK(ws.rejected[RUMOR_WIRE_UNSUPPORTED_DTYPE] == 3);
     CHECK(ws.rejected[RUMOR_WIRE_BAD_CODE] == 1);
     CHECK(ws.rejected[RUMOR_WIRE_NONFINITE] == 1);

@@ -12,26 +12,12 @@ set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 peer_test_setup
 
-run() { # NAME [OPTIONS]
-  name=$1; shift
-  eps=$(free_endpoints 3)
-  pids=
-  for r in 0 1 2; do
-    timeout 300 "$RUMOR_PEER" --insecure --rank $r --peers "$eps" --data "$FASHION" \
-      --train-limit 6000 --epochs 3 --batch 32 --lr 0.05 --progress 0 \
-      --metrics "$tmp/$name-$r.jsonl" "$@" >"$tmp/$name-$r.log" 2>&1 &
-    pids="$pids $!"
-  done
-  for p in $pids; do wait "$p" || fail "a peer of the $name run failed: $(tail -n 2 "$tmp/$name-0.log")"; done
-  pids=
-}
-run none
-run int8 --compress int8
-run topk --compress topk:0.05
-run ar --mode allreduce
-run ar8 --mode allreduce --compress int8
-acc() { sed -n 's/^peer 0: swarm average test accuracy \(.*\)%/\1/p' "$tmp/$1-0.log"; }
-a0=$(acc none) a8=$(acc int8) ak=$(acc topk)
+fashion_swarm none
+fashion_swarm int8 --compress int8
+fashion_swarm topk --compress topk:0.05
+fashion_swarm ar --mode allreduce
+fashion_swarm ar8 --mode allreduce --compress int8
+a0=$(swarm_accuracy none) a8=$(swarm_accuracy int8) ak=$(swarm_accuracy topk)
 b0=$(metrics_field "$tmp/none-0.jsonl" done bytes_sent)
 b8=$(metrics_field "$tmp/int8-0.jsonl" done bytes_sent)
 bk=$(metrics_field "$tmp/topk-0.jsonl" done bytes_sent)
@@ -50,7 +36,7 @@ model=$(awk 'BEGIN{n=269322; c=262144; f32=4*n; q=4*int((c+255)/256)+c + 4*int((
 expect_num_close "$(awk "BEGIN{print ${b8:-0} / ${b0:-1}}")" "$model" 0.03 "int8's bytes over f32's"
 expect_num_ge "${ak:-0}" 75 "the swarm average's test accuracy with topk:0.05"
 # the all-reduce baseline with int8 gradients: a quarter of the bytes
-ar=$(acc ar) ar8=$(acc ar8)
+ar=$(swarm_accuracy ar) ar8=$(swarm_accuracy ar8)
 bar=$(metrics_field "$tmp/ar-0.jsonl" done bytes_sent)
 bar8=$(metrics_field "$tmp/ar8-0.jsonl" done bytes_sent)
 echo "all-reduce: ${bar:-?} bytes sent, ${ar:-?}%; with int8: ${bar8:-?} bytes, ${ar8:-?}%"
@@ -59,6 +45,7 @@ grep -q "coded all-reduce: int8 gradients" "$tmp/ar8-0.log" ||
 expect_num_close "${ar8:-0}" "${ar:-99}" 0.5 "the test accuracy, all-reduce int8 against f32"
 expect_num_close "$(awk "BEGIN{print ${bar8:-0} / ${bar:-1}}")" 0.26 0.02 \
   "the all-reduce's bytes, int8 over f32 (the swarm average at the end stays f32)"
+eps=$(free_endpoints 3)
 run_expect 2 "expected none, int8, int4, topk:F or randk:F" "$RUMOR_PEER" --insecure --rank 0 \
   --peers "$eps" --data "$FASHION" --compress int9
 run_expect 2 "must be a number in (0, 1]" "$RUMOR_PEER" --insecure --rank 0 \

@@ -10,24 +10,10 @@ set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 peer_test_setup
 
-run() { # NAME H [OPTIONS]
-  name=$1 h=$2; shift 2
-  eps=$(free_endpoints 3)
-  pids=
-  for r in 0 1 2; do
-    timeout 300 "$RUMOR_PEER" --insecure --rank $r --peers "$eps" --data "$FASHION" \
-      --train-limit 6000 --epochs 3 --batch 32 --lr 0.05 --local-steps "$h" --progress 0 \
-      --metrics "$tmp/$name-$r.jsonl" "$@" >"$tmp/$name-$r.log" 2>&1 &
-    pids="$pids $!"
-  done
-  for p in $pids; do wait "$p" || fail "a peer of the $name run failed: $(tail -n 2 "$tmp/$name-0.log")"; done
-  pids=
-}
-run h1 1
-run h8 8
-run h8o 8 --outer nesterov:lr=0.7,momentum=0.9
-a1=$(sed -n 's/^peer 0: swarm average test accuracy \(.*\)%/\1/p' "$tmp/h1-0.log")
-a8=$(sed -n 's/^peer 0: swarm average test accuracy \(.*\)%/\1/p' "$tmp/h8-0.log")
+fashion_swarm h1 --local-steps 1
+fashion_swarm h8 --local-steps 8
+fashion_swarm h8o --local-steps 8 --outer nesterov:lr=0.7,momentum=0.9
+a1=$(swarm_accuracy h1) a8=$(swarm_accuracy h8)
 r1=$(metrics_field "$tmp/h1-0.jsonl" done rounds)
 r8=$(metrics_field "$tmp/h8-0.jsonl" done rounds)
 b1=$(metrics_field "$tmp/h1-0.jsonl" done bytes_sent)
@@ -42,11 +28,12 @@ ratio=$(awk "BEGIN{print ${b8:-0} / ${b1:-1}}")
 expect_num_close "$ratio" "$(awk 'BEGIN{print 69 / 561}')" 0.03 "bytes sent with H = 8 over H = 1"
 expect_num_close "${a8:-0}" "${a1:-99}" 1.0 "the swarm average's test accuracy, H = 8 against H = 1"
 expect_num_ge "${a8:-0}" 80 "the swarm average's test accuracy with H = 8"
-ao=$(sed -n 's/^peer 0: swarm average test accuracy \(.*\)%/\1/p' "$tmp/h8o-0.log")
+ao=$(swarm_accuracy h8o)
 bo=$(metrics_field "$tmp/h8o-0.jsonl" done bytes_sent)
 echo "H = 8 with outer Nesterov: ${bo:-?} bytes sent, swarm average ${ao:-?}%"
 expect_num_ge "${ao:-0}" 80 "the swarm average's test accuracy with H = 8 and --outer nesterov"
 expect_num_close "$(awk "BEGIN{print ${bo:-0} / ${b8:-1}}")" 1 0.03 "bytes sent with --outer against without"
+eps=$(free_endpoints 3)
 run_expect 2 "needs --mode dpsgd" "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" \
   --data "$FASHION" --local-steps 4 --outer nesterov --mode async
 run_expect 2 "--outer 'nesterov:lr=-1': lr '-1' is not in (0, 10]" "$RUMOR_PEER" --insecure \

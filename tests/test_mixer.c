@@ -38,6 +38,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "mixutil.h"
 #include "mixer.h"
 #include "testutil.h"
 
@@ -330,17 +331,11 @@ static int run_children(int (*fn)(int), int n)
     return failed;
 }
 
-/* Sends one raw message to the mixer at endpoints[0]. */
+/* Sends one raw message of n floats to the mixer at endpoints[0]. */
 static void send_raw(void *push, const rumor_wire_hdr_t *h, const float *payload, size_t n,
                      int corrupt_magic)
 {
-    uint8_t b[RUMOR_WIRE_HDR_LEN];
-    rumor_wire_encode(h, b);
-    if (corrupt_magic)
-        b[0] ^= 0xff;
-    zmq_send(push, b, sizeof b, payload ? ZMQ_SNDMORE : 0);
-    if (payload)
-        zmq_send(push, payload, n * sizeof(float), 0);
+    mu_send_raw(push, h, payload, n * sizeof(float), corrupt_magic);
 }
 
 /* Sends "peer 1"'s x = v everywhere for round r, in ranges of `piece`
@@ -373,11 +368,7 @@ static void check_hostile(void)
         init[i] = 1.0f;
     /* its own grid: chunks of 96; it takes ranges of at most 500 elements */
     rumor_mixer_t *m = make_mixer_c(t, 0, init, 1.0, CHUNK, 500, 0);
-    void *ctx = zmq_ctx_new(), *push = zmq_socket(ctx, ZMQ_PUSH);
-    int zero = 0;
-    zmq_setsockopt(push, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_connect(push, endpoints[0]);
-    usleep(200000);
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
     rumor_wire_hdr_t h = { 0 };
     h.type = RUMOR_WIRE_PARAMS;
     h.dtype = RUMOR_WIRE_DT_F32;
@@ -449,12 +440,8 @@ static void check_hostile(void)
            "a half-sent round mixed wrong at %d places (x[0] = %g, x[999] = %g)", off, x[0],
            x[NP - 1]);
     CHECK_CLOSE(st.self_weight, 0.75, 1e-6, 0); /* half the elements 1/2, half 1 */
-    usleep(100000);
     rumor_wire_stats_t ws;
-    rumor_mixer_wire_stats(m, &ws);
-    char line[512];
-    rumor_wire_stats_format(&ws, line, sizeof line);
-    fprintf(stderr, "hostile: %s\n", line);
+    mu_wire_stats(m, &ws);
     CHECK(ws.rejected[RUMOR_WIRE_BAD_MAGIC] == 1);
     CHECK(ws.rejected[RUMOR_WIRE_WRONG_SWARM] == 1);
     CHECK(ws.rejected[RUMOR_WIRE_WRONG_SPACE] == 1);

@@ -333,9 +333,11 @@ for sc in wan wanslow; do
     run_wan "$sc" local8 --mode dpsgd --topology ring --local-steps 8 "${WAN_COMMON[@]}"
     run_wan "$sc" int8_local4 --mode dpsgd --topology ring --compress int8 --local-steps 4 \
         "${WAN_COMMON[@]}"
+    run_wan "$sc" int8_local8 --mode dpsgd --topology ring --compress int8 --local-steps 8 \
+        "${WAN_COMMON[@]}"
     printf '%-14s %16s %14s\n' "$sc run" "time to $TARGET" "final average"
     best= bestn=
-    for n in allreduce allreduce_int8 dpsgd int8 local8 int8_local4; do
+    for n in allreduce allreduce_int8 dpsgd int8 local8 int8_local4 int8_local8; do
         eval "tt=\${TT_${sc}_$n:-}; acc=\${ACC_${sc}_$n:-}"
         printf '%-14s %14s s %12s %%\n' "$n" "${tt:--}" "${acc:--}"
         case $n in allreduce*) continue ;; esac
