@@ -727,9 +727,6 @@ int main(int argc, char **argv)
     /* ---- the swarm */
     int async = strcmp(opts.mode, "async") == 0;
     int dpsgd = strcmp(opts.mode, "dpsgd") == 0 || async;
-    /* --compress with --mode allreduce: the gradients' all-reduce is coded
-     * (the swarm average at the end stays f32) */
-    int coded_allreduce = !dpsgd && strcmp(opts.compress, "none") != 0;
     rumor_mixer_config_t mc = { 0 };
     mc.topo = p.topo;
     mc.self = rank;
@@ -769,6 +766,9 @@ int main(int argc, char **argv)
     mc.first_round = first_round;
     if (rumor_codec_parse(opts.compress, &mc.codec) < 0) /* checked with the arguments */
         return fail(&p, rank, "--compress");
+    /* --compress with --mode allreduce: the gradients' all-reduce is coded
+     * (the swarm average at the end stays f32) */
+    int coded_allreduce = !dpsgd && mc.codec.kind != RUMOR_CODEC_NONE;
     mc.consensus_step = opts.consensus_step;
     mc.keyframe_every = opts.keyframe_every;
     if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
@@ -811,7 +811,7 @@ int main(int argc, char **argv)
         if (H > 1)
             printf("rumor-peer %d/%d: local SGD: %ld optimizer steps a round, the parameters "
                    "gossiped once (--local-steps)\n", rank, N, H);
-        if (mc.codec.kind != RUMOR_CODEC_NONE && coded_allreduce) {
+        if (coded_allreduce) {
             printf("rumor-peer %d/%d: coded all-reduce: %s gradients, %.2fx smaller than f32\n",
                    rank, N, opts.compress, rumor_codec_ratio(&mc.codec));
         } else if (mc.codec.kind != RUMOR_CODEC_NONE) {
