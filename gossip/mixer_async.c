@@ -157,7 +157,8 @@ int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, co
         a->pround[node] = r;
         mx_cover_clear(&a->pcov[node]);
     }
-    mx_payload_blocks(m, data, h->length, copy_block, a->latest[node] + lo);
+    mx_payload_blocks(m, RUMOR_WIRE_DT_F32, 0, data, h->length, copy_block,
+                      a->latest[node] + lo);
     mx_cover_add(&a->pcov[node], lo, hi);
     a->linc[node] = h->incarnation;
     size_t c0 = (size_t)(lo / m->chunk), c1 = (size_t)((hi - 1) / m->chunk);

@@ -257,16 +257,20 @@ void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
         rumor_swim_heard(m->swim, rumor_now(), h->sender, h->incarnation);
 }
 
-void mx_payload_blocks(rumor_mixer_t *m, const void *data, size_t n, mx_block_fn fn, void *ctx)
+void mx_payload_blocks(rumor_mixer_t *m, int dtype, uint32_t aux, const void *data, size_t n,
+                       mx_block_fn fn, void *ctx)
 {
-    if ((uintptr_t)data % sizeof(float) == 0) {
+    if (dtype == RUMOR_WIRE_DT_F32 && (uintptr_t)data % sizeof(float) == 0) {
         fn(m, ctx, data, 0, n);
         return;
     }
-    /* libzmq may hand small frames out at any byte offset */
+    /* libzmq may hand small frames out at any byte offset, and coded
+     * ranges decode: a block at a time into the scratch, while in cache */
+    rumor_codec_reader_t rd;
+    rumor_codec_reader_init(&rd, dtype, data, n, aux);
     for (size_t at = 0; at < n; at += MX_SCRATCH) {
         size_t k = n - at < MX_SCRATCH ? n - at : MX_SCRATCH;
-        memcpy(m->scratch, (const char *)data + at * sizeof(float), k * sizeof(float));
+        rumor_codec_read(&rd, m->scratch, k);
         fn(m, ctx, m->scratch, at, k);
     }
 }

@@ -340,10 +340,12 @@ void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what);
  * (unless it says so), and in this incarnation (a newer one is a restart:
  * what was known of its previous life is dropped). */
 void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
-/* Calls fn on the n floats at data (a payload, any alignment) in aligned
- * blocks: at is the block's first element. */
+/* Calls fn on the n elements of a payload (any alignment) of dtype (f32,
+ * or a codec's, with the codec's aux; judged already) as aligned blocks
+ * of floats: at is the block's first element. */
 typedef void (*mx_block_fn)(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n);
-void mx_payload_blocks(rumor_mixer_t *m, const void *data, size_t n, mx_block_fn fn, void *ctx);
+void mx_payload_blocks(rumor_mixer_t *m, int dtype, uint32_t aux, const void *data, size_t n,
+                       mx_block_fn fn, void *ctx);
 
 /* mixer_send.c: the sending side */
 void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);

@@ -248,17 +248,8 @@ static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
     }
     mx_accept(m, h, node);
     struct ar_ctx c = { a->buf + h->offset, ag };
-    if (a->coded) {
-        rumor_codec_reader_t rd;
-        rumor_codec_reader_init(&rd, h->dtype, data, h->length, 0);
-        for (size_t at = 0; at < h->length; at += MX_SCRATCH) {
-            size_t k = h->length - at < MX_SCRATCH ? (size_t)(h->length - at) : MX_SCRATCH;
-            rumor_codec_read(&rd, m->scratch, k);
-            ar_block(m, &c, m->scratch, at, k);
-        }
-    } else {
-        mx_payload_blocks(m, data, h->length, ar_block, &c);
-    }
+    /* GRADS's aux is its step: its codecs carry none */
+    mx_payload_blocks(m, h->dtype, 0, data, h->length, ar_block, &c);
     if (forward)
         a->fwd[a->nfwd++] = f;
     mx_cover_add(&a->recv[t], h->offset, h->offset + h->length);

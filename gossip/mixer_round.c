@@ -310,17 +310,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         }
     }
     struct acc_ctx a = { s, (float)w, lo };
-    if (want != RUMOR_WIRE_DT_F32) { /* decoded a block at a time */
-        rumor_codec_reader_t rd;
-        rumor_codec_reader_init(&rd, h->dtype, data, h->length, h->aux);
-        for (size_t at = 0; at < h->length; at += MX_SCRATCH) {
-            size_t k = h->length - at < MX_SCRATCH ? (size_t)(h->length - at) : MX_SCRATCH;
-            rumor_codec_read(&rd, m->scratch, k);
-            acc_block(m, &a, m->scratch, at, k);
-        }
-    } else {
-        mx_payload_blocks(m, data, h->length, acc_block, &a);
-    }
+    mx_payload_blocks(m, h->dtype, h->aux, data, h->length, acc_block, &a);
     mx_cover_add(&s->cov[node], lo, hi);
     for (size_t c = c0; c <= c1; c++) {
         s->touched[c] = 1;
