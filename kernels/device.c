@@ -163,3 +163,68 @@ void rumor_device_close(rumor_device_t **dp)
     free(*dp);
     *dp = NULL;
 }
+
+/* ----------------------------------------------------------- precision */
+
+static const char *const prec_names[] = { "fp32", "tf32", "bf16" };
+
+const char *rumor_precision_name(rumor_precision p)
+{
+    return (unsigned)p < 3 ? prec_names[p] : "?";
+}
+
+int rumor_precision_parse(const char *s, rumor_precision *out)
+{
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, prec_names[i]) == 0) {
+            *out = (rumor_precision)i;
+            return 0;
+        }
+    return rumor_err_set(RUMOR_EINVAL, "precision '%s': expected fp32, tf32 or bf16",
+                         s ? s : "");
+}
+
+int rumor_device_set_precision(rumor_device_t *d, rumor_precision p)
+{
+    if ((unsigned)p > RUMOR_PREC_BF16)
+        return rumor_err_set(RUMOR_EINVAL, "%s: precision %d", d->name, (int)p);
+    if (p == RUMOR_PREC_FP32 || d->kind == RUMOR_DEV_CPU) {
+        if (p != RUMOR_PREC_FP32)
+            return rumor_err_set(RUMOR_ENOTSUP, "%s: computes in fp32 only (%s needs a GPU's "
+                                 "tensor cores)", d->name, rumor_precision_name(p));
+        d->precision = p;
+        return 0;
+    }
+#ifdef HAVE_CUDA
+    return rumor_cuda_set_precision(d, p);
+#else
+    return rumor_err_set(RUMOR_ENOTSUP, "%s: %s", d->name, rumor_precision_name(p));
+#endif
+}
+
+/* ------------------------------------------------- copies between devices */
+
+int rumor_device_same_memory(const rumor_device_t *a, const rumor_device_t *b)
+{
+    if (a->kind != b->kind)
+        return 0;
+    return a->kind == RUMOR_DEV_CPU || a->index == b->index;
+}
+
+int rumor_device_copy(rumor_device_t *dd, void *dst, rumor_device_t *sd, const void *src,
+                      size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    if (dd->kind == RUMOR_DEV_CPU && sd->kind == RUMOR_DEV_CPU)
+        return dd->ops->copy(dd, dst, src, bytes);
+    if (dd->kind == RUMOR_DEV_CPU) /* waits for what sd has queued */
+        return sd->ops->download(sd, dst, src, bytes);
+    if (sd->kind == RUMOR_DEV_CPU)
+        return dd->ops->upload(dd, dst, src, bytes);
+    /* two GPUs, or two streams of one: what sd queued first, then the copy
+     * on dd's stream, done before returning */
+    RUMOR_CHECK(sd->ops->sync(sd));
+    RUMOR_CHECK(dd->ops->copy_peer(dd, dst, sd, src, bytes, NULL));
+    return dd->ops->sync(dd);
+}

@@ -41,6 +41,15 @@ typedef enum {
     RUMOR_CAP_COUNT_
 } rumor_cap;
 
+/* How a device's matrix products compute (a property of the device a stage
+ * runs on). fp32: IEEE single precision; tf32: tensor cores round the
+ * products' inputs to 10-bit mantissas, accumulating in fp32; bf16: inputs
+ * rounded to bfloat16 (8-bit mantissas), accumulating in fp32. Parameters,
+ * gradients, optimizer state and what peers gossip stay fp32 in every mode
+ * (fp32 master weights, as llm.c keeps them); element-wise ops, layernorm,
+ * softmax and reductions compute in fp32. The CPU computes in fp32 only. */
+typedef enum { RUMOR_PREC_FP32 = 0, RUMOR_PREC_TF32, RUMOR_PREC_BF16 } rumor_precision;
+
 typedef struct rumor_ops {
     const char *name;
 
@@ -190,6 +199,7 @@ struct rumor_device {
     int nthreads;         /* CPU threads this device may use (BLAS and workers) */
     const rumor_ops_t *ops;
     void *ctx;            /* backend state (cuBLAS handle, stream, ...) */
+    rumor_precision precision; /* of its matrix products (fp32 unless set) */
     double slowdown;      /* >= 1: a stage's compute on it takes this many times as
                            * long (a CPU device throttled to stand for a slower
                            * machine); 1 for none */
@@ -208,6 +218,26 @@ int rumor_device_open(const char *spec, rumor_device_t **out) RUMOR_WUR;
 
 /* Releases a device and sets *dp to NULL; safe to call twice. */
 void rumor_device_close(rumor_device_t **dp);
+
+/* Sets how d's matrix products compute: RUMOR_ENOTSUP (naming the device)
+ * where it cannot (tf32 or bf16 on the CPU, or a GPU without tensor cores
+ * for them). */
+int rumor_device_set_precision(rumor_device_t *d, rumor_precision p) RUMOR_WUR;
+
+/* "fp32", "tf32", "bf16" (RUMOR_EINVAL naming the text otherwise). */
+int rumor_precision_parse(const char *s, rumor_precision *out) RUMOR_WUR;
+const char *rumor_precision_name(rumor_precision p);
+
+/* Whether a and b address the same memory (both the CPU, or the same GPU):
+ * a pointer of one is valid on the other. */
+int rumor_device_same_memory(const rumor_device_t *a, const rumor_device_t *b);
+
+/* Copies bytes from src (memory of device sd) to dst (memory of device dd),
+ * whatever their kinds: a copy within one memory, an upload, a download, or
+ * a copy between two GPUs. Returns once dst holds the bytes and src may be
+ * reused; work queued on either device before the call is ordered before. */
+int rumor_device_copy(rumor_device_t *dd, void *dst, rumor_device_t *sd, const void *src,
+                      size_t bytes) RUMOR_WUR;
 
 /* Number of usable devices of a kind (CUDA: 0 when not built, no driver or
  * no GPU; CPU: 1). Never fails. */

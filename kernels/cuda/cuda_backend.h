@@ -20,6 +20,9 @@ const char *rumor_cuda_status(void);
 int rumor_cuda_open(rumor_device_t *d, int index);
 void rumor_cuda_close(rumor_device_t *d);
 
+/* How d's matrix products compute (ops.h); ENOTSUP without tensor cores. */
+int rumor_cuda_set_precision(rumor_device_t *d, rumor_precision p);
+
 #ifdef __cplusplus
 }
 #endif

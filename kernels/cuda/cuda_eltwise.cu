@@ -1,0 +1,267 @@
+/* Element-wise ops: grid-stride loops, four floats a thread (16-byte loads)
+ * where every pointer is 16-byte aligned, one otherwise. They are
+ * memory-bound: the benchmark compares them with a device-to-device copy.
+ * Semantics are the CPU table's (cpu_ops.c), GELU's tanh form included. */
+#include "cuda_int.h"
+
+#define THREADS 256
+
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* one body for the vector and the scalar kernel: F(i, ...) on element i */
+#define ELTWISE(name, params, args, body)                                                      \
+    static __global__ void name##_kernel params                                                \
+    {                                                                                          \
+        for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;                  \
+             i += (size_t)gridDim.x * blockDim.x) {                                            \
+            body;                                                                              \
+        }                                                                                      \
+    }
+
+/* ------------------------------------------------------------ axpy etc. */
+
+static __global__ void axpy4_kernel(float4 *y, float a, const float4 *x, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = y[i], u = x[i];
+        v.x += a * u.x;
+        v.y += a * u.y;
+        v.z += a * u.z;
+        v.w += a * u.w;
+        y[i] = v;
+    }
+}
+ELTWISE(axpy, (float *y, float a, const float *x, size_t n), (y, a, x, n), y[i] += a * x[i])
+
+void cu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    cudaStream_t s = cu_of(d)->cur;
+    size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
+    if (n4)
+        CU_LAUNCH(axpy4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, a,
+                  (const float4 *)x, n4);
+    if (n - 4 * n4)
+        CU_LAUNCH(axpy_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, a,
+                  x + 4 * n4, n - 4 * n4);
+    CU_LAUNCHED(d, "axpy");
+}
+
+static __global__ void scale4_kernel(float4 *y, float a, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = y[i];
+        v.x *= a;
+        v.y *= a;
+        v.z *= a;
+        v.w *= a;
+        y[i] = v;
+    }
+}
+ELTWISE(scale, (float *y, float a, size_t n), (y, a, n), y[i] *= a)
+
+void cu_scale(rumor_device_t *d, float *y, float a, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    cudaStream_t s = cu_of(d)->cur;
+    size_t n4 = aligned16(y) ? n / 4 : 0;
+    if (n4)
+        CU_LAUNCH(scale4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, a, n4);
+    if (n - 4 * n4)
+        CU_LAUNCH(scale_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, a,
+                  n - 4 * n4);
+    CU_LAUNCHED(d, "scale");
+}
+
+static __global__ void fill4_kernel(float4 *y, float v, size_t n4)
+{
+    float4 f = make_float4(v, v, v, v);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = f;
+}
+ELTWISE(fill, (float *y, float v, size_t n), (y, v, n), y[i] = v)
+
+void cu_fill(rumor_device_t *d, float *y, float v, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    cudaStream_t s = cu_of(d)->cur;
+    size_t n4 = aligned16(y) ? n / 4 : 0;
+    if (n4)
+        CU_LAUNCH(fill4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, v, n4);
+    if (n - 4 * n4)
+        CU_LAUNCH(fill_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, v,
+                  n - 4 * n4);
+    CU_LAUNCHED(d, "fill");
+}
+
+static __global__ void add4_kernel(float4 *y, const float4 *a, const float4 *b, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 u = a[i], v = b[i];
+        y[i] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+    }
+}
+ELTWISE(add, (float *y, const float *a, const float *b, size_t n), (y, a, b, n),
+        y[i] = a[i] + b[i])
+
+void cu_add(rumor_device_t *d, float *y, const float *a, const float *b, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    cudaStream_t s = cu_of(d)->cur;
+    size_t n4 = aligned16(y) && aligned16(a) && aligned16(b) ? n / 4 : 0;
+    if (n4)
+        CU_LAUNCH(add4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y,
+                  (const float4 *)a, (const float4 *)b, n4);
+    if (n - 4 * n4)
+        CU_LAUNCH(add_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4,
+                  a + 4 * n4, b + 4 * n4, n - 4 * n4);
+    CU_LAUNCHED(d, "add");
+}
+
+/* y = a x + b y; b == 0 writes a x without reading y (a NaN in y is gone) */
+static __global__ void axpby4_kernel(float4 *y, float a, const float4 *x, float b, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 u = x[i];
+        float4 v = b != 0.0f ? y[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        y[i] = b != 0.0f ? make_float4(a * u.x + b * v.x, a * u.y + b * v.y, a * u.z + b * v.z,
+                                       a * u.w + b * v.w)
+                         : make_float4(a * u.x, a * u.y, a * u.z, a * u.w);
+    }
+}
+ELTWISE(axpby, (float *y, float a, const float *x, float b, size_t n), (y, a, x, b, n),
+        y[i] = b != 0.0f ? a * x[i] + b * y[i] : a * x[i])
+
+void cu_axpby(rumor_device_t *d, float *y, float a, const float *x, float b, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    cudaStream_t s = cu_of(d)->cur;
+    size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
+    if (n4)
+        CU_LAUNCH(axpby4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, a,
+                  (const float4 *)x, b, n4);
+    if (n - 4 * n4)
+        CU_LAUNCH(axpby_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, a,
+                  x + 4 * n4, b, n - 4 * n4);
+    CU_LAUNCHED(d, "axpby");
+}
+
+/* ------------------------------------------------------------ activations */
+
+ELTWISE(relu_fwd, (float *y, const float *x, size_t n), (y, x, n),
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f)
+ELTWISE(relu_bwd, (float *dx, const float *x, const float *dy, size_t n), (dx, x, dy, n),
+        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f)
+
+void cu_relu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    CU_LAUNCH(relu_fwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n);
+    CU_LAUNCHED(d, "relu_forward");
+}
+
+void cu_relu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    CU_LAUNCH(relu_bwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, dx, x, dy, n);
+    CU_LAUNCHED(d, "relu_backward");
+}
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+
+/* 1 + tanh(u) and 1 - tanh(u) from one exp of -2|u|, as the CPU computes
+ * them (neither cancels in GELU's tails) */
+static __device__ __forceinline__ void tanh_pm(float u, float *one_plus, float *one_minus)
+{
+    float a = expf(-2.0f * fabsf(u));
+    float big = 2.0f / (1.0f + a), small = big * a;
+    *one_plus = u >= 0.0f ? big : small;
+    *one_minus = u >= 0.0f ? small : big;
+}
+
+static __global__ void gelu_fwd_kernel(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i], p, m;
+        tanh_pm(GELU_SCALE * (v + 0.044715f * v * v * v), &p, &m);
+        y[i] = 0.5f * v * p;
+    }
+}
+
+static __global__ void gelu_bwd_kernel(float *dx, const float *x, const float *dy, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i], p, m;
+        tanh_pm(GELU_SCALE * (v + 0.044715f * v * v * v), &p, &m);
+        float sech2 = p * m; /* 1 - tanh^2 */
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = dy[i] * (0.5f * p + 0.5f * v * sech2 * du);
+    }
+}
+
+void cu_gelu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    CU_LAUNCH(gelu_fwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n);
+    CU_LAUNCHED(d, "gelu_forward");
+}
+
+void cu_gelu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    CU_LAUNCH(gelu_bwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, dx, x, dy, n);
+    CU_LAUNCHED(d, "gelu_backward");
+}
+
+/* inverted dropout with the counter-based mask of ops.h: element i is kept
+ * when U(seed, i) >= p; backward draws the same mask */
+static __global__ void dropout_kernel(float *y, const float *x, size_t n, float p, float keep,
+                                      uint64_t seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = cu_rand_uniform(seed, i) >= p ? x[i] * keep : 0.0f;
+}
+
+void cu_dropout_forward(rumor_device_t *d, float *y, const float *x, size_t n, float p,
+                        uint64_t seed)
+{
+    if (!n)
+        return;
+    cu_enter(d);
+    float keep = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    CU_LAUNCH(dropout_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n, p, keep,
+              seed);
+    CU_LAUNCHED(d, "dropout");
+}
+
+void cu_dropout_backward(rumor_device_t *d, float *dx, const float *dy, size_t n, float p,
+                         uint64_t seed)
+{
+    cu_dropout_forward(d, dx, dy, n, p, seed);
+}
