@@ -775,7 +775,8 @@ int main(int argc, char **argv)
         return fail(&p, rank, "swarm");
     hurry_mixer = p.mixer;
     catch_leave_signals(opts.leave_timeout);
-    rumor_trainer_bind(p.tr, rumor_mixer_params(p.mixer));
+    if (rumor_trainer_bind(p.tr, rumor_mixer_params(p.mixer)) < 0)
+        return fail(&p, rank, "model");
     int nb = rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0);
     if (!o.quiet) {
         char secdesc[128];
@@ -851,7 +852,8 @@ int main(int argc, char **argv)
             else {
                 catch_ups++;
                 k = nk < total_rounds ? nk : total_rounds;
-                rumor_trainer_bind(p.tr, params);
+                if (rumor_trainer_bind(p.tr, params) < 0)
+                    return fail(&p, rank, "model");
                 if (!o.quiet)
                     printf("rumor-peer %d/%d: joined at round %ld\n", rank, N, k);
             }
@@ -949,9 +951,10 @@ int main(int argc, char **argv)
             float *mixed;
             if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
                 return fail(&p, rank, "round");
-            rumor_trainer_bind(p.tr, mixed);
             if (outer) /* the mix becomes the outer step's target: x = the new anchor */
                 rumor_outer_step(outer, mixed);
+            if (rumor_trainer_bind(p.tr, mixed) < 0) /* after every change to it */
+                return fail(&p, rank, "model");
             wait_total += st.wait_s;
             last_dis = st.disagreement;
             dis_sum += st.disagreement;
@@ -1012,7 +1015,8 @@ int main(int argc, char **argv)
                 } else {
                     catch_ups++;
                     fetched = 1;
-                    rumor_trainer_bind(p.tr, params);
+                    if (rumor_trainer_bind(p.tr, params) < 0)
+                        return fail(&p, rank, "model");
                     if (outer)
                         rumor_outer_reset(outer, params);
                     next = nk;

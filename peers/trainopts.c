@@ -26,14 +26,19 @@ const char rumor_train_opts_help[] =
     "                         gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P]\n"
     "  --device SPEC          cpu, cpu:THREADS, cuda, cuda:N or auto (default: cpu);\n"
     "                         a CPU spec may end in :slow=X (X times slower)\n"
+    "  --precision P          how GPUs compute matrix products: fp32 (default), tf32\n"
+    "                         or bf16 (tensor cores; fp32 accumulation). Parameters,\n"
+    "                         gradients, optimizer state and gossip stay fp32, so\n"
+    "                         peers of any precision share a swarm; the CPU is fp32\n"
     "  --threads N            CPU worker threads; each takes a share of every batch\n"
     "                         with one BLAS thread\n"
     "\n"
     "Pipeline (the model cut into stages across devices; docs/pipeline.md):\n"
     "  --stages N             pipeline stages (default: one per --devices entry, else 1:\n"
     "                         no pipeline)\n"
-    "  --devices LIST         the stages' devices, e.g. cpu:1,cpu:1 (one may repeat;\n"
-    "                         default: cpu:1 for each stage)\n"
+    "  --devices LIST         the stages' devices, e.g. cpu:1,cpu:1 or cuda:0,cuda:1\n"
+    "                         or cpu:1,cuda:0 (one may repeat; default: cpu:1 for\n"
+    "                         each stage)\n"
     "  --schedule S           gpipe, 1f1b, interleaved[:V], zb-h1 or zbv (default\n"
     "                         1f1b); rumor-train schedule shows them\n"
     "  --microbatches M       micro-batches a step (default: 2 x stages), 1 to 4096\n"
@@ -168,5 +173,7 @@ int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int worl
     c->schedule = o->schedule;
     c->microbatches = o->microbatches;
     c->partition = o->partition;
+    if (o->precision)
+        RUMOR_CHECK(rumor_precision_parse(o->precision, &c->precision));
     return 0;
 }

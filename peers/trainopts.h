@@ -14,6 +14,7 @@ struct rumor_train_opts {
     const char *data, *model, *device, *optimizer, *lr_schedule, *metrics, *log_level;
     const char *devices, *schedule, *partition; /* schedule: the pipeline's */
     const char *trace;                          /* a Chrome trace file */
+    const char *precision;                      /* fp32, tf32, bf16 */
     int threads, epochs, batch, nesterov, shuffle_labels, quiet, stages, microbatches;
     long train_limit, seed;
     double lr, momentum, weight_decay, beta1, beta2, warmup_epochs, min_lr_ratio, progress;
@@ -29,6 +30,7 @@ struct rumor_train_opts {
     { "model", 0, RUMOR_OPT_STR, offsetof(type, m.model), 0, 0, NULL, 0 },                  \
     { "device", 0, RUMOR_OPT_STR, offsetof(type, m.device), 0, 0, NULL, 0 },                \
     { "devices", 0, RUMOR_OPT_STR, offsetof(type, m.devices), 0, 0, NULL, 0 },              \
+    { "precision", 0, RUMOR_OPT_CHOICE, offsetof(type, m.precision), 0, 0, "fp32|tf32|bf16", 0 }, \
     { "stages", 0, RUMOR_OPT_INT, offsetof(type, m.stages), 1, 64, NULL, 0 },               \
     { "schedule", 0, RUMOR_OPT_STR, offsetof(type, m.schedule), 0, 0, NULL, 0 },            \
     { "microbatches", 0, RUMOR_OPT_INT, offsetof(type, m.microbatches), 1, 4096, NULL, 0 },  \

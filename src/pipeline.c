@@ -38,11 +38,31 @@ void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows)
     *row0 = m * base + (m < extra ? m : extra);
 }
 
+/* The stage holding the tensor st keeps a copy of (NULL: none). */
+static rumor_stage_t *tied_owner(const rumor_pipeline_t *p, const rumor_stage_t *st)
+{
+    if (!st->tied)
+        return NULL;
+    for (int s = 0; s < p->S; s++)
+        if (p->st[s]->lo <= st->tied_lo && st->tied_lo + st->tied_n <= p->st[s]->hi)
+            return p->st[s];
+    return NULL;
+}
+
 void rumor_pipeline_destroy(rumor_pipeline_t **pp)
 {
     if (!pp || !*pp)
         return;
     rumor_pipeline_t *p = *pp;
+    for (int s = 0; p->link && s + 1 < p->S; s++)
+        rumor_link_destroy(&p->link[s]);
+    free(p->link);
+    for (int s = 0; p->tied_tmp && s < p->S; s++)
+        if (p->tied_tmp[s]) {
+            rumor_stage_t *o = tied_owner(p, p->st[s]);
+            o->dev->ops->free(o->dev, p->tied_tmp[s]);
+        }
+    free(p->tied_tmp);
     for (int s = 0; p->st && s < p->S; s++)
         rumor_stage_destroy(&p->st[s]);
     free(p->st);
@@ -73,6 +93,41 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
     *pp = NULL;
 }
 
+/* A GPU device object serves one pipeline rank (its stream and cuBLAS
+ * handle are one thread's); links between consecutive stages; where a stage
+ * shares a tensor with a stage on another device, room on the owner's
+ * device for its part of the gradient. */
+static int make_links(rumor_pipeline_t *p)
+{
+    for (int d = 0; d < p->P; d++)
+        for (int e = 0; e < d; e++)
+            if (p->dev[d] == p->dev[e] && p->dev[d]->kind != RUMOR_DEV_CPU)
+                return rumor_err_set(RUMOR_EINVAL, "pipeline: ranks %d and %d share the device "
+                                     "object of %s; open the GPU once per rank", e, d,
+                                     p->dev[d]->name);
+    p->link = calloc((size_t)p->S, sizeof *p->link);
+    p->tied_tmp = calloc((size_t)p->S, sizeof *p->tied_tmp);
+    if (!p->link || !p->tied_tmp)
+        return rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+    for (int s = 0; s + 1 < p->S; s++)
+        if (p->st[s]->dev != p->st[s + 1]->dev)
+            RUMOR_CHECK(rumor_link_create(p->st[s]->dev, p->st[s + 1]->dev, 1, &p->link[s]));
+    for (int s = 0; s < p->S; s++) {
+        rumor_stage_t *o = tied_owner(p, p->st[s]);
+        if (o && o->dev != p->st[s]->dev &&
+            !(p->tied_tmp[s] = o->dev->ops->alloc(o->dev, p->st[s]->tied_n * sizeof(float))))
+            return rumor_err_trace_add(__FILE__, __LINE__, RUMOR_ENOMEM);
+    }
+    return 0;
+}
+
+/* Finishes what a stage on a GPU queued (its F or B): the stage waiting on
+ * its result is told only then. */
+static int stage_done(rumor_stage_t *st)
+{
+    return st->dev->kind == RUMOR_DEV_CPU ? 0 : st->dev->ops->sync(st->dev);
+}
+
 static int make_cuts(rumor_pipeline_t *p)
 {
     int nb = p->cfg.model->nblocks;
@@ -87,17 +142,6 @@ static int make_cuts(rumor_pipeline_t *p)
         return rumor_err_set(RUMOR_EINVAL, "pipeline: the cuts cover blocks [%d, %d) of the "
                              "model's [0, %d)", p->cut[0], p->cut[p->S], nb);
     return 0;
-}
-
-/* The stage holding the tensor st keeps a copy of (NULL: none). */
-static rumor_stage_t *tied_owner(const rumor_pipeline_t *p, const rumor_stage_t *st)
-{
-    if (!st->tied)
-        return NULL;
-    for (int s = 0; s < p->S; s++)
-        if (p->st[s]->lo <= st->tied_lo && st->tied_lo + st->tied_n <= p->st[s]->hi)
-            return p->st[s];
-    return NULL;
 }
 
 int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t **out)
@@ -175,6 +219,8 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         if (p->st[s]->tied && !tied_owner(p, p->st[s]))
             rc = rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: no stage holds the tensor it "
                                "shares at offset %zu", s, p->st[s]->tied_lo);
+    if (rc == 0)
+        rc = make_links(p);
     if (rc < 0) {
         rumor_pipeline_destroy(&p);
         return rumor_err_trace_add(__FILE__, __LINE__, rc);
@@ -247,7 +293,15 @@ static int act(struct worker *w, const rumor_action_t *a)
         rumor_pipeline_micro_rows(r->b->n, p->M, m, &row0, &rows);
         RUMOR_CHECK(rumor_stage_load(st, slot, r->b, row0, rows));
         const float *in = s > 0 ? rumor_stage_output(p->st[s - 1], r->slot_of[c - p->M]) : NULL;
+        if (s > 0 && p->link[s - 1]) { /* from another device: over the link */
+            float *buf = rumor_stage_input_buffer(st, slot);
+            size_t bytes = (size_t)st->slots[slot].B * st->slots[slot].T *
+                           (size_t)st->model->blocks[st->first].in_width * sizeof(float);
+            RUMOR_CHECK(rumor_link_copy(p->link[s - 1], 1, buf, in, bytes));
+            in = buf;
+        }
         RUMOR_CHECK(rumor_stage_forward(st, slot, in, 1, r->step, m));
+        RUMOR_CHECK(stage_done(st));
         if (s == p->S - 1) /* the loss now: the slot is reused after W */
             RUMOR_CHECK(rumor_stage_loss(st, slot, &r->loss[m], NULL));
         w->end = rumor_now(); /* before the next stage may start on it */
@@ -262,6 +316,7 @@ static int act(struct worker *w, const rumor_action_t *a)
             return 1;
         const float *dy = s < p->S - 1 ? rumor_stage_output_grad(st, slot) : NULL;
         RUMOR_CHECK(rumor_stage_backward_b(st, slot, dy, r->loss_scale));
+        RUMOR_CHECK(stage_done(st));
         if (s > 0) {
             /* send the input gradient into the stage before's slot of this
              * micro-batch (held until its W, which follows its B, which
@@ -269,8 +324,13 @@ static int act(struct worker *w, const rumor_action_t *a)
             rumor_stage_t *up = p->st[s - 1];
             size_t bytes = (size_t)st->slots[slot].B * st->slots[slot].T *
                            (size_t)st->model->blocks[st->first].in_width * sizeof(float);
-            RUMOR_CHECK(up->dev->ops->copy(up->dev, rumor_stage_output_grad(up, r->slot_of[c - p->M]),
-                                           rumor_stage_input_grad(st, slot), bytes));
+            float *dst = rumor_stage_output_grad(up, r->slot_of[c - p->M]);
+            if (p->link[s - 1])
+                RUMOR_CHECK(rumor_link_copy(p->link[s - 1], 0, dst,
+                                            rumor_stage_input_grad(st, slot), bytes));
+            else
+                RUMOR_CHECK(up->dev->ops->copy(up->dev, dst, rumor_stage_input_grad(st, slot),
+                                               bytes));
         }
         if (a->kind == RUMOR_ACT_BW) {
             RUMOR_CHECK(rumor_stage_backward_w(st, slot));
@@ -400,7 +460,8 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
          * embedding) works on a fresh copy of its owner's */
         const rumor_stage_t *o = tied_owner(p, p->st[s]);
         if (o)
-            RUMOR_CHECK(rumor_stage_sync_tied(p->st[s], o->params + (p->st[s]->tied_lo - o->lo)));
+            RUMOR_CHECK(rumor_stage_sync_tied(p->st[s], o->params + (p->st[s]->tied_lo - o->lo),
+                                              o->dev));
     }
     pthread_t th[RUMOR_SCHED_MAX_DEVICES];
     struct worker w[RUMOR_SCHED_MAX_DEVICES];
@@ -431,10 +492,16 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
         return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
     /* the shared tensor's gradient: the copy's part added into its owner's */
     for (int s = 0; s < p->S; s++) {
-        rumor_stage_t *o = tied_owner(p, p->st[s]);
-        if (o)
-            o->dev->ops->axpy(o->dev, o->grads + (p->st[s]->tied_lo - o->lo), 1.0f,
-                              p->st[s]->tied_grad, p->st[s]->tied_n);
+        rumor_stage_t *o = tied_owner(p, p->st[s]), *st = p->st[s];
+        if (!o)
+            continue;
+        const float *g = st->tied_grad;
+        if (p->tied_tmp[s]) { /* on another device: its part comes over first */
+            RUMOR_CHECK(rumor_device_copy(o->dev, p->tied_tmp[s], st->dev, g,
+                                          st->tied_n * sizeof(float)));
+            g = p->tied_tmp[s];
+        }
+        o->dev->ops->axpy(o->dev, o->grads + (st->tied_lo - o->lo), 1.0f, g, st->tied_n);
     }
     double sum = 0.0;
     for (int m = 0; m < p->M; m++)
@@ -450,17 +517,41 @@ int rumor_pipeline_update(rumor_pipeline_t *p)
     return 0;
 }
 
-void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params)
-{
-    for (int s = 0; s < p->S; s++)
-        rumor_stage_bind_params(p->st[s], params + p->st[s]->lo);
-}
-
-int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads)
+int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev)
 {
     int all = 1;
     for (int s = 0; s < p->S; s++) {
-        if (p->st[s]->dev->kind == RUMOR_DEV_CPU)
+        rumor_stage_t *st = p->st[s];
+        if (rumor_device_same_memory(st->dev, dev)) {
+            rumor_stage_bind_params(st, params + st->lo);
+            continue;
+        }
+        all = 0;
+        if (!st->owns_params) /* was bound in place: a buffer of its own again */
+            return rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: bound to another device's "
+                                 "memory", s);
+        RUMOR_CHECK(rumor_device_copy(st->dev, st->params, dev, params + st->lo,
+                                      st->n * sizeof(float)));
+    }
+    return all;
+}
+
+int rumor_pipeline_write_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev)
+{
+    for (int s = 0; s < p->S; s++) {
+        const rumor_stage_t *st = p->st[s];
+        if (st->params != params + st->lo)
+            RUMOR_CHECK(rumor_device_copy(dev, params + st->lo, st->dev, st->params,
+                                          st->n * sizeof(float)));
+    }
+    return 0;
+}
+
+int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads, rumor_device_t *dev)
+{
+    int all = 1;
+    for (int s = 0; s < p->S; s++) {
+        if (rumor_device_same_memory(p->st[s]->dev, dev))
             rumor_stage_bind_grads(p->st[s], grads + p->st[s]->lo);
         else
             all = 0;
@@ -468,24 +559,24 @@ int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads)
     return all;
 }
 
-int rumor_pipeline_gather_grads(const rumor_pipeline_t *p, float *grads)
+int rumor_pipeline_gather_grads(const rumor_pipeline_t *p, float *grads, rumor_device_t *dev)
 {
     for (int s = 0; s < p->S; s++) {
         const rumor_stage_t *st = p->st[s];
         if (st->grads != grads + st->lo)
-            RUMOR_CHECK(st->dev->ops->download(st->dev, grads + st->lo, st->grads,
-                                               st->n * sizeof(float)));
+            RUMOR_CHECK(rumor_device_copy(dev, grads + st->lo, st->dev, st->grads,
+                                          st->n * sizeof(float)));
     }
     return 0;
 }
 
-int rumor_pipeline_scatter_grads(rumor_pipeline_t *p, const float *grads)
+int rumor_pipeline_scatter_grads(rumor_pipeline_t *p, const float *grads, rumor_device_t *dev)
 {
     for (int s = 0; s < p->S; s++) {
         rumor_stage_t *st = p->st[s];
         if (st->grads != grads + st->lo)
-            RUMOR_CHECK(st->dev->ops->upload(st->dev, st->grads, grads + st->lo,
-                                             st->n * sizeof(float)));
+            RUMOR_CHECK(rumor_device_copy(st->dev, st->grads, dev, grads + st->lo,
+                                          st->n * sizeof(float)));
     }
     return 0;
 }
@@ -501,15 +592,14 @@ int rumor_pipeline_optim_state(rumor_pipeline_t *p, rumor_optim_t *o, int to_who
             return rumor_err_set(RUMOR_EINVAL, "pipeline stage %d: optimizer state of another "
                                  "kind or size", s);
         size_t bytes = st->n * sizeof(float);
-        const rumor_ops_t *ops = st->dev->ops;
         if (to_whole) {
-            RUMOR_CHECK(ops->download(st->dev, o->m + st->lo, so->m, bytes));
+            RUMOR_CHECK(rumor_device_copy(o->dev, o->m + st->lo, st->dev, so->m, bytes));
             if (so->v)
-                RUMOR_CHECK(ops->download(st->dev, o->v + st->lo, so->v, bytes));
+                RUMOR_CHECK(rumor_device_copy(o->dev, o->v + st->lo, st->dev, so->v, bytes));
         } else {
-            RUMOR_CHECK(ops->upload(st->dev, so->m, o->m + st->lo, bytes));
+            RUMOR_CHECK(rumor_device_copy(st->dev, so->m, o->dev, o->m + st->lo, bytes));
             if (so->v)
-                RUMOR_CHECK(ops->upload(st->dev, so->v, o->v + st->lo, bytes));
+                RUMOR_CHECK(rumor_device_copy(st->dev, so->v, o->dev, o->v + st->lo, bytes));
             so->t = o->t;
         }
     }

@@ -8,9 +8,14 @@
  * thread a device executes its action list in order, each action waiting
  * only for the activation or gradient it needs to arrive (a message from
  * the neighbouring stage), not for a global clock. An activation or an
- * input gradient moves between stages by a copy: the next stage's forward
- * copies its input into its own slot, and a stage's B sends its input
- * gradient into the slot of the stage before.
+ * input gradient moves between stages by a copy over the link between their
+ * devices (link.h: a memcpy, a copy within a GPU, an upload or download, a
+ * peer copy or NCCL between GPUs): the next stage's forward copies its input
+ * into its own slot, and a stage's B sends its input gradient into the slot
+ * of the stage before. A stage on a GPU finishes its F or B (syncs its
+ * stream) before the stage waiting on it is told, so links never read
+ * half-computed data. Each pipeline rank needs a device object of its own
+ * where it is a GPU (a stream and a cuBLAS handle are one thread's).
  *
  * Activation memory is what the schedule needs, not M micro-batches' worth:
  * stage s holds the validator's peak_stage[s] slots, taking one for a
@@ -35,6 +40,7 @@
 #include <stdio.h>
 
 #include "batch.h"
+#include "link.h"
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
@@ -78,6 +84,9 @@ typedef struct rumor_pipeline {
     double t0;                    /* when the last step began (rumor_now) */
     double **ev;                  /* (P) start and end of each action of the last step,
                                    * 2 x sched->n[d], seconds from t0 */
+    rumor_link_t **link;          /* (S - 1) link[s] joins stage s and s + 1 (link.h) */
+    float **tied_tmp;             /* (S) where a stage's tied gradient lands on its owner's
+                                   * device, when the two are not one device (else NULL) */
     struct pipeline_run *run;     /* the step under way (pipeline.c) */
 } rumor_pipeline_t;
 
@@ -108,25 +117,37 @@ int rumor_pipeline_replan(rumor_pipeline_t *p, const double *cost, double *befor
  * the schedule's rate (each stage's count advances). */
 int rumor_pipeline_update(rumor_pipeline_t *p) RUMOR_WUR;
 
-/* Points every stage at its range of a whole-model parameter buffer
- * (params + stage lo): the pipeline then trains the caller's parameters
- * (a trainer's, a mixer's) in place. */
-void rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params);
+/* Points every stage whose device shares dev's memory at its range of a
+ * whole-model parameter buffer (params + stage lo, memory of dev): the
+ * pipeline then trains the caller's parameters (a trainer's, a mixer's) in
+ * place. Stages elsewhere (a GPU stage of a host buffer) keep their own
+ * parameters and get a copy of their range; rumor_pipeline_write_params
+ * copies them back. Returns 1 when every stage was bound in place. */
+int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev) RUMOR_WUR;
 
-/* Points every stage at its range of a whole-model gradient buffer (grads +
- * stage lo) in host memory: stages on CPU devices accumulate there, so the
- * caller reads (or all-reduces) one flat gradient without a copy. Returns
- * 1 when every stage was bound, 0 when a stage lives off the host (its
- * gradients stay its own: rumor_pipeline_gather_grads copies them). */
-int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads);
+/* Copies the parameters of the stages not bound in place into their range
+ * of params (memory of dev): after an optimizer step, so that the whole
+ * buffer is current. */
+int rumor_pipeline_write_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev) RUMOR_WUR;
 
-/* Copies the stages' gradients that are not bound into grads + their lo,
- * and back (a gradient the caller changed, e.g. all-reduced). */
-int rumor_pipeline_gather_grads(const rumor_pipeline_t *p, float *grads) RUMOR_WUR;
-int rumor_pipeline_scatter_grads(rumor_pipeline_t *p, const float *grads) RUMOR_WUR;
+/* Points every stage whose device shares dev's memory at its range of a
+ * whole-model gradient buffer (grads + stage lo): those stages accumulate
+ * there, so the caller reads (or all-reduces) one flat gradient without a
+ * copy. Returns 1 when every stage was bound, 0 when a stage lives
+ * elsewhere (its gradients stay its own: rumor_pipeline_gather_grads copies
+ * them). */
+int rumor_pipeline_bind_grads(rumor_pipeline_t *p, float *grads, rumor_device_t *dev);
+
+/* Copies the stages' gradients that are not bound into grads + their lo
+ * (memory of dev), and back (a gradient the caller changed, e.g.
+ * all-reduced). */
+int rumor_pipeline_gather_grads(const rumor_pipeline_t *p, float *grads,
+                                rumor_device_t *dev) RUMOR_WUR;
+int rumor_pipeline_scatter_grads(rumor_pipeline_t *p, const float *grads,
+                                 rumor_device_t *dev) RUMOR_WUR;
 
 /* The optimizer state of every stage gathered into (to_whole) or scattered
- * from a whole-model optimizer o of the same kind, on the host: a
+ * from a whole-model optimizer o of the same kind (on any device): a
  * checkpoint holds the whole space, whatever the cut. The step count goes
  * along. */
 int rumor_pipeline_optim_state(rumor_pipeline_t *p, rumor_optim_t *o, int to_whole) RUMOR_WUR;

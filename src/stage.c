@@ -443,12 +443,16 @@ int rumor_stage_zero_grad(rumor_stage_t *s)
     return 0;
 }
 
-int rumor_stage_sync_tied(rumor_stage_t *s, const float *src)
+int rumor_stage_sync_tied(rumor_stage_t *s, const float *src, rumor_device_t *src_dev)
 {
     if (!s->tied)
         return 0;
-    return s->dev->ops->copy(s->dev, s->tied, src, s->tied_n * sizeof(float));
+    if (src_dev == s->dev)
+        return s->dev->ops->copy(s->dev, s->tied, src, s->tied_n * sizeof(float));
+    return rumor_device_copy(s->dev, s->tied, src_dev, src, s->tied_n * sizeof(float));
 }
+
+float *rumor_stage_input_buffer(rumor_stage_t *s, int slot) { return s->slots[slot].in; }
 
 const float *rumor_stage_probs(const rumor_stage_t *s, int slot)
 {

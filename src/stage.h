@@ -153,10 +153,15 @@ size_t rumor_stage_slot_bytes(const rumor_stage_t *s);
 /* W: grads += the weight gradients of the slot's micro-batch (after its B). */
 int rumor_stage_backward_w(rumor_stage_t *s, int slot) RUMOR_WUR;
 
-/* Copies the shared tensor (tied_n floats of this stage's device memory,
- * the owner's current values) into the stage's tied copy; nothing for a
- * stage without one. */
-int rumor_stage_sync_tied(rumor_stage_t *s, const float *src) RUMOR_WUR;
+/* Copies the shared tensor (tied_n floats of src_dev's memory, the owner's
+ * current values) into the stage's tied copy; nothing for a stage without
+ * one. */
+int rumor_stage_sync_tied(rumor_stage_t *s, const float *src, rumor_device_t *src_dev) RUMOR_WUR;
+
+/* Where a stage that is not the first keeps the slot's input (rows x
+ * in_width floats of its device): a link from another device copies the
+ * previous stage's output here, and forward then reads it in place. */
+float *rumor_stage_input_buffer(rumor_stage_t *s, int slot);
 
 /* grads = 0, and tied_grad (a fill: a NaN from an earlier step does not
  * survive). */

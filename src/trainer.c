@@ -108,49 +108,79 @@ static void size_run(rumor_trainer_t *t)
     t->oc.total_steps = c->cosine ? t->total_steps : 0;
 }
 
+/* The tokens of a --devices list ("cpu:1,cuda:0"), at most max of them. */
+static int device_specs(const char *devices, char specs[][32], int max, int *n)
+{
+    char list[1024];
+    if (strlen(devices) >= sizeof list)
+        return rumor_err_set(RUMOR_EINVAL, "--devices: longer than %zu characters",
+                             sizeof list - 1);
+    snprintf(list, sizeof list, "%s", devices);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (*n == max)
+            return rumor_err_set(RUMOR_EINVAL, "--devices: more than %d", max);
+        if (strlen(tok) >= 32)
+            return rumor_err_set(RUMOR_EINVAL, "--devices: '%s' is too long", tok);
+        snprintf(specs[(*n)++], 32, "%s", tok);
+    }
+    if (*n == 0)
+        return rumor_err_set(RUMOR_EINVAL, "--devices '%s': no device", devices);
+    return 0;
+}
+
+/* Opens a pipeline device and gives it the run's precision (a CPU device
+ * stays fp32: it has no tensor cores, and a mixed pipeline's CPU stages
+ * compute as they always do). */
+static int open_pdev(rumor_trainer_t *t, const char *spec, rumor_device_t **out)
+{
+    int rc = rumor_device_open(spec, out);
+    if (rc < 0)
+        return rumor_err_prefix(rc, "--devices %s", spec);
+    if ((*out)->kind != RUMOR_DEV_CPU)
+        TRY("--precision", rumor_device_set_precision(*out, t->cfg.precision));
+    return 0;
+}
+
 /* The pipeline: its devices, the cut, the schedule, stages bound to the
  * whole model's parameters. */
 static int open_pipeline(rumor_trainer_t *t)
 {
     const rumor_trainer_config_t *c = &t->cfg;
-    /* the devices, in order; "cpu:1" for each stage when none are given */
-    char list[1024];
     int stages = c->stages;
+    rumor_device_t *devs[RUMOR_SCHED_MAX_DEVICES];
     if (c->devices) {
-        if (strlen(c->devices) >= sizeof list)
-            return rumor_err_set(RUMOR_EINVAL, "--devices: longer than %zu characters",
-                                 sizeof list - 1);
-        snprintf(list, sizeof list, "%s", c->devices);
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
-             tok = strtok_r(NULL, ",", &save)) {
-            if (t->npdevs == RUMOR_SCHED_MAX_DEVICES)
-                return rumor_err_set(RUMOR_EINVAL, "--devices: more than %d",
-                                     RUMOR_SCHED_MAX_DEVICES);
-            int rc = rumor_device_open(tok, &t->pdevs[t->npdevs]);
-            if (rc < 0)
-                return rumor_err_prefix(rc, "--devices %s", tok);
-            t->npdevs++;
-        }
-        if (t->npdevs == 0)
-            return rumor_err_set(RUMOR_EINVAL, "--devices '%s': no device", c->devices);
+        /* a device per rank, the list repeated; a GPU is opened once per
+         * rank (its stream and cuBLAS handle serve one worker), a CPU
+         * device object may serve several */
+        char specs[RUMOR_SCHED_MAX_DEVICES][32];
+        int n;
+        RUMOR_CHECK(device_specs(c->devices, specs, RUMOR_SCHED_MAX_DEVICES, &n));
         if (stages < 1)
-            stages = t->npdevs;
+            stages = n;
+        if (stages > RUMOR_SCHED_MAX_DEVICES)
+            return rumor_err_set(RUMOR_EINVAL, "--stages %d: at most %d", stages,
+                                 RUMOR_SCHED_MAX_DEVICES);
+        for (int d = 0; d < stages; d++) {
+            if (d < n || strncmp(specs[d % n], "cuda", 4) == 0) {
+                RUMOR_CHECK(open_pdev(t, specs[d % n], &t->pdevs[t->npdevs]));
+                devs[d] = t->pdevs[t->npdevs++];
+            } else {
+                devs[d] = t->pdevs[d % n];
+            }
+        }
     } else {
         if (stages < 1)
             stages = 1;
-        for (; t->npdevs < stages && t->npdevs < RUMOR_SCHED_MAX_DEVICES; t->npdevs++)
-            RUMOR_CHECK(rumor_device_open("cpu:1", &t->pdevs[t->npdevs]));
+        if (stages > RUMOR_SCHED_MAX_DEVICES)
+            return rumor_err_set(RUMOR_EINVAL, "--stages %d: at most %d", stages,
+                                 RUMOR_SCHED_MAX_DEVICES);
+        for (; t->npdevs < stages; t->npdevs++)
+            RUMOR_CHECK(open_pdev(t, "cpu:1", &t->pdevs[t->npdevs]));
+        for (int d = 0; d < stages; d++)
+            devs[d] = t->pdevs[d];
     }
-    if (stages > RUMOR_SCHED_MAX_DEVICES)
-        return rumor_err_set(RUMOR_EINVAL, "--stages %d: at most %d", stages,
-                             RUMOR_SCHED_MAX_DEVICES);
-    for (int i = 0; i < t->npdevs; i++)
-        if (t->pdevs[i]->kind != RUMOR_DEV_CPU)
-            return rumor_err_set(RUMOR_ENOTSUP, "%s: pipeline stages run on CPU devices for "
-                                 "now", t->pdevs[i]->name);
-    rumor_device_t *devs[RUMOR_SCHED_MAX_DEVICES];
-    for (int d = 0; d < stages; d++)
-        devs[d] = t->pdevs[d % t->npdevs];
     const char *sched = c->schedule ? c->schedule : "1f1b";
     rumor_sched_kind kind;
     int V;
@@ -182,11 +212,15 @@ static int open_pipeline(rumor_trainer_t *t)
                                    .T = rumor_model_seq(t->model), .seed = c->seed,
                                    .stream = (uint64_t)c->rank, .optim = &t->oc };
     RUMOR_CHECK(rumor_pipeline_create(&pc, &t->pipe));
-    /* the stages train the trainer's parameters in place and, on the host,
-     * accumulate into its flat gradient (which an all-reduce reads); each
-     * stage steps its own optimizer over its own range */
-    rumor_pipeline_bind_params(t->pipe, t->stage->params);
-    t->grads_bound = rumor_pipeline_bind_grads(t->pipe, t->stage->grads);
+    /* the stages train the trainer's parameters in place where they share
+     * its device's memory, and accumulate into its flat gradient (which an
+     * all-reduce reads); stages elsewhere work on copies, written back
+     * after each update; each stage steps its own optimizer over its own
+     * range */
+    int bound = rumor_pipeline_bind_params(t->pipe, t->stage->params, t->dev);
+    RUMOR_CHECK(bound);
+    t->params_bound = bound;
+    t->grads_bound = rumor_pipeline_bind_grads(t->pipe, t->stage->grads, t->dev);
     return 0;
 }
 
@@ -201,6 +235,25 @@ static int open_all(rumor_trainer_t *t)
                              c->eval_batches, c->warmup_epochs);
     char devspec[32];
     const char *device = c->device;
+    if (device && c->host_params && strncmp(device, "cuda", 4) == 0 && !c->devices) {
+        /* a peer gossips host memory: its model runs on the GPU as a stage
+         * of one, whose parameters the mixer's buffers load and take back */
+        t->cfg.devices = device;
+        device = NULL;
+    }
+    if (!device && c->devices && !c->host_params) {
+        /* stages all on one GPU: the whole model's buffers live there too,
+         * so the stages train them in place */
+        char specs[RUMOR_SCHED_MAX_DEVICES][32];
+        int n, same = 1;
+        RUMOR_CHECK(device_specs(c->devices, specs, RUMOR_SCHED_MAX_DEVICES, &n));
+        for (int i = 1; i < n; i++)
+            same &= strcmp(specs[i], specs[0]) == 0;
+        if (same && strncmp(specs[0], "cuda", 4) == 0) {
+            snprintf(devspec, sizeof devspec, "%s", specs[0]);
+            device = devspec;
+        }
+    }
     if (!device) {
         snprintf(devspec, sizeof devspec, c->threads ? "cpu:%d" : "cpu", c->threads);
         device = devspec;
@@ -209,6 +262,13 @@ static int open_all(rumor_trainer_t *t)
     if (c->host_params && t->dev->kind != RUMOR_DEV_CPU)
         return rumor_err_set(RUMOR_ENOTSUP, "device %s: peers gossip host memory; use a CPU "
                              "device", t->dev->name);
+    if (t->dev->kind != RUMOR_DEV_CPU)
+        TRY("--precision", rumor_device_set_precision(t->dev, c->precision));
+    else if (c->precision != RUMOR_PREC_FP32 && !(t->cfg.devices && strstr(t->cfg.devices, "cuda")))
+        return rumor_err_set(RUMOR_ENOTSUP, "--precision %s: the CPU computes in fp32; %s needs "
+                             "a GPU (--device cuda:0 or --devices with a GPU)",
+                             rumor_precision_name(c->precision),
+                             rumor_precision_name(c->precision));
     /* the model first: a language model's context is the data's window, and
      * the data's vocabulary is its default */
     int vocab;
@@ -233,7 +293,7 @@ static int open_all(rumor_trainer_t *t)
     if (!t->lm)
         TRY("model", check_images(t));
     size_run(t);
-    int pipelined = c->stages > 1 || c->schedule || c->devices;
+    int pipelined = c->stages > 1 || c->schedule || t->cfg.devices;
     rumor_stage_config_t stc = { .model = t->model, .dev = t->dev, .first = 0,
                                  .last = t->model->nblocks, .max_B = c->batch,
                                  .T = rumor_model_seq(t->model), .slots = 1, .seed = c->seed,
@@ -300,7 +360,7 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
                            rc ? "rebuilt" : "kept", 100.0 * was, 100.0 * now);
         }
         if (!t->grads_bound) /* stages off the host: the flat gradient is a copy */
-            RUMOR_CHECK(rumor_pipeline_gather_grads(t->pipe, t->stage->grads));
+            RUMOR_CHECK(rumor_pipeline_gather_grads(t->pipe, t->stage->grads, t->dev));
         double bub = rumor_pipeline_bubble(t->pipe);
         t->bubble = t->bubble > 0 ? 0.9 * t->bubble + 0.1 * bub : bub;
     } else {
@@ -376,8 +436,12 @@ int rumor_trainer_update(rumor_trainer_t *t, float *lr)
     /* each stage steps its own range where it lives; the flat gradient is
      * what counts (an all-reduce may have replaced it) */
     if (!t->grads_bound)
-        RUMOR_CHECK(rumor_pipeline_scatter_grads(t->pipe, t->stage->grads));
-    return rumor_pipeline_update(t->pipe);
+        RUMOR_CHECK(rumor_pipeline_scatter_grads(t->pipe, t->stage->grads, t->dev));
+    RUMOR_CHECK(rumor_pipeline_update(t->pipe));
+    /* stages working on copies: the whole buffer is current again */
+    if (!t->params_bound)
+        RUMOR_CHECK(rumor_pipeline_write_params(t->pipe, t->stage->params, t->dev));
+    return 0;
 }
 
 /* A pipeline's optimizer state lives in its stages; checkpoints hold the
@@ -403,11 +467,12 @@ int rumor_trainer_epoch(const rumor_trainer_t *t, long step)
     return (int)(step / t->steps_per_epoch) + 1;
 }
 
-void rumor_trainer_bind(rumor_trainer_t *t, float *params)
+int rumor_trainer_bind(rumor_trainer_t *t, float *params)
 {
     rumor_step_bind_params(t->step, params ? params : t->own);
-    if (t->pipe)
-        rumor_pipeline_bind_params(t->pipe, params ? params : t->own);
+    if (t->pipe) /* stages on another device load their range */
+        RUMOR_CHECK(rumor_pipeline_bind_params(t->pipe, params ? params : t->own, t->dev));
+    return 0;
 }
 
 int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batches,
@@ -494,6 +559,10 @@ int rumor_trainer_resume(rumor_trainer_t *t, const char *path, long *step)
     int rc = rumor_ckpt_load(path, t->stage, o, &ci);
     if (rc == 0 && t->pipe)
         rc = rumor_pipeline_optim_state(t->pipe, o, 0);
+    if (rc == 0 && t->pipe && !t->params_bound) /* stages on copies load what was read */
+        rc = rumor_pipeline_bind_params(t->pipe, t->stage->params, t->dev);
+    if (rc > 0)
+        rc = 0;
     whole_optim_done(t, &o);
     RUMOR_CHECK(rc);
     *step = ci.round;
@@ -509,6 +578,8 @@ int rumor_trainer_resume_latest(rumor_trainer_t *t, const char *dir, const char 
     int rc = rumor_ckpt_load_latest(dir, swarm, rank, t->stage, o, &ci, path, path_len);
     if (rc == 0 && t->pipe) {
         int r2 = rumor_pipeline_optim_state(t->pipe, o, 0);
+        if (r2 == 0 && !t->params_bound)
+            r2 = rumor_pipeline_bind_params(t->pipe, t->stage->params, t->dev);
         rc = r2 < 0 ? r2 : rc;
     }
     whole_optim_done(t, &o);

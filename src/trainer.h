@@ -61,6 +61,10 @@ typedef struct rumor_trainer_config {
      * in place; the optimizer steps it whole. */
     const char *devices, *schedule, *partition;
     int stages, microbatches;
+    /* how GPU devices compute their matrix products (ops.h; fp32 by
+     * default): tf32 or bf16 need a GPU; parameters, gradients, optimizer
+     * state and what a peer gossips stay fp32 */
+    rumor_precision precision;
 } rumor_trainer_config_t;
 
 typedef struct rumor_trainer {
@@ -77,6 +81,7 @@ typedef struct rumor_trainer {
     float *own;               /* the stage's own parameter buffer */
     rumor_pipeline_t *pipe;   /* NULL: the data-parallel workers compute gradients */
     int grads_bound;          /* the stages accumulate into stage->grads in place */
+    int params_bound;         /* the stages train stage->params in place (else copies) */
     rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
@@ -128,9 +133,13 @@ long rumor_trainer_optim_steps(const rumor_trainer_t *t);
 /* The 1-based epoch that step belongs to. */
 int rumor_trainer_epoch(const rumor_trainer_t *t, long step);
 
-/* Points the model at `params` (nparams floats the caller keeps); NULL
- * points it back at the stage's own buffer. */
-void rumor_trainer_bind(rumor_trainer_t *t, float *params);
+/* Points the model at `params` (nparams floats of the trainer device's
+ * memory that the caller keeps); NULL points it back at the stage's own
+ * buffer. Pipeline stages on another device (a GPU stage of a peer whose
+ * buffers are host memory) load their range now, and write it back after
+ * each rumor_trainer_update: change the buffer's contents before binding
+ * it, not after. */
+int rumor_trainer_bind(rumor_trainer_t *t, float *params) RUMOR_WUR;
 
 /* Scores `params` (NULL: the bound parameters) on cfg.eval_batches
  * validation batches, dropout off; the bound parameters stay bound. */

@@ -55,6 +55,9 @@ find src kernels topo gossip peers \( -name '*.c' -o -name '*.h' -o -name '*.cu'
 checked=0
 while read -r f line inc; do
   [ "$inc" = config.h ] && continue
+  # the CUDA sources' CPU emulation (tests/cuda-emu), built only with
+  # configure --with-cuda-emu by developers without a GPU
+  [ "$f:$inc" = kernels/cuda/cuda_compat.h:cuda_emu.h ] && continue
   name=${inc##*/}
   path=$(awk -v n="$name" '$1 == n { print $2; exit }' "$tmp/headers")
   if [ -z "$path" ]; then

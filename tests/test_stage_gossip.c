@@ -138,7 +138,7 @@ static int child(int self, int mixed, const char *out_path)
         fprintf(stderr, "peer %d: %s\n", self, rumor_err_msg());
         return 2;
     }
-    rumor_trainer_bind(t, rumor_mixer_params(m));
+    CHECK_OK(rumor_trainer_bind(t, rumor_mixer_params(m)));
     CHECK(rumor_mixer_barrier(m, 30.0) >= 1);
 
     /* 1. pure gossip */
@@ -148,7 +148,7 @@ static int child(int self, int mixed, const char *out_path)
         CHECK_OK(rumor_mixer_round_begin(m, k));
         CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
         CHECK(st.complete == st.in_neighbors && !st.timed_out);
-        rumor_trainer_bind(t, px);
+        CHECK_OK(rumor_trainer_bind(t, px));
         for (int p = 0; p < PEERS; p++)
             for (size_t i = 0; i < n; i++) {
                 double v = 0;
@@ -178,7 +178,7 @@ static int child(int self, int mixed, const char *out_path)
         CHECK_OK(rumor_trainer_grads(t, &b, step, &loss));
         CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
         CHECK(st.complete == st.in_neighbors && !st.timed_out);
-        rumor_trainer_bind(t, px);
+        CHECK_OK(rumor_trainer_bind(t, px));
         CHECK_OK(rumor_trainer_update(t, NULL));
     }
     CHECK_OK(read_stages(t, got));

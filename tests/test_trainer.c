@@ -173,9 +173,9 @@ static void check_evaluate(void)
     CHECK(again.loss == own.loss && again.accuracy == own.accuracy);
     CHECK(own.loss < log(10.0) && own.accuracy > 0.3);
     /* bind another buffer and back: the trainer's own buffer survives */
-    rumor_trainer_bind(t, z);
+    CHECK_OK(rumor_trainer_bind(t, z));
     CHECK(t->stage->params == z);
-    rumor_trainer_bind(t, NULL);
+    CHECK_OK(rumor_trainer_bind(t, NULL));
     CHECK(t->stage->params == bound && !memcmp(copy, bound, t->model->nparams * sizeof *copy));
     free(z);
     free(copy);
@@ -247,11 +247,11 @@ static void check_pipelined(void)
     /* bind another buffer (a mixer's): the stages train it */
     float *other = malloc(n * sizeof *other);
     memcpy(other, p->stage->params, n * sizeof *other);
-    rumor_trainer_bind(p, other);
+    CHECK_OK(rumor_trainer_bind(p, other));
     CHECK(p->pipe->st[0]->params == other && p->pipe->st[1]->params == other + p->pipe->st[1]->lo);
     steps(p, 6, 7);
     CHECK(memcmp(other, p->own, n * sizeof *other) != 0);
-    rumor_trainer_bind(p, NULL);
+    CHECK_OK(rumor_trainer_bind(p, NULL));
     CHECK(p->pipe->st[0]->params == p->own);
     free(other);
     rumor_trainer_destroy(&a);

@@ -23,6 +23,18 @@ void rumor_cuda_close(rumor_device_t *d);
 /* How d's matrix products compute (ops.h); ENOTSUP without tensor cores. */
 int rumor_cuda_set_precision(rumor_device_t *d, rumor_precision p);
 
+/* NCCL between this process's GPUs (built with NCCL): a clique of one
+ * communicator per GPU (distinct ordinals; one is allowed: it sends to
+ * itself), and a copy of bytes from src on sd to dst on dd as a grouped send
+ * and receive, queued on streams ss (of sd) and ds (of dd), NULL meaning the
+ * devices' own streams; the caller waits on ds (and ss) for it. */
+typedef struct rumor_nccl rumor_nccl_t;
+int rumor_nccl_open(const int *devices, int n, rumor_nccl_t **out);
+void rumor_nccl_close(rumor_nccl_t **c);
+int rumor_nccl_rank(const rumor_nccl_t *c, int device);
+int rumor_nccl_copy(rumor_nccl_t *c, rumor_device_t *dd, void *dst, rumor_stream_t *ds,
+                    rumor_device_t *sd, const void *src, rumor_stream_t *ss, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

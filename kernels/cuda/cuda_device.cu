@@ -6,6 +6,7 @@
  * two streams, so their work may overlap. Memory ops are ordered on the
  * current stream: upload and download return when the bytes have landed (the
  * host buffer may be reused), copy and the math ops are queued. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +62,15 @@ const char *cu_blas_status(cublasStatus_t s)
 static void keep(const rumor_device_t *d, const char *fmt, ...)
 {
     cu_ctx *c = cu_of(d);
-    if (c->failed)
-        return;
-    c->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->why, sizeof c->why, fmt, ap);
-    va_end(ap);
+    pthread_mutex_lock(&c->mu);
+    if (!c->failed) {
+        c->failed = 1;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->why, sizeof c->why, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&c->mu);
 }
 
 void cu_keep(const rumor_device_t *d, cudaError_t e, const char *what, const char *file, int line)
@@ -86,10 +89,14 @@ void cu_keep_blas(const rumor_device_t *d, cublasStatus_t s, const char *what, c
 int cu_report(const rumor_device_t *d)
 {
     cu_ctx *c = cu_of(d);
-    if (!c->failed)
-        return 0;
+    char why[sizeof c->why];
+    pthread_mutex_lock(&c->mu);
+    int failed = c->failed;
+    if (failed)
+        memcpy(why, c->why, sizeof why);
     c->failed = 0;
-    return rumor_err_set(RUMOR_ECUDA, "%s", c->why);
+    pthread_mutex_unlock(&c->mu);
+    return failed ? rumor_err_set(RUMOR_ECUDA, "%s", why) : 0;
 }
 
 static __thread int current = -1;
@@ -411,6 +418,7 @@ static void ctx_free(cu_ctx *c)
         cudaFreeHost(c->red_host);
     if (c->stream)
         cudaStreamDestroy(c->stream);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
@@ -439,6 +447,7 @@ extern "C" int rumor_cuda_open(rumor_device_t *d, int index)
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
     if (!c)
         return rumor_err_set(RUMOR_ENOMEM, "cuda:%d: out of memory", index);
+    pthread_mutex_init(&c->mu, NULL);
     d->ctx = c;
     d->ops = &rumor_cuda_ops;
     d->precision = RUMOR_PREC_FP32;

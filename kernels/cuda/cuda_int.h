@@ -14,6 +14,7 @@
 #ifndef RUMOR_CUDA_INT_H
 #define RUMOR_CUDA_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,7 +35,9 @@ typedef struct cu_ctx {
     double *red_host;      /* 2 doubles, page-locked */
     float *ones;           /* (nones) 1.0f: sum_rows is a GEMV against it */
     size_t nones;
-    /* the first failure of an asynchronous op since the last report */
+    /* the first failure of an asynchronous op since the last report (under
+     * mu: a pipeline's link may sync a device from another stage's thread) */
+    pthread_mutex_t mu;
     int failed;
     char why[320];
 } cu_ctx;

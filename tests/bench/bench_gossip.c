@@ -654,7 +654,7 @@ static int pipe_grads(void *ctx, long step)
     float loss;
     return rumor_trainer_batch(t, step, &b) < 0 ? -1 : rumor_trainer_grads(t, &b, step, &loss);
 }
-static void pipe_bind(void *ctx, float *params) { rumor_trainer_bind(ctx, params); }
+static void pipe_bind(void *ctx, float *params) { RUMOR_IGNORE(rumor_trainer_bind(ctx, params)); }
 static int pipe_update(void *ctx) { return rumor_trainer_update(ctx, NULL); }
 
 static int ovl_pipe_child(int self, int wfd)
@@ -696,7 +696,7 @@ static int ovl_pipe_child(int self, int wfd)
         die("mixer");
     if (rumor_mixer_barrier(mx, 30) < 1)
         die("mixer barrier");
-    rumor_trainer_bind(t, rumor_mixer_params(mx));
+    RUMOR_IGNORE(rumor_trainer_bind(t, rumor_mixer_params(mx)));
     long k = 0, step = 0;
     float loss, *px;
     rumor_batch_t b;
@@ -705,7 +705,7 @@ static int ovl_pipe_child(int self, int wfd)
         if (rumor_trainer_batch(t, step, &b) < 0 || rumor_trainer_grads(t, &b, step, &loss) < 0 ||
             rumor_mixer_round_begin(mx, k) < 0 || rumor_mixer_round_end(mx, k, &px, NULL) < 0)
             die("warm-up");
-        rumor_trainer_bind(t, px);
+        RUMOR_IGNORE(rumor_trainer_bind(t, px));
         if (rumor_trainer_update(t, NULL) < 0)
             die("update");
         k++, step++;
@@ -718,7 +718,7 @@ static int ovl_pipe_child(int self, int wfd)
     sync_all();
     write_full(wfd, &res, sizeof res);
     close(wfd);
-    rumor_trainer_bind(t, NULL); /* before the mixer frees the buffers it reads */
+    RUMOR_IGNORE(rumor_trainer_bind(t, NULL)); /* before the mixer frees the buffers it reads */
     rumor_mixer_destroy(&mx, 5.0);
     rumor_trainer_destroy(&t);
     rumor_topo_destroy(&topo);

@@ -1,0 +1,117 @@
+/* Links between stages' devices (see link.h). */
+#include "config.h"
+
+#include "link.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_NCCL
+#include "cuda_backend.h"
+#endif
+
+struct rumor_link {
+    rumor_link_kind kind;
+    rumor_device_t *a, *b;
+    rumor_stream_t *sa, *sb; /* the link's streams on a and b (GPUs only) */
+#ifdef HAVE_NCCL
+    rumor_nccl_t *nccl;
+#endif
+};
+
+static const char *const kind_names[] = { "host copy", "device copy", "host<->device copy",
+                                          "peer copy", "NCCL" };
+
+const char *rumor_link_kind_name(rumor_link_kind k)
+{
+    return (unsigned)k <= RUMOR_LINK_NCCL ? kind_names[k] : "?";
+}
+
+rumor_link_kind rumor_link_get_kind(const rumor_link_t *l) { return l->kind; }
+
+void rumor_link_destroy(rumor_link_t **lp)
+{
+    if (!lp || !*lp)
+        return;
+    rumor_link_t *l = *lp;
+    if (l->sa)
+        l->a->ops->stream_destroy(l->a, l->sa);
+    if (l->sb)
+        l->b->ops->stream_destroy(l->b, l->sb);
+#ifdef HAVE_NCCL
+    rumor_nccl_close(&l->nccl);
+#endif
+    free(l);
+    *lp = NULL;
+}
+
+int rumor_link_create(rumor_device_t *a, rumor_device_t *b, int use_nccl, rumor_link_t **out)
+{
+    *out = NULL;
+    rumor_link_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return rumor_err_set(RUMOR_ENOMEM, "link: out of memory");
+    l->a = a;
+    l->b = b;
+    int rc = 0;
+    if (a->kind == RUMOR_DEV_CPU && b->kind == RUMOR_DEV_CPU)
+        l->kind = RUMOR_LINK_HOST;
+    else if (a->kind == RUMOR_DEV_CPU || b->kind == RUMOR_DEV_CPU)
+        l->kind = RUMOR_LINK_UPLOAD;
+    else if (a->index == b->index)
+        l->kind = RUMOR_LINK_DEVICE;
+    else
+        l->kind = RUMOR_LINK_PEER;
+    if (a->kind != RUMOR_DEV_CPU)
+        rc = a->ops->stream_create(a, &l->sa);
+    if (rc == 0 && b->kind != RUMOR_DEV_CPU)
+        rc = b->ops->stream_create(b, &l->sb);
+#ifdef HAVE_NCCL
+    if (rc == 0 && l->kind == RUMOR_LINK_PEER && use_nccl) {
+        int devs[2] = { a->index, b->index };
+        rc = rumor_nccl_open(devs, 2, &l->nccl);
+        if (rc == 0)
+            l->kind = RUMOR_LINK_NCCL;
+    }
+#else
+    (void)use_nccl;
+#endif
+    if (rc < 0) {
+        rumor_link_destroy(&l);
+        return rumor_err_prefix(rc, "link %s -> %s", a->name, b->name);
+    }
+    *out = l;
+    return 0;
+}
+
+int rumor_link_copy(rumor_link_t *l, int forward, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return 0;
+    rumor_device_t *sd = forward ? l->a : l->b, *dd = forward ? l->b : l->a;
+    rumor_stream_t *ss = forward ? l->sa : l->sb, *ds = forward ? l->sb : l->sa;
+    switch (l->kind) {
+    case RUMOR_LINK_HOST:
+        memcpy(dst, src, bytes);
+        return 0;
+    case RUMOR_LINK_UPLOAD:
+        if (dd->kind == RUMOR_DEV_CPU) {
+            RUMOR_CHECK(sd->ops->download_async(sd, dst, src, bytes, ss));
+            return sd->ops->stream_sync(sd, ss);
+        }
+        RUMOR_CHECK(dd->ops->upload_async(dd, dst, src, bytes, ds));
+        return dd->ops->stream_sync(dd, ds);
+    case RUMOR_LINK_DEVICE:
+    case RUMOR_LINK_PEER:
+        RUMOR_CHECK(dd->ops->copy_peer(dd, dst, sd, src, bytes, ds));
+        return dd->ops->stream_sync(dd, ds);
+    case RUMOR_LINK_NCCL:
+#ifdef HAVE_NCCL
+        RUMOR_CHECK(rumor_nccl_copy(l->nccl, dd, dst, ds, sd, src, ss, bytes));
+        RUMOR_CHECK(sd->ops->stream_sync(sd, ss));
+        return dd->ops->stream_sync(dd, ds);
+#endif
+    default:
+        return rumor_err_set(RUMOR_ESTATE, "link: kind %d", (int)l->kind);
+    }
+}
