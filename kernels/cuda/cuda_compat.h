@@ -5,7 +5,11 @@
  * the three forms below instead of CUDA's own syntax:
  *   CU_LAUNCH(kernel, grid, block, shared_bytes, stream, args...)
  *   CU_SHFL_XOR(v, lane_mask)      a butterfly step among a warp's 32 lanes
- *   CU_DYNAMIC_SHARED(type, name)  the block's dynamic shared memory */
+ *   CU_DYNAMIC_SHARED(type, name)  the block's dynamic shared memory
+ * The emulation makes each shuffle a barrier of the whole block, so kernels
+ * keep shuffles and __syncthreads in control flow that every thread of the
+ * block takes (no early return before them; a warp that has no work still
+ * joins in). That costs a GPU nothing measurable. */
 #ifndef RUMOR_CUDA_COMPAT_H
 #define RUMOR_CUDA_COMPAT_H
 
@@ -13,7 +17,7 @@
 #include "cuda_emu.h" /* tests/cuda-emu: CUDA's names over HIP-CPU, cuBLAS over CBLAS */
 #define CU_LAUNCH(k, grid, block, shmem, stream, ...)                                          \
     hipLaunchKernelGGL(k, grid, block, shmem, stream, __VA_ARGS__)
-#define CU_SHFL_XOR(v, m) __shfl_xor((v), (m), 32)
+#define CU_SHFL_XOR(v, m) emu_shfl_xor((v), (m))
 #define CU_DYNAMIC_SHARED(type, name) HIP_DYNAMIC_SHARED(type, name)
 #else
 #include <cublas_v2.h>

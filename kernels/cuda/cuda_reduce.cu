@@ -6,11 +6,13 @@
  * input gives the same bits (the order of the sums is fixed by the grid). */
 #include "cuda_int.h"
 
-/* (sum, count) of this block's threads into red[2 * blockIdx.x ...] */
+/* (sum, count) of this block's threads into red[2 * blockIdx.x ...]. Every
+ * warp adds up the warps' sums (control flow uniform over the block, see
+ * cuda_compat.h); thread 0 writes. */
 static __device__ void block_reduce2(double s, double c, double *red)
 {
     __shared__ double ws[CU_RED_THREADS / 32], wc[CU_RED_THREADS / 32];
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     s = cu_warp_sum(s);
     c = cu_warp_sum(c);
     if (lane == 0) {
@@ -18,16 +20,13 @@ static __device__ void block_reduce2(double s, double c, double *red)
         wc[w] = c;
     }
     __syncthreads();
-    if (w == 0) {
-        int nw = blockDim.x >> 5;
-        s = lane < nw ? ws[lane] : 0.0;
-        c = lane < nw ? wc[lane] : 0.0;
-        s = cu_warp_sum(s);
-        c = cu_warp_sum(c);
-        if (lane == 0) {
-            red[0] = s;
-            red[1] = c;
-        }
+    s = lane < nw ? ws[lane] : 0.0;
+    c = lane < nw ? wc[lane] : 0.0;
+    s = cu_warp_sum(s);
+    c = cu_warp_sum(c);
+    if (threadIdx.x == 0) {
+        red[0] = s;
+        red[1] = c;
     }
 }
 

@@ -69,6 +69,24 @@ static inline hipError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src,
     return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, s);
 }
 
+/* ---- warp shuffles. HIP-CPU's own exchange through a scratchpad indexed by
+ * the lane modulo its warp size of 64, which blocks of more than 64 threads
+ * overwrite. This one keeps a slot a thread, in the block's shared memory
+ * (HIP-CPU's __shared__ is one per worker thread, which runs a block's
+ * fibers). Like HIP-CPU's, it is a barrier of the whole block: every thread
+ * of the block must reach each shuffle (the CUDA code keeps its warp
+ * operations in control flow uniform over the block for this). */
+template <typename T> static inline T emu_shfl_xor(T v, int mask)
+{
+    __shared__ T slot[1024];
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    slot[t] = v;
+    __syncthreads();
+    T r = slot[t ^ (unsigned)mask];
+    __syncthreads();
+    return r;
+}
+
 /* ---- cuBLAS over CBLAS: each call waits for its stream, then computes */
 typedef enum {
     CUBLAS_STATUS_SUCCESS = 0,
