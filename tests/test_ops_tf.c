@@ -2,6 +2,7 @@
  * naive double-precision references written here: layernorm forward and
  * both backward parts, causal attention forward and backward, token and
  * position embeddings (with repeated tokens, so the scatter-add collides),
+ * softmax + cross-entropy over a vocabulary wider than a GPU block,
  * strided-batched GEMM, fill (over NaN), add (aliased), axpby and sumsq
  * (counting NaN and Inf). Every output has canaries after its end that must
  * stay untouched. A backend whose table lacks one of these ops fails. */
@@ -51,28 +52,51 @@ static void rnd(float *x, size_t n, unsigned long long *s, float scale)
         x[i] = scale * tu_randf(s);
 }
 
-/* max |a - ref| / (max |ref| + tiny) */
+static void *xalloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p)
+        exit(99);
+    return p;
+}
+
+/* max |a - ref| / (max |ref| + tiny); a NaN in a is an infinite error (fmax
+ * would skip it) */
 static double rel_err(const float *a, const double *ref, size_t n)
 {
     double e = 0, m = 1e-30;
     for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((double)a[i] - ref[i]));
+        double di = fabs((double)a[i] - ref[i]);
+        e = fmax(e, isnan(di) ? INFINITY : di);
         m = fmax(m, fabs(ref[i]));
     }
     return e / m;
 }
 
-static void check_layernorm(void)
+/* R rows of C: rows past a block's warps and C off the warp's width test
+ * the GPU's row kernels; dw and db start non-zero (backward_w adds) */
+static void check_layernorm(int R, int C)
 {
-    enum { R = 5, C = 12 };
+    size_t n = (size_t)R * C;
     unsigned long long s = 3;
-    float x[R * C], w[C], b[C], dy[R * C], dx0[R * C];
-    rnd(x, R * C, &s, 2.0f);
+    float *x = xalloc(n * sizeof *x), *w = xalloc(C * sizeof *w), *b = xalloc(C * sizeof *b);
+    float *dy = xalloc(n * sizeof *dy), *dx0 = xalloc(n * sizeof *dx0);
+    float *dw0 = xalloc(C * sizeof *dw0), *db0 = xalloc(C * sizeof *db0);
+    rnd(x, n, &s, 2.0f);
     rnd(w, C, &s, 1.0f);
     rnd(b, C, &s, 1.0f);
-    rnd(dy, R * C, &s, 1.0f);
-    rnd(dx0, R * C, &s, 1.0f);
-    double y[R * C], mean[R], rstd[R], dx[R * C], dxa[R * C], dw[C] = { 0 }, db[C] = { 0 };
+    rnd(dy, n, &s, 1.0f);
+    rnd(dx0, n, &s, 1.0f);
+    rnd(dw0, C, &s, 1.0f);
+    rnd(db0, C, &s, 1.0f);
+    double *y = xalloc(n * sizeof *y), *mean = xalloc(R * sizeof *mean);
+    double *rstd = xalloc(R * sizeof *rstd), *dx = xalloc(n * sizeof *dx);
+    double *dxa = xalloc(n * sizeof *dxa), *dw = xalloc(C * sizeof *dw);
+    double *db = xalloc(C * sizeof *db), *g = xalloc(C * sizeof *g);
+    for (int c = 0; c < C; c++) {
+        dw[c] = dw0[c];
+        db[c] = db0[c];
+    }
     for (int r = 0; r < R; r++) {
         double m = 0, v = 0;
         for (int c = 0; c < C; c++)
@@ -81,7 +105,7 @@ static void check_layernorm(void)
             v += (x[r * C + c] - m) * (x[r * C + c] - m) / C;
         mean[r] = m;
         rstd[r] = 1.0 / sqrt(v + 1e-5);
-        double g[C], sg = 0, sgx = 0;
+        double sg = 0, sgx = 0;
         for (int c = 0; c < C; c++) {
             double xh = (x[r * C + c] - m) * rstd[r];
             y[r * C + c] = xh * w[c] + b[c];
@@ -97,41 +121,52 @@ static void check_layernorm(void)
             dxa[r * C + c] = dx[r * C + c] + dx0[r * C + c];
         }
     }
-    float *px = dput(x, R * C), *pw = dput(w, C), *pb = dput(b, C), *py = dput(NULL, R * C);
-    float *pm = dput(NULL, R), *pr = dput(NULL, R), *pdy = dput(dy, R * C);
-    float *pdx = dput(NULL, R * C), *pdxa = dput(dx0, R * C), *pdw = dput(NULL, C),
-          *pdb = dput(NULL, C);
+    float *px = dput(x, n), *pw = dput(w, C), *pb = dput(b, C), *py = dput(NULL, n);
+    float *pm = dput(NULL, R), *pr = dput(NULL, R), *pdy = dput(dy, n);
+    float *pdx = dput(NULL, n), *pdxa = dput(dx0, n), *pdw = dput(dw0, C), *pdb = dput(db0, C);
     d->ops->layernorm_forward(d, py, pm, pr, px, pw, pb, R, C, 1e-5f);
     d->ops->layernorm_backward_x(d, pdx, pdy, px, pw, pm, pr, R, C, 0);
     d->ops->layernorm_backward_x(d, pdxa, pdy, px, pw, pm, pr, R, C, 1);
     d->ops->layernorm_backward_w(d, pdw, pdb, pdy, px, pm, pr, R, C);
-    float *hy = dtake(py, R * C, "layernorm y"), *hdx = dtake(pdx, R * C, "layernorm dx");
-    float *hdxa = dtake(pdxa, R * C, "layernorm dx (+=)"), *hdw = dtake(pdw, C, "layernorm dw");
+    float *hy = dtake(py, n, "layernorm y"), *hdx = dtake(pdx, n, "layernorm dx");
+    float *hdxa = dtake(pdxa, n, "layernorm dx (+=)"), *hdw = dtake(pdw, C, "layernorm dw");
     float *hdb = dtake(pdb, C, "layernorm db"), *hm = dtake(pm, R, "mean"), *hr = dtake(pr, R, "rstd");
-    CHECKF(rel_err(hy, y, R * C) < 1e-5, "%s: layernorm forward %.3g", d->name, rel_err(hy, y, R * C));
-    CHECKF(rel_err(hm, mean, R) < 1e-5 && rel_err(hr, rstd, R) < 1e-5, "%s: layernorm stats", d->name);
-    CHECKF(rel_err(hdx, dx, R * C) < 1e-5, "%s: layernorm dx %.3g", d->name, rel_err(hdx, dx, R * C));
-    CHECKF(rel_err(hdxa, dxa, R * C) < 1e-5, "%s: layernorm dx accumulate", d->name);
-    CHECKF(rel_err(hdw, dw, C) < 1e-5 && rel_err(hdb, db, C) < 1e-5, "%s: layernorm dw/db", d->name);
+    CHECKF(rel_err(hy, y, n) < 1e-5, "%s: layernorm forward (%d, %d) %.3g", d->name, R, C,
+           rel_err(hy, y, n));
+    CHECKF(rel_err(hm, mean, R) < 1e-5 && rel_err(hr, rstd, R) < 1e-5, "%s: layernorm stats",
+           d->name);
+    CHECKF(rel_err(hdx, dx, n) < 1e-5, "%s: layernorm dx (%d, %d) %.3g", d->name, R, C,
+           rel_err(hdx, dx, n));
+    CHECKF(rel_err(hdxa, dxa, n) < 1e-5, "%s: layernorm dx accumulate (%d, %d)", d->name, R, C);
+    CHECKF(rel_err(hdw, dw, C) < 1e-5 && rel_err(hdb, db, C) < 1e-5,
+           "%s: layernorm dw/db (%d, %d) %.3g %.3g", d->name, R, C, rel_err(hdw, dw, C),
+           rel_err(hdb, db, C));
     free(hy), free(hdx), free(hdxa), free(hdw), free(hdb), free(hm), free(hr);
     d->ops->free(d, px), d->ops->free(d, pw), d->ops->free(d, pb), d->ops->free(d, pdy);
+    free(x), free(w), free(b), free(dy), free(dx0), free(dw0), free(db0);
+    free(y), free(mean), free(rstd), free(dx), free(dxa), free(dw), free(db), free(g);
 }
 
-static void check_attention(void)
+/* T past a warp's 32 lanes (and off their multiple) tests the GPU's
+ * softmax rows; HS off 4 the GEMMs' strided heads */
+static void check_attention(int B, int T, int NH, int HS)
 {
-    enum { B = 2, T = 7, NH = 3, HS = 4, C = NH * HS, C3 = 3 * C };
+    int C = NH * HS, C3 = 3 * C, nqkv = B * T * C3, nout = B * T * C, natt = B * NH * T * T;
     unsigned long long s = 9;
-    static float qkv[B * T * C3], dout[B * T * C];
-    rnd(qkv, B * T * C3, &s, 1.5f);
-    rnd(dout, B * T * C, &s, 1.0f);
-    static double out[B * T * C], att[B * NH * T * T], dqkv[B * T * C3];
-    memset(dqkv, 0, sizeof dqkv);
+    float *qkv = xalloc(nqkv * sizeof *qkv), *dout = xalloc(nout * sizeof *dout);
+    rnd(qkv, nqkv, &s, 1.5f);
+    rnd(dout, nout, &s, 1.0f);
+    double *out = xalloc(nout * sizeof *out), *att = xalloc(natt * sizeof *att);
+    double *dqkv = calloc(nqkv, sizeof *dqkv), *p = xalloc(T * sizeof *p);
+    double *da = xalloc(T * sizeof *da);
+    if (!dqkv)
+        exit(99);
     double sc = 1.0 / sqrt((double)HS);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + (b * T + t) * C3 + h * HS;
-                double p[T], mx = -1e300, sum = 0;
+                double mx = -1e300, sum = 0;
                 for (int u = 0; u <= t; u++) {
                     const float *k = qkv + (b * T + u) * C3 + C + h * HS;
                     double dot = 0;
@@ -153,7 +188,7 @@ static void check_attention(void)
                 }
                 /* backward of this row */
                 const float *g = dout + (b * T + t) * C + h * HS;
-                double da[T], dot = 0;
+                double dot = 0;
                 for (int u = 0; u <= t; u++) {
                     da[u] = 0;
                     for (int i = 0; i < HS; i++) {
@@ -171,26 +206,28 @@ static void check_attention(void)
                     }
                 }
             }
-    float *pq = dput(qkv, B * T * C3), *po = dput(NULL, B * T * C);
-    float *pa = dput(NULL, B * NH * T * T), *pg = dput(dout, B * T * C);
-    float *pdq = dput(NULL, B * T * C3), *pda = dput(NULL, B * NH * T * T);
+    float *pq = dput(qkv, nqkv), *po = dput(NULL, nout);
+    float *pa = dput(NULL, natt), *pg = dput(dout, nout);
+    float *pdq = dput(NULL, nqkv), *pda = dput(NULL, natt);
     /* dqkv must be written in full: start it dirty */
-    float junk[B * T * C3];
-    for (int i = 0; i < B * T * C3; i++)
+    float *junk = xalloc(nqkv * sizeof *junk);
+    for (int i = 0; i < nqkv; i++)
         junk[i] = NAN;
-    CHECK_OK(d->ops->upload(d, pdq, junk, sizeof junk));
+    CHECK_OK(d->ops->upload(d, pdq, junk, nqkv * sizeof *junk));
+    free(junk);
     d->ops->attention_forward(d, po, pa, pq, B, T, C, NH);
     d->ops->attention_backward(d, pdq, pda, pg, pq, pa, B, T, C, NH);
-    float *ho = dtake(po, B * T * C, "attention out"), *ha = dtake(pa, B * NH * T * T, "att");
-    float *hdq = dtake(pdq, B * T * C3, "dqkv");
-    free(dtake(pda, B * NH * T * T, "datt"));
-    CHECKF(rel_err(ho, out, B * T * C) < 1e-5, "%s: attention out %.3g", d->name,
-           rel_err(ho, out, B * T * C));
-    CHECKF(rel_err(ha, att, B * NH * T * T) < 1e-5, "%s: attention weights", d->name);
-    CHECKF(rel_err(hdq, dqkv, B * T * C3) < 1e-5, "%s: attention dqkv %.3g", d->name,
-           rel_err(hdq, dqkv, B * T * C3));
+    float *ho = dtake(po, nout, "attention out"), *ha = dtake(pa, natt, "att");
+    float *hdq = dtake(pdq, nqkv, "dqkv");
+    free(dtake(pda, natt, "datt"));
+    CHECKF(rel_err(ho, out, nout) < 1e-5, "%s: attention out (T %d, hs %d) %.3g", d->name, T, HS,
+           rel_err(ho, out, nout));
+    CHECKF(rel_err(ha, att, natt) < 1e-5, "%s: attention weights (T %d, hs %d)", d->name, T, HS);
+    CHECKF(rel_err(hdq, dqkv, nqkv) < 1e-5, "%s: attention dqkv (T %d, hs %d) %.3g", d->name, T,
+           HS, rel_err(hdq, dqkv, nqkv));
     free(ho), free(ha), free(hdq);
     d->ops->free(d, pq), d->ops->free(d, pg);
+    free(qkv), free(dout), free(out), free(att), free(dqkv), free(p), free(da);
 }
 
 static void check_embed(void)
@@ -223,6 +260,105 @@ static void check_embed(void)
            "%s: embed backward (scatter-add)", d->name);
     free(ho), free(hde), free(hdp);
     d->ops->free(d, pt), d->ops->free(d, pe), d->ops->free(d, pp), d->ops->free(d, pg);
+}
+
+/* many rows on few tokens (every token repeats across b and t), C off the
+ * warp's width, gradients that start non-zero; a second backward without
+ * dwpe adds to dwte only */
+static void check_embed_wide(void)
+{
+    enum { B = 4, T = 33, C = 37, V = 7, N = B * T * C };
+    unsigned long long s = 6;
+    float *wte = xalloc(V * C * sizeof *wte), *wpe = xalloc(T * C * sizeof *wpe);
+    float *g = xalloc(N * sizeof *g), *dwte0 = xalloc(V * C * sizeof *dwte0);
+    float *dwpe0 = xalloc(T * C * sizeof *dwpe0);
+    int32_t tok[B * T];
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)((i * 5 + i / 3) % V);
+    rnd(wte, V * C, &s, 1.0f);
+    rnd(wpe, T * C, &s, 1.0f);
+    rnd(g, N, &s, 1.0f);
+    rnd(dwte0, V * C, &s, 1.0f);
+    rnd(dwpe0, T * C, &s, 1.0f);
+    double *out = xalloc(N * sizeof *out), *dwte = xalloc(V * C * sizeof *dwte);
+    double *dwpe = xalloc(T * C * sizeof *dwpe);
+    for (int i = 0; i < V * C; i++)
+        dwte[i] = dwte0[i];
+    for (int i = 0; i < T * C; i++)
+        dwpe[i] = dwpe0[i];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                int i = (b * T + t) * C + c;
+                out[i] = (double)wte[tok[b * T + t] * C + c] + wpe[t * C + c];
+                dwte[tok[b * T + t] * C + c] += 2.0 * g[i]; /* two backward calls */
+                dwpe[t * C + c] += g[i];
+            }
+    int32_t *pt = d->ops->alloc(d, sizeof tok);
+    CHECK_OK(d->ops->upload(d, pt, tok, sizeof tok));
+    float *pe = dput(wte, V * C), *pp = dput(wpe, T * C), *po = dput(NULL, N);
+    float *pg = dput(g, N), *pde = dput(dwte0, V * C), *pdp = dput(dwpe0, T * C);
+    d->ops->embed_forward(d, po, pt, pe, pp, B, T, C);
+    d->ops->embed_backward(d, pde, pdp, pg, pt, B, T, C);
+    d->ops->embed_backward(d, pde, NULL, pg, pt, B, T, C);
+    float *ho = dtake(po, N, "embed out"), *hde = dtake(pde, V * C, "dwte");
+    float *hdp = dtake(pdp, T * C, "dwpe");
+    CHECKF(rel_err(ho, out, N) < 1e-6, "%s: embed forward (%d x %d, C %d)", d->name, B, T, C);
+    CHECKF(rel_err(hde, dwte, V * C) < 1e-6, "%s: embed backward dwte (%d x %d on %d tokens) %.3g",
+           d->name, B, T, V, rel_err(hde, dwte, V * C));
+    CHECKF(rel_err(hdp, dwpe, T * C) < 1e-6, "%s: embed backward dwpe (dwpe NULL must skip it)",
+           d->name);
+    free(ho), free(hde), free(hdp);
+    d->ops->free(d, pt), d->ops->free(d, pe), d->ops->free(d, pp), d->ops->free(d, pg);
+    free(wte), free(wpe), free(g), free(dwte0), free(dwpe0), free(out), free(dwte), free(dwpe);
+}
+
+/* softmax + cross-entropy over a vocabulary many times a GPU block, in
+ * rows that put -inf logits first (a lane's first element) and logits of
+ * magnitude 1e4; the loss from the logits, backward from the probs */
+static void check_xent_wide(void)
+{
+    enum { R = 5, V = 5003 };
+    unsigned long long s = 12;
+    float *z = xalloc(R * V * sizeof *z);
+    int32_t lab[R] = { 0, 5002, 777, 4096, 31 };
+    rnd(z, R * V, &s, 3.0f);
+    z[1 * V + 0] = z[1 * V + 1] = z[1 * V + 33] = -INFINITY;
+    for (int c = 0; c < V; c++)
+        z[3 * V + c] *= 3e3f;
+    double *p = xalloc(R * V * sizeof *p), *dz = xalloc(R * V * sizeof *dz), loss[R];
+    for (int r = 0; r < R; r++) {
+        const float *zr = z + r * V;
+        double mx = -INFINITY, sum = 0;
+        for (int c = 0; c < V; c++)
+            mx = fmax(mx, zr[c]);
+        for (int c = 0; c < V; c++)
+            sum += exp(zr[c] - mx);
+        for (int c = 0; c < V; c++)
+            p[r * V + c] = exp(zr[c] - mx) / sum;
+        loss[r] = log(sum) - (zr[lab[r]] - mx);
+    }
+    int32_t *pl = d->ops->alloc(d, sizeof lab);
+    CHECK_OK(d->ops->upload(d, pl, lab, sizeof lab));
+    float *pz = dput(z, R * V), *pp = dput(NULL, R * V), *ploss = dput(NULL, R);
+    float *pdz = dput(NULL, R * V);
+    d->ops->softmax_xent_forward(d, pp, ploss, pz, pl, R, V);
+    d->ops->softmax_xent_backward(d, pdz, pp, pl, R, V, 0.25f);
+    float *hp = dtake(pp, R * V, "probs"), *hl = dtake(ploss, R, "losses");
+    float *hdz = dtake(pdz, R * V, "dlogits");
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < V; c++)
+            dz[r * V + c] = 0.25 * ((double)hp[r * V + c] - (c == lab[r]));
+    for (int r = 0; r < R; r++) {
+        double ep = rel_err(hp + r * V, p + r * V, V), eg = rel_err(hdz + r * V, dz + r * V, V);
+        CHECKF(ep < 1e-5 && eg < 1e-6, "%s: softmax row %d over V = %d: %.3g, backward %.3g",
+               d->name, r, V, ep, eg);
+        CHECKF(fabs(hl[r] - loss[r]) <= 1e-5 * fabs(loss[r]) + 1e-6,
+               "%s: xent loss row %d over V = %d: %.9g, expected %.9g", d->name, r, V, hl[r],
+               loss[r]);
+    }
+    free(hp), free(hl), free(hdz), free(z), free(p), free(dz);
+    d->ops->free(d, pl), d->ops->free(d, pz);
 }
 
 static void check_small_ops(void)
@@ -358,9 +494,13 @@ int main(void)
         if (!complete(d->ops)) {
             CHECKF(0, "%s: the ops table lacks transformer ops or plumbing", d->name);
         } else {
-            check_layernorm();
-            check_attention();
+            check_layernorm(5, 12);
+            check_layernorm(83, 203);
+            check_attention(2, 7, 3, 4);
+            check_attention(2, 37, 2, 5);
             check_embed();
+            check_embed_wide();
+            check_xent_wide();
             check_small_ops();
             fprintf(stderr, "%s: transformer ops checked\n", d->name);
         }
