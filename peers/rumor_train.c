@@ -47,6 +47,8 @@ static const char usage_head[] =
     "  rumor-train export CKPT DIR   Hugging Face GPT-2 format\n"
     "and on a pipeline schedule, without training (rumor-train schedule --help):\n"
     "  rumor-train schedule --schedule S --stages P --microbatches M [--svg FILE]\n"
+    "and the devices this machine offers (the CPU and each GPU):\n"
+    "  rumor-train devices [--json]\n"
     "\n";
 
 static const char usage_tail[] =

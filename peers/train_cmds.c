@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#ifdef HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 #include "data.h"
 #include "export.h"
 #include "log.h"
@@ -299,6 +302,79 @@ static int cmd_export(int argc, char **argv)
     return 0;
 }
 
+static const char devices_usage[] =
+    "Usage: rumor-train devices [--json]\n"
+    "List the devices rumor can run on here: the CPU (its cores and the OpenBLAS\n"
+    "kernels in use) and each GPU (name, compute capability, memory, the precisions\n"
+    "its tensor cores offer), or why there is none. These are the names --device\n"
+    "and --devices take (cpu, cpu:THREADS, cuda:N).\n"
+    "\n"
+    "  --json     one JSON object instead of the table\n"
+    "  -h, --help show this help\n";
+
+static int cmd_devices(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(devices_usage, stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--json") != 0) {
+            fprintf(stderr, "rumor-train devices: unknown argument '%s'\n%s", argv[i],
+                    devices_usage);
+            return 2;
+        }
+        json = 1;
+    }
+    rumor_device_t *cpu = NULL;
+    if (rumor_device_open("cpu", &cpu) < 0) {
+        fprintf(stderr, "rumor-train devices: %s\n", rumor_err_msg());
+        return 1;
+    }
+    int n = rumor_device_count(RUMOR_DEV_CUDA);
+    const char *why = "this rumor was built without CUDA";
+#ifdef HAVE_CUDA
+    why = n ? "" : rumor_cuda_status();
+#endif
+    if (json)
+        printf("{\"cpu\":{\"spec\":\"cpu\",\"name\":\"%s\",\"cores\":%d},\"gpus\":[",
+               cpu->name, rumor_cpu_cores());
+    else
+        printf("%-8s %-44s %s\n%-8s %-44s %s\n", "DEVICE", "NAME", "DETAILS", "cpu",
+               cpu->name, "fp32");
+    for (int i = 0; i < n; i++) {
+#ifdef HAVE_CUDA
+        rumor_cuda_info_t ci;
+        rumor_device_t *g = NULL;
+        char spec[16];
+        snprintf(spec, sizeof spec, "cuda:%d", i);
+        if (rumor_cuda_info(i, &ci) < 0 || rumor_device_open(spec, &g) < 0) {
+            fprintf(stderr, "rumor-train devices: %s: %s\n", spec, rumor_err_msg());
+            rumor_device_close(&cpu);
+            return 1;
+        }
+        int tf32 = g->ops->supports(g, RUMOR_CAP_TF32), bf16 = g->ops->supports(g, RUMOR_CAP_BF16);
+        if (json)
+            printf("%s{\"spec\":\"%s\",\"name\":\"%s\",\"compute_capability\":\"%d.%d\","
+                   "\"multiprocessors\":%d,\"memory_bytes\":%zu,\"precisions\":[\"fp32\"%s%s]}",
+                   i ? "," : "", spec, ci.name, ci.cc_major, ci.cc_minor, ci.sms, ci.memory,
+                   tf32 ? ",\"tf32\"" : "", bf16 ? ",\"bf16\"" : "");
+        else
+            printf("%-8s %-44s compute %d.%d, %d SMs, %.1f GiB; fp32%s%s\n", spec, ci.name,
+                   ci.cc_major, ci.cc_minor, ci.sms, (double)ci.memory / (1024.0 * 1024 * 1024),
+                   tf32 ? ", tf32" : "", bf16 ? ", bf16" : "");
+        rumor_device_close(&g);
+#endif
+    }
+    if (json)
+        printf("],\"no_gpu_reason\":\"%s\"}\n", n ? "" : why);
+    else if (!n)
+        printf("(no GPU: %s)\n", why);
+    rumor_device_close(&cpu);
+    return 0;
+}
+
 int rumor_train_subcommand(int argc, char **argv)
 {
     if (argc < 2)
@@ -311,5 +387,7 @@ int rumor_train_subcommand(int argc, char **argv)
         return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(argv[1], "schedule"))
         return rumor_train_schedule_cmd(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "devices"))
+        return cmd_devices(argc - 1, argv + 1);
     return -1;
 }

@@ -121,8 +121,9 @@ static int make_links(rumor_pipeline_t *p)
     return 0;
 }
 
-/* Finishes what a stage on a GPU queued (its F or B): the stage waiting on
- * its result is told only then. */
+/* Finishes what a stage on a GPU queued (its F, B or W): the stage waiting
+ * on its result is told only then, and a slot goes back to the pool only
+ * when nothing queued still reads it. */
 static int stage_done(rumor_stage_t *st)
 {
     return st->dev->kind == RUMOR_DEV_CPU ? 0 : st->dev->ops->sync(st->dev);
@@ -334,6 +335,7 @@ static int act(struct worker *w, const rumor_action_t *a)
         }
         if (a->kind == RUMOR_ACT_BW) {
             RUMOR_CHECK(rumor_stage_backward_w(st, slot));
+            RUMOR_CHECK(stage_done(st)); /* before a link may write into the slot again */
             r->pool[s][r->npool[s]++] = slot;
         }
         w->end = rumor_now();
@@ -342,6 +344,10 @@ static int act(struct worker *w, const rumor_action_t *a)
     }
     default:
         RUMOR_CHECK(rumor_stage_backward_w(st, slot));
+        /* the slot's buffers are read until W is done on the device: the
+         * next micro-batch's input or gradient comes into them over a link,
+         * off this stage's stream */
+        RUMOR_CHECK(stage_done(st));
         r->pool[s][r->npool[s]++] = slot;
         w->end = rumor_now();
         return 0;

@@ -20,6 +20,15 @@ const char *rumor_cuda_status(void);
 int rumor_cuda_open(rumor_device_t *d, int index);
 void rumor_cuda_close(rumor_device_t *d);
 
+/* What `rumor-train devices` shows of GPU `index`. */
+typedef struct rumor_cuda_info {
+    char name[256];
+    int cc_major, cc_minor; /* compute capability */
+    int sms;                /* multiprocessors */
+    size_t memory;          /* bytes of global memory */
+} rumor_cuda_info_t;
+int rumor_cuda_info(int index, rumor_cuda_info_t *out);
+
 /* How d's matrix products compute (ops.h); ENOTSUP without tensor cores. */
 int rumor_cuda_set_precision(rumor_device_t *d, rumor_precision p);
 

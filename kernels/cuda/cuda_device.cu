@@ -472,6 +472,18 @@ extern "C" void rumor_cuda_close(rumor_device_t *d)
     d->ctx = NULL;
 }
 
+extern "C" int rumor_cuda_info(int index, rumor_cuda_info_t *out)
+{
+    cudaDeviceProp prop;
+    RUMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    snprintf(out->name, sizeof out->name, "%s", prop.name);
+    out->cc_major = prop.major;
+    out->cc_minor = prop.minor;
+    out->sms = prop.multiProcessorCount;
+    out->memory = prop.totalGlobalMem;
+    return 0;
+}
+
 extern "C" int rumor_cuda_set_precision(rumor_device_t *d, rumor_precision p)
 {
     if (p != RUMOR_PREC_FP32 && !cu_supports(d, p == RUMOR_PREC_BF16 ? RUMOR_CAP_BF16

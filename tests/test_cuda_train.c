@@ -1,0 +1,275 @@
+/* Training on a GPU against the CPU: a GPT step, bf16 steps, pipelines on
+ * one GPU and across the CPU and a GPU, the links between them and NCCL.
+ *
+ * - A GPT training step on cuda:0 (fp32) gives the CPU's loss to 1e-5
+ *   relative and its gradient to 1e-4 of its norm (the same dropout masks:
+ *   counter-based, ops.h).
+ * - Ten AdamW steps in bf16 follow the fp32 loss curve within 1% at every
+ *   step (tf32 too), from the same start; parameters stay fp32.
+ * - Pipelines of 2 and 4 stages on cuda:0 (a device object per stage, as
+ *   the trainer opens them) and a mixed one (stage 0 on the CPU, stage 1 on
+ *   the GPU) give the whole model's gradient over the same micro-batches to
+ *   1e-5 of its norm, and after three optimizer steps (each stage its own)
+ *   the same parameters.
+ * - Links carry bytes intact both ways (host <-> GPU, within the GPU), and
+ *   NCCL, where built, sends through a one-rank communicator to itself.
+ * Without a GPU: exit 77. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "link.h"
+#include "pipeline.h"
+#include "stageutil.h"
+#include "testutil.h"
+#ifdef HAVE_NCCL
+#include "cuda_backend.h"
+#endif
+
+#define SPEC "gpt:layers=4,dim=32,heads=4,ctx=16,vocab=50,dropout=0.1"
+enum { NB = 6, T = 16, V = 50 };
+
+static rumor_device_t *cpu, *gpu;
+static int32_t tok[NB * T], tgt[NB * T];
+static rumor_batch_t batch = { .kind = RUMOR_BATCH_TOKENS, .n = NB, .width = T, .tok = tok,
+                               .y = tgt };
+
+/* relative L2 distance of b from a */
+static double rel(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e;
+        den += (double)a[i] * a[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* One step's loss and gradient (host copy) of a whole-model stage. */
+static float step_of(rumor_stage_t *st, float *grad, long step)
+{
+    double sum = 0;
+    CHECK_OK(rumor_stage_zero_grad(st));
+    CHECK_OK(rumor_stage_load(st, 0, &batch, 0, NB));
+    CHECK_OK(rumor_stage_forward(st, 0, NULL, 1, step, 0));
+    CHECK_OK(rumor_stage_backward_b(st, 0, NULL, 1.0f / (float)(NB * T)));
+    CHECK_OK(rumor_stage_backward_w(st, 0));
+    CHECK_OK(rumor_stage_loss(st, 0, &sum, NULL));
+    if (grad)
+        CHECK_OK(st->dev->ops->download(st->dev, grad, st->grads, st->n * sizeof(float)));
+    return (float)(sum / (NB * T));
+}
+
+static void check_step(void)
+{
+    rumor_optim_config_t oc;
+    rumor_optim_config_default(&oc);
+    oc.kind = RUMOR_OPT_ADAMW;
+    oc.lr = 3e-3f;
+    oc.weight_decay = 0.01f;
+    rumor_stage_t *c = su_stage_new(cpu, SPEC, NB, 7, &oc), *g = su_stage_new(gpu, SPEC, NB, 7, &oc);
+    CHECKF(c && g, "stages: %s", rumor_err_msg());
+    if (!c || !g)
+        return;
+    size_t n = c->n;
+    float *gc = malloc(n * 4), *gg = malloc(n * 4);
+    float lc = step_of(c, gc, 0), lg = step_of(g, gg, 0);
+    CHECKF(fabsf(lc - lg) <= 1e-5f * fabsf(lc), "fp32 step: loss %.8f on %s, %.8f on the CPU",
+           (double)lg, gpu->name, (double)lc);
+    double e = rel(gc, gg, n);
+    CHECKF(e <= 1e-4, "fp32 step: gradient off by %.3g of its norm", e);
+    fprintf(stderr, "# GPT step on %s: loss %.6f (CPU %.6f), gradient within %.2g\n", gpu->name,
+            (double)lg, (double)lc, e);
+    /* ten steps: fp32 on the GPU (and the CPU), then bf16 and tf32 from the same start */
+    float curve[3][10], cpu_curve[10];
+    float *start = malloc(n * 4);
+    CHECK_OK(rumor_stage_get_params(g, start));
+    for (int k = 0; k < 10; k++) {
+        cpu_curve[k] = step_of(c, NULL, 100 + k);
+        CHECK_OK(rumor_stage_step(c));
+    }
+    for (int prec = 0; prec < 3; prec++) {
+        if (prec && !gpu->ops->supports(gpu, prec == 1 ? RUMOR_CAP_TF32 : RUMOR_CAP_BF16))
+            continue;
+        CHECK_OK(rumor_device_set_precision(gpu, (rumor_precision)prec));
+        rumor_stage_t *s = su_stage_new(gpu, SPEC, NB, 7, &oc);
+        CHECK_OK(rumor_stage_set_params(s, start));
+        for (int k = 0; k < 10; k++) {
+            curve[prec][k] = step_of(s, NULL, 100 + k);
+            CHECK_OK(rumor_stage_step(s));
+        }
+        su_stage_free(&s);
+    }
+    CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
+    for (int k = 0; k < 10; k++) {
+        CHECKF(fabsf(curve[0][k] - cpu_curve[k]) <= 1e-4f * cpu_curve[k],
+               "fp32 step %d: %.6f on the GPU, %.6f on the CPU", k, (double)curve[0][k],
+               (double)cpu_curve[k]);
+        for (int prec = 1; prec < 3; prec++)
+            if (gpu->ops->supports(gpu, prec == 1 ? RUMOR_CAP_TF32 : RUMOR_CAP_BF16))
+                CHECKF(fabsf(curve[prec][k] - curve[0][k]) <= 0.01f * curve[0][k],
+                       "%s step %d: loss %.5f, fp32 %.5f (beyond 1%%)",
+                       prec == 1 ? "tf32" : "bf16", k, (double)curve[prec][k],
+                       (double)curve[0][k]);
+    }
+    fprintf(stderr, "# ten AdamW steps: fp32 %.4f -> %.4f, bf16 %.4f -> %.4f\n",
+            (double)curve[0][0], (double)curve[0][9], (double)curve[2][0], (double)curve[2][9]);
+    CHECKF(curve[0][9] < curve[0][0], "ten steps did not lower the loss (%.4f -> %.4f)",
+           (double)curve[0][0], (double)curve[0][9]);
+    free(gc), free(gg), free(start);
+    su_stage_free(&c);
+    su_stage_free(&g);
+}
+
+/* A pipeline over devs (P ranks) against one whole-model stage on ref_dev,
+ * micro-batches run one after another there. */
+static void check_pipeline(const char *what, rumor_device_t **devs, int P, const char *schedule,
+                           int M)
+{
+    rumor_model_t *m = NULL;
+    CHECK_OK(rumor_model_create(SPEC, 0, &m));
+    rumor_optim_config_t oc;
+    rumor_optim_config_default(&oc);
+    oc.lr = 0.05f;
+    rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = P, .schedule = schedule,
+                                   .microbatches = M, .max_B = NB, .T = T, .seed = 7,
+                                   .optim = &oc };
+    rumor_pipeline_t *p = NULL;
+    rumor_stage_t *ref = su_stage_new(cpu, SPEC, NB, 7, &oc);
+    int rc = rumor_pipeline_create(&pc, &p);
+    CHECKF(rc == 0 && ref, "%s: %s", what, rumor_err_msg());
+    if (rc < 0 || !ref) {
+        su_stage_free(&ref);
+        rumor_model_destroy(&m);
+        return;
+    }
+    size_t n = m->nparams;
+    float *gp = malloc(n * 4), *gr = malloc(n * 4), *pp = malloc(n * 4), *pr = malloc(n * 4);
+    for (int step = 0; step < 3; step++) {
+        float lp, lr = 0;
+        CHECK_OK(rumor_pipeline_grads(p, &batch, step, &lp));
+        /* the reference: the same micro-batches one after another */
+        double sum = 0;
+        CHECK_OK(rumor_stage_zero_grad(ref));
+        for (int k = 0; k < M; k++) {
+            int row0, rows;
+            double part;
+            rumor_pipeline_micro_rows(NB, M, k, &row0, &rows);
+            CHECK_OK(rumor_stage_load(ref, 0, &batch, row0, rows));
+            CHECK_OK(rumor_stage_forward(ref, 0, NULL, 1, step, k));
+            CHECK_OK(rumor_stage_backward_b(ref, 0, NULL, 1.0f / (float)(NB * T)));
+            CHECK_OK(rumor_stage_backward_w(ref, 0));
+            CHECK_OK(rumor_stage_loss(ref, 0, &part, NULL));
+            sum += part;
+        }
+        lr = (float)(sum / (NB * T));
+        CHECK_OK(rumor_pipeline_gather_grads(p, gp, cpu));
+        memcpy(gr, ref->grads, n * 4);
+        double e = rel(gr, gp, n);
+        CHECKF(fabsf(lp - lr) <= 1e-5f * lr && e <= 1e-5, "%s step %d: loss %.7f against %.7f, "
+               "gradient off by %.3g of its norm", what, step, (double)lp, (double)lr, e);
+        CHECK_OK(rumor_pipeline_update(p));
+        CHECK_OK(rumor_stage_step(ref));
+    }
+    for (int s = 0; s < p->S; s++)
+        CHECK_OK(rumor_device_copy(cpu, pp + p->st[s]->lo, p->st[s]->dev, p->st[s]->params,
+                                   p->st[s]->n * sizeof(float)));
+    memcpy(pr, ref->params, n * 4);
+    double e = rel(pr, pp, n);
+    CHECKF(e <= 1e-5, "%s: parameters after 3 steps off by %.3g", what, e);
+    fprintf(stderr, "# %s (%s, %d micro-batches): matches the whole model (%.2g)\n", what,
+            schedule, M, e);
+    free(gp), free(gr), free(pp), free(pr);
+    rumor_pipeline_destroy(&p);
+    su_stage_free(&ref);
+    rumor_model_destroy(&m);
+}
+
+static void check_links(void)
+{
+    size_t n = 100003;
+    float *h = malloc(n * 4), *back = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)i * 0.5f - 7.0f;
+    rumor_device_t *g2 = NULL;
+    CHECK_OK(rumor_device_open("cuda:0", &g2));
+    float *d1 = gpu->ops->alloc(gpu, n * 4), *d2 = g2 ? g2->ops->alloc(g2, n * 4) : NULL;
+    rumor_link_t *up = NULL, *within = NULL;
+    CHECK_OK(rumor_link_create(cpu, gpu, 1, &up));
+    CHECK_OK(g2 ? rumor_link_create(gpu, g2, 1, &within) : -1);
+    if (up && within && d1 && d2) {
+        CHECK(rumor_link_get_kind(up) == RUMOR_LINK_UPLOAD);
+        CHECK(rumor_link_get_kind(within) == RUMOR_LINK_DEVICE);
+        CHECK_OK(rumor_link_copy(up, 1, d1, h, n * 4));         /* host -> GPU */
+        CHECK_OK(rumor_link_copy(within, 1, d2, d1, n * 4));    /* GPU -> GPU (one GPU) */
+        CHECK_OK(rumor_link_copy(within, 0, d1, d2, n * 4));    /* and back */
+        memset(back, 0, n * 4);
+        CHECK_OK(rumor_link_copy(up, 0, back, d1, n * 4));      /* GPU -> host */
+        CHECKF(memcmp(back, h, n * 4) == 0, "links: the bytes came back changed");
+    }
+#ifdef HAVE_NCCL
+    rumor_nccl_t *nc = NULL;
+    int dev0 = gpu->index;
+    CHECK_OK(rumor_nccl_open(&dev0, 1, &nc));
+    if (nc && d1 && d2) {
+        CHECK_OK(gpu->ops->fill ? 0 : -1);
+        gpu->ops->fill(gpu, d2, 0.0f, n);
+        CHECK_OK(gpu->ops->sync(gpu));
+        CHECK_OK(rumor_nccl_copy(nc, gpu, d2, NULL, gpu, d1, NULL, n * 4)); /* to itself */
+        CHECK_OK(gpu->ops->stream_sync(gpu, NULL));
+        memset(back, 0, n * 4);
+        CHECK_OK(gpu->ops->download(gpu, back, d2, n * 4));
+        CHECKF(memcmp(back, h, n * 4) == 0, "NCCL: a one-rank send to itself changed the bytes");
+        fprintf(stderr, "# NCCL: a one-rank communicator sent %zu bytes to itself\n", n * 4);
+    }
+    rumor_nccl_close(&nc);
+    int two[2] = { dev0, dev0 };
+    CHECK_ERR(rumor_nccl_open(two, 2, &nc), RUMOR_EINVAL, "twice");
+#else
+    fprintf(stderr, "# built without NCCL: GPUs exchange by peer copies\n");
+#endif
+    rumor_link_destroy(&up);
+    rumor_link_destroy(&within);
+    if (d1)
+        gpu->ops->free(gpu, d1);
+    if (d2)
+        g2->ops->free(g2, d2);
+    rumor_device_close(&g2);
+    free(h), free(back);
+}
+
+int main(void)
+{
+    if (rumor_device_count(RUMOR_DEV_CUDA) == 0)
+        TEST_SKIP("no GPU (CUDA build with a GPU, or the emulation of tests/cuda-emu)");
+    CHECK_OK(rumor_device_open("cpu:1", &cpu));
+    CHECK_OK(rumor_device_open("cuda:0", &gpu));
+    if (!cpu || !gpu)
+        return tu_finish("test_cuda_train");
+    for (int i = 0; i < NB * T; i++) {
+        tok[i] = (int32_t)((i * 7 + i / 5) % V);
+        tgt[i] = (int32_t)((i * 7 + i / 5 + 3) % V);
+    }
+    check_step();
+    check_links();
+    /* pipelines: a device object per rank on the one GPU */
+    rumor_device_t *g[4] = { NULL };
+    for (int i = 0; i < 4; i++)
+        CHECK_OK(rumor_device_open("cuda:0", &g[i]));
+    if (g[0] && g[1] && g[2] && g[3]) {
+        check_pipeline("2 stages on cuda:0", g, 2, "1f1b", 4);
+        check_pipeline("4 stages on cuda:0", g, 4, "zb-h1", 6);
+        rumor_device_t *mixed[2] = { cpu, g[0] };
+        check_pipeline("stage 0 on the CPU, stage 1 on cuda:0", mixed, 2, "gpipe", 3);
+        rumor_device_t *back[2] = { g[1], cpu };
+        check_pipeline("stage 0 on cuda:0, stage 1 on the CPU", back, 2, "1f1b", 2);
+    }
+    for (int i = 0; i < 4; i++)
+        rumor_device_close(&g[i]);
+    rumor_device_close(&gpu);
+    rumor_device_close(&cpu);
+    return tu_finish("test_cuda_train");
+}
