@@ -4,13 +4,18 @@
 # swarm average's at the end.
 #
 # Usage: examples/local-swarm.sh [-n PEERS] [-t TOPOLOGY] [-p BASEPORT]
-#                                [-s STAGES] [-m METRICSPORT] [-d RUNDIR] [-q]
+#                                [-s STAGES] [-g DEVICES] [-m METRICSPORT]
+#                                [-d RUNDIR] [-q]
 #                                [-- rumor-peer options...]
 #   -n PEERS      number of peers (default 8)
 #   -t TOPOLOGY   ring, torus:2x4, exp, onepeer-exp, complete, ... (default ring)
 #   -s STAGES     pipeline stages by rank, e.g. 1,2,3: peer r cuts its model
 #                 into entry r (the list repeats) on CPU devices of 1 thread;
 #                 1 is no pipeline (default: rumor-peer's own --stages)
+#   -g DEVICES    devices by rank, the list repeating: entry r is peer r's
+#                 --devices, its devices joined by +, or - for rumor-peer's
+#                 default; e.g. cuda:0+cuda:0,- puts peer 0's model on the GPU
+#                 in two stages and leaves the others on the CPU
 #   -p BASEPORT   peers listen on BASEPORT, BASEPORT+1, ... (BASEPORT+PEERS-1
 #                 at most 65535; default: a free range)
 #   -m PORT       serve Prometheus metrics: peer r on 127.0.0.1:PORT+r
@@ -26,10 +31,10 @@ set -eu
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
 # A usage error: the message, the usage, exit status 2.
 usage_error() { echo "local-swarm: $*" >&2; usage >&2; exit 2; }
-n=8 topo=ring base= rundir= quiet= pgiven= stages= mport=
+n=8 topo=ring base= rundir= quiet= pgiven= stages= mport= gdevs=
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n|-t|-p|-d|-s|-m) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
+    -n|-t|-p|-d|-s|-m|-g) [ $# -ge 2 ] || usage_error "option '$1' needs a value" ;;
   esac
   case "$1" in
     -n) n=$2; shift 2 ;;
@@ -37,6 +42,7 @@ while [ $# -gt 0 ]; do
     -p) base=$2; pgiven=1; shift 2 ;;
     -d) rundir=$2; shift 2 ;;
     -s) stages=$2; shift 2 ;;
+    -g) gdevs=$2; shift 2 ;;
     -m) mport=$2; shift 2 ;;
     -q) quiet=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -69,6 +75,17 @@ case "$mport" in
   *) [ "$mport" -ge 1 ] && [ $((mport + n - 1)) -le 65535 ] ||
        { echo "local-swarm: -m $mport: the $n ports from it on must lie in 1-65535" >&2; exit 2; } ;;
 esac
+case "$gdevs" in
+  '') ;;
+  ,*|*,|*,,*|*[!A-Za-z0-9:.=+,-]*) echo "local-swarm: -g '$gdevs': expected device lists by rank like cuda:0+cuda:0,-" >&2; exit 2 ;;
+esac
+# peer r's --devices (-g): entry r of the list, which repeats; - is none
+device_args() {
+  [ -n "$gdevs" ] || return 0
+  k=$(echo "$gdevs" | tr ',' '\n' | wc -l)
+  d=$(echo "$gdevs" | cut -d, -f$(( $1 % k + 1 )))
+  [ "$d" = - ] || echo "--devices $(echo "$d" | tr '+' ',')"
+}
 # peer r's --metrics-listen (-m)
 metrics_args() { [ -z "$mport" ] || echo "--metrics-listen 127.0.0.1:$((mport + $1))"; }
 # peer r's --stages: entry r of the -s list, which repeats
@@ -132,17 +149,17 @@ echo "local-swarm: $n peers on $topo over loopback (ports $base-$((base + n - 1)
 r=1
 while [ $r -lt "$n" ]; do
   "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" \
-    $(keyargs $r) $(stage_args $r) $(metrics_args $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
+    $(keyargs $r) $(stage_args $r) $(device_args $r) $(metrics_args $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
   pids="$pids $!"
   r=$((r + 1))
 done
 status=0
 if [ -n "$quiet" ]; then
   "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) $(stage_args 0) $(metrics_args 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
+    $(keyargs 0) $(stage_args 0) $(device_args 0) $(metrics_args 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
 else
   "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) $(stage_args 0) $(metrics_args 0) "$@" 2>&1 |
+    $(keyargs 0) $(stage_args 0) $(device_args 0) $(metrics_args 0) "$@" 2>&1 |
     tee "$rundir/peer-0.log" | grep -v '^peer 0:' || true
   grep -q '^peer 0: done' "$rundir/peer-0.log" || status=1
 fi
@@ -151,7 +168,7 @@ trap - INT TERM
 
 # The table: each peer's own model and the swarm average.
 echo
-printf '%-6s %6s %10s %10s %10s %s\n' peer stages local average seconds note
+printf '%-6s %6s %-14s %10s %10s %10s %s\n' peer stages devices local average seconds note
 r=0
 while [ $r -lt "$n" ]; do
   log="$rundir/peer-$r.log"
@@ -172,8 +189,10 @@ while [ $r -lt "$n" ]; do
     [ -n "$why" ] || why=$(tail -n 1 "$log")
     note="failed: $why"; status=1; }
   ns=$(stage_args $r | sed 's/--stages //')
-  printf '%-6s %6s %9s%s %9s%s %10s %s\n' "$r" "${ns:--}" "${local_acc:--}" "$unit" "${avg_acc:--}" \
-    "$unit" "${secs:--}" "$note"
+  nd=$(device_args $r | sed 's/--devices //')
+  [ -n "$ns" ] || [ -z "$nd" ] || ns=$(echo "$nd" | tr ',' '\n' | wc -l)
+  printf '%-6s %6s %-14s %9s%s %9s%s %10s %s\n' "$r" "${ns:--}" "${nd:-cpu}" "${local_acc:--}" \
+    "$unit" "${avg_acc:--}" "$unit" "${secs:--}" "$note"
   r=$((r + 1))
 done
 exit $status

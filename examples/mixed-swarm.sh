@@ -10,6 +10,9 @@
 #   -n PEERS     peers (default 4)
 #   -s STAGES    pipeline stages by rank, the list repeating (default 2,3);
 #                1 is an unpipelined peer
+#   -g DEVICES   devices by rank as examples/local-swarm.sh takes them
+#                (default: where rumor-train devices finds a GPU, peer 0
+#                runs its 2 stages on it, cuda:0+cuda:0; else CPU devices)
 #   -t TOPOLOGY  the gossip graph (default ring)
 #   -r ROUNDS    training rounds, one batch of 8 windows a peer each
 #                (default 2000: about 2 minutes on 2 cores)
@@ -22,14 +25,15 @@
 # neighbour made. Model and rate: MODEL and LR in the environment.
 set -eu
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
-n=4 stages=2,3 topo=ring rounds=2000 corpus= rundir=
+n=4 stages=2,3 topo=ring rounds=2000 corpus= rundir= gdevs=
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n|-s|-t|-r|-c|-d) [ $# -ge 2 ] || { echo "mixed-swarm: option '$1' needs a value" >&2; exit 2; } ;;
+    -n|-s|-t|-r|-c|-d|-g) [ $# -ge 2 ] || { echo "mixed-swarm: option '$1' needs a value" >&2; exit 2; } ;;
   esac
   case "$1" in
     -n) n=$2; shift 2 ;;
     -s) stages=$2; shift 2 ;;
+    -g) gdevs=$2; shift 2 ;;
     -t) topo=$2; shift 2 ;;
     -r) rounds=$2; shift 2 ;;
     -c) corpus=$2; shift 2 ;;
@@ -51,10 +55,15 @@ train=${RUMOR_TRAIN:-$top/build/rumor-train}
 [ -n "$rundir" ] || rundir=$(mktemp -d "${TMPDIR:-/tmp}/rumor-mixed-swarm-XXXXXX")
 mkdir -p "$rundir"
 
-echo "mixed-swarm: $n peers on $topo, stages by rank $stages, $model, $rounds rounds"
+# a GPU where there is one: peer 0 cuts its model into 2 stages on it
+if [ -z "$gdevs" ] && "$train" devices --json 2>/dev/null | grep -q '"spec":"cuda:0"'; then
+  gdevs=cuda:0+cuda:0 i=1
+  while [ $i -lt "$n" ]; do gdevs="$gdevs,-"; i=$((i + 1)); done
+fi
+echo "mixed-swarm: $n peers on $topo, stages by rank $stages${gdevs:+, devices by rank $gdevs}, $model, $rounds rounds"
 # every peer evaluates at its end (its own model and the swarm average)
 status=0
-"$here/local-swarm.sh" -n "$n" -t "$topo" -s "$stages" -d "$rundir/swarm" -- \
+"$here/local-swarm.sh" -n "$n" -t "$topo" -s "$stages" ${gdevs:+-g "$gdevs"} -d "$rundir/swarm" -- \
   --model "$model" --data "text:$corpus" --batch 8 --rounds "$rounds" \
   --optimizer adamw --lr "$lr" --progress 10 --save-average "$rundir/average" || status=$?
 

@@ -41,8 +41,8 @@ static int parse_index(const char *spec, const char *rest, int dflt, int *out)
     long v = strtol(rest + 1, &end, 10);
     if (rest[0] != ':' || rest[1] == '\0' || *end != '\0' || v < 0 || v > 4096)
         return rumor_err_set(RUMOR_EINVAL,
-                             "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX or auto",
-                             spec);
+                             "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX[:PRECISION] "
+                             "or auto", spec);
     *out = (int)v;
     return 0;
 }
@@ -135,13 +135,27 @@ int rumor_device_open(const char *spec, rumor_device_t **out)
         }
         d->slowdown = factor;
     } else if (strncmp(spec, "cuda", 4) == 0) {
-        rc = parse_index(spec, spec + 4, 0, &idx);
+        /* cuda[:N][:fp32|:tf32|:bf16] */
+        char head[64];
+        rumor_precision prec = RUMOR_PREC_FP32;
+        const char *last = strrchr(spec, ':');
+        int with_prec = last && (!strcmp(last, ":fp32") || !strcmp(last, ":tf32") ||
+                                 !strcmp(last, ":bf16"));
+        snprintf(head, sizeof head, "%.*s", with_prec ? (int)(last - spec) : 63, spec);
+        rc = with_prec ? rumor_precision_parse(last + 1, &prec) : 0;
+        if (rc == 0)
+            rc = parse_index(spec, head + 4, 0, &idx);
         if (rc == 0)
             rc = open_cuda(d, spec, idx);
+        if (rc == 0 && with_prec && (rc = rumor_device_set_precision(d, prec)) < 0) {
+#ifdef HAVE_CUDA
+            rumor_cuda_close(d);
+#endif
+        }
         d->slowdown = 1.0;
     } else {
         rc = rumor_err_set(RUMOR_EINVAL,
-                           "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX or auto",
+                           "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX[:PRECISION] or auto",
                            spec);
     }
     if (rc < 0) {

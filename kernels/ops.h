@@ -211,7 +211,9 @@ struct rumor_device {
  * A CPU spec may end in ":slow=X" (X in [1, 100]): after each forward or
  * backward of a stage the device sleeps X - 1 times what it computed, so it
  * runs X times slower with its core idle, standing for a slower machine
- * (unlike pipeline devices on one host: cpu:1,cpu:1:slow=2).
+ * (unlike pipeline devices on one host: cpu:1,cpu:1:slow=2). A CUDA spec
+ * may end in :fp32, :tf32 or :bf16, the device's precision (a stage's
+ * property: cuda:0:bf16,cuda:1:fp32).
  * Asking for CUDA where it is not built or no GPU is present is an error;
  * "auto" quietly falls back to the CPU. */
 int rumor_device_open(const char *spec, rumor_device_t **out) RUMOR_WUR;

@@ -130,6 +130,14 @@ static int device_specs(const char *devices, char specs[][32], int max, int *n)
     return 0;
 }
 
+/* Whether a device spec names its precision (cuda:0:bf16): it wins over
+ * --precision. */
+static int spec_has_precision(const char *spec)
+{
+    const char *last = strrchr(spec, ':');
+    return last && (!strcmp(last, ":fp32") || !strcmp(last, ":tf32") || !strcmp(last, ":bf16"));
+}
+
 /* Opens a pipeline device and gives it the run's precision (a CPU device
  * stays fp32: it has no tensor cores, and a mixed pipeline's CPU stages
  * compute as they always do). */
@@ -138,7 +146,7 @@ static int open_pdev(rumor_trainer_t *t, const char *spec, rumor_device_t **out)
     int rc = rumor_device_open(spec, out);
     if (rc < 0)
         return rumor_err_prefix(rc, "--devices %s", spec);
-    if ((*out)->kind != RUMOR_DEV_CPU)
+    if ((*out)->kind != RUMOR_DEV_CPU && !spec_has_precision(spec))
         TRY("--precision", rumor_device_set_precision(*out, t->cfg.precision));
     return 0;
 }
@@ -262,7 +270,7 @@ static int open_all(rumor_trainer_t *t)
     if (c->host_params && t->dev->kind != RUMOR_DEV_CPU)
         return rumor_err_set(RUMOR_ENOTSUP, "device %s: peers gossip host memory; use a CPU "
                              "device", t->dev->name);
-    if (t->dev->kind != RUMOR_DEV_CPU)
+    if (t->dev->kind != RUMOR_DEV_CPU && !spec_has_precision(device))
         TRY("--precision", rumor_device_set_precision(t->dev, c->precision));
     else if (c->precision != RUMOR_PREC_FP32 && !(t->cfg.devices && strstr(t->cfg.devices, "cuda")))
         return rumor_err_set(RUMOR_ENOTSUP, "--precision %s: the CPU computes in fp32; %s needs "

@@ -31,13 +31,15 @@ run_expect 2 "needs a value" "$train" --epochs
 run_expect 2 "must be less than --world" "$train" --rank 2 --world 2
 
 # ---- pipelines: the same run cut into 2 stages reaches the same accuracy
-# (the gradient is the whole batch's either way); a trace; bad flags
+# (the gradient is the whole batch's either way, summed in another order:
+# within 0.2 points); a trace; bad flags
 one=$("$train" --data "$FASHION" --epochs 1 --train-limit 2000 -q 2>&1 | tail -1)
 two=$("$train" --data "$FASHION" --epochs 1 --train-limit 2000 -q --stages 2 --schedule zb-h1 \
   --microbatches 4 --partition params --trace "$tmp/trace.json" 2>&1 | tail -1)
 acc1=$(echo "$one" | sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p')
 acc2=$(echo "$two" | sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p')
-[ -n "$acc1" ] && [ "$acc1" = "$acc2" ] || fail "2 stages: '$two', 1 stage: '$one'"
+[ -n "$acc1" ] && [ -n "$acc2" ] || fail "2 stages: '$two', 1 stage: '$one'"
+expect_num_close "${acc2:-0}" "${acc1:-99}" 0.2 "2 stages ('$two') against 1 ('$one')"
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 "$py" - "$tmp/trace.json" <<'PY' || fail "--trace: not a Chrome trace of every F, B and W"
 import json, sys
