@@ -1,0 +1,396 @@
+/* Benchmark: the CUDA backend on one GPU, as ratios measured in the same run.
+ *
+ *   cuda_bf16_gemm_peak      TFLOP/s of a bf16 GEMM (8192^3) through cuBLAS:
+ *                            the peak the MFU divides by
+ *   gpt124m_tokens_per_s     full AdamW training steps (forward, backward,
+ *                            update) of GPT-2 124M (12 layers, 768 wide, 12
+ *                            heads, T 1024, vocabulary 50257) on cuda:0 in
+ *                            bf16 through the stage API, random tokens, the
+ *                            device synced around rounds of steps after two
+ *                            warm-up steps; gpt124m_batch the batch (16, or
+ *                            less where its fp32 activations, 2.76 GB an
+ *                            example, would pass 70% of the GPU's memory)
+ *   gpt124m_mfu              (6 N + 12 L T C) flops a token x tokens/s / the
+ *                            peak above (N: parameters less the position
+ *                            embedding; the attention's QK^T and AV forward
+ *                            and backward over the whole T x T, as nanoGPT's
+ *                            estimate_mfu and PaLM's appendix B count them)
+ *   cuda_<op>_vs_copy        element-wise ops and reductions on 256 MiB
+ *                            buffers: GB/s / a device-to-device copy's
+ *                            (bench_cuda_ops.c)
+ *   cuda_gemm_table_vs_cublas_<fp32|tf32|bf16>  the ops table's GEMM / the
+ *                            same cuBLAS call made here, on the GPT's shapes
+ *   cuda_pipe4_<1f1b|zbh1>_bubble_vs_theory  a 4-stage pipeline, every stage
+ *                            on cuda:0: measured bubble / the schedule's with
+ *                            unit costs (_vs_costed: / its simulation at the
+ *                            step's measured costs)
+ *   gpt124m_vs_torch_eager, _eager_math, _compile  rumor's tokens/s / PyTorch's
+ *                            on the same model, batch and AdamW in bf16
+ *                            autocast (tests/bench/torch_gpt_cuda.py, run last
+ *                            under a timeout: torch.compile's compile counts);
+ *                            eager and compile attend through PyTorch's
+ *                            scaled_dot_product_attention (flash, as its users
+ *                            run it), eager_math writes the (T, T) scores out
+ *                            as rumor does
+ * Without a GPU it prints why and exits 0 (make bench runs it everywhere).
+ * Under the HIP-CPU emulation (tests/cuda-emu) every part runs at tiny
+ * sizes: the code paths are checked, the figures mean nothing. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_cuda.h"
+#include "bench_util.h"
+#include "log.h"
+#include "pipeline.h"
+#include "rng.h"
+#include "stage.h"
+#ifdef HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
+#ifndef BENCH_SRCDIR
+#define BENCH_SRCDIR "."
+#endif
+
+void bc_die(const char *what)
+{
+    fprintf(stderr, "bench_cuda: %s: %s\n", what, rumor_err_msg());
+    exit(1);
+}
+
+static const bc_sizes full = {
+    .L = 12, .C = 768, .NH = 12, .T = 1024, .V = 50257, .batches = { 16, 8, 4, 2, 0 },
+    .rounds = 5, .steps = 2, .op_n = (size_t)64 << 20, .peak_n = 8192,
+    .pipe_L = 8, .pipe_C = 768, .pipe_NH = 12, .pipe_T = 512, .pipe_V = 256, .pipe_B = 32,
+    .torch_timeout_s = 150,
+};
+static const bc_sizes tiny = {
+    .emu = 1, .L = 2, .C = 32, .NH = 2, .T = 16, .V = 64, .batches = { 2, 0 },
+    .rounds = 2, .steps = 1, .op_n = (size_t)1 << 14, .peak_n = 64,
+    .pipe_L = 4, .pipe_C = 16, .pipe_NH = 2, .pipe_T = 8, .pipe_V = 32, .pipe_B = 8,
+    .torch_timeout_s = 300, /* torch on the CPU; a cold import takes tens of seconds */
+};
+
+static void random_tokens(int32_t *t, size_t n, int V, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        t[i] = (int32_t)(rumor_splitmix64(&seed) % (uint64_t)V);
+}
+
+/* ---------------------------------------------------------- GPT step */
+
+/* A stage's activation bytes for one example as blocks_gpt.c lays them out
+ * (fp32): a block saves 28 C + 4 floats a row, its output and output
+ * gradient 2 C more, and the attention's probabilities and their gradient
+ * (NH, T, T) each; the head its logits and probabilities (V each) and 2 C +
+ * 3; the embedding 3 C. GPT-2 124M: 2.76 GB an example, 0.42 GB of it the
+ * head's. */
+static double example_bytes(const bc_sizes *z)
+{
+    double T = z->T, C = z->C;
+    return 4.0 * T * (z->L * (30 * C + 4) + 2.0 * z->V + 5 * C + 3) + 8.0 * z->L * z->NH * T * T;
+}
+
+static int gpt_step(rumor_stage_t *st, const rumor_batch_t *b, long step)
+{
+    if (rumor_stage_zero_grad(st) < 0 || rumor_stage_load(st, 0, b, 0, b->n) < 0 ||
+        rumor_stage_forward(st, 0, NULL, 1, step, 0) < 0 ||
+        rumor_stage_backward_b(st, 0, NULL, 1.0f / (float)(b->n * b->width)) < 0 ||
+        rumor_stage_backward_w(st, 0) < 0 || rumor_stage_step(st) < 0)
+        return -1;
+    return 0;
+}
+
+/* rumor's tokens/s; *batch the batch it ran. 0 when no batch fit. */
+static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *batch)
+{
+    char spec[128];
+    snprintf(spec, sizeof spec, "gpt:layers=%d,dim=%d,heads=%d,ctx=%d,vocab=%d", z->L, z->C,
+             z->NH, z->T, z->V);
+    rumor_model_t *m = NULL;
+    if (rumor_model_create(spec, 0, &m) < 0)
+        bc_die(spec);
+    /* parameters, gradients and AdamW's two moments, fp32 */
+    double fixed = 16.0 * (double)m->nparams, per = example_bytes(z), mem = 0;
+#ifdef HAVE_CUDA
+    rumor_cuda_info_t info;
+    if (rumor_cuda_info(d->index, &info) == 0)
+        mem = (double)info.memory;
+#endif
+    rumor_optim_config_t oc;
+    rumor_optim_config_default(&oc);
+    oc.kind = RUMOR_OPT_ADAMW;
+    oc.lr = 6e-4f;
+    oc.weight_decay = 0.01f;
+    rumor_stage_t *st = NULL;
+    int B = 0;
+    /* the largest batch whose activations fit 70% of the GPU (the rest: the
+     * CUDA context, cuBLAS's workspaces, fragmentation), then smaller ones
+     * if allocation fails all the same */
+    for (int i = 0; !st && z->batches[i]; i++) {
+        B = z->batches[i];
+        if (mem > 0 && fixed + B * per > 0.7 * mem && z->batches[i + 1])
+            continue;
+        rumor_stage_config_t sc = { .model = m, .dev = d, .first = 0, .last = m->nblocks,
+                                    .max_B = B, .T = z->T, .slots = 1, .seed = 1, .optim = &oc };
+        if (rumor_stage_create(&sc, &st) < 0)
+            printf("# batch %d: %s\n", B, rumor_err_msg());
+    }
+    if (!st) {
+        printf("bench_cuda: no batch of the GPT fits %s\n", d->name);
+        rumor_model_destroy(&m);
+        return 0;
+    }
+    printf("# %s, %zu parameters, batch %d x %d tokens, %s: activations %.4g GiB, %.4g MB an "
+           "example (predicted %.4g), parameters + gradients + AdamW %.4g GiB, of %.4g GiB\n",
+           spec, m->nparams, B, z->T, rumor_precision_name(d->precision),
+           rumor_stage_slot_bytes(st) / 1073741824.0, rumor_stage_slot_bytes(st) / 1e6 / B,
+           per / 1e6, fixed / 1073741824.0, mem / 1073741824.0);
+    size_t ntok = (size_t)B * z->T;
+    int32_t *tok = malloc(ntok * sizeof *tok), *y = malloc(ntok * sizeof *y);
+    if (!tok || !y)
+        bc_die("out of memory");
+    random_tokens(tok, ntok, z->V, 7);
+    random_tokens(y, ntok, z->V, 8);
+    rumor_batch_t b = { .kind = RUMOR_BATCH_TOKENS, .n = B, .width = z->T, .tok = tok, .y = y };
+    double rate[16], loss = 0;
+    long step = 0;
+    for (int w = 0; w < 2; w++) /* warm-up: cuBLAS's heuristics, first touches */
+        if (gpt_step(st, &b, step++) < 0)
+            bc_die("GPT step");
+    for (int r = 0; r < z->rounds && r < 16; r++) {
+        if (d->ops->sync(d) < 0)
+            bc_die("sync");
+        double t0 = rumor_now();
+        for (int i = 0; i < z->steps; i++)
+            if (gpt_step(st, &b, step++) < 0)
+                bc_die("GPT step");
+        if (d->ops->sync(d) < 0)
+            bc_die("GPT step");
+        rate[r] = (double)ntok * z->steps / (rumor_now() - t0);
+    }
+    if (rumor_stage_loss(st, 0, &loss, NULL) < 0)
+        bc_die("loss");
+    double tps = bench_median(rate, z->rounds < 16 ? z->rounds : 16);
+    double n = (double)m->nparams - (double)z->T * z->C; /* less wpe */
+    double flops = 6.0 * n + 12.0 * z->L * (double)z->T * z->C;
+    printf("# %.1f ms a step; loss %.3f after %ld AdamW steps (ln V = %.3f)\n",
+           1e3 * ntok / tps, loss / (double)ntok, step, log((double)z->V));
+    printf("bench: gpt124m_batch = %d examples\n", B);
+    printf("bench: gpt124m_tokens_per_s = %.0f tokens/s\n", tps);
+    printf("# %.4g flops a token (6 x %.0f + 12 x %d x %d x %d): %.4g TFLOP/s\n", flops, n, z->L,
+           z->T, z->C, flops * tps / 1e12);
+    if (peak > 0)
+        printf("bench: gpt124m_mfu = %.3f x\n", flops * tps / (peak * 1e12));
+    fflush(stdout);
+    free(tok), free(y);
+    rumor_stage_destroy(&st);
+    rumor_model_destroy(&m);
+    *batch = B;
+    return tps;
+}
+
+/* ---------------------------------------------------- 4 stages, one GPU */
+
+/* Measured bubble / the schedule's with unit costs, for 1F1B and ZB-H1 over
+ * 4 stages that each open cuda:0 (a stream and a cuBLAS handle a rank, as
+ * the trainer opens them). The stages share the GPU's SMs: one stage's
+ * kernels run in another's idle time, and a busy stage's run longer, so
+ * the bubble measured from each rank's busy time is not the idle share of
+ * the GPU. */
+static int bench_pipe(const bc_sizes *z, rumor_precision prec)
+{
+    enum { P = 4, M = 8, NS = 2, ROUNDS = 5 };
+    static const char *const sched[NS] = { "1f1b", "zb-h1" }, *const name[NS] = { "1f1b", "zbh1" };
+    char spec[128], cut[96];
+    snprintf(spec, sizeof spec, "gpt:layers=%d,dim=%d,heads=%d,ctx=%d,vocab=%d", z->pipe_L,
+             z->pipe_C, z->pipe_NH, z->pipe_T, z->pipe_V);
+    /* L / 4 transformer blocks a stage; the embedding (block 0) joins the
+     * first, the head (block L + 1) the last */
+    int q = z->pipe_L / P;
+    snprintf(cut, sizeof cut, "0-%d,%d-%d,%d-%d,%d-%d", q, q + 1, 2 * q, 2 * q + 1, 3 * q,
+             3 * q + 1, z->pipe_L + 1);
+    rumor_model_t *m = NULL;
+    rumor_device_t *devs[P] = { NULL };
+    rumor_pipeline_t *p[NS] = { NULL };
+    int cuts[P + 1], rc = -1;
+    size_t ntok = (size_t)z->pipe_B * z->pipe_T;
+    int32_t *tok = malloc(ntok * sizeof *tok), *y = malloc(ntok * sizeof *y);
+    if (!tok || !y || rumor_model_create(spec, 0, &m) < 0 ||
+        rumor_pipeline_partition(m, cut, P, cuts) < 0)
+        goto done;
+    random_tokens(tok, ntok, z->pipe_V, 9);
+    random_tokens(y, ntok, z->pipe_V, 10);
+    rumor_batch_t b = { .kind = RUMOR_BATCH_TOKENS, .n = z->pipe_B, .width = z->pipe_T,
+                        .tok = tok, .y = y };
+    for (int i = 0; i < P; i++)
+        if (rumor_device_open("cuda:0", &devs[i]) < 0 ||
+            rumor_device_set_precision(devs[i], prec) < 0)
+            goto done;
+    for (int k = 0; k < NS; k++) {
+        rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = P, .schedule = sched[k],
+                                       .microbatches = M, .cuts = cuts, .max_B = z->pipe_B,
+                                       .T = z->pipe_T, .seed = 1 };
+        if (rumor_pipeline_create(&pc, &p[k]) < 0)
+            goto done;
+    }
+    printf("# pipeline: %s cut %s, %d stages on cuda:0 (%s), %d micro-batches of %d x %d tokens\n",
+           spec, cut, P, rumor_precision_name(prec), M, z->pipe_B / M, z->pipe_T);
+    double ratio[NS][ROUNDS], costed[NS][ROUNDS], bub[NS][ROUNDS], ms[NS][ROUNDS];
+    float loss;
+    for (int r = -2; r < ROUNDS; r++) /* two warm-up steps */
+        for (int k = 0; k < NS; k++) {
+            double t0 = rumor_now(), expect;
+            if (rumor_pipeline_grads(p[k], &b, r + 2, &loss) < 0 ||
+                rumor_pipeline_expected_bubble(p[k], &expect) < 0)
+                goto done;
+            if (r < 0)
+                continue;
+            ms[k][r] = 1e3 * (rumor_now() - t0);
+            bub[k][r] = rumor_pipeline_bubble(p[k]);
+            ratio[k][r] = bub[k][r] / p[k]->sched->bubble;
+            costed[k][r] = bub[k][r] / expect;
+        }
+    for (int k = 0; k < NS; k++) {
+        printf("bench: cuda_pipe4_%s_bubble_vs_theory = %.3f x\n", name[k],
+               bench_median(ratio[k], ROUNDS));
+        printf("bench: cuda_pipe4_%s_bubble_vs_costed = %.3f x\n", name[k],
+               bench_median(costed[k], ROUNDS));
+        printf("# %s: bubble %.3f measured, %.3f in theory; %.1f ms a step (%.0f tokens/s), %.2f "
+               "ms of F + B + W a micro-batch on a stage\n", sched[k],
+               bench_median(bub[k], ROUNDS), p[k]->sched->bubble, bench_median(ms[k], ROUNDS),
+               1e3 * ntok / bench_median(ms[k], ROUNDS), 1e3 * p[k]->busy_s[1] / M);
+    }
+    printf("# four stages share one GPU's SMs: a rank's busy time includes waiting for the SMs "
+           "the others hold, so these bubbles are not the GPU's idle share\n");
+    fflush(stdout);
+    rc = 0;
+done:
+    if (rc < 0)
+        fprintf(stderr, "bench_cuda: pipeline: %s\n", rumor_err_msg());
+    for (int k = 0; k < NS; k++)
+        rumor_pipeline_destroy(&p[k]);
+    for (int i = 0; i < P; i++)
+        rumor_device_close(&devs[i]);
+    rumor_model_destroy(&m);
+    free(tok), free(y);
+    return rc;
+}
+
+/* ------------------------------------------------------------ PyTorch */
+
+enum { T_EAGER, T_EAGER_MATH, T_COMPILE, NT };
+static const char *const torch_mode[NT] = { "eager_sdpa", "eager_math", "compile_sdpa" };
+static const char *const torch_name[NT] = { "eager", "eager_math", "compile" };
+
+/* Runs torch_gpt_cuda.py under `timeout` with each Python in turn (RUMOR_PYTHON,
+ * else python3 and Debian's /usr/bin/python3) until one reports a figure:
+ * the one with torch and CUDA. Its output goes to a file read once it
+ * exits, so that no process it leaves behind (torch.compile's workers)
+ * holds a pipe open. rate[k]: tokens/s of torch_mode[k], 0 if none. */
+static void run_torch(const bc_sizes *z, int B, double rate[NT])
+{
+    const char *src = getenv("RUMOR_SRCDIR"), *env_py = getenv("RUMOR_PYTHON");
+    const char *pys[3] = { "python3", "/usr/bin/python3", NULL };
+    if (env_py)
+        pys[0] = env_py, pys[1] = NULL;
+    if (!src)
+        src = BENCH_SRCDIR;
+    for (int k = 0; k < NT; k++)
+        rate[k] = 0;
+    char out[] = "/tmp/bench_cuda_torch.XXXXXX";
+    int fd = mkstemp(out);
+    if (fd < 0) {
+        perror("bench_cuda: mkstemp");
+        return;
+    }
+    close(fd);
+    for (int i = 0; pys[i]; i++) {
+        char cmd[4096], line[1024];
+        snprintf(cmd, sizeof cmd, "%stimeout -k 10 %.0f %s '%s/tests/bench/torch_gpt_cuda.py' "
+                 "%d %d %d %d %d %d %d > %s", z->emu ? "RUMOR_TORCH_DEVICE=cpu " : "",
+                 z->torch_timeout_s, pys[i], src, z->L, z->C, z->NH, z->T, z->V, B,
+                 z->emu ? 2 : 10, out);
+        int st = system(cmd), got = 0;
+        FILE *f = fopen(out, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            if (line[0] != '{')
+                continue;
+            printf("# torch: %s", line);
+            const char *mo = strstr(line, "\"mode\": \""), *tp = strstr(line, "\"tokens_per_s\": ");
+            for (int k = 0; mo && k < NT; k++)
+                if (!strncmp(mo + 9, torch_mode[k], strlen(torch_mode[k])) &&
+                    mo[9 + strlen(torch_mode[k])] == '"') {
+                    got = 1;
+                    if (tp)
+                        rate[k] = strtod(tp + 16, NULL);
+                }
+        }
+        if (f)
+            fclose(f);
+        int code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (code == 124)
+            printf("# torch: %s stopped at the %.0f s limit\n", pys[i], z->torch_timeout_s);
+        if (got)
+            break;
+        printf("# torch: %s: no figures (exit %d)\n", pys[i], code);
+    }
+    unlink(out);
+}
+
+static void report_torch(const bc_sizes *z, int B, double tps)
+{
+    double rate[NT];
+    run_torch(z, B, rate);
+    for (int k = 0; k < NT; k++) {
+        if (rate[k] <= 0 || tps <= 0) {
+            printf("bench_cuda: PyTorch %s gave no figure: gpt124m_vs_torch_%s skipped\n",
+                   torch_mode[k], torch_name[k]);
+            continue;
+        }
+        printf("bench: gpt124m_torch_%s_tokens_per_s = %.0f tokens/s\n", torch_name[k], rate[k]);
+        printf("bench: gpt124m_vs_torch_%s = %.3f x\n", torch_name[k], tps / rate[k]);
+    }
+}
+
+int main(void)
+{
+    if (rumor_device_count(RUMOR_DEV_CUDA) == 0) {
+#ifdef HAVE_CUDA
+        printf("bench_cuda: no GPU (%s): skipped\n", rumor_cuda_status());
+#else
+        printf("bench_cuda: built without CUDA: skipped\n");
+#endif
+        return 0;
+    }
+    rumor_device_t *d = NULL;
+    if (rumor_device_open("cuda:0", &d) < 0)
+        bc_die("cuda:0");
+    const bc_sizes *z = strstr(d->name, "emulation") ? &tiny : &full;
+    printf("# %s%s\n", d->name, z->emu ? ": emulated, tiny sizes, the figures mean nothing" : "");
+    rumor_precision prec = d->ops->supports(d, RUMOR_CAP_BF16) ? RUMOR_PREC_BF16 : RUMOR_PREC_FP32;
+    double peak = bc_bf16_peak(d, z);
+    if (rumor_device_set_precision(d, prec) < 0)
+        bc_die("precision");
+    int B = 0, rc = 0;
+    double tps = bench_gpt(d, z, peak, &B);
+    if (tps <= 0)
+        rc = 1;
+    if (rumor_device_set_precision(d, RUMOR_PREC_FP32) < 0)
+        bc_die("precision");
+    bc_eltwise(d, z);
+    bc_gemm_vs_cublas(d, z, (B ? B : 8) * z->T);
+    rumor_device_close(&d);
+    if (bench_pipe(z, prec) < 0)
+        rc = 1;
+    /* last: the GPU's memory is all PyTorch's now, and a slow compile costs
+     * no other figure */
+    report_torch(z, B, tps);
+    return rc;
+}
