@@ -105,7 +105,11 @@ fi
 
 # A free range of ports below Linux's ephemeral range (32768-60999, where
 # outgoing connections take theirs): random bases until every port is unused.
-port_free() { ! (ss -Htln 2>/dev/null | awk '{print $4}' | grep -q ":$1\$"); }
+# (what listens, from /proc/net: no iproute2 needed)
+busy=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+  awk '$4 == "0A" { n = split($2, a, ":"); print a[n] }' |
+  while read -r h; do printf '%d ' "0x$h"; done)
+port_free() { case " $busy " in *" $1 "*) return 1 ;; esac; }
 if [ -z "$base" ]; then
   tries=0
   while :; do
