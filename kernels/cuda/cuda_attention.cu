@@ -82,7 +82,7 @@ void cu_attention_forward(rumor_device_t *d, float *out, float *att, const float
 {
     if (B <= 0 || T <= 0 || NH <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     long long TT = (long long)T * T;
@@ -110,7 +110,7 @@ void cu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const fl
 {
     if (B <= 0 || T <= 0 || NH <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     long long TT = (long long)T * T;

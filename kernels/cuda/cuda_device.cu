@@ -100,6 +100,71 @@ int cu_report(const rumor_device_t *d)
 }
 
 static __thread int current = -1;
+static __thread int op_depth = 0; /* ops inside ops count as the outer one */
+int cu_profiling = -1;            /* -1: RUMOR_CUDA_PROFILE not read yet */
+
+cu_op_scope::cu_op_scope(const rumor_device_t *dev, const char *op) : d(dev), name(op), e0(0), on(0)
+{
+    cu_enter(d);
+    if (cu_profiling != 1 || op_depth++ > 0)
+        return;
+    if (cudaEventCreate(&e0) == cudaSuccess && cudaEventRecord(e0, cu_of(d)->cur) == cudaSuccess)
+        on = 1;
+}
+
+cu_op_scope::~cu_op_scope()
+{
+    if (cu_profiling != 1)
+        return;
+    op_depth--;
+    if (!on)
+        return;
+    cudaEvent_t e1;
+    float ms = 0;
+    if (cudaEventCreate(&e1) == cudaSuccess) {
+        if (cudaEventRecord(e1, cu_of(d)->cur) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess)
+            cudaEventElapsedTime(&ms, e0, e1);
+        cudaEventDestroy(e1);
+    }
+    cudaEventDestroy(e0);
+    cu_ctx *c = cu_of(d);
+    pthread_mutex_lock(&c->mu);
+    int i = 0;
+    while (i < c->nprof && c->prof[i].name != name)
+        i++;
+    if (i < 64) {
+        if (i == c->nprof) {
+            c->prof[i].name = name;
+            c->nprof++;
+        }
+        c->prof[i].ms += ms;
+        c->prof[i].calls++;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The device's profile, the costliest op first, on stderr. */
+static void prof_print(const rumor_device_t *d)
+{
+    cu_ctx *c = cu_of(d);
+    double total = 0;
+    for (int i = 0; i < c->nprof; i++)
+        total += c->prof[i].ms;
+    if (c->nprof == 0 || total <= 0)
+        return;
+    for (int i = 1; i < c->nprof; i++) /* few entries: insertion sort by time */
+        for (int j = i; j > 0 && c->prof[j].ms > c->prof[j - 1].ms; j--) {
+            struct cu_ctx::cu_prof t = c->prof[j];
+            c->prof[j] = c->prof[j - 1];
+            c->prof[j - 1] = t;
+        }
+    fprintf(stderr, "%s: op profile (RUMOR_CUDA_PROFILE): %.1f ms in ops\n", d->name, total);
+    fprintf(stderr, "  %-26s %10s %8s %10s %6s\n", "op", "ms", "calls", "us/call", "share");
+    for (int i = 0; i < c->nprof; i++)
+        fprintf(stderr, "  %-26s %10.2f %8ld %10.1f %5.1f%%\n", c->prof[i].name + 3 /* cu_ */,
+                c->prof[i].ms, c->prof[i].calls, 1e3 * c->prof[i].ms / (double)c->prof[i].calls,
+                100.0 * c->prof[i].ms / total);
+}
 
 void cu_enter(const rumor_device_t *d)
 {
@@ -151,7 +216,7 @@ int cu_upload(rumor_device_t *d, void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return 0;
-    cu_enter(d);
+    CU_ENTER(d);
     cu_ctx *c = cu_of(d);
     RUMOR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->cur));
     RUMOR_CUDA_CHECK(cudaStreamSynchronize(c->cur));
@@ -162,7 +227,7 @@ int cu_download(rumor_device_t *d, void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return cu_sync(d);
-    cu_enter(d);
+    CU_ENTER(d);
     cu_ctx *c = cu_of(d);
     RUMOR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->cur));
     RUMOR_CUDA_CHECK(cudaStreamSynchronize(c->cur));
@@ -173,7 +238,7 @@ int cu_copy(rumor_device_t *d, void *dst, const void *src, size_t bytes)
 {
     if (!bytes || dst == src)
         return 0;
-    cu_enter(d);
+    CU_ENTER(d);
     RUMOR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu_of(d)->cur));
     return 0;
 }
@@ -444,6 +509,10 @@ static int ctx_open(rumor_device_t *d, int index, cu_ctx *c)
 
 extern "C" int rumor_cuda_open(rumor_device_t *d, int index)
 {
+    if (cu_profiling < 0) {
+        const char *e = getenv("RUMOR_CUDA_PROFILE");
+        cu_profiling = e && *e && strcmp(e, "0") != 0;
+    }
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
     if (!c)
         return rumor_err_set(RUMOR_ENOMEM, "cuda:%d: out of memory", index);
@@ -468,6 +537,7 @@ extern "C" void rumor_cuda_close(rumor_device_t *d)
         return;
     cu_enter(d);
     cudaStreamSynchronize(c->stream);
+    prof_print(d);
     ctx_free(c);
     d->ctx = NULL;
 }

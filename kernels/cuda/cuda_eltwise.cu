@@ -38,7 +38,7 @@ void cu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n)
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
     if (n4)
@@ -68,7 +68,7 @@ void cu_scale(rumor_device_t *d, float *y, float a, size_t n)
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     size_t n4 = aligned16(y) ? n / 4 : 0;
     if (n4)
@@ -92,7 +92,7 @@ void cu_fill(rumor_device_t *d, float *y, float v, size_t n)
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     size_t n4 = aligned16(y) ? n / 4 : 0;
     if (n4)
@@ -118,7 +118,7 @@ void cu_add(rumor_device_t *d, float *y, const float *a, const float *b, size_t 
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     size_t n4 = aligned16(y) && aligned16(a) && aligned16(b) ? n / 4 : 0;
     if (n4)
@@ -149,7 +149,7 @@ void cu_axpby(rumor_device_t *d, float *y, float a, const float *x, float b, siz
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
     if (n4)
@@ -172,7 +172,7 @@ void cu_relu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(relu_fwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n);
     CU_LAUNCHED(d, "relu_forward");
 }
@@ -181,7 +181,7 @@ void cu_relu_backward(rumor_device_t *d, float *dx, const float *x, const float 
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(relu_bwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, dx, x, dy, n);
     CU_LAUNCHED(d, "relu_backward");
 }
@@ -224,7 +224,7 @@ void cu_gelu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(gelu_fwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n);
     CU_LAUNCHED(d, "gelu_forward");
 }
@@ -233,7 +233,7 @@ void cu_gelu_backward(rumor_device_t *d, float *dx, const float *x, const float 
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(gelu_bwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, dx, x, dy, n);
     CU_LAUNCHED(d, "gelu_backward");
 }
@@ -253,7 +253,7 @@ void cu_dropout_forward(rumor_device_t *d, float *y, const float *x, size_t n, f
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     float keep = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     CU_LAUNCH(dropout_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n, p, keep,
               seed);

@@ -38,7 +38,7 @@ void cu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const f
     size_t rows = (size_t)(B > 0 ? B : 0) * (size_t)(T > 0 ? T : 0);
     if (!rows || C <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(embed_fwd_kernel, row_grid(rows), row_threads(C), 0, cu_of(d)->cur, out, tok, wte,
               wpe, rows, T, C);
     CU_LAUNCHED(d, "embed_forward");
@@ -73,7 +73,7 @@ void cu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float 
 {
     if (B <= 0 || T <= 0 || C <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     size_t rows = (size_t)B * T, TC = (size_t)T * C;
     CU_LAUNCH(embed_bwd_wte_kernel, row_grid(rows), row_threads(C), 0, s, dwte, dout, tok, rows,

@@ -35,6 +35,13 @@ typedef struct cu_ctx {
     double *red_host;      /* 2 doubles, page-locked */
     float *ones;           /* (nones) 1.0f: sum_rows is a GEMV against it */
     size_t nones;
+    /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
+    struct cu_prof {
+        const char *name;
+        double ms;
+        long calls;
+    } prof[64];
+    int nprof;
     /* the first failure of an asynchronous op since the last report (under
      * mu: a pipeline's link may sync a device from another stage's thread) */
     pthread_mutex_t mu;
@@ -52,6 +59,23 @@ static inline cu_ctx *cu_of(const rumor_device_t *d) { return (cu_ctx *)d->ctx; 
 /* Makes d's GPU current on the calling thread (a cached check: pipeline
  * workers each drive their own device). */
 void cu_enter(const rumor_device_t *d);
+
+/* Every op begins with CU_ENTER(d): it makes d's GPU current and, when the
+ * environment sets RUMOR_CUDA_PROFILE=1, times the op with events on its
+ * stream (waiting for each: a profile says where a step's time goes, at the
+ * price of the overlap) and adds it to the device's profile, which
+ * rumor_cuda_close prints to stderr. An op called from another op counts
+ * once, as the outer one. */
+extern int cu_profiling;
+struct cu_op_scope {
+    const rumor_device_t *d;
+    const char *name;
+    cudaEvent_t e0;
+    int on;
+    cu_op_scope(const rumor_device_t *dev, const char *op);
+    ~cu_op_scope();
+};
+#define CU_ENTER(d) cu_op_scope cu_op_scope_((d), __func__)
 
 /* Keeps the first failure of an asynchronous op (what, where); no-op on
  * success. */

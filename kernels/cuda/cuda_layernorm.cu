@@ -50,7 +50,7 @@ void cu_layernorm_forward(rumor_device_t *d, float *y, float *mean, float *rstd,
 {
     if (rows <= 0 || C <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(ln_fwd_kernel, row_blocks(rows), 32 * ROW_WARPS, 0, cu_of(d)->cur, y, mean, rstd,
               x, w, b, rows, C, eps);
     CU_LAUNCHED(d, "layernorm_forward");
@@ -92,7 +92,7 @@ void cu_layernorm_backward_x(rumor_device_t *d, float *dx, const float *dy, cons
 {
     if (rows <= 0 || C <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(ln_bwd_x_kernel, row_blocks(rows), 32 * ROW_WARPS, 0, cu_of(d)->cur, dx, dy, x, w,
               mean, rstd, rows, C, accumulate);
     CU_LAUNCHED(d, "layernorm_backward_x");
@@ -140,7 +140,7 @@ void cu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const floa
 {
     if (rows <= 0 || C <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cu_ctx *ctx = cu_of(d);
     int strips = (C + 31) / 32;
     /* about 8 blocks an SM, each chunk at least 64 rows */

@@ -25,7 +25,7 @@ void cu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha
 {
     if (m <= 0 || n <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cu_ctx *x = cu_of(d);
     CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_32F,
@@ -39,7 +39,7 @@ void cu_gemm_batched(rumor_device_t *d, int ta, int tb, int m, int n, int k, flo
 {
     if (m <= 0 || n <= 0 || batch <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cu_ctx *x = cu_of(d);
     CUBLAS_KEEP(d, cublasGemmStridedBatchedEx(
                        x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n,
@@ -73,7 +73,7 @@ void cu_add_bias(rumor_device_t *d, float *y, const float *bias, int rows, int c
     size_t n = (size_t)rows * (size_t)cols;
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cudaStream_t s = cu_of(d)->cur;
     if (cols % 4 == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)bias & 15) == 0) {
         size_t n4 = n / 4;
@@ -98,7 +98,7 @@ void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int co
 {
     if (cols <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     cu_ctx *x = cu_of(d);
     if (x->nones < (size_t)rows) {
         size_t n = (size_t)rows < 4096 ? 4096 : (size_t)rows;

@@ -27,7 +27,7 @@ void cu_sgd_step(rumor_device_t *d, float *p, float *mom, const float *g, size_t
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(sgd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, p, mom, g, n, lr,
               momentum, wd, nesterov);
     CU_LAUNCHED(d, "sgd_step");
@@ -54,7 +54,7 @@ void cu_adamw_step(rumor_device_t *d, float *p, float *m, float *v, const float 
 {
     if (!n)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(adamw_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, p, m, v, g, n, lr,
               b1, b2, eps, wd, 1.0f / bc1, 1.0f / bc2);
     CU_LAUNCHED(d, "adamw_step");

@@ -93,7 +93,7 @@ static int red_blocks(size_t n)
 
 int cu_axpy_dist(rumor_device_t *d, float *y, float a, const float *x, size_t n, double *sqdist)
 {
-    cu_enter(d);
+    CU_ENTER(d);
     int nb = red_blocks(n);
     CU_LAUNCH(axpy_dist_kernel, nb, CU_RED_THREADS, 0, cu_of(d)->cur, y, a, x, n, cu_of(d)->red);
     CU_LAUNCHED(d, "axpy_dist");
@@ -106,7 +106,7 @@ int cu_axpy_dist(rumor_device_t *d, float *y, float a, const float *x, size_t n,
 
 int cu_sumsq(rumor_device_t *d, const float *x, size_t n, double *out, size_t *nonfinite)
 {
-    cu_enter(d);
+    CU_ENTER(d);
     int nb = red_blocks(n);
     CU_LAUNCH(sumsq_kernel, nb, CU_RED_THREADS, 0, cu_of(d)->cur, x, n, cu_of(d)->red);
     CU_LAUNCHED(d, "sumsq");

@@ -85,7 +85,7 @@ void cu_softmax_xent_forward(rumor_device_t *d, float *probs, float *losses, con
 {
     if (batch <= 0 || classes <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     CU_LAUNCH(xent_fwd_kernel, (unsigned)batch, row_threads(classes), 0, cu_of(d)->cur, probs,
               losses, logits, labels, classes);
     CU_LAUNCHED(d, "softmax_xent_forward");
@@ -111,7 +111,7 @@ void cu_softmax_xent_backward(rumor_device_t *d, float *dlogits, const float *pr
 {
     if (batch <= 0 || classes <= 0)
         return;
-    cu_enter(d);
+    CU_ENTER(d);
     unsigned grid = batch < 65535 * 16 ? (unsigned)batch : 65535u * 16u;
     CU_LAUNCH(xent_bwd_kernel, grid, row_threads(classes), 0, cu_of(d)->cur, dlogits, probs,
               labels, batch, classes, scale);

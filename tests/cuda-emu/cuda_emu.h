@@ -42,6 +42,8 @@ typedef hipDeviceProp_t cudaDeviceProp;
 #define cudaEventCreateWithFlags hipEventCreateWithFlags
 #define cudaEventDisableTiming hipEventDisableTiming
 #define cudaEventDestroy hipEventDestroy
+#define cudaEventCreate hipEventCreate
+#define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaStreamWaitEvent hipStreamWaitEvent
