@@ -107,8 +107,10 @@ static int gpt_step(rumor_stage_t *st, const rumor_batch_t *b, long step)
     return 0;
 }
 
-/* rumor's tokens/s; *batch the batch it ran. 0 when no batch fit. */
-static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *batch)
+/* rumor's tokens/s; *batch the batch it ran, *flops_tok the flops a token
+ * the MFU counts. 0 when no batch fit. */
+static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *batch,
+                        double *flops_tok)
 {
     char spec[128];
     snprintf(spec, sizeof spec, "gpt:layers=%d,dim=%d,heads=%d,ctx=%d,vocab=%d", z->L, z->C,
@@ -193,6 +195,7 @@ static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *
     rumor_stage_destroy(&st);
     rumor_model_destroy(&m);
     *batch = B;
+    *flops_tok = flops;
     return tps;
 }
 
@@ -344,7 +347,7 @@ static void run_torch(const bc_sizes *z, int B, double rate[NT])
     unlink(out);
 }
 
-static void report_torch(const bc_sizes *z, int B, double tps)
+static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok, double peak)
 {
     double rate[NT];
     run_torch(z, B, rate);
@@ -356,6 +359,8 @@ static void report_torch(const bc_sizes *z, int B, double tps)
         }
         printf("bench: gpt124m_torch_%s_tokens_per_s = %.0f tokens/s\n", torch_name[k], rate[k]);
         printf("bench: gpt124m_vs_torch_%s = %.3f x\n", torch_name[k], tps / rate[k]);
+        if (peak > 0) /* the same count of flops, whatever PyTorch skips */
+            printf("# PyTorch %s: MFU %.3f\n", torch_mode[k], flops_tok * rate[k] / (peak * 1e12));
     }
 }
 
@@ -379,7 +384,7 @@ int main(void)
     if (rumor_device_set_precision(d, prec) < 0)
         bc_die("precision");
     int B = 0, rc = 0;
-    double tps = bench_gpt(d, z, peak, &B);
+    double flops_tok = 0, tps = bench_gpt(d, z, peak, &B, &flops_tok);
     if (tps <= 0)
         rc = 1;
     if (rumor_device_set_precision(d, RUMOR_PREC_FP32) < 0)
@@ -391,6 +396,6 @@ int main(void)
         rc = 1;
     /* last: the GPU's memory is all PyTorch's now, and a slow compile costs
      * no other figure */
-    report_torch(z, B, tps);
+    report_torch(z, B, tps, flops_tok, peak);
     return rc;
 }
