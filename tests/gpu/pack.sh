@@ -1,0 +1,43 @@
+#!/bin/sh
+# tests/gpu/pack.sh: builds, on this machine (nvcc is enough, no GPU needed),
+# what tests/gpu/run.sh runs on a machine with a GPU, and packs it into .gpu/
+# at the top of the tree (ignored by git):
+#   .gpu/build/   the binaries, statically linked with librumor (no libtool
+#                 wrappers, no relinking there), for --with-cuda-arch (90 by
+#                 default: the H100 and H200), at the paths a build has
+#   .gpu/debs/    Debian's packages of the libraries they load (OpenBLAS,
+#                 ZeroMQ, libsodium, ...), which run.sh unpacks with dpkg -x:
+#                 a GPU machine may have no package mirror
+# The GPU machines have CUDA's runtime, cuBLAS and NCCL, PyTorch and
+# transformers; everything else travels. Usage: tests/gpu/pack.sh [ARCH]
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+arch=${1:-90}
+cd "$top"
+[ -x configure ] || ./autogen.sh >/dev/null
+mkdir -p build-gpu
+if [ ! -f build-gpu/Makefile ] || [ configure -nt build-gpu/Makefile ]; then
+  (cd build-gpu && ../configure --quiet --disable-shared --enable-static --with-cuda \
+    --with-cuda-arch="$arch")
+fi
+bins="rumor-train rumor-peer tests/gpt_ref tests/test_ops tests/test_ops_tf tests/test_backend_ops
+  tests/test_cuda_train tests/bench/bench_cuda tests/bench/bench_pipeline tests/bench/bench_gossip"
+# shellcheck disable=SC2086
+make -C build-gpu -j"$(nproc)" $bins >/dev/null
+rm -rf .gpu/build
+for b in $bins; do
+  file -b "build-gpu/$b" | grep -q ELF || { echo "pack: build-gpu/$b is not a binary (a libtool wrapper?)" >&2; exit 1; }
+  mkdir -p ".gpu/build/$(dirname "$b")"
+  strip -o ".gpu/build/$b" "build-gpu/$b"
+done
+mkdir -p .gpu/debs
+pkgs="libopenblas0-pthread libzmq5 libsodium23 liblapacke libtmglib3 libcjson1 libinih1
+  libmicrohttpd12 libarpack2 libgfortran5 libquadmath0 libpgm-5.3-0 libnorm1 libgssapi-krb5-2
+  libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libbsd0 libmd0"
+for p in $pkgs; do
+  ls .gpu/debs/"${p}"_*.deb >/dev/null 2>&1 && continue
+  (cd .gpu/debs && apt-get download "$p" >/dev/null 2>&1) ||
+    { echo "pack: apt-get download $p failed (run apt-get update first)" >&2; exit 1; }
+done
+echo "pack: .gpu/ holds $(du -sh .gpu | cut -f1) (the device takes 64 MiB with the tree):"
+du -sh .gpu/build .gpu/debs

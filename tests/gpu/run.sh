@@ -1,0 +1,135 @@
+#!/bin/sh
+# tests/gpu/run.sh [check|bench|all]: what only a machine with an NVIDIA GPU
+# can tell, in one run, from what tests/gpu/pack.sh packed into .gpu/:
+#   check  rumor-train devices; every op on the GPU against the CPU
+#          (test_backend_ops, test_ops, test_ops_tf); GPT steps, bf16,
+#          pipelines on the GPU, links and NCCL (test_cuda_train); rumor's
+#          GPT against PyTorch and its Hugging Face export against
+#          transformers (test_gpt_torch.sh); a GPU peer in a CPU swarm
+#          (test_gpu_swarm.sh); test_backend_ops under compute-sanitizer
+#   bench  bench_cuda (GPT-2 124M against PyTorch, ops against a copy,
+#          GEMMs against cuBLAS, a 4-stage pipeline on one GPU), the op
+#          profile of GPT-2 124M steps in bf16 (RUMOR_CUDA_PROFILE), and the
+#          CPU benchmarks that want the machine's 16 cores (bench_pipeline's
+#          4 and 8 stages, bench_gossip's 2-stage peers)
+#   all    both, the most telling first (the GPU's op and step tests, its
+#          benchmarks, the rest), so a call cut at its limit keeps the most
+# Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
+# are a table of what passed. Exit status: 0 when nothing failed.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+what=${1:-all}
+G=$top/.gpu
+B=$G/build
+out=${OUT:-/tmp/rumor-gpu}
+mkdir -p "$out"
+log=$out/gpu-$what.log
+: >"$log"
+[ -x "$B/rumor-train" ] || { echo "run: $B/rumor-train missing: run tests/gpu/pack.sh first and carry .gpu" | tee -a "$log"; exit 2; }
+
+# the libraries that travelled as .deb files, unpacked where nothing else looks
+libs=/tmp/rumor-libs
+if [ ! -d "$libs/usr" ]; then
+  mkdir -p "$libs"
+  for d in "$G"/debs/*.deb; do dpkg -x "$d" "$libs"; done
+fi
+# cuBLAS and NCCL: the CUDA toolkit's, else PyTorch's wheels'
+find_lib() { # NAME: the directory holding it
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+    [ -e "$d/$1" ] && { echo "$d"; return; }
+  done
+  python3 - "$1" <<'PY' 2>/dev/null
+import glob, os, site, sys
+for s in site.getsitepackages():
+    for p in glob.glob(os.path.join(s, "nvidia", "**", sys.argv[1]), recursive=True):
+        print(os.path.dirname(p)); sys.exit(0)
+PY
+}
+cub=$(find_lib libcublas.so.13) nccl=$(find_lib libnccl.so.2)
+a=$libs/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH="$a/openblas-pthread:$a:${cub:+$cub:}${nccl:+$nccl:}${LD_LIBRARY_PATH:-}"
+export RUMOR_SRCDIR="$top" RUMOR_BUILDDIR="$B" RUMOR_PYTHON="${RUMOR_PYTHON:-$(command -v python3)}"
+export OMP_NUM_THREADS=1
+
+results=
+note() { echo "$*" | tee -a "$log"; }
+step() { # NAME TIMEOUT CMD...: runs CMD, records PASS, FAIL or SKIP (77)
+  name=$1 lim=$2; shift 2
+  note "== $name ($(date +%T))"
+  t0=$(date +%s)
+  case $1 in
+    profile|sanitize) ( "$@" ) >>"$log" 2>&1 & _p=$!
+      ( sleep "$lim"; kill -TERM $_p 2>/dev/null ) & _w=$!
+      wait $_p; rc=$?; kill $_w 2>/dev/null ;;
+    *) timeout "$lim" "$@" >>"$log" 2>&1; rc=$? ;;
+  esac
+  case $rc in 0) r=PASS ;; 77) r=SKIP ;; 124) r="FAIL (timed out after ${lim}s)" ;; *) r="FAIL (exit $rc)" ;; esac
+  note "-- $name: $r in $(( $(date +%s) - t0 )) s"
+  results="$results$name: $r
+"
+}
+note "rumor GPU run '$what' on $(hostname), $(nproc) cores; cuBLAS in ${cub:-?}, NCCL in ${nccl:-?}"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$log"
+step devices 60 "$B/rumor-train" devices
+
+tokens() { # random token shards in llm.c's format for GPT-2's vocabulary
+  tok=/tmp/rumor-tokens
+  [ -f "$tok/val.bin" ] && return 0
+  mkdir -p "$tok"
+  python3 - "$tok" <<'PY' >>"$log" 2>&1
+import sys
+import numpy as np
+rng = np.random.default_rng(1)
+for name, n in (("train", 2_000_000), ("val", 100_000)):
+    head = np.zeros(256, np.int32)
+    head[:3] = (20240520, 1, n)
+    with open("%s/%s.bin" % (sys.argv[1], name), "wb") as f:
+        f.write(head.tobytes())
+        f.write(rng.integers(0, 50257, n, dtype=np.uint16).tobytes())
+PY
+}
+# where a GPT-2 124M step's time goes, op by op: a few bf16 AdamW steps with
+# RUMOR_CUDA_PROFILE on random tokens
+profile() {
+  "$B/rumor-train" devices --json | grep -q '"spec":"cuda:0"' || { echo "no GPU"; return 77; }
+  tokens
+  env RUMOR_CUDA_PROFILE=1 "$B/rumor-train" --model gpt:layers=12,dim=768,heads=12,ctx=1024,vocab=50257 \
+    --data "tokens:$tok/train.bin,$tok/val.bin" --device cuda:0:bf16 --optimizer adamw \
+    --steps 6 --batch 8 --eval-every 6 --eval-batches 1 --progress 1
+}
+sanitize() {
+  command -v compute-sanitizer >/dev/null || { echo "no compute-sanitizer on PATH"; return 77; }
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tests/test_backend_ops"
+}
+check_first() { # the GPU's own checks, fast, most telling first
+  step test_backend_ops 120 "$B/tests/test_backend_ops"
+  step test_ops 120 "$B/tests/test_ops"
+  step test_ops_tf 120 "$B/tests/test_ops_tf"
+  step test_cuda_train 180 "$B/tests/test_cuda_train"
+}
+check_rest() {
+  step test_gpt_torch 240 sh "$top/tests/test_gpt_torch.sh"
+  step test_gpu_swarm 300 sh "$top/tests/test_gpu_swarm.sh"
+  step memcheck 300 sanitize
+}
+bench_gpu() {
+  step bench_cuda 420 "$B/tests/bench/bench_cuda"
+  step profile_124m 240 profile
+}
+bench_cores() { # the CPU benchmarks that want 16 cores
+  step bench_pipeline 300 "$B/tests/bench/bench_pipeline"
+  step bench_gossip 300 "$B/tests/bench/bench_gossip"
+}
+# in order of what tells most first: a call cut at its limit keeps the log
+case $what in
+  check) check_first; check_rest ;;
+  bench) bench_gpu; bench_cores ;;
+  all) check_first; bench_gpu; check_rest; bench_cores ;;
+  *) note "run: '$what': expected check, bench or all"; exit 2 ;;
+esac
+note ""
+note "== summary"
+printf '%s' "$results" | tee -a "$log"
+grep '^bench: ' "$log" >"$out/gpu-$what-figures.txt" 2>/dev/null || true
+printf '%s' "$results" | grep -q FAIL && exit 1
+exit 0
