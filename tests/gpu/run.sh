@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/gpu/run.sh [check|bench|all]: what only a machine with an NVIDIA GPU
+# tests/gpu/run.sh [check|bench|cores|all]: what only a machine with an NVIDIA GPU
 # can tell, in one run, from what tests/gpu/pack.sh packed into .gpu/:
 #   check  rumor-train devices; every op on the GPU against the CPU
 #          (test_backend_ops, test_ops, test_ops_tf); GPT steps, bf16,
@@ -12,6 +12,7 @@
 #          profile of GPT-2 124M steps in bf16 (RUMOR_CUDA_PROFILE), and the
 #          CPU benchmarks that want the machine's 16 cores (bench_pipeline's
 #          4 and 8 stages, bench_gossip's 2-stage peers)
+#   cores  the CPU benchmarks alone (a second call when all ran out of time)
 #   all    both, the most telling first (the GPU's op and step tests, its
 #          benchmarks, the rest), so a call cut at its limit keeps the most
 # Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
@@ -99,7 +100,7 @@ profile() {
 }
 sanitize() {
   command -v compute-sanitizer >/dev/null || { echo "no compute-sanitizer on PATH"; return 77; }
-  compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tests/test_backend_ops"
+  RUMOR_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tests/test_backend_ops"
 }
 check_first() { # the GPU's own checks, fast, most telling first
   step test_backend_ops 120 "$B/tests/test_backend_ops"
@@ -110,7 +111,7 @@ check_first() { # the GPU's own checks, fast, most telling first
 check_rest() {
   step test_gpt_torch 240 sh "$top/tests/test_gpt_torch.sh"
   step test_gpu_swarm 300 sh "$top/tests/test_gpu_swarm.sh"
-  step memcheck 300 sanitize
+  step memcheck 180 sanitize
 }
 bench_gpu() {
   step bench_cuda 420 "$B/tests/bench/bench_cuda"
@@ -124,8 +125,9 @@ bench_cores() { # the CPU benchmarks that want 16 cores
 case $what in
   check) check_first; check_rest ;;
   bench) bench_gpu; bench_cores ;;
+  cores) bench_cores ;;
   all) check_first; bench_gpu; check_rest; bench_cores ;;
-  *) note "run: '$what': expected check, bench or all"; exit 2 ;;
+  *) note "run: '$what': expected check, bench, cores or all"; exit 2 ;;
 esac
 note ""
 note "== summary"
