@@ -20,9 +20,9 @@
  * queues nothing on a connection whose handshake has not succeeded, so the
  * one that can send is the right key), the winner becomes the seed's slot
  * and the other trials are closed. The seed counts each wrong key as a
- * refused connection (crypto); ZeroMQ would retry a refused handshake every
- * 0.1 s, so trials that found nothing in a second are closed and opened
- * again after a pause that doubles up to 8 s. Runs on the comm thread. */
+ * refused connection (crypto), once a batch: a trial's connection is not
+ * retried while its batch is open (1 s), and a batch that found nothing is
+ * closed and opened again after a pause that doubles up to 8 s. Runs on the comm thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,7 @@
 #define TRIAL_BATCH 32     /* keys tried at one seed at once */
 #define TRIAL_OPEN_S 1.0   /* a batch that found nothing in this long is closed */
 #define TRIAL_PAUSE_MAX 8.0 /* the longest pause before a seed's next batch */
+#define TRIAL_RETRY_MS 5000 /* a trial's connection is not retried while its batch is open */
 
 int mx_open_alloc(rumor_mixer_t *m)
 {
@@ -108,6 +109,7 @@ static void release(rumor_mixer_t *m, int j)
     m->seed_slot[j] = 0;
     m->trial_of[j] = -1;
     m->trial_id[j] = 0;
+    rumor_transport_set_reconnect(m->tr, j, 0);
 }
 
 /* Gives slot j to member id at endpoint (NULL: keep the slot's); pk: its
@@ -135,6 +137,7 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
     m->seed_slot[j] = 0;
     m->trial_of[j] = -1;
     m->trial_id[j] = 0;
+    rumor_transport_set_reconnect(m->tr, j, 0); /* its next connects: the usual pace */
     m->known_inc[j] = 0;
     m->heard[j] = m->left[j] = m->absent[j] = 0;
     m->peer_round[j] = m->said_round[j] = -1;
@@ -224,6 +227,8 @@ static void trial_batch(rumor_mixer_t *m, int i)
         pthread_mutex_unlock(&m->mu);
         m->trial_of[j] = i;
         m->trial_id[j] = rumor_curve_id(pk);
+        /* a wrong key is refused, and retried only once the batch closes */
+        rumor_transport_set_reconnect(m->tr, j, TRIAL_RETRY_MS);
         if (rumor_transport_set_peer_key(m->tr, j, pk) < 0 ||
             rumor_transport_connect(m->tr, j, ep) < 0) {
             rumor_warn("joining through %s: %s", ep, rumor_err_msg());
