@@ -13,10 +13,14 @@
 #   - every survivor finishes, and the swarm average all 4 survivors agree on
 #     (a ring over the living) is within 1 point of the fixed list's;
 #   - the failure detector's bound holds: every survivor's view drops to the
-#     4 living within B s of the kill (SWIM: a probe period, the suspicion
-#     timeout of 2.5 s, dissemination), and after that no survivor waits on
-#     the dead: every round's view is the 4 survivors and no round of theirs
-#     runs into its deadline.
+#     4 living within B = 8 s of the kill (SWIM with 6 members: a dead peer
+#     is probed within a period or two of 0.5 s, suspected, declared dead
+#     2.5 s later, and the news spreads in a few periods: 4 s measured on 2
+#     loaded cores; B leaves room for a slower machine), and after that no
+#     survivor waits on the dead: every round's view is the 4 survivors (so
+#     the dead are in nobody's graph), and at most 1 round in 100 of theirs
+#     runs into its deadline (a loaded machine's hiccup; a dead neighbour
+#     would cost every round one).
 # The same rounds and examples a peer in both swarms (R rounds of batch 64):
 # "the same epochs" would give the open peers, each of which passes over the
 # whole set, 4 times the steps of a rank with a quarter of it.
@@ -25,7 +29,7 @@ set -u
 peer_test_setup
 command -v pgrep >/dev/null || skip "pgrep (procps) not found"
 
-R=1000 B=6
+R=1000 B=8
 common="--data $FASHION --rounds $R --batch 64 --lr 0.1 --seed 7 --progress 0 --round-timeout 5 --start-timeout 60 --log-level info"
 now() { date '+%s.%N'; }
 
@@ -117,6 +121,6 @@ for n in f0 f2 f3 n4; do
   expect_num_lt "${det:-99}" "$B" "$n: seconds from the kill to a view of the 4 living"
   expect_num_ge "$1" 50 "$n: rounds after the detector's bound"
   [ "$2" -eq 0 ] || fail "$n: $2 rounds after the bound with a view other than the 4 living"
-  [ "$3" -eq 0 ] || fail "$n: $3 rounds after the bound ran into their deadline (waiting on someone)"
+  expect_num_lt "$3" "$(($1 / 100 + 1))" "$n: rounds after the bound that ran into their deadline"
 done
 finish
