@@ -883,6 +883,8 @@ int main(int argc, char **argv)
 
     /* ---- --metrics-listen: before joining, so a bad address joins nobody */
     p.snap.rank = p.is_open ? -1 : rank;
+    if (p.is_open)
+        snprintf(p.snap.peer, sizeof p.snap.peer, "%s", idhex);
     p.snap.peers = N;
     p.snap.rounds_total = total_rounds;
     p.snap.test_accuracy = p.snap.eval_loss = -1;
