@@ -293,16 +293,27 @@ static int handshaken(rumor_mixer_t *m, int j)
     return s && zmq_getsockopt(s, ZMQ_EVENTS, &ev, &len) == 0 && (ev & ZMQ_POLLOUT);
 }
 
+/* 1 when a member's slot holds seed i's address: the seed is reached. */
+static int seed_reached(const rumor_mixer_t *m, int i)
+{
+    for (int j = 0; j < m->npeers; j++)
+        if (m->ids[j] && m->ep[j] && strcmp(m->ep[j], m->cfg.seeds[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Trials go on until their seed is reached (not merely until this peer
+ * knows someone: a newcomer that joined this one first would otherwise
+ * leave it in a swarm of its own, apart from the seed's). */
 void mx_open_progress(rumor_mixer_t *m)
 {
     if (!m->trial_next)
         return;
-    int joined = m->vn > 1; /* membership spreads the rest: no more trials */
     for (int j = 0; j < m->npeers; j++) {
         int i = m->trial_of[j];
         if (i < 0)
             continue;
-        if (joined) {
+        if (seed_reached(m, i)) {
             release(m, j);
             continue;
         }
@@ -315,7 +326,8 @@ void mx_open_progress(rumor_mixer_t *m)
                 release(m, k);
         m->trial_of[j] = -1;
         m->trial_id[j] = 0;
-        if (mx_node_of(m, id) >= 0) {
+        m->trial_pause[i] = 0; /* its key is known: no more trials there */
+        if (mx_node_of(m, id) >= 0) { /* a member already, at another address */
             release(m, j);
             continue;
         }
@@ -325,9 +337,13 @@ void mx_open_progress(rumor_mixer_t *m)
     }
     /* a batch open for TRIAL_OPEN_S closes; the next opens after a pause */
     double now = rumor_now();
-    for (int i = 0; !joined && i < m->cfg.nseeds; i++) {
+    for (int i = 0; i < m->cfg.nseeds; i++) {
         if (m->trial_pause[i] <= 0)
-            continue; /* a seed named with its key, or a plaintext one */
+            continue; /* a seed named with its key, a plaintext one, or found */
+        if (seed_reached(m, i)) {
+            m->trial_pause[i] = 0;
+            continue;
+        }
         int any = 0;
         for (int j = 0; j < m->npeers && !any; j++)
             any = m->trial_of[j] == i;
