@@ -14,9 +14,9 @@
 #     (a ring over the living) is within 1 point of the fixed list's;
 #   - the failure detector's bound holds: every survivor's view drops to the
 #     4 living within B = 8 s of the kill (SWIM with 6 members: a dead peer
-#     is probed within a period or two of 0.5 s, suspected, declared dead
-#     2.5 s later, and the news spreads in a few periods: 4 s measured on 2
-#     loaded cores; B leaves room for a slower machine), and after that no
+#     is probed within a pass over 5 members, 2.5 s at most, suspected,
+#     declared dead 2.5 s later, and the news spreads in a few periods:
+#     3.4-6.9 s measured on 2 loaded cores), and after that no
 #     survivor waits on the dead: every round's view is the 4 survivors (so
 #     the dead are in nobody's graph), and at most 1 round in 100 of theirs
 #     runs into its deadline (a loaded machine's hiccup; a dead neighbour
