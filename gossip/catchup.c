@@ -1,6 +1,13 @@
 /* Catching up with the swarm (see catchup.h). */
 #include "catchup.h"
 
+rumor_catchup_action rumor_catchup_at_start(long catch_up_rounds, int newcomer, long swarm_round,
+                                            long round)
+{
+    long lead = newcomer ? 1 : catch_up_rounds;
+    return swarm_round > round + lead ? RUMOR_CATCHUP_FETCH : RUMOR_CATCHUP_NONE;
+}
+
 void rumor_catchup_init(rumor_catchup_t *c, long catch_up_rounds, double now)
 {
     c->catch_up_rounds = catch_up_rounds < 0 ? 0 : catch_up_rounds;

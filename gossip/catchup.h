@@ -38,6 +38,16 @@ typedef enum {
     RUMOR_CATCHUP_FETCH     /* fetch the swarm's state (rumor_mixer_catch_up) */
 } rumor_catchup_action;
 
+/* Before the first round, with the swarm at swarm_round (-1 unknown) and
+ * this peer at `round`: FETCH when the swarm is more than catch_up_rounds
+ * ahead (a restart, a late joiner of a list), or, for a newcomer (open
+ * membership, nothing resumed: its parameters are the initial ones), more
+ * than one round ahead: a fresh model would only pull its neighbours
+ * back, and the swarm's state is what it should start from. Else NONE
+ * (a round or two behind is made up by jumping after the first round). */
+rumor_catchup_action rumor_catchup_at_start(long catch_up_rounds, int newcomer, long swarm_round,
+                                            long round);
+
 /* now: when the first round starts. */
 void rumor_catchup_init(rumor_catchup_t *c, long catch_up_rounds, double now);
 

@@ -594,6 +594,26 @@ int rumor_allowlist_lookup_name(const rumor_allowlist_t *al, const char *name,
     return 0;
 }
 
+int rumor_allowlist_lookup_id(const rumor_allowlist_t *al, uint64_t id,
+                              uint8_t pk[RUMOR_CURVE_KEY_BYTES])
+{
+    for (size_t i = 0; id && i < al->n; i++)
+        if (rumor_curve_id(al->e[i].key) == id) {
+            memcpy(pk, al->e[i].key, RUMOR_CURVE_KEY_BYTES);
+            return 1;
+        }
+    return 0;
+}
+
+int rumor_allowlist_key_at(const rumor_allowlist_t *al, size_t i,
+                           uint8_t pk[RUMOR_CURVE_KEY_BYTES])
+{
+    if (i >= al->n)
+        return 0;
+    memcpy(pk, al->e[i].key, RUMOR_CURVE_KEY_BYTES);
+    return 1;
+}
+
 rumor_allowlist_t *rumor_allowlist_dup(const rumor_allowlist_t *al)
 {
     rumor_allowlist_t *d = calloc(1, sizeof *d);

@@ -146,6 +146,16 @@ const char *rumor_allowlist_name(const rumor_allowlist_t *al,
 int rumor_allowlist_lookup_name(const rumor_allowlist_t *al, const char *name,
                                 uint8_t pk[RUMOR_CURVE_KEY_BYTES]);
 
+/* The key whose peer id (rumor_curve_id) is `id`: 1 and *pk set, or 0
+ * when no listed key has it (open membership: a member SWIM announces is
+ * dialled with the key its id stands for). A scan of the list. */
+int rumor_allowlist_lookup_id(const rumor_allowlist_t *al, uint64_t id,
+                              uint8_t pk[RUMOR_CURVE_KEY_BYTES]);
+
+/* The i-th key in the list's order (0 <= i < count): 1 and *pk set, else 0. */
+int rumor_allowlist_key_at(const rumor_allowlist_t *al, size_t i,
+                           uint8_t pk[RUMOR_CURVE_KEY_BYTES]);
+
 /* ------------------------------------------------------ ZAP handler */
 
 typedef struct rumor_zap rumor_zap_t;

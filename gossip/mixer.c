@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,11 +73,52 @@ void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b)
 
 static void *comm_thread(void *arg);
 
+/* Open membership without an address given: the one bound, unless it is a
+ * wildcard nobody can dial. */
+static int own_endpoint(rumor_mixer_t *m)
+{
+    if (m->ep[m->self])
+        return 0;
+    const char *b = rumor_transport_endpoint(m->tr);
+    if (!b || strstr(b, "://*") || strstr(b, "://0.0.0.0") || strstr(b, "://[::]"))
+        return rumor_err_set(RUMOR_EINVAL, "mixer: this peer listens on %s, which others cannot "
+                                           "dial: give the address they reach it at",
+                             b ? b : "?");
+    char *e = strdup(b);
+    if (!e)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    m->ep[m->self] = e;
+    return 0;
+}
+
+/* Open membership: this peer's id (its key's, the config's, or a random
+ * one) and the one-node graph it starts on. */
+static int open_self(rumor_mixer_t *m, const rumor_mixer_config_t *cfg, uint64_t *id)
+{
+    if (!cfg->membership)
+        return rumor_err_set(RUMOR_EINVAL, "mixer: open membership needs membership (a "
+                                           "topology family)");
+    if (cfg->max_peers < 2 || cfg->nseeds < 0 || (cfg->nseeds && !cfg->seeds))
+        return rumor_err_set(RUMOR_EINVAL, "mixer: open membership with %d peers, %d seeds",
+                             cfg->max_peers, cfg->nseeds);
+    if (cfg->keys)
+        *id = rumor_curve_id(cfg->keys->public_key);
+    else if (cfg->ids && cfg->ids[0])
+        *id = cfg->ids[0];
+    else
+        while (!*id)
+            randombytes_buf(id, sizeof *id);
+    rumor_swim_member_t me = { .id = *id };
+    int node;
+    return rumor_swim_topology(cfg->membership, &me, 1, *id, &m->own_topo, &node);
+}
+
 int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor_mixer_t **out)
 {
     *out = NULL;
     const rumor_topo_t *t = cfg->topo;
-    if (!t || cfg->self < 0 || cfg->self >= t->n)
+    int open = cfg->max_peers > 0;
+    if (!open && (!t || cfg->self < 0 || cfg->self >= t->n))
         return rumor_err_set(RUMOR_EINVAL, "mixer: peer %d is not a node of the topology",
                              cfg->self);
     if (cfg->nparams == 0)
@@ -85,9 +127,21 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     if (!m)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     m->cfg = *cfg;
+    uint64_t open_id = 0;
+    if (open && open_self(m, cfg, &open_id) < 0) {
+        rumor_topo_destroy(&m->own_topo);
+        free(m);
+        return RUMOR_EINVAL;
+    }
+    if (open) {
+        t = m->own_topo;
+        m->cfg.topo = t;
+        m->cfg.self = 0;
+    }
+    m->open = open;
     m->topo = t;
-    m->self = cfg->self;
-    m->npeers = t->n;
+    m->self = m->cfg.self;
+    m->npeers = open ? cfg->max_peers : t->n;
     m->n = cfg->nparams;
     m->chunk = cfg->chunk_elems ? cfg->chunk_elems : RUMOR_MIXER_CHUNK;
     if (m->chunk > m->n)
@@ -121,7 +175,16 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     if (rc == 0 && m->dev->kind != RUMOR_DEV_CPU)
         rc = rumor_err_set(RUMOR_ENOTSUP, "mixer: %s: the mixer's buffers are host memory; give "
                            "it a CPU device", m->dev->name);
-    if (rc == 0 && cfg->keys) {
+    if (rc == 0 && open) {
+        key_ids = calloc(1, sizeof *key_ids);
+        if (!key_ids)
+            rc = rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+        else if (cfg->keys && !cfg->allow)
+            rc = rumor_err_set(RUMOR_EINVAL, "mixer: secure mode needs an allow-list");
+        else
+            key_ids[0] = open_id;
+        m->cfg.ids = key_ids;
+    } else if (rc == 0 && cfg->keys) {
         /* a peer's id is derived from its public key */
         key_ids = calloc((size_t)t->n, sizeof *key_ids);
         if (!key_ids)
@@ -145,7 +208,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     to.allow = cfg->allow;
     to.conns_per_peer = cfg->conns_per_peer;
     to.io_threads = cfg->io_threads;
-    to.listen = cfg->listen ? cfg->listen : m->ep ? m->ep[cfg->self] : NULL;
+    to.listen = cfg->listen ? cfg->listen : m->ep ? m->ep[m->self] : NULL;
     /* libzmq's bound is twice the receiver's: a range somewhat above the
      * limit is read and counted (chunk_too_large, named in the round's log
      * line); one above twice the limit never reaches rumor (libzmq closes
@@ -153,9 +216,15 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     to.max_msg_size = rumor_wire_max_msg_size(2 * m->max_recv);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
     to.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+    if (rc == 0 && open && !to.listen)
+        rc = rumor_err_set(RUMOR_EINVAL, "mixer: open membership needs an address to listen on");
     if (rc == 0)
         rc = rumor_transport_create(&to, m->npeers, &m->tr);
-    for (int j = 0; rc == 0 && j < m->npeers; j++)
+    if (rc == 0 && open)
+        rc = own_endpoint(m);
+    if (rc == 0 && open)
+        rc = mx_open_seeds(m);
+    for (int j = 0; rc == 0 && !open && j < m->npeers; j++)
         if (m->talks_to[j]) {
             if (cfg->keys)
                 rc = rumor_transport_set_peer_key(m->tr, j, cfg->peer_keys[j]);
@@ -216,6 +285,18 @@ void rumor_mixer_destroy(rumor_mixer_t **mp, double grace)
 
 const char *rumor_mixer_endpoint(const rumor_mixer_t *m) { return rumor_transport_endpoint(m->tr); }
 
+uint64_t rumor_mixer_self_id(const rumor_mixer_t *m) { return m->ids[m->self]; }
+
+int rumor_mixer_members(rumor_mixer_t *m)
+{
+    if (!m->cfg.membership)
+        return m->npeers;
+    pthread_mutex_lock(&m->mu);
+    int n = m->vn_pub > 0 ? m->vn_pub : 1;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 float *rumor_mixer_params(rumor_mixer_t *m) { return m->params->data; }
 
 void rumor_mixer_hurry(rumor_mixer_t *m)
@@ -234,8 +315,65 @@ void rumor_mixer_set_timeout(rumor_mixer_t *m, double s)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* Open membership: until min_members peers are alive and every one of
+ * them answered (under mu). */
+static int open_waiting(const rumor_mixer_t *m)
+{
+    int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
+    return m->rank_state_pub >= 0 &&
+           (m->rank_state_pub != 2 || m->vn_pub < want || m->vready_pub < m->vn_pub - 1);
+}
+
+static int open_barrier(rumor_mixer_t *m, double timeout)
+{
+    double deadline = rumor_now() + timeout;
+    pthread_mutex_lock(&m->mu);
+    m->req_hello = 1;
+    m->barrier_run = 1;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    pthread_mutex_lock(&m->mu);
+    while (open_waiting(m) && rumor_now() < deadline) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+    }
+    int alive = m->vn_pub, ready = m->vready_pub, conflict = m->rank_state_pub < 0;
+    char why[sizeof m->rank_err];
+    snprintf(why, sizeof why, "%s", m->rank_err);
+    pthread_mutex_unlock(&m->mu);
+    int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
+    if (conflict)
+        return rumor_err_set(RUMOR_EINVAL, "%s", why);
+    if (alive < want) {
+        char seeds[512] = "";
+        for (int i = 0; i < m->cfg.nseeds && strlen(seeds) < 400; i++)
+            snprintf(seeds + strlen(seeds), sizeof seeds - strlen(seeds), "%s%s", i ? ", " : "",
+                     m->cfg.seeds[i]);
+        if (alive <= 1 && m->cfg.nseeds)
+            return rumor_err_set(RUMOR_ETIMEOUT,
+                                 "no peer answered at %s within %.1f s: check the address, that "
+                                 "a peer runs there%s", seeds, timeout,
+                                 rumor_transport_secure(m->tr) ? ", and that this peer's key is on its allow-list"
+                                             : "");
+        return rumor_err_set(RUMOR_ETIMEOUT, "%d peer%s alive after %.1f s, %d wanted", alive,
+                             alive == 1 ? "" : "s", timeout, want);
+    }
+    if (ready < alive - 1)
+        rumor_warn("%d of the %d peers alive did not answer within %.1f s: treated as absent "
+                   "until they do", alive - 1 - ready, alive - 1, timeout);
+    return ready;
+}
+
 int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
 {
+    if (m->open)
+        return open_barrier(m, timeout);
     double deadline = rumor_now() + timeout;
     pthread_mutex_lock(&m->mu);
     m->req_hello = 1;
@@ -426,6 +564,14 @@ void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out)
     pthread_mutex_lock(&m->mu);
     *out = m->counters_pub;
     pthread_mutex_unlock(&m->mu);
+}
+
+int rumor_mixer_allreduce_size(rumor_mixer_t *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int n = m->ar.last_rn;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received)

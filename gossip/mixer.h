@@ -86,7 +86,8 @@ typedef struct rumor_mixer_config {
      * is ignored) and a message whose header names another sender than the
      * key that connection authenticated is dropped (bad_identity). */
     const rumor_curve_keypair_t *keys;   /* this peer's keypair; NULL: plaintext */
-    const rumor_allowlist_t *allow;      /* required with keys */
+    const rumor_allowlist_t *allow;      /* required with keys; with open membership it
+                                          * must outlive the mixer (members are looked up) */
     const uint8_t (*peer_keys)[32];      /* (topo->n) public keys, with keys */
     /* Membership: a topology family without a size ("ring", "exp",
      * "torus", ...). The mixer then runs SWIM over the peer list (every
@@ -95,6 +96,30 @@ typedef struct rumor_mixer_config {
      * Metropolis-Hastings weights from the view's degrees. NULL: topo is
      * fixed and dead peers are only left out round by round. */
     const char *membership;
+    /* Open membership (with `membership`): max_peers > 0 makes the swarm
+     * whoever SWIM holds alive instead of a list's ranks. The config then
+     * describes this peer alone: topo, self and peer_keys are ignored (topo
+     * may be NULL; this peer is slot 0), endpoints[0] is the address the
+     * others dial (NULL: the address bound), ids[0] its id in plaintext
+     * (in secure mode its key's id; ids NULL: a random id). A member SWIM
+     * announces gets a slot of its own here when it is first needed, up to
+     * max_peers slots in all (this peer's included) in the mixer's life; in
+     * secure mode it is dialled with the allow-list key whose id is its id
+     * (a member whose id matches no allowed key gets none, and is counted
+     * as not_allowed). `seeds` (nseeds) are addresses of live peers to join
+     * through; in secure mode seed_keys[i] (NULL, or NULL entries: not
+     * known) is the key expected at seeds[i], and a seed without one is
+     * tried with every allowed key until a handshake succeeds (the seed
+     * counts the others as refused: crypto). rumor_mixer_barrier then waits
+     * until `min_members` peers (this one included) are alive and each has
+     * answered; the ring all-reduce runs over the living (the view's ids in
+     * increasing order). Not with async's neighbours or the all-reduce
+     * baseline's per-round use: only the final average uses the ring. */
+    int max_peers;
+    const char *const *seeds;
+    int nseeds;
+    const uint8_t *const *seed_keys;
+    int min_members;
     /* Connections per neighbour and ZeroMQ I/O threads (default 1 and 1):
      * CURVE encrypts on the I/O thread a connection lives on, so 2 and 2
      * spread encryption over two cores (chunks may then arrive out of
@@ -169,6 +194,14 @@ void rumor_mixer_destroy(rumor_mixer_t **mp, double grace);
 /* The endpoint actually bound ("tcp://127.0.0.1:41234"). */
 const char *rumor_mixer_endpoint(const rumor_mixer_t *m);
 
+/* This peer's id in the swarm (the header's sender field). */
+uint64_t rumor_mixer_self_id(const rumor_mixer_t *m);
+
+/* Peers alive in this peer's membership view, itself included (1 without
+ * membership until the comm thread's first view; the list's size when
+ * membership is off). */
+int rumor_mixer_members(rumor_mixer_t *m);
+
 /* The buffer holding the current parameters x_i(k) (nparams floats). */
 float *rumor_mixer_params(rumor_mixer_t *m);
 
@@ -225,6 +258,11 @@ typedef struct rumor_mixer_counters {
     uint64_t stale_applied;    /* contributions from another round or an old
                                 * incarnation that reached a mix: a self-check,
                                 * always 0 */
+    uint64_t members_joined;   /* open membership: members given a slot here */
+    uint64_t not_allowed;      /* open membership, secure: members announced whose id
+                                * is no allowed key's (never dialled) */
+    uint64_t slots_full;       /* open membership: members left without a slot
+                                * (max_peers reached) */
 } rumor_mixer_counters_t;
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 
@@ -249,6 +287,10 @@ void rumor_mixer_set_timeout(rumor_mixer_t *m, double seconds);
  * same values, within the codec's error of the f32 mean. */
 int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag, double timeout,
                                int coded);
+
+/* The peers the last finished all-reduce ran over (its ring), 0 before
+ * the first. */
+int rumor_mixer_allreduce_size(rumor_mixer_t *m);
 
 /* Bytes sent and received (headers included) since create. */
 void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received);

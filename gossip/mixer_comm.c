@@ -17,27 +17,7 @@
 
 /* --------------------------------------------------------- set-up */
 
-static int cmp_u64_node(const void *a, const void *b, void *ctx)
-{
-    const uint64_t *ids = ctx;
-    uint64_t x = ids[*(const int *)a], y = ids[*(const int *)b];
-    return (x > y) - (x < y);
-}
-
-int mx_node_of(const rumor_mixer_t *m, uint64_t id)
-{
-    int lo = 0, hi = m->npeers - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (m->sorted_ids[mid] == id)
-            return m->sorted_node[mid];
-        if (m->sorted_ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
-}
+int mx_node_of(const rumor_mixer_t *m, uint64_t id) { return rumor_idmap_find(&m->idmap, id); }
 
 static void mark_talk(rumor_mixer_t *m, int j)
 {
@@ -51,8 +31,6 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
 {
     int N = m->npeers;
     m->ids = calloc((size_t)N, sizeof *m->ids);
-    m->sorted_ids = calloc((size_t)N, sizeof *m->sorted_ids);
-    m->sorted_node = calloc((size_t)N, sizeof *m->sorted_node);
     m->known_inc = calloc((size_t)N, sizeof *m->known_inc);
     m->talks_to = calloc((size_t)N, 1);
     m->ready = calloc((size_t)N, 1);
@@ -72,10 +50,11 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->out_nbrs = calloc((size_t)N, sizeof *m->out_nbrs);
     m->sendq = calloc((size_t)N, sizeof *m->sendq);
     m->ar.recv = calloc((size_t)(2 * N), sizeof *m->ar.recv);
+    m->ar.ring = calloc((size_t)N, sizeof *m->ar.ring);
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
-    if (!m->ids || !m->sorted_ids || !m->sorted_node || !m->known_inc || !m->talks_to ||
+    if (!m->ids || !m->known_inc || !m->talks_to ||
         !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since ||
-        !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv ||
+        !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv || !m->ar.ring ||
         !m->hold || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round ||
         !m->part_scratch)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
@@ -84,7 +63,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     /* A peer waits only for its in-neighbours: on a directed or
      * time-varying graph one it sends to can fall up to a period behind, so
      * rounds up to a period ahead are accepted (at most 8: memory). */
-    int period_slots = (m->topo->period > 0 ? m->topo->period : 1) + 1;
+    int period_slots = (m->open ? mx_open_period(m) : m->topo->period > 0 ? m->topo->period : 1) + 1;
     m->nslots = period_slots < 2 ? 2 : period_slots > 8 ? 8 : period_slots;
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     if (!m->slot)
@@ -92,10 +71,13 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->sent_round = -1;
     for (int i = 0; i < m->nslots; i++)
         RUMOR_CHECK(mx_slot_alloc(m, &m->slot[i]));
-    for (int j = 0; j < N; j++) {
-        if (cfg->endpoints[j] && !(m->ep[j] = strdup(cfg->endpoints[j])))
+    RUMOR_CHECK(rumor_idmap_init(&m->idmap, N));
+    int listed = m->open ? 1 : N; /* open membership: this peer alone, slot 0 */
+    for (int j = 0; j < listed; j++) {
+        const char *e = cfg->endpoints ? cfg->endpoints[j] : NULL;
+        if (e && !(m->ep[j] = strdup(e)))
             return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-        if (!cfg->endpoints[j] && (j == m->self || !cfg->membership))
+        if (!e && !m->open && (j == m->self || !cfg->membership))
             return rumor_err_set(RUMOR_EINVAL,
                                  j == m->self ? "mixer: this peer (%d) needs its own endpoint"
                                               : "mixer: peer %d has no endpoint (only membership "
@@ -104,18 +86,14 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         m->ids[j] = cfg->ids ? cfg->ids[j] : (uint64_t)j + 1;
         if (m->ids[j] == 0)
             return rumor_err_set(RUMOR_EINVAL, "mixer: peer %d has id 0", j);
-        m->sorted_node[j] = j;
-    }
-    qsort_r(m->sorted_node, (size_t)N, sizeof(int), cmp_u64_node, m->ids);
-    for (int j = 0; j < N; j++) {
-        m->sorted_ids[j] = m->ids[m->sorted_node[j]];
-        if (j > 0 && m->sorted_ids[j] == m->sorted_ids[j - 1])
+        if (rumor_idmap_insert(&m->idmap, m->ids[j], j) < 0)
             return rumor_err_set(RUMOR_EINVAL, "mixer: two peers share the id %llu",
-                                 (unsigned long long)m->sorted_ids[j]);
+                                 (unsigned long long)m->ids[j]);
     }
     /* Everyone this peer exchanges with in some round of the period, plus
-     * its ring neighbours for the all-reduce. */
-    int period = m->topo->period > 0 ? m->topo->period : 1;
+     * its ring neighbours for the all-reduce (open membership: members
+     * become peers to talk to as they come, mixer_open.c). */
+    int period = m->open ? 0 : m->topo->period > 0 ? m->topo->period : 1;
     for (int r = 0; r < period; r++) {
         int k = rumor_topo_neighbors(m->topo, m->self, r, m->tmp_nbrs, NULL, N);
         for (int i = 0; i < k && i < N; i++)
@@ -124,12 +102,12 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         for (int i = 0; i < k && i < N; i++)
             mark_talk(m, m->tmp_nbrs[i]);
     }
-    if (N > 1) {
+    if (N > 1 && !m->open) {
         mark_talk(m, (m->self + 1) % N);
         mark_talk(m, (m->self + N - 1) % N);
     }
     /* with membership any peer of the list may become a neighbour */
-    for (int j = 0; cfg->membership && j < N; j++)
+    for (int j = 0; cfg->membership && !m->open && j < N; j++)
         mark_talk(m, j);
     m->cur = cfg->first_round > 0 ? cfg->first_round : 0;
     m->next_send = m->cur;
@@ -139,6 +117,8 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     atomic_init(&m->ar.ref.refs, 0);
     m->ar.last_tag = -1;
     RUMOR_CHECK(mx_state_alloc(m));
+    if (m->open)
+        RUMOR_CHECK(mx_open_alloc(m));
     if (m->cfg.async)
         RUMOR_CHECK(mx_async_alloc(m));
     return 0;
@@ -159,8 +139,8 @@ void mx_free_state(rumor_mixer_t *m)
         mx_slot_free(m, &m->slot[i]);
     free(m->slot);
     free(m->ids);
-    free(m->sorted_ids);
-    free(m->sorted_node);
+    rumor_idmap_free(&m->idmap);
+    mx_open_free(m);
     free(m->known_inc);
     free(m->talks_to);
     free(m->ready);
@@ -243,7 +223,8 @@ void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
         m->left[node] = 0;
     if (h->incarnation > m->known_inc[node]) {
         if (m->known_inc[node] != 0) {
-            rumor_info("peer %d restarted (incarnation %llu)", node,
+            char name[48];
+            rumor_info("%s restarted (incarnation %llu)", mx_peer_name(m, node, name, sizeof name),
                        (unsigned long long)h->incarnation);
             m->peer_round[node] = -1; /* its new life starts over */
             m->said_round[node] = -1;
@@ -288,10 +269,12 @@ int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint)
     char *e = strdup(endpoint);
     if (!e)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    char name[48];
+    mx_peer_name(m, node, name, sizeof name);
     if (m->ep[node])
-        rumor_info("peer %d is at %s now (was %s)", node, endpoint, m->ep[node]);
+        rumor_info("%s is at %s now (was %s)", name, endpoint, m->ep[node]);
     else
-        rumor_info("peer %d is at %s", node, endpoint);
+        rumor_info("%s is at %s", name, endpoint);
     pthread_mutex_lock(&m->mu); /* the caller's thread reads ep[] under mu */
     free(m->ep[node]);
     m->ep[node] = e;
@@ -418,11 +401,15 @@ static int recv_one(rumor_mixer_t *m)
             v = -RUMOR_WIRE_BAD_IDENTITY;
         }
     }
-    if (v == 0 && (node = mx_node_of(m, h.sender)) < 0) {
+    /* open membership: a newcomer's first SWIM messages come before it has
+     * a slot here; SWIM judges them, and the view gives it one */
+    int swim_type = h.type == RUMOR_WIRE_PROBE || h.type == RUMOR_WIRE_PROBE_REQ ||
+                    h.type == RUMOR_WIRE_ACK;
+    if (v == 0 && (node = mx_node_of(m, h.sender)) < 0 && !(m->open && m->swim && swim_type)) {
         rumor_err_set(RUMOR_EPROTO, "unknown sender id %llu", (unsigned long long)h.sender);
         v = -RUMOR_WIRE_UNKNOWN_SENDER;
     }
-    if (v == 0 && h.incarnation < m->known_inc[node]) {
+    if (v == 0 && node >= 0 && h.incarnation < m->known_inc[node]) {
         rumor_err_set(RUMOR_EPROTO, "incarnation %llu after %llu", (unsigned long long)h.incarnation,
                       (unsigned long long)m->known_inc[node]);
         v = -RUMOR_WIRE_OLD_INCARNATION;
@@ -431,6 +418,7 @@ static int recv_one(rumor_mixer_t *m)
      * message says of its sender) only once it takes it: a message it
      * drops changes nothing. */
     const char *what = "message";
+    char name[48];
     if (v == 0) {
         what = rumor_wire_type_name(h.type);
         switch (h.type) {
@@ -444,7 +432,7 @@ static int recv_one(rumor_mixer_t *m)
             v = rumor_swim_on_message(m->swim, rumor_now(), h.sender, h.incarnation, h.type, h.aux,
                                       frames > 1 ? zmq_msg_data(&part[1]) : NULL,
                                       frames > 1 ? zmq_msg_size(&part[1]) : 0);
-            if (v == 0)
+            if (v == 0 && node >= 0)
                 mx_accept(m, &h, node);
             break;
         case RUMOR_WIRE_PARAMS:
@@ -469,7 +457,7 @@ static int recv_one(rumor_mixer_t *m)
              * speaks again (a restart) */
             mx_accept(m, &h, node);
             m->left[node] = 1;
-            rumor_info("peer %d is leaving", node);
+            rumor_info("%s is leaving", mx_peer_name(m, node, name, sizeof name));
             break;
         default:
             mx_accept(m, &h, node); /* valid, not used by this peer yet */
@@ -508,6 +496,10 @@ static void publish(rumor_mixer_t *m)
     m->swarm_round_pub = mx_swarm_round(m);
     m->counters_pub = m->counters;
     m->vn_pub = m->vn;
+    int vready = 0;
+    for (int i = 0; m->swim && i < m->vn; i++)
+        vready += m->vslot[i] >= 0 && m->vslot[i] != m->self && m->ready[m->vslot[i]];
+    m->vready_pub = vready;
     m->ts_pub = *ts;
     m->rank_state_pub = m->rank_state;
     pthread_mutex_unlock(&m->mu);
@@ -603,6 +595,8 @@ void mx_comm_main(rumor_mixer_t *m)
             (void)rumor_swim_tick(m->swim, rumor_now());
             (void)mx_view_update(m);
         }
+        if (m->open && !stopping)
+            mx_open_progress(m);
 
         double now = rumor_now();
         if (atomic_load(&m->hurry))

@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "cover.h"
+#include "idmap.h"
 #include "log.h"
 #include "mixer.h"
 #include "swim.h"
@@ -70,7 +71,9 @@ struct mx_allreduce {
     int finishing;             /* result known; waiting for sends to let go */
     int replayed;              /* held messages of this call applied */
     int result;
-    long last_tag;             /* tag of the last finished call (-1 none) */
+    long last_tag;             /* wire tag of the last finished call (-1 none) */
+    long wire;                 /* this call's tag on the wire (mixer_ring.c) */
+    int last_rn;               /* the ring of the last finished call (under mu) */
     /* coded (int8, int4): each chunk encoded once, sent from here */
     int coded;                 /* this call's ranges go coded (the mixer's codec) */
     uint8_t *cbytes;           /* (2N x seg_chunks x stride) this call's encodings */
@@ -78,6 +81,11 @@ struct mx_allreduce {
     size_t encoded_upto;       /* elements of this step's segment encoded */
     struct mx_fwd *fwd;        /* all-gather ranges received, forwarded verbatim */
     int nfwd, capfwd, send_idx;
+    int coded_rn;              /* the ring length cbytes was sized for */
+    /* the ring: every peer of the list by node, or with membership the
+     * living (the view's slots by increasing id); fixed while a call runs */
+    int *ring;                 /* (npeers) slots in ring order */
+    int rn, rpos;              /* its length, and this peer's place in it */
 };
 
 /* An all-gather range kept to be forwarded as it came (its bytes), so that
@@ -185,6 +193,7 @@ struct mx_choco {
 struct mx_held {
     zmq_msg_t hdr, payload;
     rumor_wire_hdr_t h;
+    int node;                  /* its sender's slot */
 };
 
 struct rumor_mixer {
@@ -195,11 +204,24 @@ struct rumor_mixer {
     int self, npeers;
     size_t n, chunk, nchunks;
     uint64_t swarm, incarnation;
-    uint64_t *ids;             /* (npeers) peer ids; sorted copy below for lookup */
+    uint64_t *ids;             /* (npeers) peer ids (0: a free slot, open membership) */
     char **ep;                 /* (npeers) where each peer listens (owned); NULL: not
                                 * known yet (membership learns it) */
-    uint64_t *sorted_ids;
-    int *sorted_node;
+    rumor_idmap_t idmap;       /* id -> slot, sorted by id */
+    /* open membership (mixer_open.c): slots given to members as they come */
+    int open;
+    uint8_t *seed_slot;        /* (npeers) a seed's address whose id is not known yet */
+    uint64_t *trial_id;        /* (npeers) secure seeds: the id of the key this slot's
+                                * connection tries (0: not a trial) */
+    int *trial_of;             /* (npeers) the seed a trial slot tries, -1 none */
+    uint8_t *warned;           /* (npeers) slot full / not allowed said once */
+    size_t *trial_next;        /* (nseeds) the next allow-list key to try at seed i */
+    double *trial_since;       /* (nseeds) when its batch of trials opened */
+    double *trial_pause;       /* (nseeds) the pause before its next batch; 0: no trials */
+    uint64_t refused_ids[8];   /* members said to have no slot (said once) */
+    int nrefused;
+    rumor_topo_t *own_topo;    /* open: the one-node graph before the first view */
+    int vready_pub;            /* view members (self aside) that answered, under mu */
     uint64_t *known_inc;       /* (npeers) newest incarnation seen */
     uint8_t *talks_to;         /* (npeers) exchanges with j in some round */
     int ntalk;
@@ -302,10 +324,11 @@ struct rumor_mixer {
     rumor_swim_t *swim;
     rumor_topo_t *vtopo;       /* the family over the view; NULL: cfg.topo */
     int vself, vn;
-    rumor_swim_member_t *vmember; /* (npeers) the view, sorted by id */
-    int *vslot;                /* (npeers) view node -> peer slot (-1 none) */
-    int *vtmp;                 /* (npeers) scratch */
-    double *vw;                /* (npeers) scratch weights */
+    rumor_swim_member_t *vmember; /* (vcap) the view, sorted by id */
+    int *vslot;                /* (vcap) view node -> peer slot (-1 none) */
+    int *vtmp;                 /* (vcap) scratch */
+    double *vw;                /* (vcap) scratch weights */
+    int vcap;                  /* npeers, or SWIM's table in open membership */
     uint64_t vversion;
     uint64_t view_changes;
     int vn_pub;                /* view size, published under mu */
@@ -421,12 +444,34 @@ void mx_drop_serves(rumor_mixer_t *m, int node);
 const char *mx_endpoint_name(const rumor_mixer_t *m, int node);
 double mx_deadline(rumor_mixer_t *m);                        /* under mu */
 
+/* mixer_open.c: open membership */
+int mx_open_alloc(rumor_mixer_t *m);
+/* The period of the view's graphs (time-varying families), for the
+ * receive window's slots. */
+int mx_open_period(const rumor_mixer_t *m);
+void mx_open_free(rumor_mixer_t *m);
+/* The slot of member id at endpoint, given one now if it has none (a
+ * seed's slot at that address is taken over): the slot, or -1 (full, or
+ * in secure mode no allowed key has that id; counted, logged once). */
+int mx_open_claim(rumor_mixer_t *m, uint64_t id, const char *endpoint);
+/* Slots for the seeds (connected; secure ones without a key: trials). */
+int mx_open_seeds(rumor_mixer_t *m);
+/* Secure seeds: the trial whose handshake succeeded becomes the seed's
+ * slot, the others are closed. */
+void mx_open_progress(rumor_mixer_t *m);
+/* "peer 3" (a list's rank) or "peer 1f2e3d4c" (open membership: the id's
+ * first 8 hex digits), for log lines. */
+const char *mx_peer_name(const rumor_mixer_t *m, int node, char *buf, size_t cap);
+
 /* mixer_view.c: membership */
 int mx_view_create(rumor_mixer_t *m);
 void mx_view_free(rumor_mixer_t *m);
 int mx_view_update(rumor_mixer_t *m);
 int mx_in_neighbors(rumor_mixer_t *m, long r, int *nbrs, double *w);
 int mx_out_neighbors(rumor_mixer_t *m, long r, int *nbrs);
+/* The ring of the all-reduce now (see struct mx_allreduce): ring[] gets
+ * the slots in order, *pos this peer's place; returns the length. */
+int mx_view_ring(rumor_mixer_t *m, int *ring, int *pos);
 
 /* mixer_async.c */
 int mx_async_alloc(rumor_mixer_t *m);

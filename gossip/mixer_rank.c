@@ -70,11 +70,19 @@ void mx_rank_progress(rumor_mixer_t *m)
     if ((st & RUMOR_PROBE_HANDSHAKE) && m->rank_handshake == 0)
         m->rank_handshake = now;
     if (m->rank_handshake > 0 && now - m->rank_handshake > RANK_ECHO_S) {
-        snprintf(m->rank_err, sizeof m->rank_err,
-                 "rank %d is taken: another process %sanswers at this rank's address %s, and "
-                 "this one listens on %s; stop the other process or give this one another rank",
-                 m->self, rumor_transport_secure(m->tr) ? "holding this rank's key " : "",
-                 m->ep[m->self], rumor_transport_endpoint(m->tr));
+        if (m->open) /* an open swarm: the address announced is another's */
+            snprintf(m->rank_err, sizeof m->rank_err,
+                     "another process %sanswers at this peer's address %s, and this one "
+                     "listens on %s; stop the other process or announce another address",
+                     rumor_transport_secure(m->tr) ? "holding this peer's key " : "",
+                     m->ep[m->self], rumor_transport_endpoint(m->tr));
+        else
+            snprintf(m->rank_err, sizeof m->rank_err,
+                     "rank %d is taken: another process %sanswers at this rank's address %s, "
+                     "and this one listens on %s; stop the other process or give this one "
+                     "another rank",
+                     m->self, rumor_transport_secure(m->tr) ? "holding this rank's key " : "",
+                     m->ep[m->self], rumor_transport_endpoint(m->tr));
         rumor_transport_probe_close(m->tr);
         m->rank_state = -1;
         return;

@@ -1,7 +1,13 @@
 /* The ring all-reduce (C-PSGD baseline and the swarm's average), run by
  * the mixer's comm thread over the same sockets as gossip.
  *
- * N peers in ring order by node; the buffer is cut into N segments. In
+ * N peers in ring order: every peer of the list by node, or with
+ * membership the living, by increasing id (mx_view_ring, fixed when the
+ * call starts). With membership the tag on the wire is the caller's tag
+ * times 2^20 plus a hash of the ring's ids, so that peers whose views
+ * differ never mix each other's ranges (their calls time out, and the
+ * caller tries again once the views agree). The buffer is cut into N
+ * segments. In
  * reduce-scatter step t (0 <= t < N-1) a peer sends segment (r - t) to its
  * successor and adds the segment (r - t - 1) it receives from its
  * predecessor; after N-1 steps it holds the full sum of segment r + 1. In
@@ -30,29 +36,54 @@
 
 static size_t seg_lo(const rumor_mixer_t *m, int s)
 {
-    return (size_t)((unsigned __int128)m->n * (unsigned)s / (unsigned)m->npeers);
+    return (size_t)((unsigned __int128)m->n * (unsigned)s / (unsigned)m->ar.rn);
 }
 
 static size_t seg_len(const rumor_mixer_t *m, int s) { return seg_lo(m, s + 1) - seg_lo(m, s); }
 
 static int modn(const rumor_mixer_t *m, long v)
 {
-    long n = m->npeers;
+    long n = m->ar.rn;
     return (int)(((v % n) + n) % n);
 }
 
-static int steps(const rumor_mixer_t *m) { return 2 * (m->npeers - 1); }
+static int steps(const rumor_mixer_t *m) { return 2 * (m->ar.rn - 1); }
+
+/* The slots before and after this peer in the ring. */
+static int ring_prev(const rumor_mixer_t *m) { return m->ar.ring[modn(m, m->ar.rpos - 1)]; }
+static int ring_next(const rumor_mixer_t *m) { return m->ar.ring[modn(m, m->ar.rpos + 1)]; }
+
+/* The ring of this moment (a call in progress keeps its own). */
+static void ring_refresh(rumor_mixer_t *m)
+{
+    if (!m->ar.active)
+        m->ar.rn = mx_view_ring(m, m->ar.ring, &m->ar.rpos);
+}
+
+/* The call's tag on the wire (see the top of this file). */
+static long wire_tag(const rumor_mixer_t *m, long tag)
+{
+    if (!m->swim)
+        return tag;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < m->ar.rn; i++) {
+        h ^= m->ids[m->ar.ring[i]];
+        h *= 0x100000001b3ULL;
+        h ^= h >> 29;
+    }
+    return (long)(((uint64_t)tag << 20) | (h & 0xfffffu));
+}
 
 /* Segments sent and received at step t. */
 static int send_seg(const rumor_mixer_t *m, int t)
 {
-    int N = m->npeers, r = m->self;
+    int N = m->ar.rn, r = m->ar.rpos;
     return t < N - 1 ? modn(m, r - t) : modn(m, r + 1 - (t - (N - 1)));
 }
 
 static int recv_seg(const rumor_mixer_t *m, int t)
 {
-    int N = m->npeers, r = m->self;
+    int N = m->ar.rn, r = m->ar.rpos;
     return t < N - 1 ? modn(m, r - t - 1) : modn(m, r - (t - (N - 1)));
 }
 
@@ -80,15 +111,18 @@ static void drop_fwd(struct mx_allreduce *a)
 static int coded_alloc(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
-    if (a->cbytes)
+    if (a->cbytes && a->coded_rn == a->rn)
         return 0;
+    free(a->cbytes); /* another ring: other segments */
+    a->cbytes = NULL;
     size_t seg = seg_len(m, 0);
-    for (int s = 1; s < m->npeers; s++)
+    for (int s = 1; s < m->ar.rn; s++)
         seg = seg_len(m, s) > seg ? seg_len(m, s) : seg;
     a->seg_chunks = seg / m->chunk + 1;
     a->cstride = rumor_codec_bytes(&m->cfg.codec, m->chunk);
-    size_t slots = (size_t)steps(m) * a->seg_chunks;
+    size_t slots = (size_t)(steps(m) > 0 ? steps(m) : 1) * a->seg_chunks;
     a->cbytes = malloc(slots * a->cstride);
+    a->coded_rn = a->rn;
     if (!a->cbytes) {
         return rumor_err_set(RUMOR_ENOMEM, "all-reduce: no memory for coded ranges");
     }
@@ -99,6 +133,8 @@ void ar_start(rumor_mixer_t *m)
 {
     struct mx_allreduce *a = &m->ar;
     drop_fwd(a);
+    ring_refresh(m);
+    a->wire = wire_tag(m, a->tag);
     if (a->coded && coded_alloc(m) < 0) {
         snprintf(a->err, sizeof a->err, "%s", rumor_err_msg());
         a->active = 1;
@@ -121,12 +157,12 @@ static void finish(rumor_mixer_t *m, int rc)
     struct mx_allreduce *a = &m->ar;
     a->finishing = 1;
     a->result = rc;
-    if (rc == 0 && m->npeers > 1)
+    if (rc == 0 && a->rn > 1)
         m->counters.rounds_mixed++;
     if (rc < 0 && atomic_load(&a->ref.refs) > 0) {
         /* Chunks stuck in the successor's queue: dropping the socket lets
          * ZeroMQ release them, so the caller gets its buffer back. */
-        int next = (m->self + 1) % m->npeers;
+        int next = ring_next(m);
         if (m->ep[next])
             (void)rumor_transport_connect(m->tr, next, m->ep[next]);
     }
@@ -141,6 +177,8 @@ void ar_free(rumor_mixer_t *m)
         mx_cover_free(&m->ar.recv[t]);
     free(m->ar.recv);
     m->ar.recv = NULL;
+    free(m->ar.ring);
+    m->ar.ring = NULL;
 }
 
 /* Judges what can be judged of a GRADS range of step t before its call
@@ -153,7 +191,7 @@ static int judge(rumor_mixer_t *m, const rumor_wire_hdr_t *h, const void *data, 
         return -RUMOR_WIRE_BAD_FLAGS;
     }
     int t = (int)h->aux;
-    int ag = t >= m->npeers - 1;
+    int ag = t >= m->ar.rn - 1;
     if (ag != !!(h->flags & RUMOR_WIRE_F_ALLGATHER)) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce step %d with the wrong phase flag", t);
         return -RUMOR_WIRE_BAD_FLAGS;
@@ -225,7 +263,7 @@ static int apply(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
                       cv == 1 ? "again" : "in too many pieces");
         return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
     }
-    int ag = t >= m->npeers - 1, forward = a->coded && ag && t + 1 < steps(m);
+    int ag = t >= a->rn - 1, forward = a->coded && ag && t + 1 < steps(m);
     struct mx_fwd f = { 0 };
     if (forward) { /* kept to go on as it came */
         if (a->nfwd == a->capfwd) {
@@ -261,21 +299,25 @@ int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t
 {
     struct mx_allreduce *a = &m->ar;
     *held = 0;
-    int prev = modn(m, m->self - 1);
-    if (node != prev) {
+    long tag = (long)(h->round > (uint64_t)LONG_MAX ? LONG_MAX : h->round);
+    int current = a->active && !a->finishing && tag == a->wire;
+    /* without membership the ring never changes: a range for a later call
+     * is judged now; with it, when its call runs, by that call's ring */
+    ring_refresh(m);
+    if ((current || !m->swim) && node != (a->rn > 1 ? ring_prev(m) : -1)) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce data from peer %d, not the predecessor %d", node,
-                      prev);
+                      a->rn > 1 ? ring_prev(m) : -1);
         return -RUMOR_WIRE_UNKNOWN_SENDER;
     }
-    long tag = (long)(h->round > (uint64_t)LONG_MAX ? LONG_MAX : h->round);
-    int current = a->active && !a->finishing && tag == a->tag;
-    if (!current && (tag <= a->last_tag || (a->active && tag < a->tag))) {
+    if (!current && (tag <= a->last_tag || (a->active && tag < a->wire))) {
         rumor_err_set(RUMOR_EPROTO, "all-reduce %ld already done", tag);
         return -RUMOR_WIRE_STALE_ROUND;
     }
-    int v = judge(m, h, zmq_msg_data(payload), zmq_msg_size(payload));
-    if (v != 0)
-        return v;
+    if (current || !m->swim) {
+        int v = judge(m, h, zmq_msg_data(payload), zmq_msg_size(payload));
+        if (v != 0)
+            return v;
+    }
     if (current)
         return apply(m, h, node, zmq_msg_data(payload), zmq_msg_size(payload));
     /* held messages are bounded in number and in bytes (two models' worth:
@@ -298,6 +340,7 @@ int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t
     zmq_msg_move(&k->hdr, hdr);
     zmq_msg_move(&k->payload, payload);
     k->h = *h;
+    k->node = node;
     *held = 1;
     return 0;
 }
@@ -305,14 +348,22 @@ int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t
 /* Replays held messages that belong to the call now running, in order. */
 static void replay_held(rumor_mixer_t *m)
 {
-    int kept = 0, prev = modn(m, m->self - 1);
+    int kept = 0, prev = ring_prev(m);
     for (int i = 0; i < m->nhold; i++) {
         struct mx_held *k = &m->hold[i];
-        if ((long)k->h.round == m->ar.tag)
-            mx_count(m, apply(m, &k->h, prev, zmq_msg_data(&k->payload),
-                              zmq_msg_size(&k->payload)),
-                     prev, "grads");
-        else if ((long)k->h.round > m->ar.tag) {
+        if ((long)k->h.round == m->ar.wire) {
+            int v = 0;
+            if (k->node != prev) {
+                rumor_err_set(RUMOR_EPROTO, "all-reduce data from peer %d, not the predecessor "
+                              "%d", k->node, prev);
+                v = -RUMOR_WIRE_UNKNOWN_SENDER;
+            }
+            if (v == 0) /* held unjudged (membership), or judged by this same ring */
+                v = judge(m, &k->h, zmq_msg_data(&k->payload), zmq_msg_size(&k->payload));
+            if (v == 0)
+                v = apply(m, &k->h, prev, zmq_msg_data(&k->payload), zmq_msg_size(&k->payload));
+            mx_count(m, v, k->node, "grads");
+        } else if ((long)k->h.round > m->ar.wire) {
             m->hold[kept++] = *k; /* a later call's: keep (struct copy moves it) */
             continue;
         } else {
@@ -336,15 +387,15 @@ static int send_range(rumor_mixer_t *m, uint64_t off, uint64_t len, uint32_t chu
     uint8_t bytes[RUMOR_WIRE_HDR_LEN];
     mx_fill_hdr(m, &h, RUMOR_WIRE_GRADS);
     h.dtype = (uint8_t)dtype;
-    h.round = (uint64_t)a->tag;
+    h.round = (uint64_t)a->wire;
     h.aux = (uint32_t)a->step;
-    h.flags = a->step >= m->npeers - 1 ? RUMOR_WIRE_F_ALLGATHER : 0;
+    h.flags = a->step >= a->rn - 1 ? RUMOR_WIRE_F_ALLGATHER : 0;
     h.chunk = chunk;
     h.nchunks = nchunks;
     h.offset = off;
     h.length = len;
     rumor_wire_encode(&h, bytes);
-    int rc = rumor_transport_send(m->tr, (m->self + 1) % m->npeers, bytes, sizeof bytes,
+    int rc = rumor_transport_send(m->tr, ring_next(m), bytes, sizeof bytes,
                                   &a->ref, p, nbytes);
     if (rc < 0)
         rumor_warn("all-reduce: %s", rumor_err_msg());
@@ -356,7 +407,7 @@ static void pump(rumor_mixer_t *m)
     struct mx_allreduce *a = &m->ar;
     int s = send_seg(m, a->step);
     size_t slen = seg_len(m, s);
-    if (a->coded && a->step >= m->npeers) {
+    if (a->coded && a->step >= a->rn) {
         /* all-gather: the previous step's ranges, as they came */
         for (; a->send_idx < a->nfwd; a->send_idx++) {
             const struct mx_fwd *f = &a->fwd[a->send_idx];
@@ -410,11 +461,12 @@ void ar_progress(rumor_mixer_t *m)
         if (atomic_load(&a->ref.refs) > 0 && rumor_now() < a->step_deadline + 5.0)
             return;
         if (a->result == 0)
-            m->dev->ops->scale(m->dev, a->buf, 1.0f / (float)m->npeers, m->n);
+            m->dev->ops->scale(m->dev, a->buf, 1.0f / (float)a->rn, m->n);
         pthread_mutex_lock(&m->mu);
         a->rc = a->result;
         a->active = 0;
-        a->last_tag = a->tag;
+        a->last_tag = a->wire;
+        a->last_rn = a->rn;
         pthread_cond_broadcast(&m->cv);
         pthread_mutex_unlock(&m->mu);
         return;
@@ -439,10 +491,12 @@ void ar_progress(rumor_mixer_t *m)
         break;
     }
     if (rumor_now() > a->step_deadline) {
+        char name[48];
         snprintf(a->err, sizeof a->err,
-                 "all-reduce %ld: step %d of %d got %llu of %zu elements from peer %d within %.1f s",
+                 "all-reduce %ld: step %d of %d got %llu of %zu elements from %s within %.1f s",
                  a->tag, a->step + 1, steps(m), (unsigned long long)a->recv[a->step].covered,
-                 seg_len(m, recv_seg(m, a->step)), modn(m, m->self - 1), a->timeout);
+                 seg_len(m, recv_seg(m, a->step)), mx_peer_name(m, ring_prev(m), name, sizeof name),
+                 a->timeout);
         finish(m, RUMOR_ETIMEOUT);
     }
 }
@@ -450,7 +504,7 @@ void ar_progress(rumor_mixer_t *m)
 void ar_poll_items(rumor_mixer_t *m, zmq_pollitem_t *items, int *ni)
 {
     struct mx_allreduce *a = &m->ar;
-    void *s = rumor_transport_push(m->tr, (m->self + 1) % m->npeers);
+    void *s = a->active && a->rn > 1 ? rumor_transport_push(m->tr, ring_next(m)) : NULL;
     if (a->active && !a->finishing && !a->sent_all && s) {
         items[*ni].socket = s;
         items[*ni].fd = 0;

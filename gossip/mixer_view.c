@@ -5,7 +5,11 @@
  * members sorted by id are nodes 0..n-1, Metropolis-Hastings weights from
  * the view's degrees), so a dead peer's neighbours become neighbours of
  * each other and W stays doubly stochastic among the living. Every peer
- * whose view is the same derives the same graph. Runs on the comm thread. */
+ * whose view is the same derives the same graph. With open membership
+ * (mixer_open.c) the view is not bounded by a list: members get a slot as
+ * the view brings them, and the graph is laid over the whole view (a
+ * member this peer has no slot for is a node all the same, so that every
+ * peer lays the same graph). Runs on the comm thread. */
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -19,8 +23,10 @@ static int swim_send(void *ctx, uint64_t to_id, const char *endpoint, int type, 
 {
     rumor_mixer_t *m = ctx;
     int node = to_id ? mx_node_of(m, to_id) : -1;
-    for (int j = 0; node < 0 && endpoint && j < m->npeers; j++)
-        if (m->ep[j] && strcmp(m->ep[j], endpoint) == 0)
+    if (node < 0 && to_id && m->open) /* a newcomer: it gets a slot here */
+        node = mx_open_claim(m, to_id, endpoint);
+    for (int j = 0; node < 0 && !to_id && endpoint && j < m->npeers; j++)
+        if (m->ep[j] && strcmp(m->ep[j], endpoint) == 0 && !(m->open && m->trial_of[j] >= 0))
             node = j;
     if (node < 0 || node == m->self)
         return rumor_err_set(RUMOR_EINVAL, "membership: no socket for %s", endpoint ? endpoint : "?");
@@ -56,13 +62,17 @@ int mx_view_create(rumor_mixer_t *m)
     sc.self_endpoint = m->ep[m->self];
     sc.seed = m->incarnation;
     RUMOR_CHECK(rumor_swim_create(&sc, swim_send, m, &m->swim));
-    for (int j = 0; j < m->npeers; j++)
+    for (int j = 0; !m->open && j < m->npeers; j++)
         if (j != m->self && m->ep[j])
             RUMOR_CHECK(rumor_swim_add_seed(m->swim, m->ep[j]));
-    m->vmember = calloc((size_t)m->npeers, sizeof *m->vmember);
-    m->vslot = calloc((size_t)m->npeers, sizeof *m->vslot);
-    m->vtmp = calloc((size_t)m->npeers, sizeof *m->vtmp);
-    m->vw = calloc((size_t)m->npeers, sizeof *m->vw);
+    for (int i = 0; m->open && i < m->cfg.nseeds; i++)
+        RUMOR_CHECK(rumor_swim_add_seed(m->swim, m->cfg.seeds[i]));
+    /* SWIM's table bounds an open view (4096 by default) */
+    m->vcap = m->open ? 4096 : m->npeers;
+    m->vmember = calloc((size_t)m->vcap, sizeof *m->vmember);
+    m->vslot = calloc((size_t)m->vcap, sizeof *m->vslot);
+    m->vtmp = calloc((size_t)m->vcap, sizeof *m->vtmp);
+    m->vw = calloc((size_t)m->vcap, sizeof *m->vw);
     if (!m->vmember || !m->vslot || !m->vtmp || !m->vw)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     m->vversion = (uint64_t)-1;
@@ -85,9 +95,9 @@ int mx_view_update(rumor_mixer_t *m)
     if (!m->swim || rumor_swim_view_version(m->swim) == m->vversion)
         return 0;
     m->vversion = rumor_swim_view_version(m->swim);
-    size_t n = rumor_swim_view(m->swim, m->vmember, (size_t)m->npeers);
-    if (n > (size_t)m->npeers)
-        n = (size_t)m->npeers; /* members outside the list cannot be reached here */
+    size_t n = rumor_swim_view(m->swim, m->vmember, (size_t)m->vcap);
+    if (n > (size_t)m->vcap)
+        n = (size_t)m->vcap; /* members outside the list cannot be reached here */
     rumor_topo_t *t = NULL;
     int self = -1;
     if (rumor_swim_topology(m->cfg.membership, m->vmember, n, m->ids[m->self], &t, &self) < 0) {
@@ -96,6 +106,8 @@ int mx_view_update(rumor_mixer_t *m)
     }
     for (size_t i = 0; i < n; i++) {
         m->vslot[i] = mx_node_of(m, m->vmember[i].id);
+        if (m->vslot[i] < 0 && m->open) /* a member never met: a slot of its own */
+            m->vslot[i] = mx_open_claim(m, m->vmember[i].id, m->vmember[i].endpoint);
         if (m->vslot[i] >= 0 && mx_learn_endpoint(m, m->vslot[i], m->vmember[i].endpoint) < 0)
             rumor_warn("membership: %s", rumor_err_msg());
     }
@@ -138,7 +150,7 @@ int mx_in_neighbors(rumor_mixer_t *m, long r, int *nbrs, double *w)
 {
     if (!m->vtopo)
         return rumor_topo_neighbors(m->topo, m->self, r, nbrs, w, m->npeers);
-    int k = rumor_topo_neighbors(m->vtopo, m->vself, r, m->vtmp, m->vw, m->npeers);
+    int k = rumor_topo_neighbors(m->vtopo, m->vself, r, m->vtmp, m->vw, m->vcap);
     return k < 0 ? k : to_slots(m, k, nbrs, w);
 }
 
@@ -146,6 +158,31 @@ int mx_out_neighbors(rumor_mixer_t *m, long r, int *nbrs)
 {
     if (!m->vtopo)
         return rumor_topo_out_neighbors(m->topo, m->self, r, nbrs, NULL, m->npeers);
-    int k = rumor_topo_out_neighbors(m->vtopo, m->vself, r, m->vtmp, NULL, m->npeers);
+    int k = rumor_topo_out_neighbors(m->vtopo, m->vself, r, m->vtmp, NULL, m->vcap);
     return k < 0 ? k : to_slots(m, k, nbrs, NULL);
+}
+
+int mx_view_ring(rumor_mixer_t *m, int *ring, int *pos)
+{
+    int n = 0;
+    *pos = 0;
+    if (!m->swim) { /* the list, by node */
+        for (int j = 0; j < m->npeers; j++)
+            ring[n++] = j;
+        *pos = m->self;
+        return n;
+    }
+    for (int i = 0; i < m->vn && n < m->npeers; i++) {
+        int s = m->vslot[i];
+        if (s < 0)
+            continue; /* a member this peer cannot reach is left out of its ring */
+        if (s == m->self)
+            *pos = n;
+        ring[n++] = s;
+    }
+    if (n == 0) { /* no view yet: alone */
+        ring[n++] = m->self;
+        *pos = 0;
+    }
+    return n;
 }

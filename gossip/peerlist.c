@@ -283,3 +283,83 @@ int rumor_peerlist_parse_file(const char *path, rumor_peerlist_t *pl)
     free(r.line);
     return rc;
 }
+
+/* ------------------------------------------------------- join addresses */
+
+/* One "[KEY@]ADDRESS" of --join into the two runs of strings. */
+static int join_entry(const char *tok, int i, struct reading *r)
+{
+    const char *at = strrchr(tok, '@'); /* Z85 keys may hold '@'; addresses do not */
+    char key[256] = "", ep[512];
+    if (at) {
+        if (at == tok || (size_t)(at - tok) >= sizeof key)
+            return rumor_err_set(RUMOR_EINVAL, "join address %d '%.*s': expected KEY@ADDRESS with "
+                                               "a key name, a Z85 key or a .pub file before '@'",
+                                 i, EP_SHOW, tok);
+        memcpy(key, tok, (size_t)(at - tok));
+        key[at - tok] = '\0';
+        tok = at + 1;
+    }
+    if (!*tok)
+        return rumor_err_set(RUMOR_EINVAL, "join address %d is empty", i);
+    int n = snprintf(ep, sizeof ep, "%s%s", strstr(tok, "://") ? "" : "tcp://", tok);
+    if (n < 0 || (size_t)n >= sizeof ep)
+        return rumor_err_set(RUMOR_EINVAL, "join address %d '%.*s' is too long", i, EP_SHOW, tok);
+    int rc = rumor_peerlist_check_endpoint(ep);
+    if (rc < 0)
+        return rumor_err_prefix(rc, "join address %d", i);
+    if (strncmp(ep, "tcp://", 6) != 0)
+        return rumor_err_set(RUMOR_EINVAL, "join address %d '%.*s': peers listen on tcp://", i,
+                             EP_SHOW, ep);
+    return add_entry(r, ep, at ? key : NULL, i);
+}
+
+int rumor_peerlist_parse_join(const char *list, rumor_peerlist_t *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    if (!list || !*list)
+        return rumor_err_set(RUMOR_EINVAL, "no join address: expected HOST:PORT[,HOST:PORT...]");
+    char *copy = strdup(list);
+    struct reading r;
+    memset(&r, 0, sizeof r);
+    int rc = copy ? 0 : rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    char *save = NULL;
+    int i = 0;
+    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; rc == 0 && tok;
+         tok = strtok_r(NULL, ",", &save), i++)
+        rc = i >= RUMOR_JOIN_MAX
+                 ? rumor_err_set(RUMOR_EINVAL, "more than %d join addresses", RUMOR_JOIN_MAX)
+                 : join_entry(tok, i, &r);
+    if (rc == 0 && (r.n == 0 || strstr(list, ",,") || list[0] == ',' ||
+                    list[strlen(list) - 1] == ','))
+        rc = rumor_err_set(RUMOR_EINVAL, "join addresses '%.*s': an empty entry", EP_SHOW, list);
+    if (rc == 0) {
+        pl->ep = calloc((size_t)r.n, sizeof *pl->ep);
+        pl->key = calloc((size_t)r.n, sizeof *pl->key);
+        if (!pl->ep || !pl->key)
+            rc = rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    }
+    if (rc == 0) {
+        pl->buf = r.eps.s;
+        pl->keybuf = r.keys.s;
+        r.eps.s = r.keys.s = NULL;
+        for (int k = 0; k < r.n; k++) {
+            pl->ep[k] = pl->buf + r.ep_off[k];
+            pl->key[k] = r.key_off[k] == SIZE_MAX ? NULL : pl->keybuf + r.key_off[k];
+            for (int j = 0; rc == 0 && j < k; j++)
+                if (strcmp(pl->ep[j], pl->ep[k]) == 0)
+                    rc = rumor_err_set(RUMOR_EINVAL, "join addresses %d and %d are both '%.*s'",
+                                       j, k, EP_SHOW, pl->ep[k]);
+        }
+        pl->n = r.n;
+    }
+    if (rc < 0)
+        rumor_peerlist_clear(pl);
+    free(copy);
+    free(r.eps.s);
+    free(r.keys.s);
+    free(r.ep_off);
+    free(r.key_off);
+    free(r.line);
+    return rc;
+}

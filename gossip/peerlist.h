@@ -58,6 +58,16 @@ int rumor_peerlist_parse_string(const char *list, rumor_peerlist_t *pl) RUMOR_WU
  * directory). *pl is empty on error. */
 int rumor_peerlist_parse_file(const char *path, rumor_peerlist_t *pl) RUMOR_WUR;
 
+/* Parses rumor-peer --join "[KEY@]ADDRESS,..." (open membership: live
+ * peers to join through) into *pl: ep[i] is the address as an endpoint
+ * (HOST:PORT becomes tcp://HOST:PORT), key[i] what came before the last
+ * '@' (an allow-list name, a Z85 key or a .pub file: the key expected
+ * there on a secure swarm) or NULL. RUMOR_EINVAL naming the entry for an
+ * empty one, a bad address (rumor_peerlist_check_endpoint), another scheme
+ * than tcp://, a repeat or more than RUMOR_JOIN_MAX; *pl is then empty. */
+#define RUMOR_JOIN_MAX 64
+int rumor_peerlist_parse_join(const char *list, rumor_peerlist_t *pl) RUMOR_WUR;
+
 /* Frees what a parse allocated and zeroes *pl. Safe on a zeroed list. */
 void rumor_peerlist_clear(rumor_peerlist_t *pl);
 

@@ -29,6 +29,7 @@ struct rumor_transport {
      * the last one opened. */
     char **more_ep;
     int *more_next;
+    int *reconnect_ms;                /* peers: a slot's own reconnect interval, 0 default */
     double *more_at;
     /* socket monitors (inproc PAIR sockets): the PULL socket's handshakes,
      * and the probe's (rumor_transport_probe_open) */
@@ -125,8 +126,9 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
     t->more_ep = calloc(slots, sizeof *t->more_ep);
     t->more_next = calloc(slots, sizeof *t->more_next);
     t->more_at = calloc(slots, sizeof *t->more_at);
+    t->reconnect_ms = calloc(slots, sizeof *t->reconnect_ms);
     t->ctx = zmq_ctx_new();
-    if (!t->push || !t->more_ep || !t->more_next || !t->more_at || !t->ctx) {
+    if (!t->push || !t->more_ep || !t->more_next || !t->more_at || !t->reconnect_ms || !t->ctx) {
         rumor_transport_destroy(&t);
         return rumor_err_set(RUMOR_ENOMEM, "transport: cannot create a ZeroMQ context");
     }
@@ -212,6 +214,7 @@ void rumor_transport_destroy(rumor_transport_t **tp)
     for (int i = 0; t->more_ep && i < t->peers; i++)
         free(t->more_ep[i]);
     free(t->more_ep);
+    free(t->reconnect_ms);
     free(t->more_next);
     free(t->more_at);
     free(t->peer_pk);
@@ -415,6 +418,10 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
     if (!s)
         return rumor_err_set(RUMOR_ESYS, "transport: zmq_socket: %s", zmq_strerror(zmq_errno()));
     int rc = common_opts(t, s, 1);
+    if (rc == 0 && t->reconnect_ms[peer] > 0)
+        rc = set_int(s, ZMQ_RECONNECT_IVL, t->reconnect_ms[peer], "RECONNECT_IVL");
+    if (rc == 0 && t->reconnect_ms[peer] > 0)
+        rc = set_int(s, ZMQ_RECONNECT_IVL_MAX, t->reconnect_ms[peer], "RECONNECT_IVL_MAX");
     if (rc == 0)
         rc = set_int(s, ZMQ_IMMEDIATE, 1, "IMMEDIATE");
     if (rc == 0)
@@ -438,6 +445,12 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
     }
     t->push[peer] = s;
     return 0;
+}
+
+void rumor_transport_set_reconnect(rumor_transport_t *t, int peer, int ms)
+{
+    if (peer >= 0 && peer < t->peers)
+        t->reconnect_ms[peer] = ms > 0 ? ms : 0;
 }
 
 void rumor_transport_disconnect(rumor_transport_t *t, int peer)

@@ -108,6 +108,11 @@ int rumor_transport_secure(const rumor_transport_t *t);
 /* Our peer id, rumor_curve_id of our public key; 0 on a plaintext transport. */
 uint64_t rumor_transport_self_id(const rumor_transport_t *t);
 void rumor_transport_disconnect(rumor_transport_t *t, int peer);
+/* The interval at which slot `peer`'s later connects retry a connection
+ * that failed or was refused (ms; 0: the default, 100 ms growing to
+ * 500 ms). A handshake refused by the other end is retried at that pace,
+ * each retry counted there: a key tried on a guess waits longer. */
+void rumor_transport_set_reconnect(rumor_transport_t *t, int peer, int ms);
 int rumor_transport_connected(const rumor_transport_t *t, int peer);
 
 /* Sockets, for zmq_poll. */

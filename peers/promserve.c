@@ -56,7 +56,10 @@ static void metric(struct page *p, const rumor_prom_snapshot_t *s, const char *n
                    const char *type, const char *help, double v)
 {
     put(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-    put(p, "%s{rank=\"%d\"} %.17g\n", name, s->rank, v);
+    if (s->peer[0]) /* open membership: no rank, the peer's id */
+        put(p, "%s{peer=\"%s\"} %.17g\n", name, s->peer, v);
+    else
+        put(p, "%s{rank=\"%d\"} %.17g\n", name, s->rank, v);
 }
 
 int rumor_prom_format(const rumor_prom_snapshot_t *s, char *buf, size_t cap)
@@ -105,8 +108,13 @@ int rumor_prom_format(const rumor_prom_snapshot_t *s, char *buf, size_t cap)
            (double)s->messages.accepted);
     put(&p, "# HELP rumor_messages_rejected_total Messages dropped, by reason.\n"
             "# TYPE rumor_messages_rejected_total counter\n");
+    char who[48];
+    if (s->peer[0])
+        snprintf(who, sizeof who, "peer=\"%s\"", s->peer);
+    else
+        snprintf(who, sizeof who, "rank=\"%d\"", s->rank);
     for (int r = 1; r < RUMOR_WIRE_NREJECT; r++)
-        put(&p, "rumor_messages_rejected_total{rank=\"%d\",reason=\"%s\"} %llu\n", s->rank,
+        put(&p, "rumor_messages_rejected_total{%s,reason=\"%s\"} %llu\n", who,
             rumor_wire_reject_name(r), (unsigned long long)s->messages.rejected[r]);
     if (s->checkpoint_unix > 0) {
         struct timespec ts;

@@ -21,6 +21,8 @@ typedef struct rumor_prom rumor_prom_t;
 /* What a peer publishes after a round. */
 typedef struct rumor_prom_snapshot {
     int rank, peers;
+    char peer[24];              /* open membership: the id in hex, the label instead
+                                 * of rank ("" with a list) */
     long round, rounds_total;   /* the round the peer is at, and the run's */
     double loss;                /* the last round's training loss */
     double examples_per_second; /* since the start */

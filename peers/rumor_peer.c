@@ -27,6 +27,7 @@
 #include "log.h"
 #include "mixer.h"
 #include "outer.h"
+#include "peer_open.h"
 #include "peerlist.h"
 #include "progress.h"
 #include "promserve.h"
@@ -36,12 +37,17 @@
 
 static const char usage_head[] =
     "Usage: rumor-peer --rank R --peers EP0,EP1,... --keys KEY --allow LIST [OPTION]...\n"
+    "       rumor-peer --listen ADDR [--join HOST:PORT] --keys KEY --allow LIST [OPTION]...\n"
     "       rumor-peer keygen [--force] PREFIX...\n"
     "Run one peer of a swarm that trains a model together with D-PSGD.\n"
     "\n"
-    "Start one rumor-peer per machine (or per process) with the same --peers list,\n"
-    "topology, model and seed, and each its own --rank. Peer R listens on the R-th\n"
-    "endpoint and trains on shard R of the data. Each round it sends its parameters\n"
+    "A swarm of a fixed list: start one rumor-peer per machine (or per process)\n"
+    "with the same --peers list, topology, model and seed, and each its own --rank.\n"
+    "Peer R listens on the R-th endpoint and trains on shard R of the data.\n"
+    "An open swarm: start each peer with --listen and the address of any live peer\n"
+    "(--join), no rank; the swarm is whoever is alive, each peer draws its own\n"
+    "seeded stream of batches over the whole training set, and a newcomer starts\n"
+    "from the parameters its neighbours hold. Each round a peer sends its parameters\n"
     "to its neighbours in the topology while it computes its gradient, averages what\n"
     "arrives with the topology's weights and steps its optimizer. A neighbour that\n"
     "misses the round's deadline is left out of that round (its weight goes to the\n"
@@ -49,7 +55,8 @@ static const char usage_head[] =
     "the heartbeat timeout (2 s), leaving, or left behind is not waited for.\n"
     "\n"
     "Swarm:\n"
-    "  --rank R               this peer's index in the peer list (required)\n"
+    "  --rank R               this peer's index in the peer list (required with\n"
+    "                         --peers)\n"
     "  --peers LIST           comma-separated ZeroMQ endpoints of every peer, in rank\n"
     "                         order, e.g. tcp://10.0.0.1:7000,tcp://10.0.0.2:7000;\n"
     "                         with --membership swim an entry may be - (address not\n"
@@ -57,8 +64,9 @@ static const char usage_head[] =
     "                         stale: one live peer listed is enough to join\n"
     "  --peers-file FILE      the same list, one endpoint a line (# comments); a second\n"
     "                         column may give the peer's public key (Z85 or a .pub file)\n"
-    "  --listen ADDR          address to bind (default: this peer's endpoint;\n"
-    "                         tcp://0.0.0.0:PORT listens on every interface)\n"
+    "  --listen ADDR          address to bind (default: this peer's endpoint in the\n"
+    "                         list; required in an open swarm; tcp://0.0.0.0:PORT\n"
+    "                         listens on every interface)\n"
     "  --swarm NAME           swarm name; peers of other swarms are ignored\n"
     "                         (default: rumor)\n"
     "  --topology SPEC        ring, torus:RxC, exp, onepeer-exp, hypercube:D, complete,\n"
@@ -71,7 +79,8 @@ static const char usage_head[] =
     "                         addresses spread with the membership, so a peer that\n"
     "                         comes back elsewhere is found again) and the topology\n"
     "                         family is laid over the living, sorted by id, with\n"
-    "                         Metropolis-Hastings weights (default: static)\n"
+    "                         Metropolis-Hastings weights (default: static with\n"
+    "                         --peers; an open swarm is always swim)\n"
     "  --weights SCHEME       mh, maxdeg, uniform, bestconst, fmmc or file:W from\n"
     "                         'rumor-topo weights' (default: mh)\n"
     "  --mode MODE            dpsgd (gossip, synchronous rounds), async (gossip that\n"
@@ -141,6 +150,24 @@ static const char usage_head[] =
     "  --allow-alone          exit 0 even if no neighbour's parameters ever arrived\n"
     "                         (default: such a run is an error, exit status 1)\n"
     "\n"
+    "Open membership (no --rank, no --peers):\n"
+    "  --join LIST            addresses of live peers to join through, comma-separated\n"
+    "                         HOST:PORT or tcp://HOST:PORT (a founding peer gives\n"
+    "                         none); on a secure swarm NAME@HOST:PORT names the key\n"
+    "                         expected there (an allow-list name such as peer-0, a\n"
+    "                         Z85 key or a .pub file), else every allowed key is\n"
+    "                         tried there. A joiner that reaches nobody within\n"
+    "                         --start-timeout exits 1 and says so\n"
+    "  --advertise ADDR       the address the others reach this peer at, spread with\n"
+    "                         the membership (default: --listen's; required when\n"
+    "                         --listen binds every interface)\n"
+    "  --min-peers N          wait (at most --start-timeout) until N peers, this one\n"
+    "                         included, are alive before the first round, 1 to 4096\n"
+    "                         (default: 1, or 2 with --join)\n"
+    "  --max-peers N          the most peers this one meets in its life, a slot each\n"
+    "                         (plaintext peers get a new id every life), 2 to 65536\n"
+    "                         (default: 256)\n"
+    "\n"
     "Security (CurveZMQ; on unless --insecure):\n"
     "  --keys FILE            this peer's secret key file (from rumor-peer keygen;\n"
     "                         must not be readable by group or others)\n"
@@ -199,7 +226,11 @@ static const char usage_tail[] =
     "    rumor-peer --rank $r --peers $P --keys keys/peer-$r.key --allow keys --epochs 3 &\n"
     "  done; wait\n"
     "  # the same with a config file holding the shared settings\n"
-    "  rumor-peer -c swarm.ini --rank 2\n";
+    "  rumor-peer -c swarm.ini --rank 2\n"
+    "  # an open swarm: a founder, then any number of peers joining through it\n"
+    "  rumor-peer --listen tcp://10.0.0.1:7000 --keys keys/a.key --allow keys --epochs 3\n"
+    "  rumor-peer --listen tcp://10.0.0.2:7000 --join 10.0.0.1:7000 --keys keys/b.key \\\n"
+    "      --allow keys --epochs 3\n";
 
 struct options {
     struct rumor_train_opts t;
@@ -216,6 +247,8 @@ struct options {
     double round_timeout, min_round_timeout, start_timeout, chunk_mb, max_message_mb,
         leave_timeout, throttle;
     const char *metrics_listen;
+    const char *join, *advertise; /* open membership */
+    int min_peers, max_peers;
 };
 
 static const rumor_opt_t option_table[] = {
@@ -259,6 +292,10 @@ static const rumor_opt_t option_table[] = {
     { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
     { "leave-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, leave_timeout), 0.1, 3600, NULL, 0 },
     { "metrics-listen", 0, RUMOR_OPT_STR, offsetof(struct options, metrics_listen), 0, 0, NULL, 0 },
+    { "join", 0, RUMOR_OPT_STR, offsetof(struct options, join), 0, 0, NULL, 0 },
+    { "advertise", 0, RUMOR_OPT_STR, offsetof(struct options, advertise), 0, 0, NULL, 0 },
+    { "min-peers", 0, RUMOR_OPT_INT, offsetof(struct options, min_peers), 1, 4096, NULL, 0 },
+    { "max-peers", 0, RUMOR_OPT_INT, offsetof(struct options, max_peers), 2, 65536, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -294,6 +331,8 @@ struct peer {
     rumor_outer_t *outer;     /* --outer: the anchor and momentum */
     rumor_prom_t *prom;       /* --metrics-listen: Prometheus metrics */
     rumor_prom_snapshot_t snap; /* what it shows: updated after each round */
+    rumor_peer_open_t open;   /* open membership (no --rank): --join, the id */
+    int is_open;
 };
 
 /* A public key given as 40 Z85 characters or as a key file. */
@@ -304,9 +343,8 @@ static int parse_public(const char *s, uint8_t pk[32])
     return rumor_curve_read_public(s, pk);
 }
 
-/* Secure mode: this peer's keypair, the allow-list, every peer's public
- * key (peers file column, --peer-keys, or the allow-list entry peer-R). */
-static int load_security(struct peer *p, const struct options *o)
+/* Secure mode: this peer's keypair and the allow-list. */
+static int load_keys(struct peer *p, const struct options *o)
 {
     if (!o->keys || !o->allow)
         return rumor_err_set(RUMOR_EINVAL,
@@ -315,11 +353,24 @@ static int load_security(struct peer *p, const struct options *o)
                              "CURVE without an allow-list would admit anyone. --insecure runs "
                              "plaintext");
     p->keys = calloc(1, sizeof *p->keys);
-    p->peer_keys = calloc((size_t)p->pl.n, sizeof *p->peer_keys);
-    if (!p->keys || !p->peer_keys)
+    if (!p->keys)
         return rumor_err_set(RUMOR_ENOMEM, "out of memory");
     RUMOR_CHECK(rumor_curve_read_keys(o->keys, p->keys));
     RUMOR_CHECK(rumor_allowlist_load(o->allow, &p->allow));
+    if (p->pl.n == 0 && !rumor_allowlist_contains(p->allow, p->keys->public_key))
+        rumor_warn("this peer's own key is not on the allow-list %s: the others will refuse it",
+                   o->allow);
+    return 0;
+}
+
+/* Secure mode with a list: also every peer's public key (peers file
+ * column, --peer-keys, or the allow-list entry peer-R). */
+static int load_security(struct peer *p, const struct options *o)
+{
+    RUMOR_CHECK(load_keys(p, o));
+    p->peer_keys = calloc((size_t)p->pl.n, sizeof *p->peer_keys);
+    if (!p->peer_keys)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
     char *list = o->peer_keys ? strdup(o->peer_keys) : NULL, *save = NULL;
     char *tok = list ? strtok_r(list, ",", &save) : NULL;
     int rc = 0;
@@ -402,17 +453,68 @@ static void peer_free(struct peer *p)
     free(p->keys);
     free(p->peer_keys);
     rumor_allowlist_destroy(&p->allow);
+    rumor_peer_open_free(&p->open);
 }
 
-static int fail(struct peer *p, int rank, const char *what)
+/* "rumor-peer 3" (a list's rank) or "rumor-peer 1a2b3c4d" (open membership:
+ * the id's first 8 hex digits), for messages. */
+static char label[48] = "rumor-peer";
+
+static int fail(struct peer *p, const char *what)
 {
     if (what)
-        fprintf(stderr, "rumor-peer %d: %s: %s\n", rank, what, rumor_err_msg());
+        fprintf(stderr, "%s: %s: %s\n", label, what, rumor_err_msg());
     else
-        fprintf(stderr, "rumor-peer %d: %s\n", rank, rumor_err_msg());
+        fprintf(stderr, "%s: %s\n", label, rumor_err_msg());
     rumor_debug("error trace: %s", rumor_err_trace());
     peer_free(p);
     return 1;
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "rumor-peer: %s\nTry 'rumor-peer --help' for more information.\n", msg);
+    return 2;
+}
+
+/* A list (--rank and --peers) or open membership (--listen, --join): the
+ * options of one and not the other. Returns 2, or -1 when they fit. */
+static int check_membership_args(struct options *o)
+{
+    int listed = o->rank >= 0 || o->peers || o->peers_file;
+    if (!listed && !o->listen && !o->join && !o->advertise)
+        return usage_error("give --rank R and --peers LIST (a swarm of a fixed list), or "
+                           "--listen ADDR [--join HOST:PORT] (open membership: no rank)");
+    if (listed && o->rank < 0)
+        return usage_error("--rank is required with --peers (without both, a peer joins with "
+                           "--listen ADDR --join HOST:PORT)");
+    if (listed && (o->join || o->advertise || o->min_peers))
+        return usage_error("--join, --advertise and --min-peers are open membership's: without "
+                           "--rank and --peers");
+    if (!o->membership)
+        o->membership = listed ? "static" : "swim";
+    if (listed)
+        return -1;
+    if (!o->listen)
+        return usage_error("open membership needs --listen ADDR (the address to bind)");
+    if (strcmp(o->membership, "swim") != 0)
+        return usage_error("open membership is SWIM membership: --membership static needs "
+                           "--rank and --peers");
+    if (strcmp(o->mode, "dpsgd") != 0)
+        return usage_error(strcmp(o->mode, "async") == 0
+                               ? "open membership runs --mode dpsgd (async keeps per-neighbour "
+                                 "state for a fixed list)"
+                               : "open membership runs --mode dpsgd (the all-reduce baseline "
+                                 "needs a fixed ring of ranks)");
+    if (o->peer_keys)
+        return usage_error("--peer-keys names the keys of a list's ranks: an open swarm's keys "
+                           "are the allow-list's");
+    if (strchr(o->topology, ':') && strncmp(o->topology, "rreg:", 5) != 0) {
+        fprintf(stderr, "rumor-peer: open membership lays a topology family over the peers "
+                        "alive ('ring', 'exp', 'torus', ...), not '%s'\n", o->topology);
+        return 2;
+    }
+    return -1;
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -437,7 +539,8 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->balance_max = 4;
     o->local_steps = 1;
     o->compress = "none";
-    o->membership = "static";
+    o->membership = NULL; /* static with a list; open membership is swim */
+    o->max_peers = 256;
     o->start_timeout = 60;
     o->chunk_mb = 1;
     o->max_message_mb = 64;
@@ -447,11 +550,9 @@ static int parse_args(int argc, char **argv, struct options *o)
     int rc = rumor_train_opts_parse("rumor-peer", option_table, o, argc, argv, usage_head, usage_tail);
     if (rc >= 0)
         return rc;
-    if (o->rank < 0) {
-        fprintf(stderr, "rumor-peer: --rank is required\nTry 'rumor-peer --help' for more "
-                        "information.\n");
-        return 2;
-    }
+    rc = check_membership_args(o);
+    if (rc >= 0)
+        return rc;
     if (o->local_steps > 1 && !strcmp(o->mode, "allreduce")) {
         fprintf(stderr, "rumor-peer: --local-steps gossips parameters every H steps: it needs "
                         "--mode dpsgd or async (not allreduce)\n");
@@ -574,7 +675,9 @@ static void sleep_unless_leaving(double s)
 /* Writes a checkpoint of the peer's state after `round` rounds. */
 static int save_checkpoint(struct peer *p, const struct options *opts, long round)
 {
-    int rc = rumor_trainer_save(p->tr, opts->checkpoint_dir, opts->swarm, opts->rank, round,
+    int rc = rumor_trainer_save(p->tr, opts->checkpoint_dir,
+                                p->is_open ? p->open.ckpt_swarm : opts->swarm,
+                                p->is_open ? 0 : opts->rank, round,
                                 opts->keep_checkpoints);
     if (rc == 0) {
         struct timespec ts;
@@ -583,6 +686,87 @@ static int save_checkpoint(struct peer *p, const struct options *opts, long roun
         rumor_prom_publish(p->prom, &p->snap);
     }
     return rc;
+}
+
+/* A swarm of a list (--rank, --peers): the list, the keys, the graph.
+ * Returns an exit status, or -1 to go on. */
+static int setup_list(struct peer *p, const struct options *opts)
+{
+    int rank = opts->rank;
+    if (read_peers(opts, &p->pl) < 0) {
+        fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+        return 2;
+    }
+    int N = p->pl.n;
+    if (rank >= N) {
+        fprintf(stderr, "rumor-peer: --rank %d but the peer list has %d endpoint%s\n", rank, N,
+                N == 1 ? "" : "s");
+        return 2;
+    }
+    if (!p->pl.ep[rank]) {
+        fprintf(stderr, "rumor-peer: --rank %d: this peer's own entry in the peer list is '-'; "
+                        "give the address the others reach it at\n", rank);
+        return 2;
+    }
+    if (p->pl.unknown && strcmp(opts->membership, "swim") != 0) {
+        fprintf(stderr, "rumor-peer: the peer list has %d entr%s given as '-' (address not "
+                        "known): only --membership swim learns addresses from the swarm\n",
+                p->pl.unknown, p->pl.unknown == 1 ? "y" : "ies");
+        return 2;
+    }
+    /* ---- security: CurveZMQ unless --insecure */
+    if (opts->insecure) {
+        fprintf(stderr, "rumor-peer %d: WARNING: --insecure: plaintext gossip; anyone who can "
+                        "reach this port can join the swarm, read its parameters and poison "
+                        "them\n", rank);
+    } else if (load_security(p, opts) < 0) {
+        fprintf(stderr, "rumor-peer %d: security: %s\n", rank, rumor_err_msg());
+        return rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
+    }
+    /* ---- topology: the same spec string as rumor-topo */
+    char spec[512];
+    if (strchr(opts->topology, ':'))
+        snprintf(spec, sizeof spec, "%s", opts->topology);
+    else
+        snprintf(spec, sizeof spec, "%s:%d", opts->topology, N);
+    int rc = rumor_topo_parse(spec, &p->topo);
+    if (rc == 0 && p->topo->n != N)
+        rc = rumor_err_set(RUMOR_EINVAL, "'%s' has %d peers but the peer list has %d", spec,
+                           p->topo->n, N);
+    if (rc < 0) {
+        fprintf(stderr, "rumor-peer %d: topology: %s\n", rank, rumor_err_msg());
+        return 1;
+    }
+    if (opts->weights && rumor_topo_set_weights(p->topo, opts->weights) < 0) {
+        fprintf(stderr, "rumor-peer %d: weights: %s\n", rank, rumor_err_msg());
+        return 1;
+    }
+    return -1;
+}
+
+/* An open swarm (--listen, --join, no rank): the keys, the join addresses
+ * and this peer's id. Returns an exit status, or -1 to go on. */
+static int setup_open(struct peer *p, const struct options *opts)
+{
+    if (opts->insecure)
+        fprintf(stderr, "rumor-peer: WARNING: --insecure: plaintext gossip; anyone who can reach "
+                        "this port can join the swarm, read its parameters and poison them\n");
+    else if (load_keys(p, opts) < 0) {
+        fprintf(stderr, "rumor-peer: security: %s\n", rumor_err_msg());
+        return rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
+    }
+    if (rumor_peer_open_init(&p->open, opts->join, opts->listen, opts->advertise, opts->swarm,
+                             p->keys, p->allow) < 0) {
+        fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+        return 2;
+    }
+    if (opts->weights && strcmp(opts->weights, "mh") != 0) {
+        fprintf(stderr, "rumor-peer: --weights %s: a graph over the living takes "
+                        "Metropolis-Hastings weights (each peer's row from the degrees it sees)\n",
+                opts->weights);
+        return 2;
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -600,66 +784,37 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     struct rumor_train_opts o = opts.t;
-    int rank = opts.rank;
-    char tag[32];
-    snprintf(tag, sizeof tag, "peer %d", rank);
-    rumor_log_set_tag(tag);
-
     struct peer p;
     memset(&p, 0, sizeof p);
-    if (read_peers(&opts, &p.pl) < 0) {
-        fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+    p.is_open = opts.rank < 0;
+    int rank = p.is_open ? 0 : opts.rank;
+    rc = p.is_open ? setup_open(&p, &opts) : setup_list(&p, &opts);
+    if (rc >= 0) {
         peer_free(&p);
-        return 2;
+        return rc;
     }
-    int N = p.pl.n;
-    if (rank >= N) {
-        fprintf(stderr, "rumor-peer: --rank %d but the peer list has %d endpoint%s\n", rank, N,
-                N == 1 ? "" : "s");
-        peer_free(&p);
-        return 2;
+    /* names for messages: the rank, or in open membership the id */
+    int N = p.is_open ? 1 : p.pl.n;
+    char tag[32], who[48], pname[32];
+    if (p.is_open) {
+        snprintf(tag, sizeof tag, "%s", p.open.name);
+        snprintf(who, sizeof who, "rumor-%s", p.open.name);
+        snprintf(pname, sizeof pname, "%s", p.open.name);
+    } else {
+        snprintf(tag, sizeof tag, "peer %d", rank);
+        snprintf(who, sizeof who, "rumor-peer %d/%d", rank, N);
+        snprintf(pname, sizeof pname, "peer %d", rank);
     }
-    if (!p.pl.ep[rank]) {
-        fprintf(stderr, "rumor-peer: --rank %d: this peer's own entry in the peer list is '-'; "
-                        "give the address the others reach it at\n", rank);
-        peer_free(&p);
-        return 2;
-    }
-    if (p.pl.unknown && strcmp(opts.membership, "swim") != 0) {
-        fprintf(stderr, "rumor-peer: the peer list has %d entr%s given as '-' (address not "
-                        "known): only --membership swim learns addresses from the swarm\n",
-                p.pl.unknown, p.pl.unknown == 1 ? "y" : "ies");
-        peer_free(&p);
-        return 2;
-    }
-
-    /* ---- security: CurveZMQ unless --insecure */
-    if (opts.insecure) {
-        fprintf(stderr, "rumor-peer %d: WARNING: --insecure: plaintext gossip; anyone who can reach "
-                        "this port can join the swarm, read its parameters and poison them\n",
-                rank);
-    } else if (load_security(&p, &opts) < 0) {
-        int code = rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
-        fprintf(stderr, "rumor-peer %d: security: %s\n", rank, rumor_err_msg());
-        peer_free(&p);
-        return code;
-    }
-
-    /* ---- topology: the same spec string as rumor-topo */
+    snprintf(label, sizeof label, "rumor-%s", pname);
+    rumor_log_set_tag(tag);
+    const char *ckpt_swarm = p.is_open ? p.open.ckpt_swarm : opts.swarm;
     char spec[512];
-    if (strchr(opts.topology, ':'))
+    if (p.is_open)
+        snprintf(spec, sizeof spec, "%s over the peers alive", opts.topology);
+    else if (strchr(opts.topology, ':'))
         snprintf(spec, sizeof spec, "%s", opts.topology);
     else
         snprintf(spec, sizeof spec, "%s:%d", opts.topology, N);
-    if (rumor_topo_parse(spec, &p.topo) < 0)
-        return fail(&p, rank, "topology");
-    if (p.topo->n != N) {
-        rumor_err_set(RUMOR_EINVAL, "'%s' has %d peers but the peer list has %d", spec,
-                      p.topo->n, N);
-        return fail(&p, rank, "topology");
-    }
-    if (opts.weights && rumor_topo_set_weights(p.topo, opts.weights) < 0)
-        return fail(&p, rank, "weights");
 
     /* ---- device, data, model, optimizer: the trainer. Every peer starts
      * from the same model (the same seed) and runs the same rounds per
@@ -667,11 +822,16 @@ int main(int argc, char **argv)
      * reads the parameters from host memory. */
     rumor_trainer_config_t tc;
     if (rumor_train_opts_config(&o, rank, N, &tc) < 0) { /* bad usage */
-        fail(&p, rank, NULL);
+        fail(&p, NULL);
         return 2;
     }
     tc.lockstep = 1;
     tc.host_params = 1;
+    /* open membership: no shards; each peer its own seeded stream over the
+     * whole training set (its id picks the stream), so a peer that leaves
+     * for good takes no data with it */
+    if (p.is_open)
+        tc.data_stream = p.open.id;
     /* --local-steps H: a round is H optimizer steps; the schedule and the
      * data count steps, the swarm counts rounds */
     long H = opts.local_steps;
@@ -679,7 +839,7 @@ int main(int argc, char **argv)
     tc.eval_batches = rumor_source_spec_kind(o.data, NULL) == RUMOR_BATCH_TOKENS ? 16 : 0;
     double t_load = rumor_now();
     if (rumor_trainer_create(&tc, &p.tr) < 0)
-        return fail(&p, rank, NULL);
+        return fail(&p, NULL);
     double t_loaded = rumor_now() - t_load;
     long per_epoch = p.tr->steps_per_epoch / H, total_rounds = p.tr->total_steps;
     if (per_epoch < 1)
@@ -688,41 +848,48 @@ int main(int argc, char **argv)
         total_rounds = opts.rounds ? opts.rounds : per_epoch * o.epochs;
     size_t nparams = p.tr->model->nparams;
     /* every event names its peer: peers may share the file (progress.h) */
+    char idhex[24];
+    snprintf(idhex, sizeof idhex, "%016llx", (unsigned long long)p.open.id);
     if (o.metrics && (rumor_metrics_open(&p.metrics, o.metrics) < 0 ||
-                      rumor_metrics_tag_int(&p.metrics, "rank", rank) < 0 ||
+                      (p.is_open ? rumor_metrics_tag_str(&p.metrics, "peer", idhex)
+                                 : rumor_metrics_tag_int(&p.metrics, "rank", rank)) < 0 ||
                       rumor_metrics_tag_str(&p.metrics, "swarm", opts.swarm) < 0))
-        return fail(&p, rank, "metrics");
+        return fail(&p, "metrics");
     p.avg = malloc(nparams * sizeof(float));
     if (!p.avg) {
         rumor_err_set(RUMOR_ENOMEM, "out of memory");
-        return fail(&p, rank, "memory");
+        return fail(&p, "memory");
     }
 
     /* ---- resume from the newest checkpoint that loads */
     long first_round = 0;
     if (opts.checkpoint_dir) {
         char path[1024];
-        /* only this swarm and rank's own checkpoints (see checkpoint.h) */
+        /* only this swarm and rank's own checkpoints (see checkpoint.h);
+         * open membership: this id's (its key's: a plaintext peer's id is
+         * new in every life, and it fetches the swarm's state instead) */
         long round = 0;
-        int lrc = rumor_trainer_resume_latest(p.tr, opts.checkpoint_dir, opts.swarm, rank, &round,
+        int lrc = rumor_trainer_resume_latest(p.tr, opts.checkpoint_dir, ckpt_swarm, rank, &round,
                                               path, sizeof path);
         if (lrc < 0)
-            return fail(&p, rank, "checkpoint");
+            return fail(&p, "checkpoint");
         if (lrc == 0) {
             first_round = round < total_rounds ? round : total_rounds;
             /* stderr, even with -q: which file a run continues matters */
-            fprintf(stderr, "rumor-peer %d/%d: resumed from %s at round %ld%s\n", rank, N, path,
+            fprintf(stderr, "%s: resumed from %s at round %ld%s\n", who, path,
                     first_round, round > total_rounds ? " (the last of this run)" : "");
         }
     }
 
     /* ---- --metrics-listen: before joining, so a bad address joins nobody */
-    p.snap.rank = rank;
+    p.snap.rank = p.is_open ? -1 : rank;
+    if (p.is_open)
+        snprintf(p.snap.peer, sizeof p.snap.peer, "%s", idhex);
     p.snap.peers = N;
     p.snap.rounds_total = total_rounds;
     p.snap.test_accuracy = p.snap.eval_loss = -1;
     if (opts.metrics_listen && rumor_prom_start(opts.metrics_listen, &p.prom) < 0)
-        return fail(&p, rank, "metrics");
+        return fail(&p, "metrics");
 
     /* ---- the swarm */
     int async = strcmp(opts.mode, "async") == 0;
@@ -744,6 +911,18 @@ int main(int argc, char **argv)
     mc.min_round_timeout = opts.min_round_timeout;
     mc.async = async;
     char family[256] = "";
+    const char *self_ep = p.open.advertise;
+    if (p.is_open) { /* the swarm is whoever SWIM finds alive (mixer.h, max_peers) */
+        mc.endpoints = &self_ep;
+        mc.max_peers = opts.max_peers;
+        mc.seeds = (const char *const *)p.open.join.ep;
+        mc.nseeds = p.open.join.n;
+        mc.seed_keys = p.open.key_of;
+        mc.min_members = opts.min_peers > 0 ? opts.min_peers : 1;
+        if (p.open.join.n && mc.min_members < 2)
+            mc.min_members = 2; /* a joiner must reach someone */
+        mc.ids = &p.open.id;
+    }
     if (strcmp(opts.membership, "swim") == 0) {
         /* the family of the spec: "ring:8" -> "ring" */
         snprintf(family, sizeof family, "%s", opts.topology);
@@ -753,7 +932,7 @@ int main(int argc, char **argv)
             rumor_err_set(RUMOR_EINVAL, "--membership swim takes a topology family without a "
                                         "size ('ring', 'exp', 'torus', ...), not '%s'",
                           opts.topology);
-            return fail(&p, rank, "membership");
+            return fail(&p, "membership");
         }
     }
     mc.conns_per_peer = opts.connections;
@@ -765,19 +944,19 @@ int main(int argc, char **argv)
     mc.dev = p.tr->dev; /* the mixing arithmetic runs on the trainer's device's ops */
     mc.first_round = first_round;
     if (rumor_codec_parse(opts.compress, &mc.codec) < 0) /* checked with the arguments */
-        return fail(&p, rank, "--compress");
+        return fail(&p, "--compress");
     /* --compress with --mode allreduce: the gradients' all-reduce is coded
      * (the swarm average at the end stays f32) */
     int coded_allreduce = !dpsgd && mc.codec.kind != RUMOR_CODEC_NONE;
     mc.consensus_step = opts.consensus_step;
     mc.keyframe_every = opts.keyframe_every;
     if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
-        return fail(&p, rank, "swarm");
+        return fail(&p, "swarm");
     hurry_mixer = p.mixer;
     catch_leave_signals(opts.leave_timeout);
     if (rumor_trainer_bind(p.tr, rumor_mixer_params(p.mixer)) < 0)
-        return fail(&p, rank, "model");
-    int nb = rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0);
+        return fail(&p, "model");
+    int nb = p.topo ? rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0) : 0;
     if (!o.quiet) {
         char secdesc[128];
         if (p.keys)
@@ -785,41 +964,43 @@ int main(int argc, char **argv)
                      rumor_allowlist_count(p.allow));
         else
             snprintf(secdesc, sizeof secdesc, "PLAINTEXT: --insecure");
-        printf("rumor-peer %d/%d: %s on %s, listening on %s (%s)\n", rank, N,
-               async ? "asynchronous D-PSGD" : dpsgd ? "D-PSGD" : "ring all-reduce", p.topo->desc,
-               rumor_mixer_endpoint(p.mixer), secdesc);
-        printf("rumor-peer %d/%d: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
-               rank, N, p.tr->model->spec, nparams, nparams * 4.0 / 1e6, p.tr->dev->name, nb,
+        printf("%s: %s on %s, listening on %s (%s)\n", who,
+               async ? "asynchronous D-PSGD" : dpsgd ? "D-PSGD" : "ring all-reduce",
+               p.topo ? p.topo->desc : spec, rumor_mixer_endpoint(p.mixer), secdesc);
+        if (p.is_open)
+            printf("%s: open membership: id %016llx at %s, joining through %s\n", who,
+                   (unsigned long long)p.open.id, p.open.advertise,
+                   p.open.join.n ? opts.join : "nobody (a founder)");
+        printf("%s: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n",
+               who, p.tr->model->spec, nparams, nparams * 4.0 / 1e6, p.tr->dev->name, nb,
                nb == 1 ? "" : "s");
-        char prog[48];
-        snprintf(prog, sizeof prog, "rumor-peer %d/%d", rank, N);
-        rumor_trainer_describe_pipeline(p.tr, stdout, prog);
+        rumor_trainer_describe_pipeline(p.tr, stdout, who);
         char span[64];
         if (opts.rounds)
             snprintf(span, sizeof span, "%ld rounds (--rounds)", total_rounds);
         else
             snprintf(span, sizeof span, "%d epoch%s", o.epochs, o.epochs == 1 ? "" : "s");
         if (p.tr->lm)
-            printf("rumor-peer %d/%d: %s (loaded in %.2f s), %ld rounds of %d windows of %d "
+            printf("%s: %s (loaded in %.2f s), %ld rounds of %d windows of %d "
                    "tokens per epoch, %s\n",
-                   rank, N, rumor_source_describe(p.tr->src), t_loaded, per_epoch, o.batch,
+                   who, rumor_source_describe(p.tr->src), t_loaded, per_epoch, o.batch,
                    p.tr->model->ctx, span);
         else
-            printf("rumor-peer %d/%d: shard of %ld examples (loaded in %.2f s), %ld rounds of "
+            printf("%s: %s of %ld examples (loaded in %.2f s), %ld rounds of "
                    "batch %d per epoch, %s\n",
-                   rank, N, rumor_source_train_size(p.tr->src), t_loaded, per_epoch, o.batch,
-                   span);
+                   who, p.is_open ? "its own stream over a training set" : "shard",
+                   rumor_source_train_size(p.tr->src), t_loaded, per_epoch, o.batch, span);
         if (H > 1)
-            printf("rumor-peer %d/%d: local SGD: %ld optimizer steps a round, the parameters "
-                   "gossiped once (--local-steps)\n", rank, N, H);
+            printf("%s: local SGD: %ld optimizer steps a round, the parameters "
+                   "gossiped once (--local-steps)\n", who, H);
         if (coded_allreduce) {
-            printf("rumor-peer %d/%d: coded all-reduce: %s gradients, %.2fx smaller than f32\n",
-                   rank, N, opts.compress, rumor_codec_ratio(&mc.codec));
+            printf("%s: coded all-reduce: %s gradients, %.2fx smaller than f32\n",
+                   who, opts.compress, rumor_codec_ratio(&mc.codec));
         } else if (mc.codec.kind != RUMOR_CODEC_NONE) {
             rumor_codec_t c = mc.codec;
-            printf("rumor-peer %d/%d: compressed gossip (CHOCO-SGD): %s, %.2fx smaller than "
+            printf("%s: compressed gossip (CHOCO-SGD): %s, %.2fx smaller than "
                    "f32, consensus step %.3g, f32 keyframe every %d rounds\n",
-                   rank, N, opts.compress, rumor_codec_ratio(&c),
+                   who, opts.compress, rumor_codec_ratio(&c),
                    opts.consensus_step > 0 ? opts.consensus_step
                                            : rumor_codec_default_gamma(&c),
                    opts.keyframe_every > 0 ? opts.keyframe_every
@@ -829,7 +1010,12 @@ int main(int argc, char **argv)
     }
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
     if (ready < 0)
-        return fail(&p, rank, "swarm");
+        return fail(&p, p.is_open ? "joining" : "swarm");
+    if (p.is_open) {
+        N = rumor_mixer_members(p.mixer);
+        if (!o.quiet)
+            printf("%s: joined a swarm of %d peer%s alive\n", who, N, N == 1 ? "" : "s");
+    }
     rumor_metrics_write(&p.metrics,
                         "\"event\":\"start\",\"peers\":%d,\"mode\":\"%s\","
                         "\"topology\":\"%s\",\"model\":\"%s\",\"params\":%zu,\"rounds\":%ld,"
@@ -842,20 +1028,27 @@ int main(int argc, char **argv)
     long catch_ups = 0;
     if (dpsgd && !async) { /* an asynchronous peer just follows the clock */
         long sr = rumor_mixer_swarm_round(p.mixer);
-        if (sr > k + opts.catch_up_rounds) {
+        /* open membership: a newcomer (nothing resumed) starts from the
+         * swarm's parameters, fetched from its neighbours (catchup.h) */
+        int newcomer = p.is_open && first_round == 0;
+        if (rumor_catchup_at_start(opts.catch_up_rounds, newcomer, sr, k) ==
+            RUMOR_CATCHUP_FETCH) {
             long nk;
             if (!o.quiet)
-                printf("rumor-peer %d/%d: the swarm is at round %ld: fetching its state\n", rank,
-                       N, sr);
+                printf("%s: the swarm is at round %ld: fetching its state\n", who, sr);
             if (rumor_mixer_catch_up(p.mixer, &nk, &params, opts.start_timeout) < 0)
                 rumor_warn("catching up: %s; training from round %ld", rumor_err_msg(), k);
             else {
                 catch_ups++;
                 k = nk < total_rounds ? nk : total_rounds;
                 if (rumor_trainer_bind(p.tr, params) < 0)
-                    return fail(&p, rank, "model");
+                    return fail(&p, "model");
+                /* a newcomer takes up the swarm's learning-rate schedule
+                 * (and draws on in its own stream from there) */
+                if (newcomer)
+                    rumor_trainer_set_optim_steps(p.tr, k * H);
                 if (!o.quiet)
-                    printf("rumor-peer %d/%d: joined at round %ld\n", rank, N, k);
+                    printf("%s: joined at round %ld\n", who, k);
             }
         }
     }
@@ -865,9 +1058,9 @@ int main(int argc, char **argv)
     if (opts.outer) {
         rumor_outer_config_t ocfg;
         if (rumor_outer_parse(opts.outer, &ocfg) < 0) /* checked with the arguments */
-            return fail(&p, rank, "--outer");
+            return fail(&p, "--outer");
         if (rumor_outer_create(&ocfg, p.tr->stage->params, nparams, &p.outer) < 0)
-            return fail(&p, rank, "--outer");
+            return fail(&p, "--outer");
         outer = p.outer;
     }
 
@@ -879,7 +1072,7 @@ int main(int argc, char **argv)
     int gossip_row = 0; /* the trace's row for rounds, after the compute rows */
     if (o.trace) {
         if (rumor_trace_open(o.trace, start, &p.trace) < 0)
-            return fail(&p, rank, NULL);
+            return fail(&p, NULL);
         gossip_row = rumor_trainer_trace_rows(p.tr, p.trace);
         rumor_trace_row(p.trace, gossip_row, dpsgd ? "gossip" : "all-reduce");
     }
@@ -913,17 +1106,17 @@ int main(int argc, char **argv)
             long tl = rumor_trainer_optim_steps(p.tr), ex;
             double c0 = rumor_now();
             if (rumor_trainer_grads_many(p.tr, tl, 1, &loss, &ex) < 0)
-                return fail(&p, rank, NULL);
+                return fail(&p, NULL);
             if (opts.throttle > 1)
                 sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - c0));
             if (rumor_trainer_update(p.tr, NULL) < 0)
-                return fail(&p, rank, "optimizer step");
+                return fail(&p, "optimizer step");
             examples += ex;
         }
         long t = rumor_trainer_optim_steps(p.tr);
         rumor_batch_t batch;
         if (rumor_trainer_batch(p.tr, t, &batch) < 0)
-            return fail(&p, rank, "data");
+            return fail(&p, "data");
         long bs = batch.n;
         /* --balance batch: this round's batches, drawn on from the last
          * round's (a balanced peer walks its shard at its own pace) */
@@ -940,21 +1133,21 @@ int main(int argc, char **argv)
             /* send x(k) while computing the gradient at x(k); then
              * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
-                return fail(&p, rank, "round");
+                return fail(&p, "round");
             t_compute = rumor_now();
             if (!outer && (balancing ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
                                      : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)
-                return fail(&p, rank, NULL);
+                return fail(&p, NULL);
             if (opts.throttle > 1 && !outer)
                 sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - t_compute));
             t_computed = rumor_now();
             float *mixed;
             if (rumor_mixer_round_end(p.mixer, k, &mixed, &st) < 0)
-                return fail(&p, rank, "round");
+                return fail(&p, "round");
             if (outer) /* the mix becomes the outer step's target: x = the new anchor */
                 rumor_outer_step(outer, mixed);
             if (rumor_trainer_bind(p.tr, mixed) < 0) /* after every change to it */
-                return fail(&p, rank, "model");
+                return fail(&p, "model");
             wait_total += st.wait_s;
             last_dis = st.disagreement;
             dis_sum += st.disagreement;
@@ -968,7 +1161,7 @@ int main(int argc, char **argv)
             }
         } else {
             if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
-                return fail(&p, rank, NULL);
+                return fail(&p, NULL);
             double t0 = t_computed = rumor_now();
             if (rumor_mixer_allreduce_mean(p.mixer, p.tr->stage->grads, nparams, k,
                                            opts.round_timeout, coded_allreduce) < 0) {
@@ -977,13 +1170,13 @@ int main(int argc, char **argv)
                 allreduce_failures++;
                 rumor_warn("round %ld: %s; stepping on the local gradient", k, rumor_err_msg());
                 if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
-                    return fail(&p, rank, NULL);
+                    return fail(&p, NULL);
             }
             wait_total += rumor_now() - t0;
         }
         t_mixed = rumor_now();
         if (!outer && rumor_trainer_update(p.tr, NULL) < 0)
-            return fail(&p, rank, "optimizer step");
+            return fail(&p, "optimizer step");
         if (p.trace) {
             char args[128], name[32];
             rumor_trainer_trace(p.tr, p.trace, t, t_compute, t_computed, t_mixed, rumor_now());
@@ -1016,7 +1209,7 @@ int main(int argc, char **argv)
                     catch_ups++;
                     fetched = 1;
                     if (rumor_trainer_bind(p.tr, params) < 0)
-                        return fail(&p, rank, "model");
+                        return fail(&p, "model");
                     if (outer)
                         rumor_outer_reset(outer, params);
                     next = nk;
@@ -1024,7 +1217,7 @@ int main(int argc, char **argv)
             }
             if (!fetched) {
                 if (rumor_mixer_jump(p.mixer, target) < 0)
-                    return fail(&p, rank, "round");
+                    return fail(&p, "round");
                 next = target;
             }
         }
@@ -1056,7 +1249,7 @@ int main(int argc, char **argv)
                                 "\"bytes_received\":%llu,\"wait_s\":%.3f,\"deadline_s\":%.3f,"
                                 "\"members\":%d,\"in_neighbors\":%d,\"complete\":%d,"
                                 "\"rejected\":%llu,\"connections\":%s,\"bubble\":%.4f,"
-                                "\"batches\":%d",
+                                "\"batches\":%d,\"round_wait_s\":%.4f,\"timed_out\":%d",
                                 k, epoch, (double)loss, examples / el, last_dis,
                                 (unsigned long long)st.bytes_sent,
                                 (unsigned long long)st.bytes_received, wait_total, deadline,
@@ -1064,7 +1257,8 @@ int main(int argc, char **argv)
                                 (unsigned long long)live_rejected(p.mixer),
                                 live_connections(p.mixer, conns_json, sizeof conns_json),
                                 p.tr->pipe ? p.tr->bubble : 0.0,
-                                balancing ? rumor_balance_batches(&bal) : 1);
+                                balancing ? rumor_balance_batches(&bal) : 1,
+                                dpsgd ? st.wait_s : 0.0, dpsgd ? st.timed_out : 0);
         if (p.prom) { /* the snapshot Prometheus scrapes */
             rumor_prom_snapshot_t *s = &p.snap;
             rumor_mixer_counters_t mcn;
@@ -1094,7 +1288,7 @@ int main(int argc, char **argv)
         double epoch_s = rumor_now() - epoch_start;
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
         if (evaluated && evaluate(&p, NULL, &acc, &tloss) < 0)
-            return fail(&p, rank, "evaluation");
+            return fail(&p, "evaluation");
         if (evaluated) {
             evaluated_at = k;
             if (p.tr->lm)
@@ -1132,14 +1326,14 @@ int main(int argc, char **argv)
     double seconds = rumor_now() - start;
     /* a peer that caught up at the very end trained no epoch to its end */
     if (!leaving && evaluated_at != k && evaluate(&p, NULL, &acc, &tloss) < 0)
-        return fail(&p, rank, "evaluation");
+        return fail(&p, "evaluation");
 
     /* ---- preempted: checkpoint, tell the neighbours, exit 0 */
     if (leaving) {
         int crc = opts.checkpoint_dir ? save_checkpoint(&p, &opts, k) : 0;
         if (crc < 0)
-            fprintf(stderr, "rumor-peer %d: checkpoint while leaving: %s\n", rank, rumor_err_msg());
-        printf("peer %d: left at round %ld on signal %d after %.1f s%s%s\n", rank, k,
+            fprintf(stderr, "%s: checkpoint while leaving: %s\n", label, rumor_err_msg());
+        printf("%s: left at round %ld on signal %d after %.1f s%s%s\n", pname, k,
                (int)leave_signal, seconds, opts.checkpoint_dir && crc == 0 ? "; checkpoint in " : "",
                opts.checkpoint_dir && crc == 0 ? opts.checkpoint_dir : "");
         rumor_metrics_write(&p.metrics, "\"event\":\"leave\",\"round\":%ld,"
@@ -1152,27 +1346,33 @@ int main(int argc, char **argv)
     /* ---- a peer that trained alone although it has neighbours: say so */
     rumor_mixer_counters_t mcn;
     rumor_mixer_counters(p.mixer, &mcn);
-    int alone = N > 1 && rounds_run > 0 && mcn.rounds_mixed == 0 && !opts.allow_alone;
+    int alone = (N > 1 || p.is_open) && rounds_run > 0 && mcn.rounds_mixed == 0 &&
+                !opts.allow_alone;
 
     /* ---- the swarm's average model: all-reduce of the parameters */
     double avg_acc = -1, avg_loss = 0;
     char avg_note[300] = "";
+    int avg_members = N;
     if (!opts.no_average && !alone) {
-        memcpy(p.avg, p.tr->stage->params, nparams * sizeof(float));
-        if (rumor_mixer_allreduce_mean(p.mixer, p.avg, nparams, total_rounds,
-                                       fmax(opts.round_timeout, 10.0), 0) < 0)
+        /* with membership: over the peers alive, tried again over the
+         * survivors if one dies during it; a fixed list: every rank */
+        int tries = strcmp(opts.membership, "swim") == 0 ? 3 : 1;
+        if (rumor_peer_average(p.mixer, p.tr->stage->params, p.avg, nparams, total_rounds,
+                               fmax(opts.round_timeout, 10.0), tries) < 0)
             snprintf(avg_note, sizeof avg_note, "unavailable: %s", rumor_err_msg());
         else if (evaluate(&p, p.avg, &avg_acc, &avg_loss) < 0)
-            return fail(&p, rank, "evaluation");
+            return fail(&p, "evaluation");
+        if (tries > 1 && !avg_note[0])
+            avg_members = rumor_mixer_allreduce_size(p.mixer);
         if (!avg_note[0] && opts.save_average) {
-            char name[96];
-            snprintf(name, sizeof name, "%s-average", opts.swarm);
+            char name[200];
+            snprintf(name, sizeof name, "%s-average", ckpt_swarm);
             if (rumor_trainer_save_params(p.tr, p.avg, opts.save_average, name, rank,
                                           total_rounds) < 0)
-                return fail(&p, rank, "--save-average");
+                return fail(&p, "--save-average");
             char file[256] = "";
             if (rumor_ckpt_filename(name, rank, total_rounds, file, sizeof file) == 0)
-                printf("peer %d: swarm average saved to %s/%s\n", rank, opts.save_average, file);
+                printf("%s: swarm average saved to %s/%s\n", pname, opts.save_average, file);
         }
     }
     rumor_wire_stats_t ws;
@@ -1186,25 +1386,28 @@ int main(int argc, char **argv)
     if (rumor_transport_stats_json(&ts, conns_j, sizeof conns_j) < 0)
         snprintf(conns_j, sizeof conns_j, "{}");
     if (p.tr->lm) {
-        printf("peer %d: local validation loss %.4f\n", rank, tloss);
+        printf("%s: local validation loss %.4f\n", pname, tloss);
         if (!avg_note[0] && !opts.no_average && !alone)
-            printf("peer %d: swarm average validation loss %.4f\n", rank, avg_loss);
+            printf("%s: swarm average validation loss %.4f\n", pname, avg_loss);
     } else {
-        printf("peer %d: local test accuracy %.2f%%\n", rank, 100.0 * acc);
+        printf("%s: local test accuracy %.2f%%\n", pname, 100.0 * acc);
     }
-    if (avg_acc >= 0)
-        printf("peer %d: swarm average test accuracy %.2f%%\n", rank, 100.0 * avg_acc);
+    if (avg_acc >= 0 && p.is_open)
+        printf("%s: swarm average test accuracy %.2f%% (%d peers alive)\n", pname,
+               100.0 * avg_acc, avg_members);
+    else if (avg_acc >= 0)
+        printf("%s: swarm average test accuracy %.2f%%\n", pname, 100.0 * avg_acc);
     else if (!opts.no_average && !alone && avg_note[0])
-        printf("peer %d: swarm average %s\n", rank, avg_note);
-    printf("peer %d: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
+        printf("%s: swarm average %s\n", pname, avg_note);
+    printf("%s: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
            "received %.1f MB, waited %.1f s; messages: %s; connections: %s%s\n",
-           rank, total_rounds, rounds_run, seconds, examples / seconds, st.bytes_sent / 1e6,
+           pname, total_rounds, rounds_run, seconds, examples / seconds, st.bytes_sent / 1e6,
            st.bytes_received / 1e6, wait_total, rejects, conns,
            allreduce_failures ? " (some all-reduces failed)" : "");
     if (mcn.jumps || catch_ups || mcn.state_served)
-        printf("peer %d: caught up: %llu jumps over %llu rounds, %ld state fetches; served state "
+        printf("%s: caught up: %llu jumps over %llu rounds, %ld state fetches; served state "
                "%llu times\n",
-               rank, (unsigned long long)mcn.jumps, (unsigned long long)mcn.rounds_skipped,
+               pname, (unsigned long long)mcn.jumps, (unsigned long long)mcn.rounds_skipped,
                catch_ups, (unsigned long long)mcn.state_served);
     char wsj[2048];
     if (rumor_wire_stats_json(&ws, wsj, sizeof wsj) < 0)
@@ -1220,6 +1423,7 @@ int main(int argc, char **argv)
                         "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
                         "\"endpoints_learned\":%llu,\"rounds_mixed\":%llu,\"alone\":%s,"
                         "\"consensus_skipped\":%llu,\"compress\":\"%s\","
+                        "\"members\":%d,\"members_joined\":%llu,\"not_allowed\":%llu,"
                         "\"messages\":%s,\"connections\":%s",
                         acc, avg_acc, tloss, avg_note[0] || opts.no_average || alone ? -1.0 : avg_loss,
                         seconds, total_rounds, rounds_run, examples / seconds,
@@ -1232,14 +1436,16 @@ int main(int argc, char **argv)
                         (unsigned long long)mcn.stale_applied,
                         (unsigned long long)mcn.endpoints_learned,
                         (unsigned long long)mcn.rounds_mixed, alone ? "true" : "false",
-                        (unsigned long long)mcn.consensus_skipped, opts.compress, wsj, conns_j);
+                        (unsigned long long)mcn.consensus_skipped, opts.compress, avg_members,
+                        (unsigned long long)mcn.members_joined,
+                        (unsigned long long)mcn.not_allowed, wsj, conns_j);
     peer_free(&p);
     if (alone) {
         fprintf(stderr,
-                "rumor-peer %d: trained alone: no neighbour's parameters reached this peer in "
+                "%s: trained alone: no neighbour's parameters reached this peer in "
                 "%ld rounds (messages: %s; connections: %s). Check --peers, the keys and "
                 "--allow, and that the neighbours run; --allow-alone accepts training alone\n",
-                rank, rounds_run, rejects, conns);
+                label, rounds_run, rejects, conns);
         return 1;
     }
     return 0;

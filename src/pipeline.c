@@ -619,6 +619,13 @@ long rumor_pipeline_optim_steps(const rumor_pipeline_t *p)
     return p->S > 0 && p->st[0]->opt ? p->st[0]->opt->t : 0;
 }
 
+void rumor_pipeline_set_optim_steps(rumor_pipeline_t *p, long t)
+{
+    for (int s = 0; s < p->S; s++)
+        if (p->st[s]->opt)
+            p->st[s]->opt->t = t;
+}
+
 double rumor_pipeline_bubble(const rumor_pipeline_t *p)
 {
     double busy = 0;

@@ -154,6 +154,9 @@ int rumor_pipeline_optim_state(rumor_pipeline_t *p, rumor_optim_t *o, int to_who
 
 /* Optimizer steps taken (every stage takes each one). */
 long rumor_pipeline_optim_steps(const rumor_pipeline_t *p);
+/* Sets every stage's step count (a peer that fetched the swarm's state
+ * takes up the swarm's learning-rate schedule). */
+void rumor_pipeline_set_optim_steps(rumor_pipeline_t *p, long t);
 
 /* The measured bubble of the last step: the share of P x its wall time that
  * the devices spent waiting. */

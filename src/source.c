@@ -160,7 +160,9 @@ static int open_images(rumor_source_t *s, const char *dir)
         rc = rumor_err_set(RUMOR_EINVAL, "--data %s: shards of %ld examples hold no batch of %d",
                            c->spec, s->smallest, c->batch);
     if (rc == 0)
-        rc = rumor_loader_create(s->train_d, c->batch, c->seed + (uint64_t)c->rank, 1,
+        rc = rumor_loader_create(s->train_d, c->batch,
+                                 c->stream ? rumor_source_stream_seed(c->seed, c->stream)
+                                           : c->seed + (uint64_t)c->rank, 1,
                                  c->lockstep, &s->loader);
     if (rc == 0)
         s->per_epoch = c->lockstep ? s->smallest / c->batch
@@ -235,6 +237,18 @@ static int open_tokens(rumor_source_t *s, enum spec_kind kind, const char *files
 }
 
 /* ------------------------------------------------------------------- open */
+
+uint64_t rumor_source_stream_seed(uint64_t seed, uint64_t stream)
+{
+    uint64_t z = seed ^ (stream * 0x9e3779b97f4a7c15ULL);
+    for (int i = 0; i < 2; i++) { /* splitmix64, twice */
+        z += 0x9e3779b97f4a7c15ULL;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+    }
+    return z;
+}
 
 int rumor_source_open(const rumor_source_config_t *c, rumor_source_t **out)
 {
@@ -352,7 +366,8 @@ int rumor_source_next(rumor_source_t *s, long step, rumor_batch_t *b)
         batch_set(s, b, n, x, NULL, y);
         return n;
     }
-    RUMOR_CHECK(rumor_tokens_sample(s->train, c->seed, c->rank, c->world, step, c->batch, c->seq,
+    uint64_t seed = c->stream ? rumor_source_stream_seed(c->seed, c->stream) : c->seed;
+    RUMOR_CHECK(rumor_tokens_sample(s->train, seed, c->rank, c->world, step, c->batch, c->seq,
                                     s->tok, s->y));
     s->step = step;
     batch_set(s, b, c->batch, NULL, s->tok, s->y);

@@ -51,6 +51,12 @@ typedef struct rumor_source_config {
     uint64_t seed;       /* images: the shard permutation and, + rank, the epoch
                           * shuffles; tokens: the windows. Same on every peer. */
     int rank, world;     /* this peer's shard of world (default 0 of 1) */
+    uint64_t stream;     /* 0: the shard's order (seed + rank), as above. Else
+                          * (open membership: world 1) this peer's own seeded
+                          * stream over the whole set: images shuffled each
+                          * epoch by rumor_source_stream_seed(seed, stream),
+                          * token windows drawn with it; the shard (and
+                          * `limit`) stay what every peer shares */
     int batch;           /* examples or windows per training batch (default 8) */
     int seq;             /* tokens: T, tokens per window (default 64) */
     double val_fraction; /* text, and tokens without VAL.bin (default 0.1) */
@@ -66,6 +72,11 @@ typedef struct rumor_source_config {
 } rumor_source_config_t;
 
 void rumor_source_config_default(rumor_source_config_t *c);
+
+/* The seed of a peer's own stream (config.stream != 0): seed and stream
+ * mixed through splitmix64, so that peers whose ids are near draw
+ * unrelated orders. */
+uint64_t rumor_source_stream_seed(uint64_t seed, uint64_t stream);
 
 typedef struct rumor_source rumor_source_t;
 

@@ -218,7 +218,8 @@ static int open_pipeline(rumor_trainer_t *t)
                                    .microbatches = c->microbatches ? c->microbatches : 2 * stages,
                                    .cuts = cuts, .max_B = c->batch,
                                    .T = rumor_model_seq(t->model), .seed = c->seed,
-                                   .stream = (uint64_t)c->rank, .optim = &t->oc };
+                                   .stream = c->data_stream ? c->data_stream : (uint64_t)c->rank,
+                                   .optim = &t->oc };
     RUMOR_CHECK(rumor_pipeline_create(&pc, &t->pipe));
     /* the stages train the trainer's parameters in place where they share
      * its device's memory, and accumulate into its flat gradient (which an
@@ -289,6 +290,7 @@ static int open_all(rumor_trainer_t *t)
     sc.seed = c->seed;
     sc.rank = c->rank;
     sc.world = c->world;
+    sc.stream = c->data_stream;
     sc.batch = c->batch;
     if (t->lm) {
         sc.seq = t->model->ctx;
@@ -305,7 +307,7 @@ static int open_all(rumor_trainer_t *t)
     rumor_stage_config_t stc = { .model = t->model, .dev = t->dev, .first = 0,
                                  .last = t->model->nblocks, .max_B = c->batch,
                                  .T = rumor_model_seq(t->model), .slots = 1, .seed = c->seed,
-                                 .stream = (uint64_t)c->rank,
+                                 .stream = c->data_stream ? c->data_stream : (uint64_t)c->rank,
                                  .optim = pipelined ? NULL : &t->oc };
     TRY("model", rumor_stage_create(&stc, &t->stage));
     /* the trainer keeps the stage's own buffer, so that binding another
@@ -428,6 +430,16 @@ int rumor_trainer_grads_many(rumor_trainer_t *t, long first, int batches, float 
 float rumor_trainer_lr(const rumor_trainer_t *t)
 {
     return rumor_optim_lr_at(&t->oc, rumor_trainer_optim_steps(t));
+}
+
+void rumor_trainer_set_optim_steps(rumor_trainer_t *t, long step)
+{
+    if (step < 0)
+        step = 0;
+    if (t->pipe)
+        rumor_pipeline_set_optim_steps(t->pipe, step);
+    if (t->stage->opt)
+        t->stage->opt->t = step;
 }
 
 long rumor_trainer_optim_steps(const rumor_trainer_t *t)

@@ -40,6 +40,9 @@ typedef struct rumor_trainer_config {
     const char *device;    /* NULL: "cpu" with `threads` workers */
     int threads;           /* CPU workers (0: one per core) */
     int rank, world;       /* this process's shard (default 0 of 1) */
+    uint64_t data_stream;  /* 0: the shard's order; else (open membership, world
+                            * 1) this peer's own seeded stream over the whole
+                            * set, and its dropout stream (source.h) */
     uint64_t seed;         /* initialization, data order, dropout (default 1) */
     int batch;             /* examples or windows per step (default 128) */
     int epochs;            /* passes over the shard when steps is 0 (default 10) */
@@ -129,6 +132,11 @@ float rumor_trainer_lr(const rumor_trainer_t *t);
 /* Optimizer steps taken (restored from a checkpoint): a peer draws the
  * batch of this step next. */
 long rumor_trainer_optim_steps(const rumor_trainer_t *t);
+
+/* Sets the optimizer's step count (its learning-rate schedule and the
+ * batch drawn next): a peer that fetched the swarm's state at round k
+ * takes up the schedule where the swarm is. Moments stay as they are. */
+void rumor_trainer_set_optim_steps(rumor_trainer_t *t, long step);
 
 /* The 1-based epoch that step belongs to. */
 int rumor_trainer_epoch(const rumor_trainer_t *t, long step);

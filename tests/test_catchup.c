@@ -119,5 +119,15 @@ int main(void)
     rumor_catchup_init(&c, 0, 0.0);
     st = stats(10, -1, 0);
     EXPECT(&c, &st, 9, 0.1, RUMOR_CATCHUP_JUMP, 11); /* rounds_run 1 > 0: not fresh */
+
+    /* before the first round: a resumed or listed peer fetches only when
+     * more than catch_up_rounds behind; an open-membership newcomer when
+     * more than one round behind (its model is the initial one) */
+    CHECK(rumor_catchup_at_start(50, 0, 120, 100) == RUMOR_CATCHUP_NONE);
+    CHECK(rumor_catchup_at_start(50, 0, 151, 100) == RUMOR_CATCHUP_FETCH);
+    CHECK(rumor_catchup_at_start(50, 1, 102, 100) == RUMOR_CATCHUP_FETCH);
+    CHECK(rumor_catchup_at_start(50, 1, 101, 100) == RUMOR_CATCHUP_NONE);
+    CHECK(rumor_catchup_at_start(50, 1, -1, 0) == RUMOR_CATCHUP_NONE); /* nobody known */
+    CHECK(rumor_catchup_at_start(50, 1, 0, 0) == RUMOR_CATCHUP_NONE);  /* founders together */
     return tu_finish("test_catchup");
 }

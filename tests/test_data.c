@@ -2,6 +2,7 @@
  * and gzip'd), datasets, shards, loaders, permutations, and Fashion-MNIST
  * itself when it is installed. */
 #include "data.h"
+#include "source.h"
 #include "log.h"
 #include "testutil.h"
 
@@ -661,6 +662,90 @@ static void test_permutation(void)
         CHECKF(count[i] > 850 && count[i] < 1150, "order %d seen %d times of 6000", i, count[i]);
 }
 
+/* ----------------------------------------------------- per-peer streams */
+
+/* The example a batch row is: the test image whose first pixels it holds
+ * (normalize off: x = pixel / 255), or -1. */
+static int which_image(const float *x)
+{
+    for (int i = 0; i < N_IMG; i++) {
+        int same = 1;
+        for (int k = 0; k < 16 && same; k++)
+            same = fabsf(x[k] - pixels[(size_t)i * ROWS * COLS + k] / 255.0f) < 1e-6f;
+        if (same)
+            return i;
+    }
+    return -1;
+}
+
+/* One epoch of a source with world 1 and `stream`: the order its examples
+ * came in (order[N_IMG]); returns how many rows came. */
+static int stream_epoch(const char *dir, uint64_t stream, int *order)
+{
+    rumor_source_config_t c;
+    rumor_source_config_default(&c);
+    c.spec = dir;
+    c.seed = 7;
+    c.stream = stream;
+    c.batch = 5;
+    c.normalize = 0;
+    c.lockstep = 1;
+    rumor_source_t *s = NULL;
+    if (rumor_source_open(&c, &s) < 0) {
+        fprintf(stderr, "open: %s\n", rumor_err_msg());
+        return -1;
+    }
+    int n = 0;
+    long steps = rumor_source_steps_per_epoch(s);
+    for (long t = 0; t < steps; t++) {
+        rumor_batch_t b;
+        if (rumor_source_next(s, t, &b) < 0)
+            break;
+        for (int r = 0; r < b.n && n < N_IMG; r++)
+            order[n++] = which_image(b.x + (size_t)r * ROWS * COLS);
+    }
+    rumor_source_destroy(&s);
+    return n;
+}
+
+/* Open membership: each peer draws its own seeded stream over the whole
+ * set (source.h, config.stream): every example once an epoch, in an order
+ * of its own, the same again for the same stream. */
+static void test_streams(void)
+{
+    const char *dir = tp("streams");
+    mkdir(dir, 0700);
+    bytes im = images_file(), lb = labels_file();
+    emit("streams/train-images-idx3-ubyte.gz", 1, &im);
+    emit("streams/train-labels-idx1-ubyte.gz", 1, &lb);
+    emit("streams/t10k-images-idx3-ubyte.gz", 1, &im);
+    emit("streams/t10k-labels-idx1-ubyte.gz", 1, &lb);
+    free(im.p);
+    free(lb.p);
+    int a[N_IMG], b[N_IMG], a2[N_IMG];
+    CHECK(stream_epoch(dir, 0x1111, a) == N_IMG);
+    CHECK(stream_epoch(dir, 0x1112, b) == N_IMG);
+    CHECK(stream_epoch(dir, 0x1111, a2) == N_IMG);
+    int seen_a[N_IMG] = { 0 }, seen_b[N_IMG] = { 0 }, differ = 0;
+    for (int i = 0; i < N_IMG; i++) {
+        if (a[i] >= 0)
+            seen_a[a[i]]++;
+        if (b[i] >= 0)
+            seen_b[b[i]]++;
+        differ += a[i] != b[i];
+    }
+    for (int i = 0; i < N_IMG; i++)
+        CHECKF(seen_a[i] == 1 && seen_b[i] == 1, "image %d seen %d and %d times an epoch", i,
+               seen_a[i], seen_b[i]);
+    CHECKF(differ > N_IMG / 2, "streams 0x1111 and 0x1112 agree on %d of %d places",
+           N_IMG - differ, N_IMG);
+    CHECK(memcmp(a, a2, sizeof a) == 0);
+    /* nearby streams and seeds give unrelated seeds */
+    CHECK(rumor_source_stream_seed(7, 1) != rumor_source_stream_seed(7, 2));
+    CHECK(rumor_source_stream_seed(7, 1) != rumor_source_stream_seed(8, 1));
+    CHECK(rumor_source_stream_seed(7, 1) == rumor_source_stream_seed(7, 1));
+}
+
 /* ------------------------------------------------------------- real data */
 
 static void test_fashion(void)
@@ -754,6 +839,7 @@ int main(void)
     test_shard();
     test_loader();
     test_permutation();
+    test_streams();
     test_fashion();
     if (!tu_failures)
         cleanup();

@@ -229,12 +229,57 @@ static void test_swim(void)
     rumor_swim_destroy(&sw);
 }
 
+/* --join: "[KEY@]ADDRESS,..." (open membership). */
+static void test_join(void)
+{
+    rumor_peerlist_t pl;
+    char z[RUMOR_CURVE_Z85_LEN + 1];
+    key_with_hash(z); /* Z85 has '@' and '#' too: the last '@' splits */
+    char list[256];
+    snprintf(list, sizeof list, "10.0.0.1:7000,peer-0@tcp://h.example:7001,%s@[::1]:7002", z);
+    CHECK_OK(rumor_peerlist_parse_join(list, &pl));
+    CHECK(pl.n == 3);
+    if (pl.n == 3) {
+        CHECK(!strcmp(pl.ep[0], "tcp://10.0.0.1:7000") && pl.key[0] == NULL);
+        CHECK(!strcmp(pl.ep[1], "tcp://h.example:7001") && !strcmp(pl.key[1], "peer-0"));
+        CHECK(!strcmp(pl.ep[2], "tcp://[::1]:7002") && !strcmp(pl.key[2], z));
+    }
+    rumor_peerlist_clear(&pl);
+    struct {
+        const char *list, *why;
+    } bad[] = {
+        { "", "no join address" },
+        { "h:7000,,h:7001", "an empty entry" },
+        { "h:7000,", "an empty entry" },
+        { ",h:7000", "an empty entry" },
+        { "h:0", "join address 0: endpoint 'tcp://h:0': port 0 is outside 1-65535" },
+        { "h:99999", "port 99999 is outside" },
+        { "h", "expected tcp://HOST:PORT" },
+        { "ipc:///tmp/x", "peers listen on tcp://" },
+        { "@h:7000", "expected KEY@ADDRESS" },
+        { "k@", "join address 0 is empty" },
+        { "h:7000,tcp://h:7000", "join addresses 0 and 1 are both 'tcp://h:7000'" },
+        { "h :7000", "a space or control character" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_ERR(rumor_peerlist_parse_join(bad[i].list, &pl), RUMOR_EINVAL, bad[i].why);
+        CHECK(pl.n == 0 && pl.ep == NULL);
+    }
+    CHECK_ERR(rumor_peerlist_parse_join(NULL, &pl), RUMOR_EINVAL, "no join address");
+    char many[2048] = "";
+    for (int i = 0; i <= RUMOR_JOIN_MAX; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%sh:%d", i ? "," : "",
+                 7000 + i);
+    CHECK_ERR(rumor_peerlist_parse_join(many, &pl), RUMOR_EINVAL, "more than 64 join addresses");
+}
+
 int main(void)
 {
     test_endpoints();
     test_string();
     test_file();
     test_swim();
+    test_join();
     rmdir(tu_tmpdir());
     return tu_finish("test_peerlist");
 }
