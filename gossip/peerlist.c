@@ -240,6 +240,24 @@ static int read_lines(FILE *f, const char *path, struct reading *r)
     return rc;
 }
 
+/* Moves what was read into pl: its endpoints and keys (NULL where none). */
+static int take_entries(rumor_peerlist_t *pl, struct reading *r)
+{
+    pl->ep = calloc((size_t)r->n, sizeof *pl->ep);
+    pl->key = calloc((size_t)r->n, sizeof *pl->key);
+    if (!pl->ep || !pl->key)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    pl->buf = r->eps.s;
+    pl->keybuf = r->keys.s;
+    r->eps.s = r->keys.s = NULL;
+    for (int i = 0; i < r->n; i++) {
+        pl->ep[i] = pl->buf + r->ep_off[i];
+        pl->key[i] = r->key_off[i] == SIZE_MAX ? NULL : pl->keybuf + r->key_off[i];
+    }
+    pl->n = r->n;
+    return 0;
+}
+
 int rumor_peerlist_parse_file(const char *path, rumor_peerlist_t *pl)
 {
     memset(pl, 0, sizeof *pl);
@@ -257,25 +275,12 @@ int rumor_peerlist_parse_file(const char *path, rumor_peerlist_t *pl)
     fclose(f);
     if (rc == 0 && r.n == 0)
         rc = rumor_err_set(RUMOR_EFORMAT, "peers file '%s' lists no endpoint", path);
-    if (rc == 0) {
-        pl->ep = calloc((size_t)r.n, sizeof *pl->ep);
-        pl->key = calloc((size_t)r.n, sizeof *pl->key);
-        if (!pl->ep || !pl->key)
-            rc = rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    }
-    if (rc == 0) {
-        pl->buf = r.eps.s;
-        pl->keybuf = r.keys.s;
-        r.eps.s = r.keys.s = NULL;
-        for (int i = 0; i < r.n; i++) {
-            pl->ep[i] = pl->buf + r.ep_off[i];
-            pl->key[i] = r.key_off[i] == SIZE_MAX ? NULL : pl->keybuf + r.key_off[i];
-        }
-        pl->n = r.n;
+    if (rc == 0)
+        rc = take_entries(pl, &r);
+    if (rc == 0)
         rc = check_entries(pl, path, r.line);
-    } else {
+    else
         rumor_peerlist_clear(pl);
-    }
     free(r.eps.s);
     free(r.keys.s);
     free(r.ep_off);
@@ -333,26 +338,13 @@ int rumor_peerlist_parse_join(const char *list, rumor_peerlist_t *pl)
     if (rc == 0 && (r.n == 0 || strstr(list, ",,") || list[0] == ',' ||
                     list[strlen(list) - 1] == ','))
         rc = rumor_err_set(RUMOR_EINVAL, "join addresses '%.*s': an empty entry", EP_SHOW, list);
-    if (rc == 0) {
-        pl->ep = calloc((size_t)r.n, sizeof *pl->ep);
-        pl->key = calloc((size_t)r.n, sizeof *pl->key);
-        if (!pl->ep || !pl->key)
-            rc = rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    }
-    if (rc == 0) {
-        pl->buf = r.eps.s;
-        pl->keybuf = r.keys.s;
-        r.eps.s = r.keys.s = NULL;
-        for (int k = 0; k < r.n; k++) {
-            pl->ep[k] = pl->buf + r.ep_off[k];
-            pl->key[k] = r.key_off[k] == SIZE_MAX ? NULL : pl->keybuf + r.key_off[k];
-            for (int j = 0; rc == 0 && j < k; j++)
-                if (strcmp(pl->ep[j], pl->ep[k]) == 0)
-                    rc = rumor_err_set(RUMOR_EINVAL, "join addresses %d and %d are both '%.*s'",
-                                       j, k, EP_SHOW, pl->ep[k]);
-        }
-        pl->n = r.n;
-    }
+    if (rc == 0)
+        rc = take_entries(pl, &r);
+    for (int k = 0; rc == 0 && k < pl->n; k++)
+        for (int j = 0; rc == 0 && j < k; j++)
+            if (strcmp(pl->ep[j], pl->ep[k]) == 0)
+                rc = rumor_err_set(RUMOR_EINVAL, "join addresses %d and %d are both '%.*s'", j, k,
+                                   EP_SHOW, pl->ep[k]);
     if (rc < 0)
         rumor_peerlist_clear(pl);
     free(copy);

@@ -8,6 +8,17 @@
 
 static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* The launcher of a kernel over n elements, one a thread; the rest of its
+ * arguments are the kernel's. */
+#define LAUNCH_N(d, kernel, what, n, ...)                                                      \
+    do {                                                                                       \
+        if (!(n))                                                                              \
+            return;                                                                            \
+        CU_ENTER(d);                                                                           \
+        CU_LAUNCH(kernel, cu_blocks((n), THREADS), THREADS, 0, cu_of(d)->cur, __VA_ARGS__);    \
+        CU_LAUNCHED(d, what);                                                                  \
+    } while (0)
+
 /* one body for the vector and the scalar kernel: F(i, ...) on element i */
 #define ELTWISE(name, params, args, body)                                                      \
     static __global__ void name##_kernel params                                                \
@@ -170,20 +181,12 @@ ELTWISE(relu_bwd, (float *dx, const float *x, const float *dy, size_t n), (dx, x
 
 void cu_relu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    CU_LAUNCH(relu_fwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n);
-    CU_LAUNCHED(d, "relu_forward");
+    LAUNCH_N(d, relu_fwd_kernel, "relu_forward", n, y, x, n);
 }
 
 void cu_relu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    CU_LAUNCH(relu_bwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, dx, x, dy, n);
-    CU_LAUNCHED(d, "relu_backward");
+    LAUNCH_N(d, relu_bwd_kernel, "relu_backward", n, dx, x, dy, n);
 }
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
@@ -222,20 +225,12 @@ static __global__ void gelu_bwd_kernel(float *dx, const float *x, const float *d
 
 void cu_gelu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    CU_LAUNCH(gelu_fwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n);
-    CU_LAUNCHED(d, "gelu_forward");
+    LAUNCH_N(d, gelu_fwd_kernel, "gelu_forward", n, y, x, n);
 }
 
 void cu_gelu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    CU_LAUNCH(gelu_bwd_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, dx, x, dy, n);
-    CU_LAUNCHED(d, "gelu_backward");
+    LAUNCH_N(d, gelu_bwd_kernel, "gelu_backward", n, dx, x, dy, n);
 }
 
 /* inverted dropout with the counter-based mask of ops.h: element i is kept
@@ -251,13 +246,8 @@ static __global__ void dropout_kernel(float *y, const float *x, size_t n, float 
 void cu_dropout_forward(rumor_device_t *d, float *y, const float *x, size_t n, float p,
                         uint64_t seed)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
     float keep = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    CU_LAUNCH(dropout_kernel, cu_blocks(n, THREADS), THREADS, 0, cu_of(d)->cur, y, x, n, p, keep,
-              seed);
-    CU_LAUNCHED(d, "dropout");
+    LAUNCH_N(d, dropout_kernel, "dropout", n, y, x, n, p, keep, seed);
 }
 
 void cu_dropout_backward(rumor_device_t *d, float *dx, const float *dy, size_t n, float p,
