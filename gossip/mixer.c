@@ -317,6 +317,20 @@ void rumor_mixer_set_timeout(rumor_mixer_t *m, double s)
 
 /* Open membership: until min_members peers are alive and every one of
  * them answered (under mu). */
+/* Waits on the mixer's condition for at most 50 ms (m->mu held): the
+ * barriers poll what the comm thread publishes. */
+static void wait_a_little(rumor_mixer_t *m)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+}
+
 static int open_waiting(const rumor_mixer_t *m)
 {
     int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
@@ -334,14 +348,7 @@ static int open_barrier(rumor_mixer_t *m, double timeout)
     mx_wake(m);
     pthread_mutex_lock(&m->mu);
     while (open_waiting(m) && rumor_now() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        wait_a_little(m);
     }
     int alive = m->vn_pub, ready = m->vready_pub, conflict = m->rank_state_pub < 0;
     char why[sizeof m->rank_err];
@@ -387,14 +394,7 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
            (m->rank_state_pub != 2 || m->nready < m->ntalk ||
             (m->swim && m->vn_pub < m->nready + 1)) &&
            rumor_now() < deadline) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        wait_a_little(m);
     }
     int ready = m->nready;
     int conflict = m->rank_state_pub < 0;

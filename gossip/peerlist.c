@@ -240,6 +240,15 @@ static int read_lines(FILE *f, const char *path, struct reading *r)
     return rc;
 }
 
+static void reading_free(struct reading *r)
+{
+    free(r->eps.s);
+    free(r->keys.s);
+    free(r->ep_off);
+    free(r->key_off);
+    free(r->line);
+}
+
 /* Moves what was read into pl: its endpoints and keys (NULL where none). */
 static int take_entries(rumor_peerlist_t *pl, struct reading *r)
 {
@@ -281,11 +290,7 @@ int rumor_peerlist_parse_file(const char *path, rumor_peerlist_t *pl)
         rc = check_entries(pl, path, r.line);
     else
         rumor_peerlist_clear(pl);
-    free(r.eps.s);
-    free(r.keys.s);
-    free(r.ep_off);
-    free(r.key_off);
-    free(r.line);
+    reading_free(&r);
     return rc;
 }
 
@@ -348,10 +353,6 @@ int rumor_peerlist_parse_join(const char *list, rumor_peerlist_t *pl)
     if (rc < 0)
         rumor_peerlist_clear(pl);
     free(copy);
-    free(r.eps.s);
-    free(r.keys.s);
-    free(r.ep_off);
-    free(r.key_off);
-    free(r.line);
+    reading_free(&r);
     return rc;
 }
