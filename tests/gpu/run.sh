@@ -103,23 +103,23 @@ sanitize() {
   RUMOR_TEST_SMALL=1 compute-sanitizer --tool memcheck --error-exitcode 1 "$B/tests/test_backend_ops"
 }
 check_first() { # the GPU's own checks, fast, most telling first
-  step test_backend_ops 120 "$B/tests/test_backend_ops"
-  step test_ops 120 "$B/tests/test_ops"
-  step test_ops_tf 120 "$B/tests/test_ops_tf"
-  step test_cuda_train 180 "$B/tests/test_cuda_train"
+  step test_backend_ops 90 "$B/tests/test_backend_ops"
+  step test_ops 60 "$B/tests/test_ops"
+  step test_ops_tf 60 "$B/tests/test_ops_tf"
+  step test_cuda_train 120 "$B/tests/test_cuda_train"
 }
 check_rest() {
-  step test_gpt_torch 240 sh "$top/tests/test_gpt_torch.sh"
-  step test_gpu_swarm 300 sh "$top/tests/test_gpu_swarm.sh"
-  step memcheck 180 sanitize
+  step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh"
+  step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh"
+  step memcheck 120 sanitize
 }
 bench_gpu() {
-  step bench_cuda 420 "$B/tests/bench/bench_cuda"
-  step profile_124m 240 profile
+  step bench_cuda 240 "$B/tests/bench/bench_cuda"
+  step profile_124m 90 profile
 }
 bench_cores() { # the CPU benchmarks that want 16 cores
-  step bench_pipeline 300 "$B/tests/bench/bench_pipeline"
-  step bench_gossip 300 "$B/tests/bench/bench_gossip"
+  step bench_pipeline 180 "$B/tests/bench/bench_pipeline"
+  step bench_gossip 180 "$B/tests/bench/bench_gossip"
 }
 # in order of what tells most first: a call cut at its limit keeps the log
 case $what in
