@@ -46,7 +46,12 @@ rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m)
     }
     rumor_sendbuf_t *b = calloc(1, sizeof *b);
     float *data = NULL;
-    if (!b || posix_memalign((void **)&data, 64, m->n * sizeof(float) + 64) != 0) {
+    rumor_device_t *hm = m->cfg.host_mem;
+    if (b && hm)
+        data = hm->ops->host_alloc(hm, m->n * sizeof(float) + 64);
+    else if (b && posix_memalign((void **)&data, 64, m->n * sizeof(float) + 64) != 0)
+        data = NULL;
+    if (!data) {
         free(b);
         rumor_err_set(RUMOR_ENOMEM, "mixer: cannot allocate %zu parameters", m->n);
         return NULL;
@@ -420,6 +425,14 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     if (conflict)
         return rumor_err_set(RUMOR_EINVAL, "%s", why);
     return ready;
+}
+
+void rumor_mixer_set_params_ready(rumor_mixer_t *m, int (*ready)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&m->mu);
+    m->params_ready = ready;
+    m->params_ready_ctx = ctx;
+    pthread_mutex_unlock(&m->mu);
 }
 
 int rumor_mixer_round_begin(rumor_mixer_t *m, long k)

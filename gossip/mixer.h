@@ -130,6 +130,11 @@ typedef struct rumor_mixer_config {
      * buffers are host memory, so a CPU device; NULL: the mixer opens
      * "cpu:1" itself. Not owned; must outlive the mixer. */
     rumor_device_t *dev;
+    /* A device whose host_alloc allocates the parameter buffers (a GPU's:
+     * page-locked memory, which GPU pipeline stages copy their ranges to and
+     * from asynchronously at the bus's speed); NULL: ordinary memory. Not
+     * owned; must outlive the mixer. */
+    rumor_device_t *host_mem;
     /* Compressed gossip (--compress): CHOCO-SGD (Koloskova et al. 2019).
      * Each peer keeps x_hat, the copy of its parameters its neighbours
      * hold, and s = sum_j W_ij x_hat_j. A round sends q = C(x - x_hat),
@@ -213,6 +218,15 @@ float *rumor_mixer_params(rumor_mixer_t *m);
  * as absent until they appear. RUMOR_EINVAL, with a message naming the rank
  * and both addresses, when another process is this peer. */
 int rumor_mixer_barrier(rumor_mixer_t *m, double timeout);
+
+/* Parameters written asynchronously (a GPU stage's range copied into
+ * rumor_mixer_params() after its optimizer step): before it sends a round's
+ * parameters or serves them to a newcomer, the comm thread asks
+ * ready(ctx), which must not block: 1 when they are written, 0 while not
+ * yet (it asks again within a millisecond, and the round neither sends nor
+ * closes meanwhile), < 0 on an error (logged; they go as they are). Set
+ * before round 0; NULL: always ready. */
+void rumor_mixer_set_params_ready(rumor_mixer_t *m, int (*ready)(void *ctx), void *ctx);
 
 /* Round k (k = 0, 1, ... in order): starts sending rumor_mixer_params(). */
 int rumor_mixer_round_begin(rumor_mixer_t *m, long k);

@@ -132,7 +132,10 @@ void mx_free_state(rumor_mixer_t *m)
         zmq_msg_close(&m->hold[i].payload);
     }
     for (int i = 0; i < m->nbufs; i++) {
-        free(m->bufs[i]->data);
+        if (m->cfg.host_mem)
+            m->cfg.host_mem->ops->host_free(m->cfg.host_mem, m->bufs[i]->data);
+        else
+            free(m->bufs[i]->data);
         free(m->bufs[i]);
     }
     for (int i = 0; m->slot && i < m->nslots; i++)
@@ -512,7 +515,25 @@ static void take_requests(rumor_mixer_t *m)
     pthread_mutex_lock(&m->mu);
     long send = m->req_send;
     rumor_sendbuf_t *send_buf = m->req_send_buf;
-    m->req_send = -1;
+    int (*ready)(void *) = m->params_ready;
+    void *ready_ctx = m->params_ready_ctx;
+    pthread_mutex_unlock(&m->mu);
+    /* asked outside mu: a device query; round_begin sets no other request
+     * until this one started (round_end comes between) */
+    m->send_waiting = 0;
+    if (send >= 0 && ready) {
+        int r = ready(ready_ctx);
+        if (r == 0) {
+            m->send_waiting = 1;
+            send = -1;
+        } else if (r < 0) {
+            rumor_warn("mixer: round %ld: the parameters' copy failed (%s); sending them as "
+                       "they are", send, rumor_err_msg());
+        }
+    }
+    pthread_mutex_lock(&m->mu);
+    if (send >= 0)
+        m->req_send = -1;
     int hello = m->req_hello;
     m->req_hello = 0;
     int ar = m->ar.requested;
@@ -588,7 +609,8 @@ void mx_comm_main(rumor_mixer_t *m)
         if (!stopping)
             mx_send_heartbeats(m);
         ar_progress(m);
-        mx_state_progress(m);
+        if (!m->send_waiting) /* newcomers get parameters once they are written */
+            mx_state_progress(m);
         if (!stopping)
             mx_redial(m);
         if (m->swim && !stopping && m->rank_state == 2) {
@@ -601,7 +623,7 @@ void mx_comm_main(rumor_mixer_t *m)
         double now = rumor_now();
         if (atomic_load(&m->hurry))
             close_deadline = now;
-        if (want_close >= 0 && want_close == m->cur) {
+        if (want_close >= 0 && want_close == m->cur && !m->send_waiting) {
             if (m->cfg.async) {
                 mx_async_close(m); /* never waits */
                 continue;
@@ -659,6 +681,8 @@ void mx_comm_main(rumor_mixer_t *m)
             wait = rumor_swim_next_deadline(m->swim) - now;
         if (stopping)
             wait = 0.01;
+        if (m->send_waiting)
+            wait = 0.0005; /* a 1 ms poll while the parameters are copied */
         long ms = wait > 0 ? (long)(wait * 1000.0) + 1 : 0;
         if (zmq_poll(items, ni, ms) < 0 && zmq_errno() != EINTR) {
             rumor_error("mixer: zmq_poll: %s", zmq_strerror(zmq_errno()));

@@ -280,6 +280,11 @@ struct rumor_mixer {
     long next_send;            /* the round round_begin expects next */
     long req_send;             /* -1 none */
     rumor_sendbuf_t *req_send_buf;
+    /* rumor_mixer_set_params_ready's hook (read by the comm thread), and
+     * whether a requested send waits for it (comm thread only) */
+    int (*params_ready)(void *ctx);
+    void *params_ready_ctx;
+    int send_waiting;
     long req_close;            /* -1 none */
     double close_deadline, round_start, timeout;
     int req_hello, req_stop;

@@ -178,6 +178,10 @@ typedef struct rumor_ops {
     /* work queued on s after this waits for e (recorded on any stream) */
     int (*stream_wait)(rumor_device_t *d, rumor_stream_t *s, rumor_event_t *e);
     int (*event_sync)(rumor_device_t *d, rumor_event_t *e);
+    /* without waiting: 1 when the work before e's last record is done (or e
+     * was never recorded), 0 while it runs, < 0 on an error; callable from
+     * any thread */
+    int (*event_query)(rumor_device_t *d, rumor_event_t *e);
     /* copies ordered on stream s; host memory should come from host_alloc */
     int (*upload_async)(rumor_device_t *d, void *dst, const void *host_src, size_t bytes,
                         rumor_stream_t *s);

@@ -613,6 +613,11 @@ static const char *live_connections(rumor_mixer_t *m, char *buf, size_t cap)
     return buf;
 }
 
+static int trainer_params_ready(void *tr)
+{
+    return rumor_trainer_params_ready(tr);
+}
+
 static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 {
     rumor_eval_t e;
@@ -942,6 +947,8 @@ int main(int argc, char **argv)
     mc.peer_keys = (const uint8_t(*)[32])p.peer_keys;
     mc.staleness = opts.staleness;
     mc.dev = p.tr->dev; /* the mixing arithmetic runs on the trainer's device's ops */
+    /* GPU stages copy their ranges to and from page-locked buffers */
+    mc.host_mem = rumor_trainer_host_mem(p.tr);
     mc.first_round = first_round;
     if (rumor_codec_parse(opts.compress, &mc.codec) < 0) /* checked with the arguments */
         return fail(&p, "--compress");
@@ -956,6 +963,9 @@ int main(int argc, char **argv)
     catch_leave_signals(opts.leave_timeout);
     if (rumor_trainer_bind(p.tr, rumor_mixer_params(p.mixer)) < 0)
         return fail(&p, "model");
+    /* a round's parameters go out once the GPU stages' copy of them landed
+     * (it runs while the round's gradient is computed) */
+    rumor_mixer_set_params_ready(p.mixer, trainer_params_ready, p.tr);
     int nb = p.topo ? rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0) : 0;
     if (!o.quiet) {
         char secdesc[128];
@@ -1163,7 +1173,10 @@ int main(int argc, char **argv)
             if (rumor_trainer_grads(p.tr, &batch, t, &loss) < 0)
                 return fail(&p, NULL);
             double t0 = t_computed = rumor_now();
-            if (rumor_mixer_allreduce_mean(p.mixer, p.tr->stage->grads, nparams, k,
+            float *g = rumor_trainer_flat_grads(p.tr);
+            if (!g)
+                return fail(&p, "gradient");
+            if (rumor_mixer_allreduce_mean(p.mixer, g, nparams, k,
                                            opts.round_timeout, coded_allreduce) < 0) {
                 /* A missing peer stops the ring: this round steps on the
                  * local gradient instead (C-PSGD has no better answer). */
@@ -1199,6 +1212,9 @@ int main(int argc, char **argv)
         rumor_catchup_action act = rumor_catchup_after_round(&cu, &st, next, rumor_now(), &target);
         if (dpsgd && !async && !leave_signal && act != RUMOR_CATCHUP_NONE) {
             int fetched = 0;
+            /* the GPU stages' copy of this round's parameters lands first */
+            if (rumor_trainer_sync_params(p.tr) < 0)
+                return fail(&p, "model");
             if (act == RUMOR_CATCHUP_FETCH) {
                 long nk;
                 rumor_info("the swarm is at round %ld, this peer at %ld: fetching its state",
@@ -1324,6 +1340,8 @@ int main(int argc, char **argv)
         epoch_rounds = 0;
     }
     double seconds = rumor_now() - start;
+    if (rumor_trainer_sync_params(p.tr) < 0) /* the last round's copy from the GPU stages */
+        return fail(&p, "model");
     /* a peer that caught up at the very end trained no epoch to its end */
     if (!leaving && evaluated_at != k && evaluate(&p, NULL, &acc, &tloss) < 0)
         return fail(&p, "evaluation");

@@ -2,6 +2,7 @@
 #include "pipeline.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,11 +50,17 @@ static rumor_stage_t *tied_owner(const rumor_pipeline_t *p, const rumor_stage_t 
     return NULL;
 }
 
+static void pio_free(rumor_pipeline_t *p);
+
 void rumor_pipeline_destroy(rumor_pipeline_t **pp)
 {
     if (!pp || !*pp)
         return;
     rumor_pipeline_t *p = *pp;
+    if (p->pio) { /* copies still landing in the caller's buffer finish first */
+        RUMOR_IGNORE(rumor_pipeline_params_sync(p));
+        pio_free(p);
+    }
     for (int s = 0; p->link && s + 1 < p->S; s++)
         rumor_link_destroy(&p->link[s]);
     free(p->link);
@@ -523,6 +530,52 @@ int rumor_pipeline_update(rumor_pipeline_t *p)
     return 0;
 }
 
+/* A stage whose parameters are its own copy of a host range: the copy back
+ * runs on a stream of its own, after the stage's optimizer step (event
+ * `stepped` on the stage's compute stream), and `written` marks its end.
+ * Created at the first bind, so a comm thread that asks
+ * rumor_pipeline_params_ready later sees them made. */
+struct pipeline_param_io {
+    rumor_stream_t *s;
+    rumor_event_t *stepped, *written;
+    atomic_int started; /* a copy back was started (the events were recorded): an
+                         * event never recorded is not asked about */
+};
+
+static void pio_free(rumor_pipeline_t *p)
+{
+    for (int s = 0; p->pio && s < p->S; s++) {
+        struct pipeline_param_io *io = &p->pio[s];
+        rumor_device_t *d = p->st[s]->dev;
+        if (io->written)
+            d->ops->event_destroy(d, io->written);
+        if (io->stepped)
+            d->ops->event_destroy(d, io->stepped);
+        if (io->s)
+            d->ops->stream_destroy(d, io->s);
+    }
+    free(p->pio);
+    p->pio = NULL;
+}
+
+/* The copy machinery of stage s (made on first use); NULL on an error. */
+static struct pipeline_param_io *pio_of(rumor_pipeline_t *p, int s)
+{
+    if (!p->pio && !(p->pio = calloc((size_t)p->S, sizeof *p->pio))) {
+        rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+        return NULL;
+    }
+    struct pipeline_param_io *io = &p->pio[s];
+    rumor_device_t *d = p->st[s]->dev;
+    if (!io->s && d->ops->stream_create(d, &io->s) < 0)
+        return NULL;
+    if (!io->stepped && d->ops->event_create(d, &io->stepped) < 0)
+        return NULL;
+    if (!io->written && d->ops->event_create(d, &io->written) < 0)
+        return NULL;
+    return io;
+}
+
 int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev)
 {
     int all = 1;
@@ -536,8 +589,21 @@ int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_
         if (!st->owns_params) /* was bound in place: a buffer of its own again */
             return rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: bound to another device's "
                                  "memory", s);
-        RUMOR_CHECK(rumor_device_copy(st->dev, st->params, dev, params + st->lo,
-                                      st->n * sizeof(float)));
+        struct pipeline_param_io *io = pio_of(p, s);
+        if (!io)
+            return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
+        rumor_device_t *d = st->dev;
+        size_t bytes = st->n * sizeof(float);
+        if (dev->kind == RUMOR_DEV_CPU && d->kind != RUMOR_DEV_CPU) {
+            /* on the compute stream, after the last copy back has read
+             * the stage's parameters; the host returns at once */
+            if (atomic_load(&io->started))
+                RUMOR_CHECK(d->ops->stream_wait(d, NULL, io->written));
+            RUMOR_CHECK(d->ops->upload_async(d, st->params, params + st->lo, bytes, NULL));
+        } else {
+            RUMOR_CHECK(rumor_pipeline_params_sync(p));
+            RUMOR_CHECK(rumor_device_copy(d, st->params, dev, params + st->lo, bytes));
+        }
     }
     return all;
 }
@@ -545,11 +611,45 @@ int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_
 int rumor_pipeline_write_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev)
 {
     for (int s = 0; s < p->S; s++) {
-        const rumor_stage_t *st = p->st[s];
-        if (st->params != params + st->lo)
-            RUMOR_CHECK(rumor_device_copy(dev, params + st->lo, st->dev, st->params,
-                                          st->n * sizeof(float)));
+        rumor_stage_t *st = p->st[s];
+        if (st->params == params + st->lo)
+            continue;
+        rumor_device_t *d = st->dev;
+        size_t bytes = st->n * sizeof(float);
+        if (dev->kind != RUMOR_DEV_CPU || d->kind == RUMOR_DEV_CPU) {
+            RUMOR_CHECK(rumor_device_copy(dev, params + st->lo, d, st->params, bytes));
+            continue;
+        }
+        struct pipeline_param_io *io = pio_of(p, s);
+        if (!io)
+            return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
+        RUMOR_CHECK(d->ops->event_record(d, io->stepped, NULL));
+        RUMOR_CHECK(d->ops->stream_wait(d, io->s, io->stepped));
+        RUMOR_CHECK(d->ops->download_async(d, params + st->lo, st->params, bytes, io->s));
+        RUMOR_CHECK(d->ops->event_record(d, io->written, io->s));
+        atomic_store(&io->started, 1);
     }
+    return 0;
+}
+
+int rumor_pipeline_params_ready(rumor_pipeline_t *p)
+{
+    for (int s = 0; p->pio && s < p->S; s++) {
+        struct pipeline_param_io *io = &p->pio[s];
+        if (!io->written || !atomic_load(&io->started))
+            continue;
+        int r = p->st[s]->dev->ops->event_query(p->st[s]->dev, io->written);
+        if (r <= 0)
+            return r < 0 ? rumor_err_trace_add(__FILE__, __LINE__, r) : 0;
+    }
+    return 1;
+}
+
+int rumor_pipeline_params_sync(rumor_pipeline_t *p)
+{
+    for (int s = 0; p->pio && s < p->S; s++)
+        if (p->pio[s].written && atomic_load(&p->pio[s].started))
+            RUMOR_CHECK(p->st[s]->dev->ops->event_sync(p->st[s]->dev, p->pio[s].written));
     return 0;
 }
 

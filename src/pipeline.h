@@ -88,6 +88,8 @@ typedef struct rumor_pipeline {
     float **tied_tmp;             /* (S) where a stage's tied gradient lands on its owner's
                                    * device, when the two are not one device (else NULL) */
     struct pipeline_run *run;     /* the step under way (pipeline.c) */
+    struct pipeline_param_io *pio; /* (S) the copies of stages whose parameters are
+                                   * not the caller's buffer (pipeline.c) */
 } rumor_pipeline_t;
 
 /* Cuts the model, builds the schedule (refusing combinations it cannot
@@ -125,10 +127,23 @@ int rumor_pipeline_update(rumor_pipeline_t *p) RUMOR_WUR;
  * copies them back. Returns 1 when every stage was bound in place. */
 int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev) RUMOR_WUR;
 
-/* Copies the parameters of the stages not bound in place into their range
- * of params (memory of dev): after an optimizer step, so that the whole
- * buffer is current. */
+/* Starts copying the parameters of the stages not bound in place into
+ * their range of params (memory of dev, page-locked for full speed: see
+ * the device's host_alloc): after an optimizer step, so that the whole
+ * buffer becomes current. The copies run on a stream of each stage's own,
+ * after its step, while the caller goes on (the next step computes on the
+ * stage's own parameters meanwhile); rumor_pipeline_params_ready says when
+ * they landed, rumor_pipeline_params_sync waits for them. The next
+ * rumor_pipeline_bind_params orders itself after them. */
 int rumor_pipeline_write_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev) RUMOR_WUR;
+
+/* 1 when every copy rumor_pipeline_write_params started has landed, 0 while
+ * one runs, < 0 on an error. Never blocks; callable from another thread
+ * (a mixer's comm thread) while the caller computes. */
+int rumor_pipeline_params_ready(rumor_pipeline_t *p) RUMOR_WUR;
+
+/* Waits for the copies rumor_pipeline_write_params started. */
+int rumor_pipeline_params_sync(rumor_pipeline_t *p) RUMOR_WUR;
 
 /* Points every stage whose device shares dev's memory at its range of a
  * whole-model gradient buffer (grads + stage lo): those stages accumulate

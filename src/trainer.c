@@ -369,8 +369,7 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
                            "%.1f%% -> %.1f%%", t->pipe->sched->name,
                            rc ? "rebuilt" : "kept", 100.0 * was, 100.0 * now);
         }
-        if (!t->grads_bound) /* stages off the host: the flat gradient is a copy */
-            RUMOR_CHECK(rumor_pipeline_gather_grads(t->pipe, t->stage->grads, t->dev));
+        t->grads_on_stages = !t->grads_bound; /* copied only when asked for */
         double bub = rumor_pipeline_bubble(t->pipe);
         t->bubble = t->bubble > 0 ? 0.9 * t->bubble + 0.1 * bub : bub;
     } else {
@@ -380,6 +379,36 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, f
         return rumor_err_set(RUMOR_EINVAL, "training diverged: loss is %g at step %ld: lower --lr (now %g)",
                              (double)*loss, step, (double)rumor_trainer_lr(t));
     return 0;
+}
+
+float *rumor_trainer_flat_grads(rumor_trainer_t *t)
+{
+    if (t->grads_on_stages) {
+        if (rumor_pipeline_gather_grads(t->pipe, t->stage->grads, t->dev) < 0)
+            return NULL;
+        t->grads_on_stages = 0;
+    }
+    return t->stage->grads;
+}
+
+int rumor_trainer_params_ready(rumor_trainer_t *t)
+{
+    return t->pipe && !t->params_bound ? rumor_pipeline_params_ready(t->pipe) : 1;
+}
+
+int rumor_trainer_sync_params(rumor_trainer_t *t)
+{
+    return t->pipe && !t->params_bound ? rumor_pipeline_params_sync(t->pipe) : 0;
+}
+
+rumor_device_t *rumor_trainer_host_mem(const rumor_trainer_t *t)
+{
+    if (!t->pipe || t->dev->kind != RUMOR_DEV_CPU)
+        return NULL;
+    for (int s = 0; s < t->pipe->S; s++)
+        if (t->pipe->st[s]->dev->kind != RUMOR_DEV_CPU)
+            return t->pipe->st[s]->dev;
+    return NULL;
 }
 
 int rumor_trainer_grads_many(rumor_trainer_t *t, long first, int batches, float *loss,
@@ -409,7 +438,9 @@ int rumor_trainer_grads_many(rumor_trainer_t *t, long first, int batches, float 
         RUMOR_CHECK(rumor_trainer_batch(t, first + i, &b));
         RUMOR_CHECK(rumor_trainer_grads(t, &b, first + i, &l));
         long w = rumor_batch_targets(&b);
-        const float *g = t->stage->grads;
+        const float *g = rumor_trainer_flat_grads(t);
+        if (!g)
+            return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
         if (i == 0)
             for (size_t j = 0; j < n; j++)
                 t->acc[j] = (float)w * g[j];
@@ -455,8 +486,9 @@ int rumor_trainer_update(rumor_trainer_t *t, float *lr)
         return rumor_step_update(t->step);
     /* each stage steps its own range where it lives; the flat gradient is
      * what counts (an all-reduce may have replaced it) */
-    if (!t->grads_bound)
+    if (!t->grads_bound && !t->grads_on_stages)
         RUMOR_CHECK(rumor_pipeline_scatter_grads(t->pipe, t->stage->grads, t->dev));
+    t->grads_on_stages = 0;
     RUMOR_CHECK(rumor_pipeline_update(t->pipe));
     /* stages working on copies: the whole buffer is current again */
     if (!t->params_bound)
@@ -523,6 +555,7 @@ int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batc
 
 int rumor_trainer_evaluate(rumor_trainer_t *t, float *params, rumor_eval_t *e)
 {
+    RUMOR_CHECK(rumor_trainer_sync_params(t));
     float *bound = t->stage->params;
     if (params)
         rumor_step_bind_params(t->step, params);
@@ -549,6 +582,7 @@ int rumor_trainer_save(rumor_trainer_t *t, const char *dir, const char *swarm, i
                        long step, int keep)
 {
     rumor_ckpt_info_t ci = ckpt_info(t, swarm, rank, step);
+    RUMOR_CHECK(rumor_trainer_sync_params(t));
     rumor_optim_t *o;
     RUMOR_CHECK(whole_optim(t, &o));
     int rc = t->pipe ? rumor_pipeline_optim_state(t->pipe, o, 1) : 0;
@@ -562,6 +596,7 @@ int rumor_trainer_save_params(rumor_trainer_t *t, const float *params, const cha
                               const char *swarm, int rank, long step)
 {
     rumor_ckpt_info_t ci = ckpt_info(t, swarm, rank, step);
+    RUMOR_CHECK(rumor_trainer_sync_params(t));
     /* the checkpoint reads the stage's parameters only: point it at these
      * for the write (the trainer, not the stage, owns its buffer) */
     float *bound = t->stage->params;
@@ -820,6 +855,8 @@ int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor
     int trc = rumor_trace_close(&trace);
     if (rrc == 0)
         rrc = trc;
+    if (rrc == 0) /* the caller may read the parameters now */
+        rrc = rumor_trainer_sync_params(t);
     RUMOR_CHECK(rrc);
     if (s.evaluated_at != step) /* resumed at the end: nothing ran */
         RUMOR_CHECK(evaluate_now(t, rc, &s, step));

@@ -85,6 +85,8 @@ typedef struct rumor_trainer {
     rumor_pipeline_t *pipe;   /* NULL: the data-parallel workers compute gradients */
     int grads_bound;          /* the stages accumulate into stage->grads in place */
     int params_bound;         /* the stages train stage->params in place (else copies) */
+    int grads_on_stages;      /* not bound: the last gradient is in the stages alone
+                               * (rumor_trainer_flat_grads copies it into stage->grads) */
     rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
@@ -112,9 +114,32 @@ int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b) RUMOR_W
 
 /* Gradients of batch b at the bound parameters; *loss its mean loss. A loss
  * that is not finite is RUMOR_EINVAL ("training diverged: loss is nan at
- * step 12: lower --lr (now 0.05)"). */
+ * step 12: lower --lr (now 0.05)"). Pipeline stages on another device than
+ * the trainer's (a GPU stage of a host model) keep their gradient where they
+ * are, for their own optimizer step: rumor_trainer_flat_grads brings it
+ * into stage->grads for whoever reads the flat gradient. */
 int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
                         float *loss) RUMOR_WUR;
+
+/* The flat gradient of the last rumor_trainer_grads, current in
+ * stage->grads (copied from stages elsewhere if need be); a caller may
+ * change it (an all-reduce), and rumor_trainer_update steps on what it
+ * holds then. NULL on an error. */
+float *rumor_trainer_flat_grads(rumor_trainer_t *t);
+
+/* Parameters a pipeline's GPU stages copy back into the bound host buffer
+ * after each rumor_trainer_update land asynchronously, while the next step
+ * computes: rumor_trainer_params_ready (1 landed, 0 not yet, < 0 error;
+ * never blocks, any thread) and rumor_trainer_sync_params (waits) say when
+ * the buffer may be read. Evaluating, saving and binding wait themselves. */
+int rumor_trainer_params_ready(rumor_trainer_t *t) RUMOR_WUR;
+int rumor_trainer_sync_params(rumor_trainer_t *t) RUMOR_WUR;
+
+/* The device whose host_alloc the bound host buffer should come from (a
+ * pipeline's first GPU stage when the trainer's device is the CPU: its
+ * page-locked memory makes the stages' copies asynchronous and full speed),
+ * or NULL. */
+rumor_device_t *rumor_trainer_host_mem(const rumor_trainer_t *t);
 
 /* The gradient of `batches` training batches, those of steps first,
  * first + 1, ..., averaged over all their targets into the flat gradient

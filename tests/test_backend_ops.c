@@ -485,6 +485,7 @@ static int table_complete(const rumor_ops_t *o)
         o->layernorm_backward_w, o->attention_forward, o->attention_backward, o->embed_forward,
         o->embed_backward, o->stream_create, o->stream_destroy, o->set_stream, o->stream_sync,
         o->event_create, o->event_destroy, o->event_record, o->stream_wait, o->event_sync,
+        o->event_query,
         o->upload_async, o->download_async, o->copy_peer, o->host_alloc, o->host_free,
         o->supports,
     };

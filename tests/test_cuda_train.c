@@ -11,6 +11,12 @@
  *   the GPU) give the whole model's gradient over the same micro-batches to
  *   1e-5 of its norm, and after three optimizer steps (each stage its own)
  *   the same parameters.
+ * - Two stages on cuda:0 training a host buffer (page-locked, from the
+ *   GPU's host_alloc), as a GPU peer's stages train its mixer's buffer:
+ *   each step's copy back lands asynchronously (params_ready turns 1, never
+ *   an error), the buffer then holds the whole model's parameters after
+ *   that many steps, and a change made to it between steps (a mix) is what
+ *   the next step trains from.
  * - Links carry bytes intact both ways (host <-> GPU, within the GPU), and
  *   NCCL, where built, sends through a one-rank communicator to itself.
  * Without a GPU: exit 77. */
@@ -21,6 +27,7 @@
 #include <string.h>
 
 #include "link.h"
+#include "log.h"
 #include "pipeline.h"
 #include "stageutil.h"
 #include "testutil.h"
@@ -188,6 +195,67 @@ static void check_pipeline(const char *what, rumor_device_t **devs, int P, const
     rumor_model_destroy(&m);
 }
 
+static void check_host_params(rumor_device_t **devs)
+{
+    const char *what = "2 stages on cuda:0 training a host buffer";
+    rumor_model_t *m = NULL;
+    CHECK_OK(rumor_model_create(SPEC, 0, &m));
+    rumor_optim_config_t oc;
+    rumor_optim_config_default(&oc);
+    oc.lr = 0.05f;
+    rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = 2, .schedule = "1f1b",
+                                   .microbatches = 2, .max_B = NB, .T = T, .seed = 7,
+                                   .optim = &oc };
+    rumor_pipeline_t *p = NULL;
+    rumor_stage_t *ref = su_stage_new(cpu, SPEC, NB, 7, &oc);
+    int rc = rumor_pipeline_create(&pc, &p);
+    CHECKF(rc == 0 && ref, "%s: %s", what, rumor_err_msg());
+    size_t n = m ? m->nparams : 0;
+    float *host = rc == 0 ? devs[0]->ops->host_alloc(devs[0], n * sizeof(float)) : NULL;
+    if (rc == 0 && ref && host) {
+        memcpy(host, ref->params, n * sizeof(float));
+        CHECKF(rumor_pipeline_bind_params(p, host, cpu) == 0, "%s: bound in place", what);
+        for (int step = 0; step < 3; step++) {
+            float lp;
+            CHECK_OK(rumor_pipeline_grads(p, &batch, step, &lp));
+            CHECK_OK(rumor_pipeline_update(p));
+            CHECK_OK(rumor_pipeline_write_params(p, host, cpu));
+            /* the reference: the whole model, the same micro-batches */
+            CHECK_OK(rumor_stage_zero_grad(ref));
+            for (int k = 0; k < 2; k++) {
+                int row0, rows;
+                rumor_pipeline_micro_rows(NB, 2, k, &row0, &rows);
+                CHECK_OK(rumor_stage_load(ref, 0, &batch, row0, rows));
+                CHECK_OK(rumor_stage_forward(ref, 0, NULL, 1, step, k));
+                CHECK_OK(rumor_stage_backward_b(ref, 0, NULL, 1.0f / (float)(NB * T)));
+                CHECK_OK(rumor_stage_backward_w(ref, 0));
+            }
+            CHECK_OK(rumor_stage_step(ref));
+            double t0 = rumor_now();
+            int r;
+            while ((r = rumor_pipeline_params_ready(p)) == 0 && rumor_now() - t0 < 10)
+                ;
+            CHECKF(r == 1, "%s step %d: params_ready %d after %.1f s (%s)", what, step, r,
+                   rumor_now() - t0, r < 0 ? rumor_err_msg() : "still copying");
+            double e = rel(ref->params, host, n);
+            CHECKF(e <= 1e-5, "%s step %d: the host buffer is off the whole model's parameters "
+                   "by %.3g of their norm", what, step, e);
+            /* a mix between steps: both halve their parameters; the stages
+             * must train the halved ones */
+            for (size_t i = 0; i < n; i++)
+                host[i] *= 0.5f, ref->params[i] *= 0.5f;
+            CHECK_OK(rumor_pipeline_bind_params(p, host, cpu));
+        }
+        CHECK_OK(rumor_pipeline_params_sync(p));
+        fprintf(stderr, "# %s: asynchronous copies back match the whole model\n", what);
+    }
+    if (host)
+        devs[0]->ops->host_free(devs[0], host);
+    rumor_pipeline_destroy(&p);
+    su_stage_free(&ref);
+    rumor_model_destroy(&m);
+}
+
 static void check_links(void)
 {
     size_t n = 100003;
@@ -266,6 +334,7 @@ int main(void)
         check_pipeline("stage 0 on the CPU, stage 1 on cuda:0", mixed, 2, "gpipe", 3);
         rumor_device_t *back[2] = { g[1], cpu };
         check_pipeline("stage 0 on cuda:0, stage 1 on the CPU", back, 2, "1f1b", 2);
+        check_host_params(g);
     }
     for (int i = 0; i < 4; i++)
         rumor_device_close(&g[i]);

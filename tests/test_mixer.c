@@ -27,11 +27,17 @@
  * 7. Quiet links: two peers with a 16 MiB model pause 4 s between rounds
  *    (longer than the 3 s after which a silent neighbour is redialled): the
  *    rounds after each pause still mix every element of both peers, in
- *    time (heartbeats keep a quiet link from looking like a dead one). */
+ *    time (heartbeats keep a quiet link from looking like a dead one).
+ * 8. Parameters written late (a GPU stage's copy landing after round_begin):
+ *    while peer 0's params_ready hook says 0 it sends nothing, even for
+ *    200 ms; values it writes meanwhile are what its neighbour mixes, and
+ *    neither round ends before they went out. */
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -304,6 +310,64 @@ static int quiet_child(int self)
     rumor_mixer_destroy(&m, 1.0);
     rumor_topo_destroy(&t);
     free(init);
+    return tu_failures ? 1 : 0;
+}
+
+/* Part 8: peer 0's hook answers 0 until its parameters are written. */
+static atomic_int late_written, late_asked;
+
+static int late_ready(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&late_asked, 1);
+    return atomic_load(&late_written);
+}
+
+static int late_child(int self)
+{
+    rumor_topo_t *t;
+    if (rumor_topo_parse("grid:1x2", &t) < 0)
+        return 2;
+    static float init[NP];
+    for (int i = 0; i < NP; i++)
+        init[i] = (float)x0_of(self, i);
+    rumor_mixer_t *m = make_mixer_c(t, self, init, 20.0, CHUNK, 0, 0);
+    if (rumor_mixer_barrier(m, 20.0) < 1) {
+        fprintf(stderr, "peer %d: barrier failed\n", self);
+        return 1;
+    }
+    if (self == 0)
+        rumor_mixer_set_params_ready(m, late_ready, NULL);
+    double t0 = rumor_now();
+    CHECK_OK(rumor_mixer_round_begin(m, 0));
+    if (self == 0) {
+        /* the copy lands late: what was in the buffer at round_begin is
+         * never sent */
+        usleep(200000);
+        float *x = rumor_mixer_params(m);
+        for (int i = 0; i < NP; i++)
+            x[i] = (float)(3.0 + 0.001 * i);
+        atomic_store(&late_written, 1);
+    }
+    float *x;
+    rumor_round_stats_t st;
+    CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
+    double took = rumor_now() - t0;
+    CHECK(st.timed_out == 0 && st.complete == st.in_neighbors);
+    size_t off = 0;
+    for (int i = 0; i < NP; i++) {
+        double v0 = 3.0 + 0.001 * i, v1 = (float)x0_of(1, i);
+        off += fabs(x[i] - 0.5 * (v0 + v1)) > 1e-6;
+    }
+    CHECKF(off == 0, "peer %d: %zu of %d elements are not the mean of the values written late "
+           "and the neighbour's", self, off, NP);
+    CHECKF(took >= 0.19, "peer %d: the round ended %.3f s after it began, before peer 0's "
+           "parameters were written (0.2 s)", self, took);
+    if (self == 0)
+        CHECKF(atomic_load(&late_asked) >= 10, "peer 0: the hook was asked %d times in 0.2 s "
+               "(the comm thread should poll it every millisecond)", atomic_load(&late_asked));
+    rumor_mixer_destroy(&m, 1.0);
+    rumor_topo_destroy(&t);
     return tu_failures ? 1 : 0;
 }
 
@@ -588,5 +652,11 @@ int main(int argc, char **argv)
     }
     if (!*only || !strcmp(only, "quiet"))
         CHECKF(run_children(quiet_child, 2) == 0, "rounds after quiet pauses");
+    for (int p = 0; p < 2; p++) {
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
+        eps[p] = endpoints[p];
+    }
+    if (!*only || !strcmp(only, "late"))
+        CHECKF(run_children(late_child, 2) == 0, "parameters written after round_begin");
     return tu_finish("test_mixer");
 }

@@ -471,13 +471,66 @@ static void check_small_ops(void)
     d->ops->free(d, pA), d->ops->free(d, pB);
 }
 
+/* Asynchronous copies through host_alloc memory on two streams ordered by
+ * an event, and event_query: 1 for an event never recorded, 1 once the work
+ * before it is done (after event_sync), and the data arrives intact. */
+static void check_async_copies(void)
+{
+    const size_t n = (size_t)1 << 20;
+    float *h = d->ops->host_alloc(d, n * sizeof(float));
+    float *back = d->ops->host_alloc(d, n * sizeof(float));
+    float *dv = d->ops->alloc(d, n * sizeof(float));
+    rumor_stream_t *s1 = NULL, *s2 = NULL;
+    rumor_event_t *e = NULL, *never = NULL;
+    CHECKF(h && back && dv, "%s: host_alloc or alloc failed", d->name);
+    CHECK_OK(d->ops->stream_create(d, &s1));
+    CHECK_OK(d->ops->stream_create(d, &s2));
+    CHECK_OK(d->ops->event_create(d, &e));
+    CHECK_OK(d->ops->event_create(d, &never));
+    if (h && back && dv && s1 && s2 && e && never) {
+        for (size_t i = 0; i < n; i++)
+            h[i] = (float)i * 0.5f - 7.0f, back[i] = NAN;
+        CHECKF(d->ops->event_query(d, never) == 1, "%s: an event never recorded is not done",
+               d->name);
+        CHECK_OK(d->ops->upload_async(d, dv, h, n * sizeof(float), s1));
+        CHECK_OK(d->ops->event_record(d, e, s1));
+        int q = d->ops->event_query(d, e);
+        CHECKF(q == 0 || q == 1, "%s: event_query of a recorded event gave %d", d->name, q);
+        CHECK_OK(d->ops->stream_wait(d, s2, e));
+        CHECK_OK(d->ops->download_async(d, back, dv, n * sizeof(float), s2));
+        CHECK_OK(d->ops->event_record(d, e, s2));
+        CHECK_OK(d->ops->event_sync(d, e));
+        CHECKF(d->ops->event_query(d, e) == 1, "%s: event_query after event_sync is not 1",
+               d->name);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += back[i] != h[i];
+        CHECKF(bad == 0, "%s: %zu of %zu floats differ after an upload and a download ordered "
+               "by an event", d->name, bad, n);
+    }
+    if (never)
+        d->ops->event_destroy(d, never);
+    if (e)
+        d->ops->event_destroy(d, e);
+    if (s1)
+        d->ops->stream_destroy(d, s1);
+    if (s2)
+        d->ops->stream_destroy(d, s2);
+    if (dv)
+        d->ops->free(d, dv);
+    if (h)
+        d->ops->host_free(d, h);
+    if (back)
+        d->ops->host_free(d, back);
+}
+
 static int complete(const rumor_ops_t *o)
 {
     return o->fill && o->add && o->axpby && o->axpy_dist && o->sumsq && o->gemm_batched &&
            o->layernorm_forward && o->layernorm_backward_x && o->layernorm_backward_w &&
            o->attention_forward && o->attention_backward && o->embed_forward && o->embed_backward && o->stream_create &&
            o->set_stream && o->event_record && o->stream_wait && o->upload_async &&
-           o->download_async && o->copy_peer && o->host_alloc && o->supports;
+           o->download_async && o->copy_peer && o->host_alloc && o->event_query && o->supports;
 }
 
 int main(void)
@@ -502,6 +555,7 @@ int main(void)
             check_embed_wide();
             check_xent_wide();
             check_small_ops();
+            check_async_copies();
             fprintf(stderr, "%s: transformer ops checked\n", d->name);
         }
         rumor_device_close(&d);

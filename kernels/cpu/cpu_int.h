@@ -37,6 +37,7 @@ void cpu_event_destroy(rumor_device_t *d, rumor_event_t *e);
 int cpu_event_record(rumor_device_t *d, rumor_event_t *e, rumor_stream_t *s);
 int cpu_stream_wait(rumor_device_t *d, rumor_stream_t *s, rumor_event_t *e);
 int cpu_event_sync(rumor_device_t *d, rumor_event_t *e);
+int cpu_event_query(rumor_device_t *d, rumor_event_t *e);
 int cpu_copy_async(rumor_device_t *d, void *dst, const void *src, size_t bytes, rumor_stream_t *s);
 int cpu_copy_peer(rumor_device_t *dd, void *dst, rumor_device_t *sd, const void *src,
                   size_t bytes, rumor_stream_t *s);

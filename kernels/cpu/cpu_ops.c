@@ -288,6 +288,7 @@ const rumor_ops_t rumor_cpu_ops = {
     .event_record = cpu_event_record,
     .stream_wait = cpu_stream_wait,
     .event_sync = cpu_event_sync,
+    .event_query = cpu_event_query,
     .upload_async = cpu_copy_async,
     .download_async = cpu_copy_async,
     .copy_peer = cpu_copy_peer,

@@ -329,6 +329,7 @@ int cpu_stream_wait(rumor_device_t *d, rumor_stream_t *s, rumor_event_t *e)
 }
 
 int cpu_event_sync(rumor_device_t *d, rumor_event_t *e) { return (void)d, (void)e, 0; }
+int cpu_event_query(rumor_device_t *d, rumor_event_t *e) { return (void)d, (void)e, 1; }
 
 int cpu_copy_async(rumor_device_t *d, void *dst, const void *src, size_t bytes, rumor_stream_t *s)
 {

@@ -338,6 +338,20 @@ static int cu_event_sync(rumor_device_t *d, rumor_event_t *e)
     return cu_report(d);
 }
 
+/* cudaErrorNotReady is an answer, not a failure: it is not kept as the
+ * device's first error */
+static int cu_event_query(rumor_device_t *d, rumor_event_t *e)
+{
+    cu_enter(d);
+    cudaError_t rc = cudaEventQuery((cudaEvent_t)e);
+    if (rc == cudaErrorNotReady)
+        return 0;
+    if (rc != cudaSuccess)
+        return rumor_err_set(RUMOR_ECUDA, "cudaEventQuery: %s", cudaGetErrorString(rc));
+    int r = cu_report(d);
+    return r < 0 ? r : 1;
+}
+
 static int cu_upload_async(rumor_device_t *d, void *dst, const void *src, size_t bytes,
                            rumor_stream_t *s)
 {
@@ -459,6 +473,7 @@ static const rumor_ops_t rumor_cuda_ops = {
     .event_record = cu_event_record,
     .stream_wait = cu_stream_wait,
     .event_sync = cu_event_sync,
+    .event_query = cu_event_query,
     .upload_async = cu_upload_async,
     .download_async = cu_download_async,
     .copy_peer = cu_copy_peer,

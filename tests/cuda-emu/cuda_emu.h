@@ -46,7 +46,18 @@ typedef hipDeviceProp_t cudaDeviceProp;
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
-#define cudaStreamWaitEvent hipStreamWaitEvent
+/* HIP-CPU has no hipEventQuery: the emulation answers "done" after waiting,
+ * which is a correct (if never pending) answer */
+#define cudaErrorNotReady hipErrorNotReady
+static inline hipError_t cudaEventQuery(hipEvent_t e) { return hipEventSynchronize(e); }
+/* HIP-CPU runs every stream's queue on one processor thread, so a queue
+ * that waits for an event recorded later in another queue deadlocks it: the
+ * emulation waits for the event on the host instead (a stronger order) */
+static inline hipError_t cudaStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned flags)
+{
+    (void)s, (void)flags;
+    return hipEventSynchronize(e);
+}
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaFreeHost hipHostFree
 
