@@ -13,6 +13,8 @@
 #          CPU benchmarks that want the machine's 16 cores (bench_pipeline's
 #          4 and 8 stages, bench_gossip's 2-stage peers)
 #   cores  the CPU benchmarks alone (a second call when all ran out of time)
+#   quick  the GPU's op and step tests and the swarm with a GPU peer (a
+#          short call to recheck a change)
 #   all    both, the most telling first (the GPU's op and step tests, its
 #          benchmarks, the rest), so a call cut at its limit keeps the most
 # Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
@@ -126,8 +128,9 @@ case $what in
   check) check_first; check_rest ;;
   bench) bench_gpu; bench_cores ;;
   cores) bench_cores ;;
+  quick) check_first; step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh" ;;
   all) check_first; bench_gpu; check_rest; bench_cores ;;
-  *) note "run: '$what': expected check, bench, cores or all"; exit 2 ;;
+  *) note "run: '$what': expected check, bench, cores, quick or all"; exit 2 ;;
 esac
 note ""
 note "== summary"
