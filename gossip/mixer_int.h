@@ -98,11 +98,25 @@ struct mx_fwd {
     uint8_t *bytes;
 };
 
+/* The most floats one PARAMS message carries from this peer (64 KiB; a
+ * coded chunk goes whole), and how long a connection may take nothing
+ * before it no longer holds newer rounds back (mx_pump_sends). */
+#define MX_PIECE ((uint64_t)1 << 14)
+#define MX_STALL_S 1.0
+#define MX_SLOW_BPS 50e6
+#define MX_PROBE_EVERY 16
+
 struct mx_sendq {
     int n;                     /* entries, 0..2 */
     long round[2];
     rumor_sendbuf_t *buf[2];
-    size_t next[2];            /* next chunk to hand to ZeroMQ */
+    uint64_t next[2];          /* the next element to hand to ZeroMQ */
+    double moved_at;           /* when the head entry last moved (queued or a piece taken) */
+    double head_at;            /* when the head entry became the head */
+    int slow;                  /* the last round sent in pieces went out slower than
+                                * MX_SLOW_BPS (the link, not ZeroMQ's queue, paced it) */
+    int pieces;                /* the head entry goes in pieces: slow, or a probe */
+    unsigned heads;            /* entries that became the head */
 };
 
 /* State transfer, the requesting side: the space is cut into contiguous

@@ -2,6 +2,8 @@
 #include "transport.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,8 @@ struct rumor_transport {
     /* socket monitors (inproc PAIR sockets): the PULL socket's handshakes,
      * and the probe's (rumor_transport_probe_open) */
     void *mon;
+    void **push_mon;       /* peers: each PUSH socket's connections (for their fds) */
+    unsigned push_mons;    /* monitors started: each one's inproc address is new */
     void *probe, *probe_mon;
     int probe_state;
 };
@@ -118,17 +122,20 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
         t->o.io_threads = 1;
     if (t->o.conns_per_peer <= 0)
         t->o.conns_per_peer = 1;
+    if (t->o.notsent_lowat == 0)
+        t->o.notsent_lowat = 16 << 10;
     t->o.keys = NULL;
     t->o.allow = NULL;
     t->peers = peers;
     size_t slots = (size_t)(peers ? peers : 1);
     t->push = calloc(slots, sizeof *t->push);
+    t->push_mon = calloc(slots, sizeof *t->push_mon);
     t->more_ep = calloc(slots, sizeof *t->more_ep);
     t->more_next = calloc(slots, sizeof *t->more_next);
     t->more_at = calloc(slots, sizeof *t->more_at);
     t->reconnect_ms = calloc(slots, sizeof *t->reconnect_ms);
     t->ctx = zmq_ctx_new();
-    if (!t->push || !t->more_ep || !t->more_next || !t->more_at || !t->reconnect_ms || !t->ctx) {
+    if (!t->push || !t->push_mon || !t->more_ep || !t->more_next || !t->more_at || !t->reconnect_ms || !t->ctx) {
         rumor_transport_destroy(&t);
         return rumor_err_set(RUMOR_ENOMEM, "transport: cannot create a ZeroMQ context");
     }
@@ -202,6 +209,9 @@ void rumor_transport_destroy(rumor_transport_t **tp)
     for (int i = 0; t->push && i < t->peers; i++)
         if (t->push[i])
             zmq_close(t->push[i]);
+    for (int i = 0; t->push_mon && i < t->peers; i++)
+        if (t->push_mon[i])
+            zmq_close(t->push_mon[i]);
     if (t->pull)
         zmq_close(t->pull);
     rumor_zap_stop(&t->zap); /* after the sockets that authenticate through it */
@@ -220,6 +230,7 @@ void rumor_transport_destroy(rumor_transport_t **tp)
     free(t->peer_pk);
     free(t->has_pk);
     free(t->push);
+    free(t->push_mon);
     free(t);
     *tp = NULL;
 }
@@ -282,6 +293,16 @@ void rumor_transport_events(rumor_transport_t *t)
 {
     int ev;
     uint32_t v;
+    /* a connection is up: its kernel buffer holds little unsent (the fd is
+     * libzmq's; were it closed and reused meanwhile, the option fails on
+     * anything but a TCP socket and does no harm on one) */
+    for (int j = 0; j < t->peers; j++)
+        while (t->push_mon[j] && next_event(t->push_mon[j], &ev, &v))
+            if (ev == ZMQ_EVENT_CONNECTED) {
+                int lowat = t->o.notsent_lowat;
+                if (setsockopt((int)v, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat) == 0)
+                    t->stats.lowat_set++;
+            }
     while (t->mon && next_event(t->mon, &ev, &v)) {
         if (ev == ZMQ_EVENT_ACCEPTED)
             t->stats.conn_accepted++;
@@ -432,6 +453,13 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
          zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, t->keys->secret_key, RUMOR_CURVE_KEY_BYTES) != 0))
         rc = rumor_err_set(RUMOR_ESYS, "peer %d: CURVE client options: %s", peer,
                            zmq_strerror(zmq_errno()));
+    if (rc == 0 && t->o.notsent_lowat > 0 && !strncmp(endpoint, "tcp://", 6)) {
+        /* an optimization: a connection without it still works */
+        char what[32];
+        snprintf(what, sizeof what, "push%u", ++t->push_mons);
+        if (watch(t, s, what, ZMQ_EVENT_CONNECTED, &t->push_mon[peer]) < 0)
+            rumor_debug("peer %d: no TCP_NOTSENT_LOWAT: %s", peer, rumor_err_msg());
+    }
     if (rc == 0)
         rc = connect_one(t, s, peer, 0, endpoint);
     if (rc == 0 && t->o.conns_per_peer > 1) {
@@ -440,6 +468,10 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
         t->more_next[peer] = 1;
     }
     if (rc < 0) {
+        if (t->push_mon[peer]) {
+            zmq_close(t->push_mon[peer]);
+            t->push_mon[peer] = NULL;
+        }
         zmq_close(s);
         return rc;
     }
@@ -458,6 +490,10 @@ void rumor_transport_disconnect(rumor_transport_t *t, int peer)
     if (peer >= 0 && peer < t->peers && t->push[peer]) {
         zmq_close(t->push[peer]);
         t->push[peer] = NULL;
+    }
+    if (peer >= 0 && peer < t->peers && t->push_mon[peer]) {
+        zmq_close(t->push_mon[peer]);
+        t->push_mon[peer] = NULL;
     }
     if (peer >= 0 && peer < t->peers && t->more_ep[peer]) {
         free(t->more_ep[peer]);

@@ -62,6 +62,15 @@ typedef struct rumor_transport_opts {
      * the receiver, which places each accepted connection on its least
      * loaded I/O thread, sees the previous one's load). */
     int conns_per_peer;
+    /* TCP_NOTSENT_LOWAT of every connection this peer opens: how many
+     * bytes the kernel holds not yet sent before it asks ZeroMQ for more.
+     * Small, what is handed to ZeroMQ is close to what is on the wire, so
+     * the mixer's oldest-round-first order is the wire's order too (a
+     * kernel buffer that grows to megabytes would hold whole rounds, and
+     * two rounds' sends to two neighbours would share the upload); it
+     * does not bound the bytes in flight, so a long link still fills.
+     * Default 16 KiB; -1: the kernel's. */
+    int notsent_lowat;
 } rumor_transport_opts_t;
 
 typedef struct rumor_transport rumor_transport_t;
@@ -159,6 +168,8 @@ typedef struct rumor_transport_stats {
     uint64_t hs_mechanism, hs_crypto, hs_protocol, hs_denied, hs_other;
     /* connections accepted and closed, handshakes that succeeded */
     uint64_t conn_accepted, conn_closed, hs_ok;
+    /* outgoing TCP connections given TCP_NOTSENT_LOWAT (opts.notsent_lowat) */
+    uint64_t lowat_set;
 } rumor_transport_stats_t;
 const rumor_transport_stats_t *rumor_transport_stats(const rumor_transport_t *t);
 

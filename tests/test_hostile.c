@@ -1016,6 +1016,7 @@ struct seen {
     long newest;        /* newest round */
     double t_round[2];  /* when rounds 0 and 1 were first seen */
     uint8_t *chunk0;    /* round 0's chunk 0 */
+    uint64_t got0;      /* its elements received (a peer may send a chunk in pieces) */
     int have_chunk0;
     uint64_t space, nchunks;
 };
@@ -1050,10 +1051,13 @@ static int pull_one(void *pull, struct seen *sn, int ms)
             sn->newest = r;
         if (r >= 0 && r < 2 && sn->t_round[r] == 0)
             sn->t_round[r] = now_s();
-        if (r == 0 && h.chunk == 0 && h.nchunks >= 2 && h.length == CHUNK_ELEMS &&
-            zmq_msg_size(&f[1]) == CHUNK_ELEMS * 4 && !sn->have_chunk0) {
-            memcpy(sn->chunk0, zmq_msg_data(&f[1]), CHUNK_ELEMS * 4);
-            sn->have_chunk0 = 1;
+        /* chunk 0 whole, or in pieces (each range once: a connection is
+         * FIFO and a round is sent once) */
+        if (r == 0 && h.chunk == 0 && h.nchunks >= 2 && h.offset + h.length <= CHUNK_ELEMS &&
+            h.length > 0 && zmq_msg_size(&f[1]) == h.length * 4 && !sn->have_chunk0) {
+            memcpy(sn->chunk0 + h.offset * 4, zmq_msg_data(&f[1]), h.length * 4);
+            sn->got0 += h.length;
+            sn->have_chunk0 = sn->got0 == CHUNK_ELEMS;
             sn->space = h.space;
             sn->nchunks = h.nchunks;
         }

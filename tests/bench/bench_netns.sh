@@ -13,6 +13,8 @@
 #   RUMOR_BENCH_NETNS_RATE (default 100mbit), RUMOR_BENCH_NETNS_BATCH (default
 #   128 per peer), RUMOR_BENCH_NETNS_DDP=0 to skip
 #   DDP, RUMOR_BENCH_NETNS_KEEP=1 to keep the run directory,
+#   RUMOR_BENCH_NETNS_ONLY="NAME ..." to run only the swarms named (dpsgd_ring,
+#   dpsgd_onepeer, allreduce, ddp_gloo, and the WAN runs' names),
 #   RUMOR_BENCH_NETNS_RUN_TIMEOUT seconds before a swarm is killed
 #   (default 60 + 45 per epoch). A swarm that fails or times out is reported
 #   and the bench exits 1 after the other runs.
@@ -200,6 +202,8 @@ report() {  # NAME LABEL
 
 NETNS_EXTRA=()
 LAST_E=
+# RUMOR_BENCH_NETNS_ONLY="dpsgd_onepeer allreduce": only the runs named
+wanted() { [ -z "${RUMOR_BENCH_NETNS_ONLY:-}" ] || case " $RUMOR_BENCH_NETNS_ONLY " in *" $1 "*) true ;; *) false ;; esac; }
 # the batch is pinned so that the figures do not move with rumor-peer's default
 BATCH=${RUMOR_BENCH_NETNS_BATCH:-128}
 COMMON=(--epochs "$EPOCHS" --batch "$BATCH" --seed 1)
@@ -207,13 +211,13 @@ T_START=$(date +%s)
 FAILED=
 EPOCH_dpsgd_ring="" EPOCH_dpsgd_onepeer="" EPOCH_allreduce="" EPOCH_ddp_gloo=""
 if [ "${RUMOR_BENCH_NETNS_LAN:-1}" != 0 ]; then
-if run_swarm dpsgd_ring "$BIN" --mode dpsgd --topology ring "${COMMON[@]}" --progress 5; then
+if ! wanted dpsgd_ring; then :; elif run_swarm dpsgd_ring "$BIN" --mode dpsgd --topology ring "${COMMON[@]}" --progress 5; then
     report dpsgd_ring dpsgd_ring; EPOCH_dpsgd_ring=$LAST_E
 else FAILED="$FAILED dpsgd_ring"; fi
-if run_swarm dpsgd_onepeer "$BIN" --mode dpsgd --topology onepeer-exp "${COMMON[@]}" --progress 5; then
+if ! wanted dpsgd_onepeer; then :; elif run_swarm dpsgd_onepeer "$BIN" --mode dpsgd --topology onepeer-exp "${COMMON[@]}" --progress 5; then
     report dpsgd_onepeer dpsgd_onepeer; EPOCH_dpsgd_onepeer=$LAST_E
 else FAILED="$FAILED dpsgd_onepeer"; fi
-if run_swarm allreduce "$BIN" --mode allreduce "${COMMON[@]}" --progress 5; then
+if ! wanted allreduce; then :; elif run_swarm allreduce "$BIN" --mode allreduce "${COMMON[@]}" --progress 5; then
     report allreduce allreduce; EPOCH_allreduce=$LAST_E
 else FAILED="$FAILED allreduce"; fi
 
@@ -227,7 +231,7 @@ if [ "${RUMOR_BENCH_NETNS_DDP:-1}" != 0 ]; then
     else
         printf '#!/bin/sh\nexec %s %s "$@"\n' "$TPY" "$SRCDIR/examples/ddp_baseline.py" > "$WORK/ddp-peer"
         chmod +x "$WORK/ddp-peer"
-        if run_swarm ddp_gloo "$WORK/ddp-peer" "${COMMON[@]}"; then
+        if ! wanted ddp_gloo; then :; elif run_swarm ddp_gloo "$WORK/ddp-peer" "${COMMON[@]}"; then
             report ddp_gloo ddp_gloo; EPOCH_ddp_gloo=$LAST_E
         else
             echo "bench_netns: the DDP baseline failed; its figures are left out"
@@ -277,6 +281,7 @@ time_to_target() {
 run_wan() {  # SCENARIO NAME ARGS...
     local sc=$1 name=$2 tt acc
     shift 2
+    wanted "${sc}_$name" || return 0
     if ! run_swarm "${sc}_$name" "$BIN" "$@" --progress 5; then
         FAILED="$FAILED ${sc}_$name"; return 0
     fi
