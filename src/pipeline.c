@@ -558,6 +558,13 @@ static void pio_free(rumor_pipeline_t *p)
     p->pio = NULL;
 }
 
+/* Whether a stage on device d copies its range to and from a buffer of
+ * `host` asynchronously (a GPU stage, a host buffer); else it copies at once. */
+static int copies_async(const rumor_device_t *host, const rumor_device_t *d)
+{
+    return host->kind == RUMOR_DEV_CPU && d->kind != RUMOR_DEV_CPU;
+}
+
 /* The copy machinery of stage s (made on first use); NULL on an error. */
 static struct pipeline_param_io *pio_of(rumor_pipeline_t *p, int s)
 {
@@ -589,12 +596,12 @@ int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_
         if (!st->owns_params) /* was bound in place: a buffer of its own again */
             return rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: bound to another device's "
                                  "memory", s);
-        struct pipeline_param_io *io = pio_of(p, s);
-        if (!io)
-            return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
         rumor_device_t *d = st->dev;
         size_t bytes = st->n * sizeof(float);
-        if (dev->kind == RUMOR_DEV_CPU && d->kind != RUMOR_DEV_CPU) {
+        if (copies_async(dev, d)) {
+            struct pipeline_param_io *io = pio_of(p, s);
+            if (!io)
+                return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
             /* on the compute stream, after the last copy back has read
              * the stage's parameters; the host returns at once */
             if (atomic_load(&io->started))
@@ -616,7 +623,7 @@ int rumor_pipeline_write_params(rumor_pipeline_t *p, float *params, rumor_device
             continue;
         rumor_device_t *d = st->dev;
         size_t bytes = st->n * sizeof(float);
-        if (dev->kind != RUMOR_DEV_CPU || d->kind == RUMOR_DEV_CPU) {
+        if (!copies_async(dev, d)) {
             RUMOR_CHECK(rumor_device_copy(dev, params + st->lo, d, st->params, bytes));
             continue;
         }
