@@ -8,6 +8,7 @@
  * zmq_poll when a request is posted. */
 #include "mixer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -272,6 +273,9 @@ void rumor_mixer_destroy(rumor_mixer_t **mp, double grace)
     rumor_mixer_t *m = *mp;
     if (m->thread_started) {
         pthread_mutex_lock(&m->mu);
+        if (m->early_hold) /* a caller that failed between range_wait and round_end */
+            atomic_fetch_sub(&m->early_hold->refs, 1);
+        m->early_hold = NULL;
         m->req_stop = 1;
         m->stop_deadline = rumor_now() + (grace > 0 ? grace : 0);
         pthread_mutex_unlock(&m->mu);
@@ -452,21 +456,101 @@ int rumor_mixer_round_begin(rumor_mixer_t *m, long k)
     return 0;
 }
 
-int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st)
+/* Asks the comm thread to close round k (under mu): by its deadline, or as
+ * soon as it is complete. */
+static void request_close(rumor_mixer_t *m, long k)
 {
-    double t0 = rumor_now();
-    pthread_mutex_lock(&m->mu);
-    if (k != m->next_send - 1 || m->req_close >= 0) {
-        pthread_mutex_unlock(&m->mu);
-        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld ended out of order", k);
-    }
     m->req_close = k;
     m->cur_deadline = m->cfg.async ? 0 : mx_deadline(m);
     m->close_deadline = m->round_start + m->cur_deadline;
     m->closed_rc = 1; /* pending */
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
+}
+
+/* Whether every cell of [lo, hi) of round k is mixed (under mu); sets
+ * *data to the round's accumulator. */
+static int range_mixed(rumor_mixer_t *m, long k, size_t lo, size_t hi, float **data)
+{
+    if (m->cfg.async || m->ch.on)
+        return 0; /* the mix is made whole at the close */
+    const struct mx_slot *s = &m->slot[k % m->nslots];
+    if (s->pub_round != k)
+        return 0;
+    for (size_t c = lo / m->chunk; c <= (hi - 1) / m->chunk; c++)
+        if (!s->pub_done[c])
+            return 0;
+    *data = s->pub_data;
+    return 1;
+}
+
+int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, double wait,
+                           float **mixed)
+{
+    if (lo >= hi || hi > m->n)
+        return rumor_err_set(RUMOR_EINVAL, "mixer: range [%zu, %zu) of a space of %zu", lo, hi,
+                             m->n);
     pthread_mutex_lock(&m->mu);
+    if (m->early_round != k) {
+        if (k != m->next_send - 1 || m->req_close >= 0) {
+            pthread_mutex_unlock(&m->mu);
+            return rumor_err_set(RUMOR_ESTATE, "mixer: range of round %ld waited for out of "
+                                 "order", k);
+        }
+        /* the caller may still read x(k) (other stages compute on it)
+         * after the round closes: held until round_end */
+        m->early_round = k;
+        m->early_hold = m->params;
+        atomic_fetch_add_explicit(&m->params->refs, 1, memory_order_relaxed);
+        request_close(m, k);
+        pthread_mutex_unlock(&m->mu);
+        mx_wake(m);
+        pthread_mutex_lock(&m->mu);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double end = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + (wait > 0 ? wait : 0);
+    until.tv_sec = (time_t)end;
+    until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    int rc = 0;
+    for (;;) {
+        if (m->closed_rc != 1) { /* closed: the whole mix is there */
+            rc = m->closed_rc < 0 ? m->closed_rc : 1;
+            if (rc > 0)
+                *mixed = m->closed_buf->data;
+            break;
+        }
+        if (range_mixed(m, k, lo, hi, mixed)) {
+            rc = 1;
+            break;
+        }
+        if (wait <= 0 || pthread_cond_timedwait(&m->cv, &m->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", m->closed_err);
+    pthread_mutex_unlock(&m->mu);
+    if (rc < 0)
+        return rumor_err_set(rc, "mixer: round %ld: %s", k, msg);
+    return rc;
+}
+
+int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st)
+{
+    double t0 = rumor_now();
+    pthread_mutex_lock(&m->mu);
+    rumor_sendbuf_t *hold = NULL;
+    if (m->early_round == k) { /* rumor_mixer_range_wait asked for the close */
+        hold = m->early_hold;
+        m->early_round = -1;
+        m->early_hold = NULL;
+    } else if (k != m->next_send - 1 || m->req_close >= 0) {
+        pthread_mutex_unlock(&m->mu);
+        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld ended out of order", k);
+    } else {
+        request_close(m, k);
+        pthread_mutex_unlock(&m->mu);
+        mx_wake(m);
+        pthread_mutex_lock(&m->mu);
+    }
     while (m->closed_rc == 1)
         pthread_cond_wait(&m->cv, &m->mu);
     int rc = m->closed_rc;
@@ -477,6 +561,10 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
         st->wait_s = rumor_now() - t0;
     }
     pthread_mutex_unlock(&m->mu);
+    if (hold) { /* the caller let go of x(k) */
+        atomic_fetch_sub_explicit(&hold->refs, 1, memory_order_release);
+        mx_wake(m);
+    }
     if (rc < 0)
         return rumor_err_set(rc, "mixer: round %ld: %s", k, msg);
     *params = m->params->data;

@@ -184,6 +184,8 @@ typedef struct rumor_round_stats {
                                 * neighbours): no consensus step until the next
                                 * keyframe */
     uint64_t bytes_sent, bytes_received; /* totals since create */
+    double mix_start, mix_end; /* rumor_now() when the round's first and last cells
+                                * were mixed (0: none) */
 } rumor_round_stats_t;
 
 /* Binds, connects to every peer this one may talk to, starts the comm
@@ -235,6 +237,21 @@ int rumor_mixer_round_begin(rumor_mixer_t *m, long k);
  * *params points at the mixed parameters (also rumor_mixer_params()); the
  * previous buffer must no longer be used. st may be NULL. */
 int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st);
+
+/* A part of round k's mix, before the whole round: returns 1 once every
+ * element of [lo, hi) is mixed (every neighbour waited for sent it, or the
+ * round closed), with *mixed pointing at the buffer that round_end will
+ * hand over (the range's values at (*mixed)[lo .. hi)), 0 when `wait`
+ * seconds passed first (0: do not wait), < 0 on an error. A pipelined
+ * peer's stage steps its optimizer on its own range as soon as that range
+ * is mixed, while other stages still compute: the first call starts the
+ * round's close as round_end would (its deadline runs from round_begin),
+ * and the caller's x(k) (rumor_mixer_params() before) stays valid until
+ * round_end, which must follow. Safe from several threads at once; the
+ * caller writes only inside ranges it was handed. With --compress and in
+ * asynchronous mode the mix is made whole at the close: ranges wait for it. */
+int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, double wait,
+                           float **mixed) RUMOR_WUR;
 
 /* The newest round a neighbour is known to be at (from its messages and
  * HELLO answers), -1 when none is known yet. */

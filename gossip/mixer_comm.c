@@ -113,6 +113,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->next_send = m->cur;
     m->req_send = -1;
     m->req_close = -1;
+    m->early_round = -1;
     m->wake_fd[0] = m->wake_fd[1] = -1;
     atomic_init(&m->ar.ref.refs, 0);
     m->ar.last_tag = -1;

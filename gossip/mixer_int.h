@@ -48,6 +48,11 @@ struct mx_slot {
     uint64_t elems_in;         /* elements received for this round */
     uint64_t max_range;        /* the longest range among them */
     double first_arrival, last_arrival; /* of those: the rate they come at */
+    /* published under mu, for rumor_mixer_range_wait on the caller's threads */
+    long pub_round;            /* the round pub_done describes (-1 none) */
+    uint8_t *pub_done;         /* (nchunks) cell c is mixed */
+    float *pub_data;           /* the accumulator's memory */
+    double mix_t0, mix_t1;     /* when the first and the last cell were mixed (0 none) */
 };
 
 /* The ring all-reduce in progress (served by the comm thread). */
@@ -300,6 +305,11 @@ struct rumor_mixer {
     void *params_ready_ctx;
     int send_waiting;
     long req_close;            /* -1 none */
+    long early_round;          /* rumor_mixer_range_wait started round k's close before
+                                * round_end (-1 none); early_hold: the caller's x(k),
+                                * kept (a reference) until round_end */
+    rumor_sendbuf_t *early_hold;
+    double closing_mix[2];     /* the closing round's mix_t0, mix_t1 (comm thread) */
     double close_deadline, round_start, timeout;
     int req_hello, req_stop;
     double stop_deadline;

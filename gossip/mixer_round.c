@@ -25,11 +25,13 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->wfull = calloc(m->nchunks, sizeof *s->wfull);
     s->touched = calloc(m->nchunks, 1);
     s->done = calloc(m->nchunks, 1);
+    s->pub_done = calloc(m->nchunks, 1);
+    s->pub_round = -1;
     s->full = calloc(N * m->nchunks, 1);
     s->cov = calloc(N, sizeof *s->cov);
     s->w_of = calloc(N, sizeof *s->w_of);
     s->in = calloc(N, sizeof *s->in);
-    if (!s->wfull || !s->touched || !s->done || !s->full || !s->cov || !s->w_of || !s->in)
+    if (!s->wfull || !s->touched || !s->done || !s->pub_done || !s->full || !s->cov || !s->w_of || !s->in)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     return 0;
 }
@@ -42,6 +44,7 @@ void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
     free(s->wfull);
     free(s->touched);
     free(s->done);
+    free(s->pub_done);
     free(s->full);
     free(s->w_of);
     free(s->in);
@@ -73,6 +76,12 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
     s->elems_in = 0;
     s->max_range = 0;
     s->first_arrival = s->last_arrival = 0;
+    s->mix_t0 = s->mix_t1 = 0;
+    pthread_mutex_lock(&m->mu);
+    memset(s->pub_done, 0, m->nchunks);
+    s->pub_round = r;
+    s->pub_data = s->buf->data;
+    pthread_mutex_unlock(&m->mu);
     return mx_slot_reweigh(m, s);
 }
 
@@ -164,6 +173,17 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     }
     s->done[c] = 1;
     s->ndone++;
+    double now = rumor_now();
+    if (s->mix_t0 == 0)
+        s->mix_t0 = now;
+    s->mix_t1 = now;
+    /* a caller's stage may step on its range once every cell of it is mixed
+     * (rumor_mixer_range_wait) */
+    pthread_mutex_lock(&m->mu);
+    s->pub_done[c] = 1;
+    if (m->early_round == s->round)
+        pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* Whether cell c has everything it will get: every in-neighbour that is
@@ -454,6 +474,8 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
         if (!s->done[c])
             mix_cell(m, s, c);
     double dis = s->dis, selfw = s->selfw;
+    m->closing_mix[0] = s->mix_t0;
+    m->closing_mix[1] = s->mix_t1;
     if (m->ch.on) /* the mix becomes x + gamma (s - x_hat) */
         mx_choco_finish(m, s, k, s->buf, &dis);
     for (int i = 0; i < s->nin; i++) {
@@ -520,6 +542,9 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
     st->members = m->swim ? m->vn : 0;
     st->keyframe = m->ch.on && m->ch.keyframe_closed;
     st->consensus_skipped = m->ch.on && m->ch.skipped_closed;
+    st->mix_start = m->closing_mix[0];
+    st->mix_end = m->closing_mix[1];
+    m->closing_mix[0] = m->closing_mix[1] = 0;
     m->told_behind = -1;
     st->max_staleness = m->round_staleness;
     st->bytes_sent = m->pub_sent = ts->bytes_sent;

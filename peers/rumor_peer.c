@@ -618,6 +618,19 @@ static int trainer_params_ready(void *tr)
     return rumor_trainer_params_ready(tr);
 }
 
+/* A stage's range of round k's mix, for rumor_trainer_grads_step */
+struct round_next {
+    rumor_mixer_t *mixer;
+    long k;
+};
+
+static int mixed_range(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
+{
+    const struct round_next *rn = ctx;
+    (void)s;
+    return rumor_mixer_range_wait(rn->mixer, rn->k, lo, hi, wait, params);
+}
+
 static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 {
     rumor_eval_t e;
@@ -1139,14 +1152,22 @@ int main(int argc, char **argv)
         /* for the trace: the round's start, the gradient's, its end, the
          * mix's end */
         double t_round = rumor_now(), t_compute = t_round, t_computed = t_round, t_mixed;
+        int stepped = 0; /* the optimizer step is done (rumor_trainer_grads_step) */
         if (dpsgd) {
             /* send x(k) while computing the gradient at x(k); then
              * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad) */
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, "round");
             t_compute = rumor_now();
-            if (!outer && (balancing ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
-                                     : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)
+            /* one batch, no outer step: each stage steps on its own range of
+             * the mix as soon as both are ready (a pipelined peer's later
+             * stages while the first still computes) */
+            stepped = !outer && !balancing;
+            struct round_next rn = { p.mixer, k };
+            if (stepped ? rumor_trainer_grads_step(p.tr, &batch, t, &loss, mixed_range, &rn) < 0
+                        : !outer && (balancing
+                                         ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
+                                         : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)
                 return fail(&p, NULL);
             if (opts.throttle > 1 && !outer)
                 sleep_unless_leaving((opts.throttle - 1) * (rumor_now() - t_compute));
@@ -1156,7 +1177,7 @@ int main(int argc, char **argv)
                 return fail(&p, "round");
             if (outer) /* the mix becomes the outer step's target: x = the new anchor */
                 rumor_outer_step(outer, mixed);
-            if (rumor_trainer_bind(p.tr, mixed) < 0) /* after every change to it */
+            if (!stepped && rumor_trainer_bind(p.tr, mixed) < 0) /* after every change to it */
                 return fail(&p, "model");
             wait_total += st.wait_s;
             last_dis = st.disagreement;
@@ -1188,7 +1209,7 @@ int main(int argc, char **argv)
             wait_total += rumor_now() - t0;
         }
         t_mixed = rumor_now();
-        if (!outer && rumor_trainer_update(p.tr, NULL) < 0)
+        if (!outer && !stepped && rumor_trainer_update(p.tr, NULL) < 0)
             return fail(&p, "optimizer step");
         if (p.trace) {
             char args[128], name[32];

@@ -23,6 +23,15 @@ struct pipeline_run {
     float loss_scale;
     int failed;
     char err[512];
+    /* each stage's finish: its gradient complete (its own actions, and the
+     * tied copies' parts added), then its optimizer step on the range
+     * next() hands it */
+    int *left;                    /* (S) actions of stage s not done yet (its worker's) */
+    uint8_t *acted;               /* (S) all of them done (under mu) */
+    uint8_t *finished;            /* (S) gradient complete; 2: stepped too (its worker's) */
+    rumor_pipeline_next_fn next;  /* NULL: no step */
+    void *next_ctx;
+    rumor_device_t *host;         /* the memory next() hands ranges of */
 };
 
 struct worker {
@@ -30,6 +39,8 @@ struct worker {
     int d;
     double idle; /* seconds spent waiting for inputs */
     double end;  /* when the last action's result was ready (0: not yet) */
+    int todo;    /* stages of this device not stepped yet */
+    double list_end; /* when its action list ended */
 };
 
 void rumor_pipeline_micro_rows(int n, int M, int m, int *row0, int *rows)
@@ -76,6 +87,8 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
     free(p->cut);
     free(p->dev);
     free(p->busy_s);
+    free(p->fin);
+    free(p->tied_of);
     for (int d = 0; p->ev && d < p->P; d++)
         free(p->ev[d]);
     free(p->ev);
@@ -93,6 +106,9 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
         for (int d = 0; p->run->early && d < p->P; d++)
             free(p->run->early[d]);
         free(p->run->early);
+        free(p->run->left);
+        free(p->run->acted);
+        free(p->run->finished);
         free(p->run);
     }
     rumor_schedule_destroy(&p->sched);
@@ -199,7 +215,13 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         r->npool = calloc((size_t)p->S, sizeof *r->npool);
         r->loss = calloc((size_t)p->M, sizeof *r->loss);
         r->early = calloc((size_t)p->P, sizeof *r->early);
-        int ok = r->done_f && r->done_b && r->slot_of && r->pool && r->npool && r->loss && r->early;
+        r->left = calloc((size_t)p->S, sizeof *r->left);
+        r->acted = calloc((size_t)p->S, 1);
+        r->finished = calloc((size_t)p->S, 1);
+        p->fin = calloc((size_t)p->S, sizeof *p->fin);
+        p->tied_of = calloc((size_t)p->S, sizeof *p->tied_of);
+        int ok = r->done_f && r->done_b && r->slot_of && r->pool && r->npool && r->loss &&
+                 r->early && r->left && r->acted && r->finished && p->fin && p->tied_of;
         for (int d = 0; ok && d < p->P; d++)
             ok = (r->early[d] = calloc((size_t)p->sched->n[d] + 1, 1)) != NULL;
         for (int s = 0; ok && s < p->S; s++)
@@ -223,10 +245,16 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
             rc = rumor_err_prefix(rc, "pipeline stage %d (blocks %d-%d)", s, p->cut[s],
                                   p->cut[s + 1] - 1);
     }
-    for (int s = 0; rc == 0 && s < p->S; s++)
-        if (p->st[s]->tied && !tied_owner(p, p->st[s]))
+    for (int s = 0; rc == 0 && s < p->S; s++) {
+        p->tied_of[s] = -1;
+        rumor_stage_t *o = tied_owner(p, p->st[s]);
+        for (int q = 0; o && q < p->S; q++)
+            if (p->st[q] == o)
+                p->tied_of[s] = q;
+        if (p->st[s]->tied && !o)
             rc = rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: no stage holds the tensor it "
                                "shares at offset %zu", s, p->st[s]->tied_lo);
+    }
     if (rc == 0)
         rc = make_links(p);
     if (rc < 0) {
@@ -381,6 +409,139 @@ static int is_set(struct pipeline_run *r, const uint8_t *flag)
     return v;
 }
 
+static int bind_stage(rumor_pipeline_t *p, int s, float *params, rumor_device_t *dev);
+static int copies_async(const rumor_device_t *host, const rumor_device_t *d);
+static int write_stage(rumor_pipeline_t *p, int s, float *params, rumor_device_t *dev);
+
+/* Stage q's gradient is complete once its own actions are, and those of the
+ * stages keeping a copy of a tensor it holds (a GPT head's tied embedding):
+ * their parts are added into it then, in stage order. Returns 1 when it
+ * is, 0 not yet, < 0 on an error. Worker of q's device. */
+static int complete_grads(struct worker *w, int q)
+{
+    rumor_pipeline_t *p = w->p;
+    struct pipeline_run *r = p->run;
+    pthread_mutex_lock(&r->mu);
+    int ready = r->acted[q];
+    for (int s = 0; ready && s < p->S; s++)
+        if (p->tied_of[s] == q && !r->acted[s])
+            ready = 0;
+    pthread_mutex_unlock(&r->mu);
+    if (!ready)
+        return 0;
+    rumor_stage_t *o = p->st[q];
+    for (int s = 0; s < p->S; s++) {
+        if (p->tied_of[s] != q)
+            continue;
+        rumor_stage_t *st = p->st[s];
+        const float *g = st->tied_grad;
+        if (p->tied_tmp[s]) { /* on another device: its part comes over first */
+            RUMOR_CHECK(rumor_device_copy(o->dev, p->tied_tmp[s], st->dev, g,
+                                          st->tied_n * sizeof(float)));
+            g = p->tied_tmp[s];
+        }
+        o->dev->ops->axpy(o->dev, o->grads + (st->tied_lo - o->lo), 1.0f, g, st->tied_n);
+    }
+    r->finished[q] = 1;
+    p->fin[q][0] = rumor_now() - p->t0;
+    return 1;
+}
+
+/* Finishes what it can of worker w's stages: completes their gradients and
+ * steps those whose range next() hands over, waiting for it at most `wait`
+ * seconds (the time waited counts as idle). Returns 0, < 0 on an error. */
+static int finish_stages(struct worker *w, double wait)
+{
+    rumor_pipeline_t *p = w->p;
+    struct pipeline_run *r = p->run;
+    int waiting = 0; /* stages whose gradient is complete, not stepped */
+    for (int q = 0; q < p->S && w->todo > 0; q++) {
+        if (rumor_schedule_device(p->sched, q, NULL) != w->d || r->finished[q] == 2)
+            continue;
+        if (!r->finished[q]) {
+            int rc = complete_grads(w, q);
+            if (rc <= 0)
+                continue;
+            if (!r->next) {
+                r->finished[q] = 2;
+                w->todo--;
+                continue;
+            }
+        }
+        waiting++;
+    }
+    for (int q = 0; q < p->S && waiting > 0; q++) {
+        if (rumor_schedule_device(p->sched, q, NULL) != w->d || r->finished[q] != 1)
+            continue;
+        rumor_stage_t *st = p->st[q];
+        float *buf = NULL;
+        double t0 = rumor_now();
+        /* one stage to wait for: wait on it; several: ask each in turn */
+        int rc = st->hi > st->lo ? r->next(r->next_ctx, q, st->lo, st->hi,
+                                           waiting == 1 ? wait : 0.001, &buf)
+                                 : 1; /* no parameters: nothing to wait for */
+        w->idle += rumor_now() - t0;
+        if (rc < 0)
+            return rumor_err_prefix(rc, "stage %d's parameters", q);
+        if (rc == 0)
+            continue;
+        p->fin[q][1] = rumor_now() - p->t0;
+        if (buf)
+            RUMOR_CHECK(bind_stage(p, q, buf, r->host));
+        RUMOR_CHECK(rumor_stage_step(st));
+        if (buf)
+            RUMOR_CHECK(write_stage(p, q, buf, r->host));
+        if (!copies_async(r->host, st->dev))
+            RUMOR_CHECK(stage_done(st));
+        p->fin[q][2] = rumor_now() - p->t0;
+        r->finished[q] = 2;
+        w->todo--;
+        waiting--;
+    }
+    return 0;
+}
+
+/* Stage s of worker w did an action: when it was its last, the stage's
+ * gradient may be complete (so may its tied owner's: told through mu). */
+static int acted(struct worker *w, int s)
+{
+    struct pipeline_run *r = w->p->run;
+    if (--r->left[s] > 0)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    r->acted[s] = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    return finish_stages(w, 0.0);
+}
+
+/* Waits for an input while stages of this worker wait for their ranges:
+ * steps each as its range comes, checking the input every millisecond.
+ * Returns 0, -1 when the step failed elsewhere, < -1 on an error here. */
+static int wait_finishing(struct worker *w, const uint8_t *need)
+{
+    struct pipeline_run *r = w->p->run;
+    while (w->todo > 0 && !is_set(r, need)) {
+        int rc = finish_stages(w, 0.001);
+        if (rc < 0)
+            return rc;
+        double t0 = rumor_now();
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 1000000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&r->mu);
+        if (!*need && !r->failed)
+            pthread_cond_timedwait(&r->cv, &r->mu, &until);
+        pthread_mutex_unlock(&r->mu);
+        w->idle += rumor_now() - t0;
+    }
+    return 0;
+}
+
 /* While action i of worker w waits for its input, runs the Ws listed after
  * it whose B is done (nothing waits on a W, and running one earlier frees
  * its slot earlier: the schedule's dependencies and peak hold). Returns 0,
@@ -404,12 +565,44 @@ static int fill_wait(struct worker *w, int i, const uint8_t *need)
         int rc = act(w, x);
         p->ev[w->d][2 * j] = a0;
         p->ev[w->d][2 * j + 1] = (w->end > 0 ? w->end : rumor_now()) - p->t0;
+        if (rc == 0)
+            rc = acted(w, s);
         if (rc < 0) {
             fail_run(r, w->d, x, s);
             return rc;
         }
         early[j] = 1;
     }
+    return 0;
+}
+
+static int run_failed(struct pipeline_run *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int v = r->failed;
+    pthread_mutex_unlock(&r->mu);
+    return v;
+}
+
+/* Fails the step with this thread's error, outside any action. */
+static void fail_finish(struct pipeline_run *r, int d)
+{
+    pthread_mutex_lock(&r->mu);
+    if (!r->failed) {
+        r->failed = 1;
+        snprintf(r->err, sizeof r->err, "device %d, finishing its stages: %s", d,
+                 rumor_err_msg());
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Whether one of worker w's stages waits for a tied copy's gradient. */
+static int waits_for_copy(const struct worker *w)
+{
+    for (int q = 0; q < w->p->S; q++)
+        if (rumor_schedule_device(w->p->sched, q, NULL) == w->d && !w->p->run->finished[q])
+            return 1;
     return 0;
 }
 
@@ -420,13 +613,23 @@ static void *work(void *arg)
     const rumor_schedule_t *sc = p->sched;
     double t0 = rumor_now(), *ev = p->ev[w->d];
     uint8_t *early = p->run->early[w->d];
-    for (int i = 0; i < sc->n[w->d]; i++) {
+    int n = sc->n[w->d];
+    for (int i = 0; i < n; i++) {
         const rumor_action_t *a = &sc->acts[w->d][i];
         if (early[i])
             continue;
+        int s = rumor_schedule_stage(p->sched, w->d, a->chunk);
         const uint8_t *need = input_of(p, w->d, a);
-        if (need && !is_set(p->run, need) && fill_wait(w, i, need) < 0)
-            break;
+        if (need && !is_set(p->run, need)) {
+            /* idle until the input comes: first the Ws that can run, then
+             * the optimizer steps of stages whose ranges came */
+            if (fill_wait(w, i, need) < 0)
+                break;
+            if (wait_finishing(w, need) < 0) {
+                fail_finish(p->run, w->d);
+                break;
+            }
+        }
         double idle = w->idle;
         double a0 = rumor_now();
         w->end = 0;
@@ -435,21 +638,56 @@ static void *work(void *arg)
         /* to the moment its result was ready (a stage waiting on it may
          * start then, before this thread reads the clock again) */
         ev[2 * i + 1] = (w->end > 0 ? w->end : rumor_now()) - p->t0;
+        if (rc == 0)
+            rc = acted(w, s);
         if (rc != 0) {
             if (rc < 0)
-                fail_run(p->run, w->d, a, rumor_schedule_stage(p->sched, w->d, a->chunk));
+                fail_run(p->run, w->d, a, s);
             break;
         }
     }
-    p->busy_s[w->d] = rumor_now() - t0 - w->idle; /* computing, not waiting */
+    /* computing, not waiting, until the list's end */
+    p->busy_s[w->d] = rumor_now() - t0 - w->idle;
+    w->list_end = rumor_now();
+    /* the stages not stepped yet wait for their ranges (or a tied copy) */
+    while (w->todo > 0 && !run_failed(p->run)) {
+        if (finish_stages(w, 0.05) < 0) {
+            fail_finish(p->run, w->d);
+            break;
+        }
+        if (w->todo > 0 && waits_for_copy(w)) {
+            /* a tied copy on another device: its worker says when (mu) */
+            pthread_mutex_lock(&p->run->mu);
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 2000000;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            if (!p->run->failed)
+                pthread_cond_timedwait(&p->run->cv, &p->run->mu, &until);
+            pthread_mutex_unlock(&p->run->mu);
+        }
+    }
     return NULL;
 }
 
 int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step, float *loss)
 {
+    return rumor_pipeline_grads_step(p, b, step, loss, NULL, NULL, NULL);
+}
+
+int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
+                              float *loss, rumor_device_t *host, rumor_pipeline_next_fn next,
+                              void *ctx)
+{
     if (!b || b->n < p->M || b->n > p->cfg.max_B)
         return rumor_err_set(RUMOR_EINVAL, "pipeline: a batch of %d rows for %d micro-batches "
                              "of at most %d rows in all", b ? b->n : 0, p->M, p->cfg.max_B);
+    if (next && (!host || host->kind != RUMOR_DEV_CPU))
+        return rumor_err_set(RUMOR_EINVAL, "pipeline: stepping on ranges of host memory "
+                             "needs a CPU device");
     struct pipeline_run *r = p->run;
     size_t cells = (size_t)p->S * p->M;
     memset(r->done_f, 0, cells);
@@ -460,11 +698,20 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
         r->npool[s] = p->st[s]->nslots;
         for (int i = 0; i < r->npool[s]; i++)
             r->pool[s][i] = r->npool[s] - 1 - i; /* slot 0 first */
+        r->left[s] = 0;
+        r->acted[s] = r->finished[s] = 0;
+        p->fin[s][0] = p->fin[s][1] = p->fin[s][2] = 0;
     }
+    for (int d = 0; d < p->P; d++)
+        for (int i = 0; i < p->sched->n[d]; i++)
+            r->left[rumor_schedule_stage(p->sched, d, p->sched->acts[d][i].chunk)]++;
     r->b = b;
     r->step = step;
     r->failed = 0;
     r->err[0] = '\0';
+    r->next = next;
+    r->next_ctx = ctx;
+    r->host = host;
     long targets = rumor_batch_targets(b);
     r->loss_scale = 1.0f / (float)targets;
     for (int s = 0; s < p->S; s++) {
@@ -482,7 +729,9 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     double t0 = rumor_now();
     p->t0 = t0;
     for (int d = 0; d < p->P; d++) {
-        w[d] = (struct worker){ p, d, 0.0, 0.0 };
+        w[d] = (struct worker){ p, d, 0.0, 0.0, 0, 0.0 };
+        for (int s = 0; s < p->S; s++)
+            w[d].todo += rumor_schedule_device(p->sched, s, NULL) == d;
         if (pthread_create(&th[d], NULL, work, &w[d]) != 0) {
             pthread_mutex_lock(&r->mu);
             r->failed = 1;
@@ -495,7 +744,13 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
     }
     for (int d = 0; d < started; d++)
         pthread_join(th[d], NULL);
-    p->step_s = rumor_now() - t0;
+    /* the schedule's span: until the last list ended (steps after it wait
+     * for gossip, not for the pipeline) */
+    double end = t0;
+    for (int d = 0; d < started; d++)
+        if (w[d].list_end > end)
+            end = w[d].list_end;
+    p->step_s = end - t0;
     p->steps++;
     p->early_w = 0;
     for (int d = 0; d < p->P; d++)
@@ -503,19 +758,6 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
             p->early_w += r->early[d][i];
     if (r->failed)
         return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
-    /* the shared tensor's gradient: the copy's part added into its owner's */
-    for (int s = 0; s < p->S; s++) {
-        rumor_stage_t *o = tied_owner(p, p->st[s]), *st = p->st[s];
-        if (!o)
-            continue;
-        const float *g = st->tied_grad;
-        if (p->tied_tmp[s]) { /* on another device: its part comes over first */
-            RUMOR_CHECK(rumor_device_copy(o->dev, p->tied_tmp[s], st->dev, g,
-                                          st->tied_n * sizeof(float)));
-            g = p->tied_tmp[s];
-        }
-        o->dev->ops->axpy(o->dev, o->grads + (st->tied_lo - o->lo), 1.0f, g, st->tied_n);
-    }
     double sum = 0.0;
     for (int m = 0; m < p->M; m++)
         sum += r->loss[m];
@@ -583,59 +825,74 @@ static struct pipeline_param_io *pio_of(rumor_pipeline_t *p, int s)
     return io;
 }
 
+/* Stage s's parameters from `params` (the whole space in dev's memory):
+ * bound in place when the stage shares dev's memory (returns 1), else its
+ * range is copied in (0): a GPU stage's upload is queued on its compute
+ * stream after the last copy back read its parameters. */
+static int bind_stage(rumor_pipeline_t *p, int s, float *params, rumor_device_t *dev)
+{
+    rumor_stage_t *st = p->st[s];
+    if (rumor_device_same_memory(st->dev, dev)) {
+        rumor_stage_bind_params(st, params + st->lo);
+        return 1;
+    }
+    if (!st->owns_params) /* was bound in place: a buffer of its own again */
+        return rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: bound to another device's "
+                             "memory", s);
+    rumor_device_t *d = st->dev;
+    size_t bytes = st->n * sizeof(float);
+    if (copies_async(dev, d)) {
+        struct pipeline_param_io *io = pio_of(p, s);
+        if (!io)
+            return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
+        if (atomic_load(&io->started))
+            RUMOR_CHECK(d->ops->stream_wait(d, NULL, io->written));
+        RUMOR_CHECK(d->ops->upload_async(d, st->params, params + st->lo, bytes, NULL));
+    } else {
+        RUMOR_CHECK(rumor_pipeline_params_sync(p));
+        RUMOR_CHECK(rumor_device_copy(d, st->params, dev, params + st->lo, bytes));
+    }
+    return 0;
+}
+
+/* Stage s's parameters into its range of `params` (nothing when bound
+ * there): a GPU stage's copy runs on its copy stream after its optimizer
+ * step, `written` marking its end. */
+static int write_stage(rumor_pipeline_t *p, int s, float *params, rumor_device_t *dev)
+{
+    rumor_stage_t *st = p->st[s];
+    if (st->params == params + st->lo)
+        return 0;
+    rumor_device_t *d = st->dev;
+    size_t bytes = st->n * sizeof(float);
+    if (!copies_async(dev, d))
+        return rumor_device_copy(dev, params + st->lo, d, st->params, bytes);
+    struct pipeline_param_io *io = pio_of(p, s);
+    if (!io)
+        return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
+    RUMOR_CHECK(d->ops->event_record(d, io->stepped, NULL));
+    RUMOR_CHECK(d->ops->stream_wait(d, io->s, io->stepped));
+    RUMOR_CHECK(d->ops->download_async(d, params + st->lo, st->params, bytes, io->s));
+    RUMOR_CHECK(d->ops->event_record(d, io->written, io->s));
+    atomic_store(&io->started, 1);
+    return 0;
+}
+
 int rumor_pipeline_bind_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev)
 {
     int all = 1;
     for (int s = 0; s < p->S; s++) {
-        rumor_stage_t *st = p->st[s];
-        if (rumor_device_same_memory(st->dev, dev)) {
-            rumor_stage_bind_params(st, params + st->lo);
-            continue;
-        }
-        all = 0;
-        if (!st->owns_params) /* was bound in place: a buffer of its own again */
-            return rumor_err_set(RUMOR_ESTATE, "pipeline stage %d: bound to another device's "
-                                 "memory", s);
-        rumor_device_t *d = st->dev;
-        size_t bytes = st->n * sizeof(float);
-        if (copies_async(dev, d)) {
-            struct pipeline_param_io *io = pio_of(p, s);
-            if (!io)
-                return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
-            /* on the compute stream, after the last copy back has read
-             * the stage's parameters; the host returns at once */
-            if (atomic_load(&io->started))
-                RUMOR_CHECK(d->ops->stream_wait(d, NULL, io->written));
-            RUMOR_CHECK(d->ops->upload_async(d, st->params, params + st->lo, bytes, NULL));
-        } else {
-            RUMOR_CHECK(rumor_pipeline_params_sync(p));
-            RUMOR_CHECK(rumor_device_copy(d, st->params, dev, params + st->lo, bytes));
-        }
+        int rc = bind_stage(p, s, params, dev);
+        RUMOR_CHECK(rc);
+        all &= rc;
     }
     return all;
 }
 
 int rumor_pipeline_write_params(rumor_pipeline_t *p, float *params, rumor_device_t *dev)
 {
-    for (int s = 0; s < p->S; s++) {
-        rumor_stage_t *st = p->st[s];
-        if (st->params == params + st->lo)
-            continue;
-        rumor_device_t *d = st->dev;
-        size_t bytes = st->n * sizeof(float);
-        if (!copies_async(dev, d)) {
-            RUMOR_CHECK(rumor_device_copy(dev, params + st->lo, d, st->params, bytes));
-            continue;
-        }
-        struct pipeline_param_io *io = pio_of(p, s);
-        if (!io)
-            return rumor_err_trace_add(__FILE__, __LINE__, rumor_err_code());
-        RUMOR_CHECK(d->ops->event_record(d, io->stepped, NULL));
-        RUMOR_CHECK(d->ops->stream_wait(d, io->s, io->stepped));
-        RUMOR_CHECK(d->ops->download_async(d, params + st->lo, st->params, bytes, io->s));
-        RUMOR_CHECK(d->ops->event_record(d, io->written, io->s));
-        atomic_store(&io->started, 1);
-    }
+    for (int s = 0; s < p->S; s++)
+        RUMOR_CHECK(write_stage(p, s, params, dev));
     return 0;
 }
 

@@ -87,6 +87,11 @@ typedef struct rumor_pipeline {
     rumor_link_t **link;          /* (S - 1) link[s] joins stage s and s + 1 (link.h) */
     float **tied_tmp;             /* (S) where a stage's tied gradient lands on its owner's
                                    * device, when the two are not one device (else NULL) */
+    double (*fin)[3];             /* (S) the last rumor_pipeline_grads_step's finish of each
+                                   * stage, seconds from t0: gradient complete, range
+                                   * handed over, optimizer step done (0: none) */
+    int *tied_of;                 /* (S) the stage holding the tensor stage s keeps a
+                                   * copy of, or -1 */
     struct pipeline_run *run;     /* the step under way (pipeline.c) */
     struct pipeline_param_io *pio; /* (S) the copies of stages whose parameters are
                                    * not the caller's buffer (pipeline.c) */
@@ -103,6 +108,28 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp);
  * row larger); *loss that mean loss. Dropout on, keyed by step. */
 int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
                          float *loss) RUMOR_WUR;
+
+/* Where stage s's next parameters come from, for rumor_pipeline_grads_step:
+ * 1 with *params pointing at a buffer of host memory whose [lo, hi) (the
+ * stage's range) holds them, 0 when they have not come within `wait`
+ * seconds, < 0 on an error. Called from the stages' worker threads, several
+ * at once. */
+typedef int (*rumor_pipeline_next_fn)(void *ctx, int s, size_t lo, size_t hi, double wait,
+                                      float **params);
+
+/* rumor_pipeline_grads, and each stage's optimizer step as soon as its own
+ * gradient is complete (its last action, and the tied copies' parts added)
+ * and next() hands it its range of `host` memory (a gossip round's mix):
+ * the stage binds to that buffer (one on another device uploads its range),
+ * steps, and copies the result back (a GPU: asynchronously, see
+ * rumor_pipeline_params_ready), without waiting for the other stages. The
+ * wait fills idle time: between actions and while it waits for an input, a
+ * worker steps the stages whose ranges came; at the end of its list it
+ * waits for the rest. Each stage steps at most once; when next is NULL no
+ * stage steps (rumor_pipeline_grads). */
+int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
+                              float *loss, rumor_device_t *host, rumor_pipeline_next_fn next,
+                              void *ctx) RUMOR_WUR;
 
 /* Rebuilds a zero-bubble schedule's lists for the costs the last step
  * measured (each stage's mean F, B and W: rumor_schedule_build_costed), or

@@ -351,34 +351,99 @@ int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b)
     return 0;
 }
 
+/* After a pipeline step: zero-bubble lists re-planned for this machine's
+ * costs (the first step warms up; the second is measured), and the
+ * bubble's running mean. */
+static void pipeline_stepped(rumor_trainer_t *t)
+{
+    if (t->pipe->steps == 2 && (t->pipe->sched->kind == RUMOR_SCHED_ZBH1 ||
+                                t->pipe->sched->kind == RUMOR_SCHED_ZBV)) {
+        double was, now;
+        int rc = rumor_pipeline_replan(t->pipe, NULL, &was, &now);
+        if (rc < 0)
+            rumor_warn("re-planning the %s lists: %s; keeping them", t->pipe->sched->name,
+                       rumor_err_msg());
+        else
+            rumor_info("%s lists %s for the measured F, B and W times: simulated bubble "
+                       "%.1f%% -> %.1f%%", t->pipe->sched->name,
+                       rc ? "rebuilt" : "kept", 100.0 * was, 100.0 * now);
+    }
+    double bub = rumor_pipeline_bubble(t->pipe);
+    t->bubble = t->bubble > 0 ? 0.9 * t->bubble + 0.1 * bub : bub;
+}
+
+static int check_loss(const rumor_trainer_t *t, long step, float loss)
+{
+    if (!isfinite(loss))
+        return rumor_err_set(RUMOR_EINVAL, "training diverged: loss is %g at step %ld: lower --lr (now %g)",
+                             (double)loss, step, (double)rumor_trainer_lr(t));
+    return 0;
+}
+
 int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss)
 {
     if (t->pipe) {
         RUMOR_CHECK(rumor_pipeline_grads(t->pipe, b, step, loss));
-        if (t->pipe->steps == 2 && (t->pipe->sched->kind == RUMOR_SCHED_ZBH1 ||
-                                    t->pipe->sched->kind == RUMOR_SCHED_ZBV)) {
-            /* zero-bubble lists for the costs this machine shows (the first
-             * step warms up; the second is measured) */
-            double was, now;
-            int rc = rumor_pipeline_replan(t->pipe, NULL, &was, &now);
-            if (rc < 0)
-                rumor_warn("re-planning the %s lists: %s; keeping them", t->pipe->sched->name,
-                           rumor_err_msg());
-            else
-                rumor_info("%s lists %s for the measured F, B and W times: simulated bubble "
-                           "%.1f%% -> %.1f%%", t->pipe->sched->name,
-                           rc ? "rebuilt" : "kept", 100.0 * was, 100.0 * now);
-        }
+        pipeline_stepped(t);
         t->grads_on_stages = !t->grads_bound; /* copied only when asked for */
-        double bub = rumor_pipeline_bubble(t->pipe);
-        t->bubble = t->bubble > 0 ? 0.9 * t->bubble + 0.1 * bub : bub;
     } else {
         RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
     }
-    if (!isfinite(*loss))
-        return rumor_err_set(RUMOR_EINVAL, "training diverged: loss is %g at step %ld: lower --lr (now %g)",
-                             (double)*loss, step, (double)rumor_trainer_lr(t));
-    return 0;
+    return check_loss(t, step, *loss);
+}
+
+/* rumor_trainer_grads_step's hand-over: each stage's buffer is recorded (all
+ * must be one) */
+struct next_wrap {
+    rumor_pipeline_next_fn fn;
+    void *ctx;
+    float **base; /* (S) */
+};
+
+static int next_wrapped(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
+{
+    struct next_wrap *nw = ctx;
+    int rc = nw->fn(nw->ctx, s, lo, hi, wait, params);
+    if (rc > 0)
+        nw->base[s] = *params;
+    return rc;
+}
+
+int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss,
+                             rumor_pipeline_next_fn next, void *ctx)
+{
+    float *base = NULL;
+    if (!t->pipe) {
+        RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
+        RUMOR_CHECK(check_loss(t, step, *loss));
+        int rc;
+        while ((rc = next(ctx, 0, 0, t->model->nparams, 1.0, &base)) == 0)
+            ;
+        RUMOR_CHECK(rc);
+        RUMOR_CHECK(rumor_trainer_bind(t, base));
+        return rumor_step_update(t->step);
+    }
+    int S = t->pipe->S;
+    struct next_wrap nw = { next, ctx, calloc((size_t)S, sizeof(float *)) };
+    if (!nw.base)
+        return rumor_err_set(RUMOR_ENOMEM, "trainer: out of memory");
+    int rc = rumor_pipeline_grads_step(t->pipe, b, step, loss, t->dev, next_wrapped, &nw);
+    for (int s = 0; rc == 0 && s < S; s++) { /* (a stage without parameters gets none) */
+        if (nw.base[s] && base && nw.base[s] != base)
+            rc = rumor_err_set(RUMOR_ESTATE, "trainer: the stages were handed different "
+                               "buffers");
+        if (nw.base[s])
+            base = nw.base[s];
+    }
+    if (rc == 0 && !base)
+        rc = rumor_err_set(RUMOR_ESTATE, "trainer: no stage was handed parameters");
+    free(nw.base);
+    RUMOR_CHECK(rc);
+    pipeline_stepped(t);
+    t->grads_on_stages = 0; /* stepped on */
+    /* the whole model (evaluation, checkpoints) reads the new buffer */
+    rumor_step_bind_params(t->step, base);
+    return check_loss(t, step, *loss);
 }
 
 float *rumor_trainer_flat_grads(rumor_trainer_t *t)

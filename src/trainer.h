@@ -121,6 +121,19 @@ int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b) RUMOR_W
 int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
                         float *loss) RUMOR_WUR;
 
+/* rumor_trainer_grads and the optimizer step, onto new parameters that
+ * next() hands over (a gossip round's mix: rumor_mixer_range_wait): each
+ * pipeline stage asks for its own range as soon as its gradient is complete
+ * and steps on it without waiting for the other stages (pipeline.h,
+ * rumor_pipeline_grads_step); a trainer without a pipeline asks for the
+ * whole space once its gradient is computed. Afterwards the trainer is
+ * bound to the buffer next() handed over, which holds the stepped
+ * parameters (a GPU stage's copy back lands asynchronously:
+ * rumor_trainer_params_ready). A loss that is not finite is an error, as
+ * for rumor_trainer_grads, after the step. */
+int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss,
+                             rumor_pipeline_next_fn next, void *ctx) RUMOR_WUR;
+
 /* The flat gradient of the last rumor_trainer_grads, current in
  * stage->grads (copied from stages elsewhere if need be); a caller may
  * change it (an all-reduce), and rumor_trainer_update steps on what it

@@ -13,7 +13,11 @@
  *    goes out, then mix, then each stage's own optimizer step) and ends
  *    with the parameters that the swarm gives with every peer unpipelined
  *    (1e-6 relative): the cut changes nothing but the order of a few float
- *    additions. */
+ *    additions. The unpipelined swarm mixes whole rounds and then steps;
+ *    the cut one steps each stage on its own range of the mix as soon as
+ *    that range is mixed and the stage's gradient complete
+ *    (rumor_mixer_range_wait, rumor_trainer_grads_step), and a later stage
+ *    is seen stepping before the first stage's gradient is complete. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -98,6 +102,23 @@ static int read_stages(const rumor_trainer_t *t, float *out)
     return 0;
 }
 
+/* rumor_trainer_grads_step's source of ranges: round k's mix */
+struct round_ctx {
+    rumor_mixer_t *m;
+    long k;
+    int asked; /* ranges handed over */
+};
+
+static int mixed_range(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
+{
+    struct round_ctx *rc = ctx;
+    (void)s;
+    int r = rumor_mixer_range_wait(rc->m, rc->k, lo, hi, wait, params);
+    if (r > 0)
+        __atomic_add_fetch(&rc->asked, 1, __ATOMIC_RELAXED);
+    return r;
+}
+
 static int child(int self, int mixed, const char *out_path)
 {
     rumor_topo_t *topo;
@@ -168,6 +189,7 @@ static int child(int self, int mixed, const char *out_path)
     }
 
     /* 2. D-PSGD */
+    int early = 0;
     for (long k = MIX_ROUNDS; k < MIX_ROUNDS + SGD_ROUNDS; k++) {
         rumor_batch_t b;
         float loss, *px;
@@ -175,11 +197,45 @@ static int child(int self, int mixed, const char *out_path)
         long step = k - MIX_ROUNDS;
         CHECK_OK(rumor_mixer_round_begin(m, k));
         CHECK_OK(rumor_trainer_batch(t, step, &b));
-        CHECK_OK(rumor_trainer_grads(t, &b, step, &loss));
-        CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
+        if (!mixed) { /* the whole round, then the whole step */
+            CHECK_OK(rumor_trainer_grads(t, &b, step, &loss));
+            CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
+            CHECK_OK(rumor_trainer_bind(t, px));
+            CHECK_OK(rumor_trainer_update(t, NULL));
+        } else { /* each stage on its range of the mix, as soon as it can */
+            struct round_ctx rc = { m, k, 0 };
+            CHECK_OK(rumor_trainer_grads_step(t, &b, step, &loss, mixed_range, &rc));
+            CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
+            CHECK(rumor_trainer_sync_params(t) == 0);
+            CHECKF(rc.asked >= (t->pipe ? t->pipe->S : 1), "peer %d round %ld: %d ranges asked "
+                   "for", self, k, rc.asked);
+            if (t->pipe) {
+                /* a stage that stepped before the first stage's gradient
+                 * was complete did not wait for the others */
+                const rumor_pipeline_t *pp = t->pipe;
+                for (int s = 1; s < pp->S; s++)
+                    early += pp->fin[s][2] > 0 && pp->fin[s][2] < pp->fin[0][0];
+                for (int s = 0; s < pp->S; s++)
+                    CHECKF(pp->fin[s][0] > 0 && pp->fin[s][1] >= pp->fin[s][0] &&
+                           pp->fin[s][2] >= pp->fin[s][1], "peer %d round %ld stage %d: "
+                           "finished at %.4f, %.4f, %.4f", self, k, s, pp->fin[s][0],
+                           pp->fin[s][1], pp->fin[s][2]);
+            }
+        }
         CHECK(st.complete == st.in_neighbors && !st.timed_out);
-        CHECK_OK(rumor_trainer_bind(t, px));
-        CHECK_OK(rumor_trainer_update(t, NULL));
+    }
+    if (mixed && t->pipe) {
+        fprintf(stderr, "peer %d (%d stages): in %d of %d (stage, round) pairs a later stage "
+                "stepped before stage 0's gradient was complete\n", self, t->pipe->S, early,
+                (t->pipe->S - 1) * SGD_ROUNDS);
+        /* (the slowest peer's neighbours' ranges come before it finishes:
+         * main asserts that some peer's did) */
+        char ep[4400];
+        snprintf(ep, sizeof ep, "%s.early", out_path);
+        FILE *fe = fopen(ep, "w");
+        CHECK(fe && fprintf(fe, "%d\n", early) > 0);
+        if (fe)
+            fclose(fe);
     }
     CHECK_OK(read_stages(t, got));
     FILE *f = fopen(out_path, "wb");
@@ -259,6 +315,19 @@ int main(void)
     const char *dir = tu_tmpdir();
     CHECKF(run_swarm(0, dir) == 0, "the unpipelined swarm");
     CHECKF(run_swarm(1, dir) == 0, "the swarm of 1, 2 and 3 stages");
+    int early = 0;
+    for (int p = 1; p < PEERS; p++) {
+        char path[4400];
+        int e = 0;
+        snprintf(path, sizeof path, "%s/x-mixed-%d.bin.early", dir, p);
+        FILE *f = fopen(path, "r");
+        CHECKF(f && fscanf(f, "%d", &e) == 1, "peer %d's count of early steps", p);
+        if (f)
+            fclose(f);
+        early += e;
+    }
+    CHECKF(early > 0, "in %d rounds of the 2- and 3-stage peers no later stage stepped before "
+           "stage 0's gradient was complete", SGD_ROUNDS);
     for (int p = 0; p < PEERS; p++) {
         size_t na = 0, nb = 0;
         float *a = load(dir, "flat", p, &na), *b = load(dir, "mixed", p, &nb);
