@@ -1220,6 +1220,9 @@ int main(int argc, char **argv)
             rumor_trace_span(p.trace, gossip_row, name, "round", t_round, t_mixed, args);
             rumor_trace_span(p.trace, gossip_row, dpsgd ? "wait and mix" : "all-reduce",
                              "wait", t_computed, t_mixed, args);
+            if (dpsgd && st.mix_end > 0) /* the comm thread mixing the cells that came */
+                rumor_trace_span(p.trace, gossip_row, "mixing", "gossip", st.mix_start,
+                                 st.mix_end, args);
             if (k % 16 == 15)
                 rumor_trace_flush(p.trace); /* a killed peer leaves a readable prefix */
         }

@@ -1117,6 +1117,31 @@ void rumor_pipeline_trace(const rumor_pipeline_t *p, rumor_trace_t *t, long step
             rumor_trace_span(t, d, name, kinds[a->kind], p->t0 + p->ev[d][2 * i],
                              p->t0 + p->ev[d][2 * i + 1], args);
         }
+    /* rumor_pipeline_grads_step: each stage's wait for its range of the
+     * mix, and its optimizer step, on its device's row */
+    for (int s = 0; s < p->S; s++) {
+        if (p->fin[s][2] <= 0)
+            continue;
+        int d = rumor_schedule_device(p->sched, s, NULL);
+        char name[32], args[64];
+        snprintf(args, sizeof args, "\"stage\":%d,\"step\":%ld", s, step);
+        if (p->fin[s][1] > p->fin[s][0]) {
+            snprintf(name, sizeof name, "wait for mix %d", s);
+            rumor_trace_span(t, d, name, "gossip", p->t0 + p->fin[s][0], p->t0 + p->fin[s][1],
+                             args);
+        }
+        snprintf(name, sizeof name, "step %d", s);
+        rumor_trace_span(t, d, name, "optimizer", p->t0 + p->fin[s][1], p->t0 + p->fin[s][2],
+                         args);
+    }
+}
+
+int rumor_pipeline_stepped(const rumor_pipeline_t *p)
+{
+    for (int s = 0; s < p->S; s++)
+        if (p->fin[s][2] <= 0)
+            return 0;
+    return 1;
 }
 
 int rumor_pipeline_partition(const rumor_model_t *m, const char *spec, int S, int *cuts)

@@ -215,8 +215,13 @@ int rumor_pipeline_expected_bubble(const rumor_pipeline_t *p, double *bubble) RU
 void rumor_pipeline_trace_rows(const rumor_pipeline_t *p, rumor_trace_t *t);
 
 /* Adds the last step's actions to a trace (trace.h), a row a device: each
- * F, B, W or BW with its stage, micro-batch and step. */
+ * F, B, W or BW with its stage, micro-batch and step; after
+ * rumor_pipeline_grads_step also each stage's wait for its range ("wait for
+ * mix S", category gossip) and its optimizer step ("step S"). */
 void rumor_pipeline_trace(const rumor_pipeline_t *p, rumor_trace_t *t, long step);
+
+/* Whether the last step stepped every stage (rumor_pipeline_grads_step). */
+int rumor_pipeline_stepped(const rumor_pipeline_t *p);
 
 /* Cuts for a partition spec over S stages: "uniform" (equal blocks),
  * "params" (equal parameters, at block boundaries) or a list of block

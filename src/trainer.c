@@ -825,7 +825,8 @@ void rumor_trainer_trace(const rumor_trainer_t *t, rumor_trace_t *tr, long step,
         rumor_pipeline_trace(t->pipe, tr, step);
     else
         rumor_trace_span(tr, 0, "gradient", "compute", g0, g1, args);
-    rumor_trace_span(tr, 0, "update", "optimizer", u0, u1, args);
+    if (!t->pipe || !rumor_pipeline_stepped(t->pipe)) /* else each stage's step is traced */
+        rumor_trace_span(tr, 0, "update", "optimizer", u0, u1, args);
 }
 
 /* rumor_trainer_run's steps from *stepp to the end. */

@@ -4,7 +4,10 @@
 # other unpipelined, train one epoch together with D-PSGD: both finish and
 # learn, and each writes a Chrome trace (--trace) holding its compute (the
 # pipelined peer: every F, B and W of every stage, a row a device; the other
-# each round's gradient) and a gossip row whose rounds contain their waits.
+# each round's gradient) and a gossip row whose rounds contain their waits
+# and the comm thread's mixing; the pipelined peer's stages each step on
+# their own range of the mix ("step S" on their device's row, after the
+# stage's last action, inside the round).
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 peer_test_setup
@@ -52,6 +55,22 @@ for path, pipelined in ((sys.argv[1], True), (sys.argv[2], False)):
         assert len(acts) == rounds * 4 * 4 * 3, len(acts)
         assert {e["args"]["stage"] for e in acts if e["tid"] == 0} == {0, 3}
         assert {e["args"]["stage"] for e in acts if e["tid"] == 1} == {1, 2}
+        # each stage's optimizer step on its own range of the mix, on its
+        # device's row, after that stage's last action and inside the round
+        steps = [e for e in x if e["cat"] == "optimizer"]
+        assert len(steps) == rounds * 4, len(steps)
+        for e in steps:
+            s, k = e["args"]["stage"], e["args"]["step"]
+            assert e["tid"] == (0 if s in (0, 3) else 1), e
+            last = max(a["ts"] + a["dur"] for a in acts
+                       if a["args"]["stage"] == s and a["args"]["step"] == k)
+            assert e["ts"] >= last - 1, (e, last)
+            r = [r for r in rs if r["args"]["step"] == k][0]
+            assert r["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1, (r, e)
+        waits = [e for e in x if e["cat"] == "gossip" and e["tid"] != gossip]
+        assert all(e["name"].startswith("wait for mix") for e in waits), waits[:3]
+        mixing = [e for e in x if e["cat"] == "gossip" and e["tid"] == gossip]
+        assert len(mixing) > 0 and all(e["name"] == "mixing" for e in mixing), mixing[:3]
     else:
         assert gossip == 1 and names[0].startswith("compute")
         g = [e for e in x if e["cat"] == "compute"]
