@@ -23,7 +23,9 @@
  *    round_end), interleaved. Figure: round / max(compute, comm).
  * 3. The same for pipelined peers: a GPT cut into 2 stages on CPU devices
  *    of one thread, through the trainer as rumor-peer --stages 2 runs it
- *    (compute: gradient and each stage's optimizer step). Figures pipe2_...
+ *    (compute: gradient and each stage's optimizer step; full rounds: each
+ *    stage steps on its range of the mix as soon as both are ready,
+ *    rumor_trainer_grads_step). Figures pipe2_...
  *
  * Children synchronize through a process-shared barrier, guard against hangs
  * with alarm(), and send their timings to the parent through pipes. */
@@ -509,8 +511,10 @@ static int thr_child(int self, int wfd)
 /* ------------------------------------------------ 2. overlap: peers */
 
 struct ovl_result {
-    double t[O_REPS][3];                /* seconds a round: compute, comm, full */
-    double cpu[O_REPS][3];              /* CPU seconds (all threads) a round */
+    double t[O_REPS][4];                /* seconds a round: compute, comm, full, and
+                                         * (pipelined) full with the whole round
+                                         * mixed before any stage steps */
+    double cpu[O_REPS][4];              /* CPU seconds (all threads) a round */
     size_t nparams;
 };
 
@@ -522,6 +526,9 @@ struct ovl_ops {
     void (*bind)(void *ctx, float *params);
     int (*update)(void *ctx);
     void *ctx;
+    /* full rounds as rumor-peer runs them, when not NULL: the gradient and
+     * each stage's step on its range of round k's mix */
+    int (*grads_step)(void *ctx, long step, rumor_mixer_t *mx, long k);
 };
 
 /* The three variants (compute alone, communication alone, full rounds),
@@ -531,13 +538,16 @@ static void ovl_measure(rumor_mixer_t *mx, const struct ovl_ops *o, long *k, lon
 {
     float *px;
     for (int rep = 0; rep < O_REPS; rep++)
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < (o->grads_step ? 4 : 3); v++) {
             sync_all();
             double t0 = rumor_now(), c0 = cpu_total();
             for (int r = 0; r < O_ROUNDS; r++) {
                 if (v != 0 && rumor_mixer_round_begin(mx, *k) < 0)
                     die("round_begin");
-                if (v != 1 && o->grads(o->ctx, (*step)++) < 0)
+                int stagewise = v == 2 && o->grads_step;
+                if (stagewise && o->grads_step(o->ctx, (*step)++, mx, *k) < 0)
+                    die("gradient and step");
+                if (v != 1 && !stagewise && o->grads(o->ctx, (*step)++) < 0)
                     die("gradient");
                 if (v != 0) {
                     rumor_round_stats_t st;
@@ -545,10 +555,11 @@ static void ovl_measure(rumor_mixer_t *mx, const struct ovl_ops *o, long *k, lon
                         die("round_end");
                     if (st.timed_out)
                         die("round timed out");
-                    o->bind(o->ctx, px); /* the model reads the mixed parameters */
+                    if (!stagewise)
+                        o->bind(o->ctx, px); /* the model reads the mixed parameters */
                     (*k)++;
                 }
-                if (v != 1 && o->update && o->update(o->ctx) < 0)
+                if (v != 1 && !stagewise && o->update && o->update(o->ctx) < 0)
                     die("update");
             }
             res->t[rep][v] = (rumor_now() - t0) / O_ROUNDS;
@@ -625,7 +636,7 @@ static int ovl_child(int self, int wfd)
     memset(&res, 0, sizeof res);
     res.nparams = m->n;
     struct ovl_mlp ctx = { s, &batch };
-    struct ovl_ops ops = { mlp_grads, mlp_bind, NULL, &ctx };
+    struct ovl_ops ops = { mlp_grads, mlp_bind, NULL, &ctx, NULL };
     long step = k;
     ovl_measure(mx, &ops, &k, &step, &res);
     sync_all();
@@ -655,6 +666,26 @@ static int pipe_grads(void *ctx, long step)
     return rumor_trainer_batch(t, step, &b) < 0 ? -1 : rumor_trainer_grads(t, &b, step, &loss);
 }
 static void pipe_bind(void *ctx, float *params) { RUMOR_IGNORE(rumor_trainer_bind(ctx, params)); }
+struct pipe_round {
+    rumor_mixer_t *mx;
+    long k;
+};
+static int pipe_range(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
+{
+    const struct pipe_round *pr = ctx;
+    (void)s;
+    return rumor_mixer_range_wait(pr->mx, pr->k, lo, hi, wait, params);
+}
+static int pipe_grads_step(void *ctx, long step, rumor_mixer_t *mx, long k)
+{
+    rumor_trainer_t *t = ctx;
+    rumor_batch_t b;
+    float loss;
+    struct pipe_round pr = { mx, k };
+    return rumor_trainer_batch(t, step, &b) < 0
+               ? -1
+               : rumor_trainer_grads_step(t, &b, step, &loss, pipe_range, &pr);
+}
 static int pipe_update(void *ctx) { return rumor_trainer_update(ctx, NULL); }
 
 static int ovl_pipe_child(int self, int wfd)
@@ -713,7 +744,7 @@ static int ovl_pipe_child(int self, int wfd)
     struct ovl_result res;
     memset(&res, 0, sizeof res);
     res.nparams = t->model->nparams;
-    struct ovl_ops ops = { pipe_grads, pipe_bind, pipe_update, t };
+    struct ovl_ops ops = { pipe_grads, pipe_bind, pipe_update, t, pipe_grads_step };
     ovl_measure(mx, &ops, &k, &step, &res);
     sync_all();
     write_full(wfd, &res, sizeof res);
@@ -941,9 +972,10 @@ static void overlap(int pipe)
     static struct ovl_result r[O_PEERS];
     run_peers(O_PEERS, pipe ? ovl_pipe_child : ovl_child, r, sizeof r[0]);
     const char *name = pipe ? "pipe2" : "dpsgd";
-    double t[3][O_REPS], ratio[O_REPS], cpu[3][O_REPS];
+    double t[4][O_REPS], ratio[O_REPS], cpu[4][O_REPS], whole[O_REPS];
+    int nv = pipe ? 4 : 3;
     for (int rep = 0; rep < O_REPS; rep++) {
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < nv; v++) {
             t[v][rep] = cpu[v][rep] = 0;
             for (int p = 0; p < O_PEERS; p++) { /* the slowest peer sets the pace */
                 t[v][rep] = r[p].t[rep][v] > t[v][rep] ? r[p].t[rep][v] : t[v][rep];
@@ -952,6 +984,7 @@ static void overlap(int pipe)
         }
         double floor = t[0][rep] > t[1][rep] ? t[0][rep] : t[1][rep];
         ratio[rep] = t[2][rep] / floor;
+        whole[rep] = pipe ? t[2][rep] / t[3][rep] : 0;
     }
     if (pipe)
         printf("# overlap, pipelined peers: %s (%zu params, %.0f MB), batch %d x 64 tokens,\n"
@@ -977,6 +1010,10 @@ static void overlap(int pipe)
      * compute needs: the bound is then the CPU floor, not max(comp, comm). */
     double floor_s = (cc + cm) * O_PEERS / (double)(cores < O_PEERS ? cores : O_PEERS);
     printf("bench: %s_round_vs_cpu_floor = %.3f x\n", name, bench_median(t[2], O_REPS) / floor_s);
+    if (pipe) { /* each stage stepping on its range as it comes, against the whole round first */
+        printf("bench: %s_round_whole_mix_ms = %.1f ms\n", name, 1e3 * bench_median(t[3], O_REPS));
+        printf("bench: %s_stagewise_vs_whole = %.3f x\n", name, bench_median(whole, O_REPS));
+    }
 }
 
 int main(int argc, char **argv)
