@@ -48,6 +48,8 @@ def parse_args():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--start-timeout", type=float, default=60)
     ap.add_argument("-q", "--quiet", action="store_true")
+    ap.add_argument("--insecure", action="store_true",
+                    help="accepted as rumor-peer takes it: gloo's traffic is plaintext anyway")
     args, unknown = ap.parse_known_args()
     if unknown:
         print(f"ddp_baseline: ignoring options it does not use: {' '.join(unknown)}",

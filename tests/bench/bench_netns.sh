@@ -148,7 +148,7 @@ run_swarm() {
 # epoch_seconds (the swarm finishes an epoch when its last peer does), then
 # the mean over the epochs
 epoch_s() {
-    cat "$WORK/$1"/peer*.jsonl | awk '
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk '
         /"event": *"epoch"/ {
             e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
             s = $0; sub(/.*"epoch_seconds": */, "", s); sub(/[,}].*/, "", s)
@@ -158,7 +158,7 @@ epoch_s() {
 }
 # mean over peers of a number in the done events
 done_mean() {
-    cat "$WORK/$1"/peer*.jsonl | awk -v f="$2" '
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v f="$2" '
         /"event": *"done"/ {
             k = "\"" f "\":"; i = index($0, k); if (!i) next
             s = substr($0, i + length(k)); sub(/^ */, "", s); sub(/[,}].*/, "", s)
@@ -169,7 +169,7 @@ done_mean() {
 }
 # mean over peers of bytes_sent / rounds, in MB
 sent_per_round() {
-    cat "$WORK/$1"/peer*.jsonl | awk '
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk '
         /"event": *"done"/ && /"bytes_sent":/ {
             b = $0; sub(/.*"bytes_sent": */, "", b); sub(/[,}].*/, "", b)
             r = $0; sub(/.*"rounds": */, "", r); sub(/[,}].*/, "", r)
@@ -231,7 +231,9 @@ if [ "${RUMOR_BENCH_NETNS_DDP:-1}" != 0 ]; then
     else
         printf '#!/bin/sh\nexec %s %s "$@"\n' "$TPY" "$SRCDIR/examples/ddp_baseline.py" > "$WORK/ddp-peer"
         chmod +x "$WORK/ddp-peer"
-        if ! wanted ddp_gloo; then :; elif run_swarm ddp_gloo "$WORK/ddp-peer" "${COMMON[@]}"; then
+        # --insecure: gloo's traffic is plaintext, so no CurveZMQ keys are
+        # made for it (netns-swarm.sh would ask the wrapper for them)
+        if ! wanted ddp_gloo; then :; elif run_swarm ddp_gloo "$WORK/ddp-peer" "${COMMON[@]}" --insecure; then
             report ddp_gloo ddp_gloo; EPOCH_ddp_gloo=$LAST_E
         else
             echo "bench_netns: the DDP baseline failed; its figures are left out"
@@ -263,7 +265,7 @@ WAN_DELAY=${RUMOR_BENCH_NETNS_WAN_DELAY:-50}
 TARGET=${RUMOR_BENCH_NETNS_TARGET:-0.80}
 # time to TARGET: the first epoch whose peers' mean test accuracy reaches it
 time_to_target() {
-    cat "$WORK/$1"/peer*.jsonl | awk -v tgt="$TARGET" '
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v tgt="$TARGET" '
         /"event": *"epoch"/ && /"test_accuracy"/ {
             e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
             a = $0; sub(/.*"test_accuracy": */, "", a); sub(/[,}].*/, "", a)
