@@ -466,20 +466,48 @@ static void request_close(rumor_mixer_t *m, long k)
     m->closed_rc = 1; /* pending */
 }
 
-/* Whether every cell of [lo, hi) of round k is mixed (under mu); sets
- * *data to the round's accumulator. */
+/* Round k's cells of [lo, hi) (under mu): 1 when every one is mixed
+ * (*data: the round's accumulator), 2 after this thread mixed one left to
+ * it (mu was let go meanwhile: look again), 0 when some are not complete
+ * or another thread mixes them. */
 static int range_mixed(rumor_mixer_t *m, long k, size_t lo, size_t hi, float **data)
 {
     if (m->cfg.async || m->ch.on)
         return 0; /* the mix is made whole at the close */
-    const struct mx_slot *s = &m->slot[k % m->nslots];
+    struct mx_slot *s = &m->slot[k % m->nslots];
     if (s->pub_round != k)
         return 0;
-    for (size_t c = lo / m->chunk; c <= (hi - 1) / m->chunk; c++)
-        if (!s->pub_done[c])
-            return 0;
-    *data = s->pub_data;
-    return 1;
+    int all = 1;
+    for (size_t c = lo / m->chunk; c <= (hi - 1) / m->chunk; c++) {
+        if (s->cstate[c] == MX_CELL_READY) {
+            s->cstate[c] = MX_CELL_MIXING;
+            pthread_mutex_unlock(&m->mu);
+            mx_caller_mix(m, s, c);
+            pthread_mutex_lock(&m->mu);
+            return 2;
+        }
+        all &= s->cstate[c] == MX_CELL_MIXED;
+    }
+    if (all)
+        *data = s->pub_data;
+    return all;
+}
+
+void rumor_mixer_set_caller_mixes(rumor_mixer_t *m, int on)
+{
+    atomic_store(&m->caller_mixes, on != 0);
+}
+
+/* rumor_mixer_range_wait with wait < 0: mixes at most one cell, never waits
+ * nor starts the round's close */
+static int range_idle(rumor_mixer_t *m, long k, size_t lo, size_t hi, float **mixed)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = 0;
+    if (k == m->next_send - 1) /* (a closed round's slot is no longer published) */
+        rc = range_mixed(m, k, lo, hi, mixed);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
 }
 
 int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, double wait,
@@ -488,6 +516,8 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
     if (lo >= hi || hi > m->n)
         return rumor_err_set(RUMOR_EINVAL, "mixer: range [%zu, %zu) of a space of %zu", lo, hi,
                              m->n);
+    if (wait < 0)
+        return range_idle(m, k, lo, hi, mixed);
     pthread_mutex_lock(&m->mu);
     if (m->early_round != k) {
         if (k != m->next_send - 1 || m->req_close >= 0) {
@@ -518,7 +548,10 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
                 *mixed = m->closed_buf->data;
             break;
         }
-        if (range_mixed(m, k, lo, hi, mixed)) {
+        int r = range_mixed(m, k, lo, hi, mixed);
+        if (r == 2)
+            continue; /* mixed a cell: look again */
+        if (r == 1) {
             rc = 1;
             break;
         }
@@ -551,8 +584,11 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
         mx_wake(m);
         pthread_mutex_lock(&m->mu);
     }
+    float *unused;
     while (m->closed_rc == 1)
-        pthread_cond_wait(&m->cv, &m->mu);
+        /* cells left to the caller that no range_wait mixed: mixed here */
+        if (!mx_caller_mixes(m) || range_mixed(m, k, 0, m->n, &unused) != 2)
+            pthread_cond_wait(&m->cv, &m->mu);
     int rc = m->closed_rc;
     char msg[256];
     snprintf(msg, sizeof msg, "%s", m->closed_err);

@@ -186,6 +186,9 @@ typedef struct rumor_round_stats {
     uint64_t bytes_sent, bytes_received; /* totals since create */
     double mix_start, mix_end; /* rumor_now() when the round's first and last cells
                                 * were mixed (0: none) */
+    size_t cells;              /* the cells the space is mixed in */
+    size_t cells_by_caller;    /* of them, mixed by the caller's threads
+                                * (rumor_mixer_set_caller_mixes) */
 } rumor_round_stats_t;
 
 /* Binds, connects to every peer this one may talk to, starts the comm
@@ -249,9 +252,24 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
  * and the caller's x(k) (rumor_mixer_params() before) stays valid until
  * round_end, which must follow. Safe from several threads at once; the
  * caller writes only inside ranges it was handed. With --compress and in
- * asynchronous mode the mix is made whole at the close: ranges wait for it. */
+ * asynchronous mode the mix is made whole at the close: ranges wait for it.
+ * With rumor_mixer_set_caller_mixes the calling thread mixes the range's
+ * complete cells itself, and wait < 0 only does that (below). */
 int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, double wait,
                            float **mixed) RUMOR_WUR;
+
+/* Leaves the mixing of complete cells (a pass over the parameters: x =
+ * acc + (1 - w) x, and the disagreement) to the caller's threads instead of
+ * the comm thread: a pipelined peer whose stages fill its cores mixes each
+ * stage's range in that stage's idle time. rumor_mixer_range_wait mixes the
+ * complete cells of its range before it returns; with wait < 0 it only
+ * mixes (at most one cell, returning 2 when it did, 1 when the range is
+ * mixed, 0 otherwise) and neither waits nor starts the round's close, for
+ * a thread that has a moment. A round that is complete closes once its
+ * cells are mixed, or at its deadline (the comm thread then mixes what is
+ * left). Off by default; not for --compress or asynchronous rounds (their
+ * mix is made whole at the close). */
+void rumor_mixer_set_caller_mixes(rumor_mixer_t *m, int on);
 
 /* The newest round a neighbour is known to be at (from its messages and
  * HELLO answers), -1 when none is known yet. */

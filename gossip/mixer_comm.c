@@ -116,6 +116,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->early_round = -1;
     m->wake_fd[0] = m->wake_fd[1] = -1;
     atomic_init(&m->ar.ref.refs, 0);
+    atomic_init(&m->caller_mixes, 0);
     m->ar.last_tag = -1;
     RUMOR_CHECK(mx_state_alloc(m));
     if (m->open)
@@ -648,7 +649,15 @@ void mx_comm_main(rumor_mixer_t *m)
              * of racing its round counter ahead of everyone's */
             pacing = complete && s->nin > 0 && s->complete == 0 && now < pace_until &&
                      !atomic_load(&m->hurry) && !expired;
-            if (!pacing && (complete || expired)) {
+            /* complete, with cells left to the caller's threads: they mix
+             * them in their idle time (the deadline still holds) */
+            int left = 0;
+            if (complete && !expired && mx_caller_mixes(m)) {
+                pthread_mutex_lock(&m->mu);
+                left = s->pub_round == m->cur && s->nmixed < m->nchunks;
+                pthread_mutex_unlock(&m->mu);
+            }
+            if (!pacing && !left && (complete || expired)) {
                 mx_close_round(m, !complete);
                 continue;
             }

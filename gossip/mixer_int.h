@@ -48,12 +48,22 @@ struct mx_slot {
     uint64_t elems_in;         /* elements received for this round */
     uint64_t max_range;        /* the longest range among them */
     double first_arrival, last_arrival; /* of those: the rate they come at */
-    /* published under mu, for rumor_mixer_range_wait on the caller's threads */
-    long pub_round;            /* the round pub_done describes (-1 none) */
-    uint8_t *pub_done;         /* (nchunks) cell c is mixed */
+    uint8_t *rdy;              /* (nchunks) complete, left for the caller to mix
+                                * (rumor_mixer_set_caller_mixes) */
+    /* under mu, for rumor_mixer_range_wait on the caller's threads */
+    long pub_round;            /* the round cstate describes (-1 none) */
+    uint8_t *cstate;           /* (nchunks) cell c: MX_CELL_* */
+    size_t nmixed;             /* cells in MX_CELL_MIXED */
     float *pub_data;           /* the accumulator's memory */
+    const float *pub_x;        /* x(round), once known */
+    double cdis, cselfw;       /* what the caller's mixes added to dis and selfw */
+    int cmixed_any;
+    size_t ncaller;            /* cells the caller mixed */
     double mix_t0, mix_t1;     /* when the first and the last cell were mixed (0 none) */
 };
+
+/* A cell's state as the caller's threads see it (mx_slot.cstate) */
+enum { MX_CELL_OPEN, MX_CELL_READY, MX_CELL_MIXING, MX_CELL_MIXED };
 
 /* The ring all-reduce in progress (served by the comm thread). */
 struct mx_allreduce {
@@ -310,6 +320,8 @@ struct rumor_mixer {
                                 * kept (a reference) until round_end */
     rumor_sendbuf_t *early_hold;
     double closing_mix[2];     /* the closing round's mix_t0, mix_t1 (comm thread) */
+    size_t closing_caller;     /* the closing round's cells mixed by the caller */
+    atomic_int caller_mixes;   /* rumor_mixer_set_caller_mixes */
     double close_deadline, round_start, timeout;
     int req_hello, req_stop;
     double stop_deadline;
@@ -426,6 +438,11 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s);
 void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s);
 int mx_ensure_slot(rumor_mixer_t *m, long r);
 void mx_slot_x_known(rumor_mixer_t *m, struct mx_slot *s); /* x(round) set: mix what is ready */
+/* Whether complete cells are left to the caller's threads to mix */
+int mx_caller_mixes(const rumor_mixer_t *m);
+/* A caller's thread mixes cell c of slot s, which it claimed (MX_CELL_MIXING,
+ * under mu); takes mu to publish it. */
+void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c);
 int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data,
                  size_t nbytes);
 void mx_refresh_absent(rumor_mixer_t *m, double deadline);

@@ -25,13 +25,14 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->wfull = calloc(m->nchunks, sizeof *s->wfull);
     s->touched = calloc(m->nchunks, 1);
     s->done = calloc(m->nchunks, 1);
-    s->pub_done = calloc(m->nchunks, 1);
+    s->cstate = calloc(m->nchunks, 1);
+    s->rdy = calloc(m->nchunks, 1);
     s->pub_round = -1;
     s->full = calloc(N * m->nchunks, 1);
     s->cov = calloc(N, sizeof *s->cov);
     s->w_of = calloc(N, sizeof *s->w_of);
     s->in = calloc(N, sizeof *s->in);
-    if (!s->wfull || !s->touched || !s->done || !s->pub_done || !s->full || !s->cov || !s->w_of || !s->in)
+    if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->rdy || !s->full || !s->cov || !s->w_of || !s->in)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     return 0;
 }
@@ -44,7 +45,8 @@ void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
     free(s->wfull);
     free(s->touched);
     free(s->done);
-    free(s->pub_done);
+    free(s->cstate);
+    free(s->rdy);
     free(s->full);
     free(s->w_of);
     free(s->in);
@@ -76,11 +78,17 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
     s->elems_in = 0;
     s->max_range = 0;
     s->first_arrival = s->last_arrival = 0;
-    s->mix_t0 = s->mix_t1 = 0;
+    memset(s->rdy, 0, m->nchunks);
     pthread_mutex_lock(&m->mu);
-    memset(s->pub_done, 0, m->nchunks);
+    s->mix_t0 = s->mix_t1 = 0;
+    memset(s->cstate, MX_CELL_OPEN, m->nchunks);
+    s->nmixed = 0;
     s->pub_round = r;
     s->pub_data = s->buf->data;
+    s->pub_x = s->x;
+    s->cdis = s->cselfw = 0;
+    s->cmixed_any = 0;
+    s->ncaller = 0;
     pthread_mutex_unlock(&m->mu);
     return mx_slot_reweigh(m, s);
 }
@@ -132,6 +140,20 @@ static double mix_run(rumor_mixer_t *m, float *acc, const float *x, size_t n, fl
  * where its ranges are, so the row stays stochastic element by element. */
 static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 {
+    /* the caller's threads may mix a cell left to them: the comm thread
+     * claims it first, or waits for the caller's mix to end */
+    pthread_mutex_lock(&m->mu);
+    while (s->cstate[c] == MX_CELL_MIXING)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int theirs = s->cstate[c] == MX_CELL_MIXED;
+    if (!theirs)
+        s->cstate[c] = MX_CELL_MIXING;
+    pthread_mutex_unlock(&m->mu);
+    if (theirs) {
+        s->done[c] = 1;
+        s->ndone++;
+        return;
+    }
     uint64_t off, len;
     cell_range(m, c, &off, &len);
     float *acc = s->buf->data + off;
@@ -174,16 +196,69 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     s->done[c] = 1;
     s->ndone++;
     double now = rumor_now();
-    if (s->mix_t0 == 0)
-        s->mix_t0 = now;
-    s->mix_t1 = now;
     /* a caller's stage may step on its range once every cell of it is mixed
      * (rumor_mixer_range_wait) */
     pthread_mutex_lock(&m->mu);
-    s->pub_done[c] = 1;
-    if (m->early_round == s->round)
-        pthread_cond_broadcast(&m->cv);
+    if (s->mix_t0 == 0)
+        s->mix_t0 = now;
+    s->mix_t1 = now;
+    s->cstate[c] = MX_CELL_MIXED;
+    s->nmixed++;
+    pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
+}
+
+/* Cell c is complete but left to the caller's threads to mix, in their idle
+ * time (rumor_mixer_set_caller_mixes); the comm thread mixes it only at a
+ * deadline. */
+static void leave_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    s->rdy[c] = 1;
+    pthread_mutex_lock(&m->mu);
+    s->pub_x = s->x;
+    if (s->cstate[c] == MX_CELL_OPEN)
+        s->cstate[c] = MX_CELL_READY;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+int mx_caller_mixes(const rumor_mixer_t *m)
+{
+    return atomic_load(&m->caller_mixes) && !m->cfg.async && !m->ch.on;
+}
+
+void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    uint64_t off, len;
+    cell_range(m, c, &off, &len);
+    float *acc = s->pub_data + off;
+    const float *x = s->pub_x + off;
+    double d2 = 0, selfw;
+    int mixed = s->touched[c] != 0; /* final: nothing comes for a complete cell */
+    if (!mixed) {
+        RUMOR_IGNORE(m->dev->ops->copy(m->dev, acc, x, len * sizeof(float)));
+        selfw = (double)len;
+    } else {
+        double w = s->wfull[c];
+        d2 = mix_run(m, acc, x, len, (float)(1.0 - w));
+        selfw = (1.0 - w) * (double)len;
+    }
+    double now = rumor_now();
+    pthread_mutex_lock(&m->mu);
+    s->cdis += d2;
+    s->cselfw += selfw;
+    s->cmixed_any |= mixed;
+    s->ncaller++;
+    if (s->mix_t0 == 0)
+        s->mix_t0 = now;
+    s->mix_t1 = now;
+    s->cstate[c] = MX_CELL_MIXED;
+    s->nmixed++;
+    int all = s->nmixed == m->nchunks;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    if (all)
+        mx_wake(m); /* the round may close now */
 }
 
 /* Whether cell c has everything it will get: every in-neighbour that is
@@ -200,8 +275,12 @@ static int cell_ready(const rumor_mixer_t *m, const struct mx_slot *s, size_t c)
 
 static void mix_if_ready(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 {
-    if (s->x && !s->done[c] && cell_ready(m, s, c))
-        mix_cell(m, s, c);
+    if (s->x && !s->done[c] && !s->rdy[c] && cell_ready(m, s, c)) {
+        if (mx_caller_mixes(m))
+            leave_cell(m, s, c);
+        else
+            mix_cell(m, s, c);
+    }
 }
 
 void mx_slot_x_known(rumor_mixer_t *m, struct mx_slot *s)
@@ -283,7 +362,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
     }
     size_t c0 = (size_t)(lo / m->chunk), c1 = (size_t)((hi - 1) / m->chunk);
     for (size_t c = c0; c <= c1; c++)
-        if (s->done[c]) {
+        if (s->done[c] || s->rdy[c]) {
             /* an absent peer came back after this part was mixed without it */
             rumor_err_set(RUMOR_EPROTO, "range [%llu, %llu) of round %ld was mixed already",
                           (unsigned long long)lo, (unsigned long long)hi, r);
@@ -473,9 +552,14 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
     for (size_t c = 0; c < m->nchunks; c++)
         if (!s->done[c])
             mix_cell(m, s, c);
-    double dis = s->dis, selfw = s->selfw;
+    pthread_mutex_lock(&m->mu); /* with what the caller's threads mixed */
+    double dis = s->dis + s->cdis, selfw = s->selfw + s->cselfw;
+    s->mixed_any |= s->cmixed_any;
     m->closing_mix[0] = s->mix_t0;
     m->closing_mix[1] = s->mix_t1;
+    m->closing_caller = s->ncaller;
+    s->pub_round = -1; /* the caller's threads use the closed buffer now */
+    pthread_mutex_unlock(&m->mu);
     if (m->ch.on) /* the mix becomes x + gamma (s - x_hat) */
         mx_choco_finish(m, s, k, s->buf, &dis);
     for (int i = 0; i < s->nin; i++) {
@@ -544,7 +628,10 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
     st->consensus_skipped = m->ch.on && m->ch.skipped_closed;
     st->mix_start = m->closing_mix[0];
     st->mix_end = m->closing_mix[1];
+    st->cells = m->nchunks;
+    st->cells_by_caller = m->closing_caller;
     m->closing_mix[0] = m->closing_mix[1] = 0;
+    m->closing_caller = 0;
     m->told_behind = -1;
     st->max_staleness = m->round_staleness;
     st->bytes_sent = m->pub_sent = ts->bytes_sent;

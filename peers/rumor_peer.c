@@ -979,6 +979,11 @@ int main(int argc, char **argv)
     /* a round's parameters go out once the GPU stages' copy of them landed
      * (it runs while the round's gradient is computed) */
     rumor_mixer_set_params_ready(p.mixer, trainer_params_ready, p.tr);
+    if (rumor_trainer_fills_cores(p.tr)) { /* no core to spare: mixing goes in the bubbles */
+        rumor_mixer_set_caller_mixes(p.mixer, 1);
+        rumor_info("the stages fill the %ld cores: each mixes its own range of a round in its "
+                   "idle time", sysconf(_SC_NPROCESSORS_ONLN));
+    }
     int nb = p.topo ? rumor_topo_neighbors(p.topo, rank, 0, NULL, NULL, 0) : 0;
     if (!o.quiet) {
         char secdesc[128];
@@ -1159,10 +1164,11 @@ int main(int argc, char **argv)
             if (rumor_mixer_round_begin(p.mixer, k) < 0)
                 return fail(&p, "round");
             t_compute = rumor_now();
-            /* one batch, no outer step: each stage steps on its own range of
-             * the mix as soon as both are ready (a pipelined peer's later
-             * stages while the first still computes) */
-            stepped = !outer && !balancing;
+            /* a pipelined peer with one batch and no outer step: each stage
+             * steps on its own range of the mix as soon as both are ready,
+             * while the other stages still compute (--throttle, which
+             * sleeps after the whole gradient, keeps the round's order) */
+            stepped = p.tr->pipe && !outer && !balancing && opts.throttle <= 1;
             struct round_next rn = { p.mixer, k };
             if (stepped ? rumor_trainer_grads_step(p.tr, &batch, t, &loss, mixed_range, &rn) < 0
                         : !outer && (balancing
@@ -1179,6 +1185,8 @@ int main(int argc, char **argv)
                 rumor_outer_step(outer, mixed);
             if (!stepped && rumor_trainer_bind(p.tr, mixed) < 0) /* after every change to it */
                 return fail(&p, "model");
+            if (stepped) /* the wait for the mix came inside the step */
+                st.wait_s += p.tr->wait_s;
             wait_total += st.wait_s;
             last_dis = st.disagreement;
             dis_sum += st.disagreement;

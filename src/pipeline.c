@@ -518,13 +518,41 @@ static int acted(struct worker *w, int s)
 /* Waits for an input while stages of this worker wait for their ranges:
  * steps each as its range comes, checking the input every millisecond.
  * Returns 0, -1 when the step failed elsewhere, < -1 on an error here. */
+/* A moment of worker w's idle time for its stages still computing: next()
+ * with wait < 0 does some of the work their ranges need (mixes a cell of a
+ * gossip round). Returns 1 when it did some, 0 when there was none, < 0 on
+ * an error. */
+static int idle_work(struct worker *w)
+{
+    rumor_pipeline_t *p = w->p;
+    struct pipeline_run *r = p->run;
+    for (int q = 0; r->next && q < p->S; q++) {
+        if (rumor_schedule_device(p->sched, q, NULL) != w->d || r->finished[q] ||
+            p->st[q]->hi == p->st[q]->lo)
+            continue;
+        float *buf;
+        int rc = r->next(r->next_ctx, q, p->st[q]->lo, p->st[q]->hi, -1.0, &buf);
+        if (rc < 0)
+            return rumor_err_prefix(rc, "stage %d's parameters", q);
+        if (rc == 2) {
+            p->idle_works++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int wait_finishing(struct worker *w, const uint8_t *need)
 {
     struct pipeline_run *r = w->p->run;
     while (w->todo > 0 && !is_set(r, need)) {
-        int rc = finish_stages(w, 0.001);
+        int rc = finish_stages(w, 0.0);
+        if (rc == 0 && !is_set(r, need))
+            rc = idle_work(w);
         if (rc < 0)
             return rc;
+        if (rc > 0)
+            continue; /* did some: is the input here? */
         double t0 = rumor_now();
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -705,6 +733,7 @@ int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long 
     for (int d = 0; d < p->P; d++)
         for (int i = 0; i < p->sched->n[d]; i++)
             r->left[rumor_schedule_stage(p->sched, d, p->sched->acts[d][i].chunk)]++;
+    p->idle_works = 0;
     r->b = b;
     r->step = step;
     r->failed = 0;

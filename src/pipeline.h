@@ -37,6 +37,7 @@
 #ifndef RUMOR_PIPELINE_H
 #define RUMOR_PIPELINE_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "batch.h"
@@ -90,6 +91,9 @@ typedef struct rumor_pipeline {
     double (*fin)[3];             /* (S) the last rumor_pipeline_grads_step's finish of each
                                    * stage, seconds from t0: gradient complete, range
                                    * handed over, optimizer step done (0: none) */
+    atomic_long idle_works;       /* the last step's pieces of next()'s work (cells of a
+                                   * gossip round mixed) done while a worker waited
+                                   * for an input */
     int *tied_of;                 /* (S) the stage holding the tensor stage s keeps a
                                    * copy of, or -1 */
     struct pipeline_run *run;     /* the step under way (pipeline.c) */
@@ -113,7 +117,10 @@ int rumor_pipeline_grads(rumor_pipeline_t *p, const rumor_batch_t *b, long step,
  * 1 with *params pointing at a buffer of host memory whose [lo, hi) (the
  * stage's range) holds them, 0 when they have not come within `wait`
  * seconds, < 0 on an error. Called from the stages' worker threads, several
- * at once. */
+ * at once. A worker waiting for an input also calls it with wait < 0 for
+ * its stages still computing: a moment for a piece of the work the range
+ * needs (rumor_mixer_range_wait mixes a cell), returning 2 when it did one
+ * (the worker then looks at its input again), 0 or 1 otherwise. */
 typedef int (*rumor_pipeline_next_fn)(void *ctx, int s, size_t lo, size_t hi, double wait,
                                       float **params);
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "log.h"
@@ -413,14 +414,18 @@ int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long st
                              rumor_pipeline_next_fn next, void *ctx)
 {
     float *base = NULL;
+    double t0 = rumor_now();
     if (!t->pipe) {
         RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
         RUMOR_CHECK(check_loss(t, step, *loss));
+        double t1 = rumor_now();
         int rc;
         while ((rc = next(ctx, 0, 0, t->model->nparams, 1.0, &base)) == 0)
             ;
         RUMOR_CHECK(rc);
         RUMOR_CHECK(rumor_trainer_bind(t, base));
+        t->compute_s = t1 - t0;
+        t->wait_s = rumor_now() - t1;
         return rumor_step_update(t->step);
     }
     int S = t->pipe->S;
@@ -440,6 +445,8 @@ int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long st
     free(nw.base);
     RUMOR_CHECK(rc);
     pipeline_stepped(t);
+    t->compute_s = t->pipe->step_s;
+    t->wait_s = rumor_now() - t0 - t->compute_s;
     t->grads_on_stages = 0; /* stepped on */
     /* the whole model (evaluation, checkpoints) reads the new buffer */
     rumor_step_bind_params(t->step, base);
@@ -464,6 +471,19 @@ int rumor_trainer_params_ready(rumor_trainer_t *t)
 int rumor_trainer_sync_params(rumor_trainer_t *t)
 {
     return t->pipe && !t->params_bound ? rumor_pipeline_params_sync(t->pipe) : 0;
+}
+
+int rumor_trainer_fills_cores(const rumor_trainer_t *t)
+{
+    if (!t->pipe)
+        return 0;
+    long threads = 0, cores = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int d = 0; d < t->pipe->P; d++) {
+        if (t->pipe->dev[d]->kind != RUMOR_DEV_CPU)
+            return 0; /* a GPU stage's thread mostly waits for its device */
+        threads += t->pipe->dev[d]->nthreads;
+    }
+    return threads >= cores;
 }
 
 rumor_device_t *rumor_trainer_host_mem(const rumor_trainer_t *t)

@@ -90,6 +90,9 @@ typedef struct rumor_trainer {
     rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
+    double compute_s, wait_s; /* the last rumor_trainer_grads_step: seconds computing the
+                               * gradient (a pipeline's schedule), and after it, waiting
+                               * for next() and stepping */
     double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
     float *acc;               /* rumor_trainer_grads_many's sum (nparams), once needed */
     char *owned[6];           /* copies of cfg's strings */
@@ -130,7 +133,8 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
  * bound to the buffer next() handed over, which holds the stepped
  * parameters (a GPU stage's copy back lands asynchronously:
  * rumor_trainer_params_ready). A loss that is not finite is an error, as
- * for rumor_trainer_grads, after the step. */
+ * for rumor_trainer_grads, after the step. compute_s and wait_s say how the
+ * call's time was spent. */
 int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss,
                              rumor_pipeline_next_fn next, void *ctx) RUMOR_WUR;
 
@@ -147,6 +151,13 @@ float *rumor_trainer_flat_grads(rumor_trainer_t *t);
  * the buffer may be read. Evaluating, saving and binding wait themselves. */
 int rumor_trainer_params_ready(rumor_trainer_t *t) RUMOR_WUR;
 int rumor_trainer_sync_params(rumor_trainer_t *t) RUMOR_WUR;
+
+/* Whether the pipeline's stages fill this machine's cores (CPU stages whose
+ * threads are at least its online cores): gossip's own work (mixing) then
+ * belongs in the stages' idle time (rumor_mixer_set_caller_mixes) rather
+ * than on a thread of its own competing with them. 0 without a pipeline or
+ * with a GPU stage. */
+int rumor_trainer_fills_cores(const rumor_trainer_t *t);
 
 /* The device whose host_alloc the bound host buffer should come from (a
  * pipeline's first GPU stage when the trainer's device is the CPU: its

@@ -17,7 +17,10 @@
  *    the cut one steps each stage on its own range of the mix as soon as
  *    that range is mixed and the stage's gradient complete
  *    (rumor_mixer_range_wait, rumor_trainer_grads_step), and a later stage
- *    is seen stepping before the first stage's gradient is complete. */
+ *    is seen stepping before the first stage's gradient is complete. The
+ *    cut swarm's mixing is done by the caller's threads (the stages', in
+ *    their idle time, and round_end's: rumor_mixer_set_caller_mixes): every
+ *    cell of every round, none by the comm thread. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -161,6 +164,9 @@ static int child(int self, int mixed, const char *out_path)
     }
     CHECK_OK(rumor_trainer_bind(t, rumor_mixer_params(m)));
     CHECK(rumor_mixer_barrier(m, 30.0) >= 1);
+    /* the cut swarm mixes in the caller's threads: round_end's, then each
+     * stage's (in its idle time); the unpipelined one on the comm thread */
+    rumor_mixer_set_caller_mixes(m, mixed);
 
     /* 1. pure gossip */
     for (long k = 0; k < MIX_ROUNDS; k++) {
@@ -169,6 +175,8 @@ static int child(int self, int mixed, const char *out_path)
         CHECK_OK(rumor_mixer_round_begin(m, k));
         CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
         CHECK(st.complete == st.in_neighbors && !st.timed_out);
+        CHECKF(st.cells_by_caller == (mixed ? st.cells : 0), "peer %d round %ld: %zu of %zu "
+               "cells mixed by the caller", self, k, st.cells_by_caller, st.cells);
         CHECK_OK(rumor_trainer_bind(t, px));
         for (int p = 0; p < PEERS; p++)
             for (size_t i = 0; i < n; i++) {
@@ -190,6 +198,7 @@ static int child(int self, int mixed, const char *out_path)
 
     /* 2. D-PSGD */
     int early = 0;
+    long idle = 0;
     for (long k = MIX_ROUNDS; k < MIX_ROUNDS + SGD_ROUNDS; k++) {
         rumor_batch_t b;
         float loss, *px;
@@ -223,8 +232,14 @@ static int child(int self, int mixed, const char *out_path)
             }
         }
         CHECK(st.complete == st.in_neighbors && !st.timed_out);
+        CHECKF(st.cells_by_caller == (mixed ? st.cells : 0), "peer %d round %ld: %zu of %zu "
+               "cells mixed by the caller", self, k, st.cells_by_caller, st.cells);
+        if (mixed && t->pipe)
+            idle += t->pipe->idle_works;
     }
     if (mixed && t->pipe) {
+        fprintf(stderr, "peer %d (%d stages): %ld cells mixed while a stage waited for an "
+                "input\n", self, t->pipe->S, idle);
         fprintf(stderr, "peer %d (%d stages): in %d of %d (stage, round) pairs a later stage "
                 "stepped before stage 0's gradient was complete\n", self, t->pipe->S, early,
                 (t->pipe->S - 1) * SGD_ROUNDS);

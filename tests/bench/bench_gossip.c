@@ -25,7 +25,11 @@
  *    of one thread, through the trainer as rumor-peer --stages 2 runs it
  *    (compute: gradient and each stage's optimizer step; full rounds: each
  *    stage steps on its range of the mix as soon as both are ready,
- *    rumor_trainer_grads_step). Figures pipe2_...
+ *    rumor_trainer_grads_step, and mixes that range in its idle time when
+ *    the stages fill the cores, as rumor-peer decides). Against the same
+ *    rounds mixing the whole round on the comm thread before any stage
+ *    steps (stagewise_vs_whole), and stepping stage by stage with the comm
+ *    thread mixing (bubble_mix_vs_comm_mix). Figures pipe2_...
  *
  * Children synchronize through a process-shared barrier, guard against hangs
  * with alarm(), and send their timings to the parent through pipes. */
@@ -511,10 +515,12 @@ static int thr_child(int self, int wfd)
 /* ------------------------------------------------ 2. overlap: peers */
 
 struct ovl_result {
-    double t[O_REPS][4];                /* seconds a round: compute, comm, full, and
+    double t[O_REPS][5];                /* seconds a round: compute, comm, full, and
                                          * (pipelined) full with the whole round
-                                         * mixed before any stage steps */
-    double cpu[O_REPS][4];              /* CPU seconds (all threads) a round */
+                                         * mixed before any stage steps, and full
+                                         * with the comm thread mixing */
+    double cpu[O_REPS][5];              /* CPU seconds (all threads) a round */
+    int caller_mixes;                   /* the full rounds' stages mix in their bubbles */
     size_t nparams;
 };
 
@@ -529,6 +535,7 @@ struct ovl_ops {
     /* full rounds as rumor-peer runs them, when not NULL: the gradient and
      * each stage's step on its range of round k's mix */
     int (*grads_step)(void *ctx, long step, rumor_mixer_t *mx, long k);
+    int caller_mixes; /* rumor-peer's choice for these full rounds */
 };
 
 /* The three variants (compute alone, communication alone, full rounds),
@@ -538,13 +545,16 @@ static void ovl_measure(rumor_mixer_t *mx, const struct ovl_ops *o, long *k, lon
 {
     float *px;
     for (int rep = 0; rep < O_REPS; rep++)
-        for (int v = 0; v < (o->grads_step ? 4 : 3); v++) {
+        for (int v = 0; v < (o->grads_step ? 5 : 3); v++) {
+            /* 2: as rumor-peer; 3: the whole round mixed (comm thread),
+             * then every stage steps; 4: as 2, the comm thread mixing */
+            rumor_mixer_set_caller_mixes(mx, v == 2 && o->caller_mixes);
             sync_all();
             double t0 = rumor_now(), c0 = cpu_total();
             for (int r = 0; r < O_ROUNDS; r++) {
                 if (v != 0 && rumor_mixer_round_begin(mx, *k) < 0)
                     die("round_begin");
-                int stagewise = v == 2 && o->grads_step;
+                int stagewise = (v == 2 || v == 4) && o->grads_step;
                 if (stagewise && o->grads_step(o->ctx, (*step)++, mx, *k) < 0)
                     die("gradient and step");
                 if (v != 1 && !stagewise && o->grads(o->ctx, (*step)++) < 0)
@@ -636,7 +646,7 @@ static int ovl_child(int self, int wfd)
     memset(&res, 0, sizeof res);
     res.nparams = m->n;
     struct ovl_mlp ctx = { s, &batch };
-    struct ovl_ops ops = { mlp_grads, mlp_bind, NULL, &ctx, NULL };
+    struct ovl_ops ops = { mlp_grads, mlp_bind, NULL, &ctx, NULL, 0 };
     long step = k;
     ovl_measure(mx, &ops, &k, &step, &res);
     sync_all();
@@ -744,7 +754,9 @@ static int ovl_pipe_child(int self, int wfd)
     struct ovl_result res;
     memset(&res, 0, sizeof res);
     res.nparams = t->model->nparams;
-    struct ovl_ops ops = { pipe_grads, pipe_bind, pipe_update, t, pipe_grads_step };
+    struct ovl_ops ops = { pipe_grads, pipe_bind, pipe_update, t, pipe_grads_step,
+                           rumor_trainer_fills_cores(t) };
+    res.caller_mixes = ops.caller_mixes;
     ovl_measure(mx, &ops, &k, &step, &res);
     sync_all();
     write_full(wfd, &res, sizeof res);
@@ -972,8 +984,8 @@ static void overlap(int pipe)
     static struct ovl_result r[O_PEERS];
     run_peers(O_PEERS, pipe ? ovl_pipe_child : ovl_child, r, sizeof r[0]);
     const char *name = pipe ? "pipe2" : "dpsgd";
-    double t[4][O_REPS], ratio[O_REPS], cpu[4][O_REPS], whole[O_REPS];
-    int nv = pipe ? 4 : 3;
+    double t[5][O_REPS], ratio[O_REPS], cpu[5][O_REPS], whole[O_REPS], commmix[O_REPS];
+    int nv = pipe ? 5 : 3;
     for (int rep = 0; rep < O_REPS; rep++) {
         for (int v = 0; v < nv; v++) {
             t[v][rep] = cpu[v][rep] = 0;
@@ -985,6 +997,7 @@ static void overlap(int pipe)
         double floor = t[0][rep] > t[1][rep] ? t[0][rep] : t[1][rep];
         ratio[rep] = t[2][rep] / floor;
         whole[rep] = pipe ? t[2][rep] / t[3][rep] : 0;
+        commmix[rep] = pipe ? t[2][rep] / t[4][rep] : 0;
     }
     if (pipe)
         printf("# overlap, pipelined peers: %s (%zu params, %.0f MB), batch %d x 64 tokens,\n"
@@ -1013,6 +1026,10 @@ static void overlap(int pipe)
     if (pipe) { /* each stage stepping on its range as it comes, against the whole round first */
         printf("bench: %s_round_whole_mix_ms = %.1f ms\n", name, 1e3 * bench_median(t[3], O_REPS));
         printf("bench: %s_stagewise_vs_whole = %.3f x\n", name, bench_median(whole, O_REPS));
+        printf("# the stages %s their ranges in their idle time (rumor_trainer_fills_cores); "
+               "against the comm thread mixing:\n", r[0].caller_mixes ? "mix" : "do not mix");
+        printf("bench: %s_round_comm_mix_ms = %.1f ms\n", name, 1e3 * bench_median(t[4], O_REPS));
+        printf("bench: %s_bubble_mix_vs_comm_mix = %.3f x\n", name, bench_median(commmix, O_REPS));
     }
 }
 
