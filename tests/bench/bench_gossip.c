@@ -662,11 +662,13 @@ static int ovl_child(int self, int wfd)
     return 0;
 }
 
-/* The same three variants for a pipelined peer: a GPT cut into 2 stages
+/* The same variants for a pipelined peer: a GPT cut into 2 stages
  * (1F1B, 4 micro-batches, a CPU device of one thread each) through the
- * trainer, as rumor-peer --stages 2 runs it, on the GPL's text. */
-#define P_SPEC "gpt:layers=4,dim=128,heads=4,ctx=64"
-#define P_BATCH 16
+ * trainer, as rumor-peer --stages 2 runs it, on the GPL's text: one whose
+ * gossip is 2% of its compute (pipe2), and a wide one with a short context
+ * whose gossip is a large share of it (pipe2_wide). */
+static const char *p_spec = "gpt:layers=4,dim=128,heads=4,ctx=64";
+static int p_batch = 16;
 
 static int pipe_grads(void *ctx, long step)
 {
@@ -705,8 +707,8 @@ static int ovl_pipe_child(int self, int wfd)
     rumor_trainer_config_t tc;
     rumor_trainer_config_default(&tc);
     tc.data = "text:/usr/share/common-licenses/GPL-3";
-    tc.model = P_SPEC;
-    tc.batch = P_BATCH;
+    tc.model = p_spec;
+    tc.batch = p_batch;
     tc.threads = 1;
     tc.rank = self;
     tc.world = O_PEERS;
@@ -983,7 +985,7 @@ static void overlap(int pipe)
         snprintf(mx_ep[p], sizeof mx_ep[p], "tcp://127.0.0.1:%d", free_port());
     static struct ovl_result r[O_PEERS];
     run_peers(O_PEERS, pipe ? ovl_pipe_child : ovl_child, r, sizeof r[0]);
-    const char *name = pipe ? "pipe2" : "dpsgd";
+    const char *name = pipe == 2 ? "pipe2_wide" : pipe ? "pipe2" : "dpsgd";
     double t[5][O_REPS], ratio[O_REPS], cpu[5][O_REPS], whole[O_REPS], commmix[O_REPS];
     int nv = pipe ? 5 : 3;
     for (int rep = 0; rep < O_REPS; rep++) {
@@ -1000,10 +1002,10 @@ static void overlap(int pipe)
         commmix[rep] = pipe ? t[2][rep] / t[4][rep] : 0;
     }
     if (pipe)
-        printf("# overlap, pipelined peers: %s (%zu params, %.0f MB), batch %d x 64 tokens,\n"
+        printf("# overlap, pipelined peers: %s (%zu params, %.0f MB), batch %d windows,\n"
                "# ring:2, 2 processes, each 2 stages (1F1B, 4 micro-batches) on cpu:1 devices;\n"
                "# %d windows of %d rounds a variant, interleaved\n",
-               P_SPEC, r[0].nparams, 4e-6 * (double)r[0].nparams, P_BATCH, O_REPS, O_ROUNDS);
+               p_spec, r[0].nparams, 4e-6 * (double)r[0].nparams, p_batch, O_REPS, O_ROUNDS);
     else
         printf("# overlap: %s (%zu params, %.0f MB), batch %d, ring:2, 2 processes,\n"
                "# 1 worker and 1 BLAS thread each; %d windows of %d rounds a variant, "
@@ -1046,6 +1048,9 @@ int main(int argc, char **argv)
     throughput();
     overlap(0);
     overlap(1);
+    p_spec = "gpt:layers=4,dim=512,heads=8,ctx=16";
+    p_batch = 8;
+    overlap(2);
     printf("# total %.1f s\n", rumor_now() - t0);
     return 0;
 }
