@@ -566,6 +566,14 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
     return rc;
 }
 
+int rumor_mixer_round_range(void *round, int stage, size_t lo, size_t hi, double wait,
+                            float **mixed)
+{
+    const rumor_mixer_round_t *r = round;
+    (void)stage;
+    return rumor_mixer_range_wait(r->m, r->k, lo, hi, wait, mixed);
+}
+
 int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st)
 {
     double t0 = rumor_now();

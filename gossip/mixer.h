@@ -258,6 +258,17 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
 int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, double wait,
                            float **mixed) RUMOR_WUR;
 
+/* Round k of mixer m as a source of stages' parameters: `round` is a
+ * rumor_mixer_round_t and the function has the shape of a pipeline's next()
+ * (pipeline.h, rumor_trainer_grads_step): rumor_mixer_range_wait on the
+ * stage's range. */
+typedef struct rumor_mixer_round {
+    rumor_mixer_t *m;
+    long k;
+} rumor_mixer_round_t;
+int rumor_mixer_round_range(void *round, int stage, size_t lo, size_t hi, double wait,
+                            float **mixed) RUMOR_WUR;
+
 /* Leaves the mixing of complete cells (a pass over the parameters: x =
  * acc + (1 - w) x, and the disagreement) to the caller's threads instead of
  * the comm thread: a pipelined peer whose stages fill its cores mixes each

@@ -618,19 +618,6 @@ static int trainer_params_ready(void *tr)
     return rumor_trainer_params_ready(tr);
 }
 
-/* A stage's range of round k's mix, for rumor_trainer_grads_step */
-struct round_next {
-    rumor_mixer_t *mixer;
-    long k;
-};
-
-static int mixed_range(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
-{
-    const struct round_next *rn = ctx;
-    (void)s;
-    return rumor_mixer_range_wait(rn->mixer, rn->k, lo, hi, wait, params);
-}
-
 static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 {
     rumor_eval_t e;
@@ -1169,8 +1156,9 @@ int main(int argc, char **argv)
              * while the other stages still compute (--throttle, which
              * sleeps after the whole gradient, keeps the round's order) */
             stepped = p.tr->pipe && !outer && !balancing && opts.throttle <= 1;
-            struct round_next rn = { p.mixer, k };
-            if (stepped ? rumor_trainer_grads_step(p.tr, &batch, t, &loss, mixed_range, &rn) < 0
+            rumor_mixer_round_t rn = { p.mixer, k };
+            if (stepped ? rumor_trainer_grads_step(p.tr, &batch, t, &loss, rumor_mixer_round_range,
+                                                   &rn) < 0
                         : !outer && (balancing
                                          ? rumor_trainer_grads_many(p.tr, draws, nbat, &loss, &bs)
                                          : rumor_trainer_grads(p.tr, &batch, t, &loss)) < 0)

@@ -518,6 +518,23 @@ static int acted(struct worker *w, int s)
 /* Waits for an input while stages of this worker wait for their ranges:
  * steps each as its range comes, checking the input every millisecond.
  * Returns 0, -1 when the step failed elsewhere, < -1 on an error here. */
+/* Waits at most ns nanoseconds for news on the run (a flag posted, a stage
+ * done), unless *need is set already or the step failed. */
+static void nap(struct pipeline_run *r, const uint8_t *need, long ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += ns;
+    while (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (!(need && *need) && !r->failed)
+        pthread_cond_timedwait(&r->cv, &r->mu, &until);
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* A moment of worker w's idle time for its stages still computing: next()
  * with wait < 0 does some of the work their ranges need (mixes a cell of a
  * gossip round). Returns 1 when it did some, 0 when there was none, < 0 on
@@ -554,17 +571,7 @@ static int wait_finishing(struct worker *w, const uint8_t *need)
         if (rc > 0)
             continue; /* did some: is the input here? */
         double t0 = rumor_now();
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 1000000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_mutex_lock(&r->mu);
-        if (!*need && !r->failed)
-            pthread_cond_timedwait(&r->cv, &r->mu, &until);
-        pthread_mutex_unlock(&r->mu);
+        nap(r, need, 1000000);
         w->idle += rumor_now() - t0;
     }
     return 0;
@@ -685,17 +692,7 @@ static void *work(void *arg)
         }
         if (w->todo > 0 && waits_for_copy(w)) {
             /* a tied copy on another device: its worker says when (mu) */
-            pthread_mutex_lock(&p->run->mu);
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += 2000000;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-            if (!p->run->failed)
-                pthread_cond_timedwait(&p->run->cv, &p->run->mu, &until);
-            pthread_mutex_unlock(&p->run->mu);
+            nap(p->run, NULL, 2000000);
         }
     }
     return NULL;

@@ -105,19 +105,17 @@ static int read_stages(const rumor_trainer_t *t, float *out)
     return 0;
 }
 
-/* rumor_trainer_grads_step's source of ranges: round k's mix */
+/* rumor_trainer_grads_step's source of ranges: round k's mix, counted */
 struct round_ctx {
-    rumor_mixer_t *m;
-    long k;
+    rumor_mixer_round_t round;
     int asked; /* ranges handed over */
 };
 
 static int mixed_range(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
 {
     struct round_ctx *rc = ctx;
-    (void)s;
-    int r = rumor_mixer_range_wait(rc->m, rc->k, lo, hi, wait, params);
-    if (r > 0)
+    int r = rumor_mixer_round_range(&rc->round, s, lo, hi, wait, params);
+    if (r == 1 && wait >= 0)
         __atomic_add_fetch(&rc->asked, 1, __ATOMIC_RELAXED);
     return r;
 }
@@ -212,7 +210,7 @@ static int child(int self, int mixed, const char *out_path)
             CHECK_OK(rumor_trainer_bind(t, px));
             CHECK_OK(rumor_trainer_update(t, NULL));
         } else { /* each stage on its range of the mix, as soon as it can */
-            struct round_ctx rc = { m, k, 0 };
+            struct round_ctx rc = { { m, k }, 0 };
             CHECK_OK(rumor_trainer_grads_step(t, &b, step, &loss, mixed_range, &rc));
             CHECK_OK(rumor_mixer_round_end(m, k, &px, &st));
             CHECK(rumor_trainer_sync_params(t) == 0);

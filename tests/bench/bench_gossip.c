@@ -678,25 +678,15 @@ static int pipe_grads(void *ctx, long step)
     return rumor_trainer_batch(t, step, &b) < 0 ? -1 : rumor_trainer_grads(t, &b, step, &loss);
 }
 static void pipe_bind(void *ctx, float *params) { RUMOR_IGNORE(rumor_trainer_bind(ctx, params)); }
-struct pipe_round {
-    rumor_mixer_t *mx;
-    long k;
-};
-static int pipe_range(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
-{
-    const struct pipe_round *pr = ctx;
-    (void)s;
-    return rumor_mixer_range_wait(pr->mx, pr->k, lo, hi, wait, params);
-}
 static int pipe_grads_step(void *ctx, long step, rumor_mixer_t *mx, long k)
 {
     rumor_trainer_t *t = ctx;
     rumor_batch_t b;
     float loss;
-    struct pipe_round pr = { mx, k };
+    rumor_mixer_round_t pr = { mx, k };
     return rumor_trainer_batch(t, step, &b) < 0
                ? -1
-               : rumor_trainer_grads_step(t, &b, step, &loss, pipe_range, &pr);
+               : rumor_trainer_grads_step(t, &b, step, &loss, rumor_mixer_round_range, &pr);
 }
 static int pipe_update(void *ctx) { return rumor_trainer_update(ctx, NULL); }
 
