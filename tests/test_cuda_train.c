@@ -256,6 +256,95 @@ static void check_host_params(rumor_device_t **devs)
     rumor_model_destroy(&m);
 }
 
+/* rumor_pipeline_grads_step's source: the buffer holding the "mix",
+ * handed to each stage on its second ask (the first says not yet) */
+struct stepped_src {
+    float *buf;
+    int calls[2];
+};
+
+static int stepped_next(void *ctx, int s, size_t lo, size_t hi, double wait, float **params)
+{
+    struct stepped_src *src = ctx;
+    (void)lo, (void)hi;
+    if (wait < 0 || src->calls[s]++ == 0)
+        return 0;
+    *params = src->buf;
+    return 1;
+}
+
+/* GPU stages stepping one at a time on their range of a new host buffer
+ * (rumor_pipeline_grads_step: upload the range, step, copy back on the copy
+ * stream) end where the whole-round order does (bind the whole new buffer,
+ * step every stage, write back), for 3 steps with a "mix" (halving) between
+ * them. */
+static void check_stepped(rumor_device_t **devs)
+{
+    const char *what = "2 stages on cuda:0 stepping one at a time";
+    rumor_model_t *m = NULL;
+    CHECK_OK(rumor_model_create(SPEC, 0, &m));
+    rumor_optim_config_t oc;
+    rumor_optim_config_default(&oc);
+    oc.lr = 0.05f;
+    rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = 2, .schedule = "1f1b",
+                                   .microbatches = 2, .max_B = NB, .T = T, .seed = 7,
+                                   .optim = &oc };
+    rumor_pipeline_t *pa = NULL, *pb = NULL;
+    rumor_stage_t *init = su_stage_new(cpu, SPEC, NB, 7, &oc);
+    int rc = rumor_pipeline_create(&pc, &pa);
+    if (rc == 0)
+        rc = rumor_pipeline_create(&pc, &pb);
+    CHECKF(rc == 0 && init, "%s: %s", what, rumor_err_msg());
+    size_t n = m ? m->nparams : 0, bytes = n * sizeof(float);
+    float *buf[4] = { NULL };
+    for (int i = 0; rc == 0 && i < 4; i++)
+        buf[i] = devs[0]->ops->host_alloc(devs[0], bytes);
+    if (rc == 0 && init && buf[0] && buf[1] && buf[2] && buf[3]) {
+        float *ra = buf[0], *rmix = buf[1], *sa = buf[2], *smix = buf[3];
+        memcpy(ra, init->params, bytes);
+        memcpy(sa, init->params, bytes);
+        CHECK(rumor_pipeline_bind_params(pa, ra, cpu) == 0);
+        CHECK(rumor_pipeline_bind_params(pb, sa, cpu) == 0);
+        for (int step = 0; step < 3; step++) {
+            float la, lb;
+            /* the whole round: gradient, mix, every stage steps, copy back */
+            CHECK_OK(rumor_pipeline_grads(pa, &batch, step, &la));
+            for (size_t i = 0; i < n; i++)
+                rmix[i] = 0.5f * ra[i];
+            CHECK_OK(rumor_pipeline_bind_params(pa, rmix, cpu));
+            CHECK_OK(rumor_pipeline_update(pa));
+            CHECK_OK(rumor_pipeline_write_params(pa, rmix, cpu));
+            CHECK_OK(rumor_pipeline_params_sync(pa));
+            /* stage by stage */
+            for (size_t i = 0; i < n; i++)
+                smix[i] = 0.5f * sa[i];
+            struct stepped_src src = { smix, { 0, 0 } };
+            CHECK_OK(rumor_pipeline_grads_step(pb, &batch, step, &lb, cpu, stepped_next, &src));
+            CHECK_OK(rumor_pipeline_params_sync(pb));
+            CHECKF(src.calls[0] == 2 && src.calls[1] == 2, "%s step %d: stages asked %d and %d "
+                   "times", what, step, src.calls[0], src.calls[1]);
+            CHECKF(rumor_pipeline_stepped(pb), "%s step %d: not every stage stepped", what, step);
+            CHECKF(la == lb, "%s step %d: loss %.9g against %.9g", what, step, (double)lb,
+                   (double)la);
+            double e = rel(rmix, smix, n);
+            CHECKF(e <= 1e-6, "%s step %d: off the whole-round order by %.3g of the norm", what,
+                   step, e);
+            float *t = ra;
+            ra = rmix, rmix = t;
+            t = sa;
+            sa = smix, smix = t;
+        }
+        fprintf(stderr, "# %s: the whole-round order's parameters after 3 steps\n", what);
+    }
+    for (int i = 0; i < 4; i++)
+        if (buf[i])
+            devs[0]->ops->host_free(devs[0], buf[i]);
+    rumor_pipeline_destroy(&pa);
+    rumor_pipeline_destroy(&pb);
+    su_stage_free(&init);
+    rumor_model_destroy(&m);
+}
+
 static void check_links(void)
 {
     size_t n = 100003;
@@ -335,6 +424,7 @@ int main(void)
         rumor_device_t *back[2] = { g[1], cpu };
         check_pipeline("stage 0 on cuda:0, stage 1 on the CPU", back, 2, "1f1b", 2);
         check_host_params(g);
+        check_stepped(g);
     }
     for (int i = 0; i < 4; i++)
         rumor_device_close(&g[i]);
