@@ -195,17 +195,27 @@ static void check_pipeline(const char *what, rumor_device_t **devs, int P, const
     rumor_model_destroy(&m);
 }
 
+/* The model and the 2-stage 1F1B pipeline over devs (SGD, lr 0.05) that
+ * check_host_params and check_stepped build. */
+static rumor_model_t *two_stages(rumor_device_t **devs, rumor_optim_config_t *oc,
+                                 rumor_pipeline_config_t *pc)
+{
+    rumor_model_t *m = NULL;
+    CHECK_OK(rumor_model_create(SPEC, 0, &m));
+    rumor_optim_config_default(oc);
+    oc->lr = 0.05f;
+    *pc = (rumor_pipeline_config_t){ .model = m, .devs = devs, .ndevs = 2, .schedule = "1f1b",
+                                     .microbatches = 2, .max_B = NB, .T = T, .seed = 7,
+                                     .optim = oc };
+    return m;
+}
+
 static void check_host_params(rumor_device_t **devs)
 {
     const char *what = "2 stages on cuda:0 training a host buffer";
-    rumor_model_t *m = NULL;
-    CHECK_OK(rumor_model_create(SPEC, 0, &m));
     rumor_optim_config_t oc;
-    rumor_optim_config_default(&oc);
-    oc.lr = 0.05f;
-    rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = 2, .schedule = "1f1b",
-                                   .microbatches = 2, .max_B = NB, .T = T, .seed = 7,
-                                   .optim = &oc };
+    rumor_pipeline_config_t pc;
+    rumor_model_t *m = two_stages(devs, &oc, &pc);
     rumor_pipeline_t *p = NULL;
     rumor_stage_t *ref = su_stage_new(cpu, SPEC, NB, 7, &oc);
     int rc = rumor_pipeline_create(&pc, &p);
@@ -281,14 +291,9 @@ static int stepped_next(void *ctx, int s, size_t lo, size_t hi, double wait, flo
 static void check_stepped(rumor_device_t **devs)
 {
     const char *what = "2 stages on cuda:0 stepping one at a time";
-    rumor_model_t *m = NULL;
-    CHECK_OK(rumor_model_create(SPEC, 0, &m));
     rumor_optim_config_t oc;
-    rumor_optim_config_default(&oc);
-    oc.lr = 0.05f;
-    rumor_pipeline_config_t pc = { .model = m, .devs = devs, .ndevs = 2, .schedule = "1f1b",
-                                   .microbatches = 2, .max_B = NB, .T = T, .seed = 7,
-                                   .optim = &oc };
+    rumor_pipeline_config_t pc;
+    rumor_model_t *m = two_stages(devs, &oc, &pc);
     rumor_pipeline_t *pa = NULL, *pb = NULL;
     rumor_stage_t *init = su_stage_new(cpu, SPEC, NB, 7, &oc);
     int rc = rumor_pipeline_create(&pc, &pa);
