@@ -32,7 +32,8 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->cov = calloc(N, sizeof *s->cov);
     s->w_of = calloc(N, sizeof *s->w_of);
     s->in = calloc(N, sizeof *s->in);
-    if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->rdy || !s->full || !s->cov || !s->w_of || !s->in)
+    if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->rdy || !s->full || !s->cov ||
+        !s->w_of || !s->in)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     return 0;
 }
@@ -134,6 +135,36 @@ static double mix_run(rumor_mixer_t *m, float *acc, const float *x, size_t n, fl
     return d2;
 }
 
+/* A cell every sender covered whole (or nobody touched: acc = x): acc =
+ * acc + (1 - w) x over len elements; adds sum (mix - x)^2 to *dis and the
+ * self-weight to *selfw. Returns whether neighbours' data was mixed. */
+static int mix_whole(rumor_mixer_t *m, float *acc, const float *x, size_t len, int touched,
+                     double w, double *dis, double *selfw)
+{
+    if (!touched) {
+        RUMOR_IGNORE(m->dev->ops->copy(m->dev, acc, x, len * sizeof(float)));
+        *selfw += (double)len;
+        return 0;
+    }
+    *dis += mix_run(m, acc, x, len, (float)(1.0 - w));
+    *selfw += (1.0 - w) * (double)len;
+    return 1;
+}
+
+/* Cell c of slot s is mixed (under mu): rumor_mixer_range_wait's callers
+ * see it, woken when `wake` (a thread may wait for it). */
+static void publish_mixed(rumor_mixer_t *m, struct mx_slot *s, size_t c, int wake)
+{
+    double now = rumor_now();
+    if (s->mix_t0 == 0)
+        s->mix_t0 = now;
+    s->mix_t1 = now;
+    s->cstate[c] = MX_CELL_MIXED;
+    s->nmixed++;
+    if (wake)
+        pthread_cond_broadcast(&m->cv);
+}
+
 /* Mixes cell c: x = acc + (1 - w) x where w is the weight that arrived for
  * each element. Neighbours whose ranges cover the cell whole add wfull[c];
  * one that covered only part of it (it missed the deadline) adds its weight
@@ -158,53 +189,41 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     cell_range(m, c, &off, &len);
     float *acc = s->buf->data + off;
     const float *x = s->x + off;
-    if (!s->touched[c]) {
-        RUMOR_IGNORE(m->dev->ops->copy(m->dev, acc, x, len * sizeof(float)));
-        s->selfw += (double)len;
+    int *part = m->part_scratch, np = 0;
+    for (int i = 0; s->touched[c] && i < s->nin; i++) {
+        int j = s->in[i];
+        if (!s->full[(size_t)j * m->nchunks + c] &&
+            mx_cover_within(&s->cov[j], off, off + len) > 0)
+            part[np++] = j;
+    }
+    if (np == 0) {
+        s->mixed_any |= mix_whole(m, acc, x, len, s->touched[c], s->wfull[c], &s->dis,
+                                  &s->selfw);
     } else {
-        int *part = m->part_scratch, np = 0;
-        for (int i = 0; i < s->nin; i++) {
-            int j = s->in[i];
-            if (!s->full[(size_t)j * m->nchunks + c] &&
-                mx_cover_within(&s->cov[j], off, off + len) > 0)
-                part[np++] = j;
-        }
-        if (np == 0) {
+        /* walk the cell in runs where the same partial senders cover it */
+        uint64_t p = off, end = off + len;
+        while (p < end) {
             double w = s->wfull[c];
-            s->dis += mix_run(m, acc, x, len, (float)(1.0 - w));
-            s->selfw += (1.0 - w) * (double)len;
-        } else {
-            /* walk the cell in runs where the same partial senders cover it */
-            uint64_t p = off, end = off + len;
-            while (p < end) {
-                double w = s->wfull[c];
-                uint64_t next = end;
-                for (int i = 0; i < np; i++) {
-                    uint64_t run_end;
-                    if (mx_cover_run(&s->cov[part[i]], p, &run_end))
-                        w += s->w_of[part[i]];
-                    if (run_end < next)
-                        next = run_end;
-                }
-                s->dis += mix_run(m, s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
-                s->selfw += (1.0 - w) * (double)(next - p);
-                p = next;
+            uint64_t next = end;
+            for (int i = 0; i < np; i++) {
+                uint64_t run_end;
+                if (mx_cover_run(&s->cov[part[i]], p, &run_end))
+                    w += s->w_of[part[i]];
+                if (run_end < next)
+                    next = run_end;
             }
+            s->dis += mix_run(m, s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
+            s->selfw += (1.0 - w) * (double)(next - p);
+            p = next;
         }
         s->mixed_any = 1;
     }
     s->done[c] = 1;
     s->ndone++;
-    double now = rumor_now();
     /* a caller's stage may step on its range once every cell of it is mixed
-     * (rumor_mixer_range_wait) */
+     * (rumor_mixer_range_wait: it waits only once it started the close) */
     pthread_mutex_lock(&m->mu);
-    if (s->mix_t0 == 0)
-        s->mix_t0 = now;
-    s->mix_t1 = now;
-    s->cstate[c] = MX_CELL_MIXED;
-    s->nmixed++;
-    pthread_cond_broadcast(&m->cv);
+    publish_mixed(m, s, c, m->early_round == s->round);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -233,29 +252,16 @@ void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     cell_range(m, c, &off, &len);
     float *acc = s->pub_data + off;
     const float *x = s->pub_x + off;
-    double d2 = 0, selfw;
-    int mixed = s->touched[c] != 0; /* final: nothing comes for a complete cell */
-    if (!mixed) {
-        RUMOR_IGNORE(m->dev->ops->copy(m->dev, acc, x, len * sizeof(float)));
-        selfw = (double)len;
-    } else {
-        double w = s->wfull[c];
-        d2 = mix_run(m, acc, x, len, (float)(1.0 - w));
-        selfw = (1.0 - w) * (double)len;
-    }
-    double now = rumor_now();
+    double d2 = 0, selfw = 0;
+    /* touched and wfull are final: nothing comes for a complete cell */
+    int mixed = mix_whole(m, acc, x, len, s->touched[c], s->wfull[c], &d2, &selfw);
     pthread_mutex_lock(&m->mu);
     s->cdis += d2;
     s->cselfw += selfw;
     s->cmixed_any |= mixed;
     s->ncaller++;
-    if (s->mix_t0 == 0)
-        s->mix_t0 = now;
-    s->mix_t1 = now;
-    s->cstate[c] = MX_CELL_MIXED;
-    s->nmixed++;
+    publish_mixed(m, s, c, 1); /* the comm thread may wait for it */
     int all = s->nmixed == m->nchunks;
-    pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
     if (all)
         mx_wake(m); /* the round may close now */

@@ -515,9 +515,6 @@ static int acted(struct worker *w, int s)
     return finish_stages(w, 0.0);
 }
 
-/* Waits for an input while stages of this worker wait for their ranges:
- * steps each as its range comes, checking the input every millisecond.
- * Returns 0, -1 when the step failed elsewhere, < -1 on an error here. */
 /* Waits at most ns nanoseconds for news on the run (a flag posted, a stage
  * done), unless *need is set already or the step failed. */
 static void nap(struct pipeline_run *r, const uint8_t *need, long ns)
@@ -559,6 +556,10 @@ static int idle_work(struct worker *w)
     return 0;
 }
 
+/* Waits for an input while this worker's stages wait for their ranges or
+ * have work their ranges need: steps each as its range comes, does that
+ * work a piece at a time, and looks at the input between pieces and every
+ * millisecond. Returns 0, or < 0 on an error here. */
 static int wait_finishing(struct worker *w, const uint8_t *need)
 {
     struct pipeline_run *r = w->p->run;

@@ -424,7 +424,6 @@ int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long st
             ;
         RUMOR_CHECK(rc);
         RUMOR_CHECK(rumor_trainer_bind(t, base));
-        t->compute_s = t1 - t0;
         t->wait_s = rumor_now() - t1;
         return rumor_step_update(t->step);
     }
@@ -445,8 +444,7 @@ int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long st
     free(nw.base);
     RUMOR_CHECK(rc);
     pipeline_stepped(t);
-    t->compute_s = t->pipe->step_s;
-    t->wait_s = rumor_now() - t0 - t->compute_s;
+    t->wait_s = rumor_now() - t0 - t->pipe->step_s;
     t->grads_on_stages = 0; /* stepped on */
     /* the whole model (evaluation, checkpoints) reads the new buffer */
     rumor_step_bind_params(t->step, base);

@@ -90,9 +90,9 @@ typedef struct rumor_trainer {
     rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
     int npdevs;
     double bubble;            /* the pipeline's measured bubble, averaged over steps */
-    double compute_s, wait_s; /* the last rumor_trainer_grads_step: seconds computing the
-                               * gradient (a pipeline's schedule), and after it, waiting
-                               * for next() and stepping */
+    double wait_s;            /* the last rumor_trainer_grads_step: seconds after the
+                               * gradient (a pipeline's schedule), waiting for next()
+                               * and stepping */
     double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
     float *acc;               /* rumor_trainer_grads_many's sum (nparams), once needed */
     char *owned[6];           /* copies of cfg's strings */
@@ -133,8 +133,8 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
  * bound to the buffer next() handed over, which holds the stepped
  * parameters (a GPU stage's copy back lands asynchronously:
  * rumor_trainer_params_ready). A loss that is not finite is an error, as
- * for rumor_trainer_grads, after the step. compute_s and wait_s say how the
- * call's time was spent. */
+ * for rumor_trainer_grads, after the step. wait_s says how much of the
+ * call came after the gradient. */
 int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss,
                              rumor_pipeline_next_fn next, void *ctx) RUMOR_WUR;
 
