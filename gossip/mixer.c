@@ -566,12 +566,35 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
     return rc;
 }
 
+int rumor_mixer_send_ahead(rumor_mixer_t *m, long k, const float *x, size_t upto)
+{
+    pthread_mutex_lock(&m->mu);
+    if (k != m->next_send || m->early_round != k - 1) {
+        long ns = m->next_send;
+        pthread_mutex_unlock(&m->mu);
+        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld sent ahead while round %ld is "
+                             "next and no range of its predecessor was waited for", k, ns);
+    }
+    m->req_ahead = k;
+    m->req_ahead_x = x;
+    m->req_ahead_upto = upto;
+    pthread_mutex_unlock(&m->mu);
+    mx_wake(m);
+    return 0;
+}
+
 int rumor_mixer_round_range(void *round, int stage, size_t lo, size_t hi, double wait,
                             float **mixed)
 {
     const rumor_mixer_round_t *r = round;
     (void)stage;
     return rumor_mixer_range_wait(r->m, r->k, lo, hi, wait, mixed);
+}
+
+int rumor_mixer_round_stepped(void *round, const float *x, size_t upto)
+{
+    const rumor_mixer_round_t *r = round;
+    return rumor_mixer_send_ahead(r->m, r->k + 1, x, upto);
 }
 
 int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_stats_t *st)

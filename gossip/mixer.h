@@ -268,6 +268,22 @@ typedef struct rumor_mixer_round {
 } rumor_mixer_round_t;
 int rumor_mixer_round_range(void *round, int stage, size_t lo, size_t hi, double wait,
                             float **mixed) RUMOR_WUR;
+/* ... and the shape of rumor_trainer_stepped_fn: x[0, upto) is x(k + 1),
+ * sent ahead (rumor_mixer_send_ahead). */
+int rumor_mixer_round_stepped(void *round, const float *x, size_t upto) RUMOR_WUR;
+
+/* Pipelines the next round's send: after rumor_mixer_range_wait handed over
+ * round k - 1's mix (`x`, the buffer round_end will hand over) and the
+ * caller stepped its optimizer on x[0, upto), those elements are x(k) for
+ * good, and they go to round k's out-neighbours now, before round_begin(k),
+ * while later cells of round k - 1 still arrive. On slow links a round's
+ * send then starts as its predecessor's first cell lands instead of after
+ * its last: each link carries the next round while this one completes.
+ * Call with growing `upto`; round_begin(k) sends the rest. Ignored (round
+ * k goes at round_begin) with --compress, in asynchronous rounds, with
+ * membership (the view may change at round_begin), and with a
+ * set_params_ready hook. 0, or RUMOR_ESTATE out of order. */
+int rumor_mixer_send_ahead(rumor_mixer_t *m, long k, const float *x, size_t upto) RUMOR_WUR;
 
 /* Leaves the mixing of complete cells (a pass over the parameters: x =
  * acc + (1 - w) x, and the disagreement) to the caller's threads instead of
@@ -323,6 +339,10 @@ typedef struct rumor_mixer_counters {
                                 * is no allowed key's (never dialled) */
     uint64_t slots_full;       /* open membership: members left without a slot
                                 * (max_peers reached) */
+    uint64_t elems_ahead;      /* parameters handed to ZeroMQ before their round
+                                * began (rumor_mixer_send_ahead), over all
+                                * neighbours */
+    uint64_t elems_sent;       /* parameters handed to ZeroMQ in all */
 } rumor_mixer_counters_t;
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 

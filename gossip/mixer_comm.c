@@ -69,6 +69,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     if (!m->slot)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     m->sent_round = -1;
+    m->ahead_round = -1;
     for (int i = 0; i < m->nslots; i++)
         RUMOR_CHECK(mx_slot_alloc(m, &m->slot[i]));
     RUMOR_CHECK(rumor_idmap_init(&m->idmap, N));
@@ -112,6 +113,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->cur = cfg->first_round > 0 ? cfg->first_round : 0;
     m->next_send = m->cur;
     m->req_send = -1;
+    m->req_ahead = -1;
     m->req_close = -1;
     m->early_round = -1;
     m->wake_fd[0] = m->wake_fd[1] = -1;
@@ -536,6 +538,10 @@ static void take_requests(rumor_mixer_t *m)
     pthread_mutex_lock(&m->mu);
     if (send >= 0)
         m->req_send = -1;
+    long ahead = m->req_stop ? -1 : m->req_ahead;
+    const float *ahead_x = m->req_ahead_x;
+    size_t ahead_upto = m->req_ahead_upto;
+    m->req_ahead = -1;
     int hello = m->req_hello;
     m->req_hello = 0;
     int ar = m->ar.requested;
@@ -551,6 +557,8 @@ static void take_requests(rumor_mixer_t *m)
         if (send >= 1)
             m->hello_active = 0; /* everyone who was coming has come */
     }
+    if (ahead >= 0)
+        mx_send_ahead(m, ahead, ahead_x, ahead_upto);
     if (hello)
         m->hello_active = 1;
     if (ar)
@@ -587,8 +595,10 @@ void mx_comm_main(rumor_mixer_t *m)
         /* Stopping: neighbours still need this peer's last round, so
          * queued chunks go out first (within the grace period), then LEAVE
          * (behind them: each connection is FIFO), then ZeroMQ lets go. */
-        if (stop && !stopping)
+        if (stop && !stopping) {
             stopping = 1;
+            mx_drop_ahead(m); /* its rest is not coming */
+        }
         if (stopping == 1 && (!mx_sends_queued(m) || rumor_now() >= stop_deadline)) {
             mx_drop_sends(m);
             /* a process refused as a copy of this peer (or still being
@@ -671,7 +681,7 @@ void mx_comm_main(rumor_mixer_t *m)
         items[ni].socket = rumor_transport_pull(m->tr);
         items[ni++].events = ZMQ_POLLIN;
         for (int j = 0; j < m->npeers; j++)
-            if ((m->sendq[j].n > 0 || mx_state_wants_pollout(m, j)) &&
+            if ((mx_send_pending(m, j) || mx_state_wants_pollout(m, j)) &&
                 rumor_transport_push(m->tr, j)) {
                 items[ni].socket = rumor_transport_push(m->tr, j);
                 items[ni].events = ZMQ_POLLOUT;

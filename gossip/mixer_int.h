@@ -131,6 +131,9 @@ struct mx_sendq {
     int slow;                  /* the last round sent in pieces went out slower than
                                 * MX_SLOW_BPS (the link, not ZeroMQ's queue, paced it) */
     int pieces;                /* the head entry goes in pieces: slow, or a probe */
+    int held;                  /* the head entry waited for the caller's step
+                                * (rumor_mixer_send_ahead): its pace says
+                                * nothing of the link */
     unsigned heads;            /* entries that became the head */
 };
 
@@ -298,6 +301,9 @@ struct rumor_mixer {
     struct mx_sendq *sendq;    /* (npeers) */
     long sent_round;           /* the newest round round_begin handed over */
     rumor_sendbuf_t *sent_buf; /* its parameters, x(sent_round) */
+    long ahead_round;          /* round queued before its round_begin, as the caller
+                                * steps it (rumor_mixer_send_ahead; -1 none) */
+    uint64_t ahead_upto;       /* its elements [0, ahead_upto) are final */
     int *out_nbrs;             /* scratch (npeers) */
     int barrier_run;           /* rumor_mixer_barrier was called */
 
@@ -309,6 +315,9 @@ struct rumor_mixer {
     long next_send;            /* the round round_begin expects next */
     long req_send;             /* -1 none */
     rumor_sendbuf_t *req_send_buf;
+    long req_ahead;            /* rumor_mixer_send_ahead: round, or -1 none */
+    const float *req_ahead_x;  /* its parameters (the buffer round_end hands over) */
+    size_t req_ahead_upto;
     /* rumor_mixer_set_params_ready's hook (read by the comm thread), and
      * whether a requested send waits for it (comm thread only) */
     int (*params_ready)(void *ctx);
@@ -425,6 +434,9 @@ int mx_send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux);
 int mx_send_frame(void *sock, const void *p, size_t len, int flags);
 void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf);
 void mx_pump_sends(rumor_mixer_t *m);
+void mx_send_ahead(rumor_mixer_t *m, long k, const float *x, uint64_t upto);
+void mx_drop_ahead(rumor_mixer_t *m);
+int mx_send_pending(const rumor_mixer_t *m, int j);
 int mx_sends_queued(const rumor_mixer_t *m);
 void mx_drop_sends(rumor_mixer_t *m);
 void mx_send_hellos(rumor_mixer_t *m);

@@ -74,6 +74,7 @@ void mx_ask_round(rumor_mixer_t *m, int node)
 static void head_begins(struct mx_sendq *q, double now)
 {
     q->head_at = now;
+    q->held = 0;
     q->pieces = q->slow || q->heads++ % MX_PROBE_EVERY == 0;
 }
 
@@ -103,6 +104,11 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
      * of round k that are complete can be mixed */
     m->sent_round = k;
     m->sent_buf = buf ? buf : x;
+    /* a round queued ahead (rumor_mixer_send_ahead) is whole now; any other
+     * one queued ahead (the caller jumped past it) was final as far as it
+     * went: its rest goes too, x does not change over a jump */
+    long ahead = m->ahead_round;
+    m->ahead_round = -1;
     struct mx_slot *s = &m->slot[k % m->nslots];
     if (s->round == k && s->buf) {
         s->x = m->sent_buf->data;
@@ -124,8 +130,8 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
         struct mx_sendq *q = &m->sendq[j];
         /* absent peers get x(k) too: a peer that comes back (thawed,
          * reconnected) learns the swarm's round from it */
-        if (q->n == 2)
-            continue;
+        if (q->n == 2 || (ahead == k && q->n > 0 && q->round[q->n - 1] == k))
+            continue; /* full, or this round went ahead */
         if (q->n == 0) {
             q->moved_at = now;
             head_begins(q, now);
@@ -144,7 +150,10 @@ static int send_head(rumor_mixer_t *m, int j, double now)
 {
     struct mx_sendq *q = &m->sendq[j];
     int sent = 0;
-    while (q->n > 0 && q->next[0] < m->n) {
+    uint64_t limit = q->n > 0 && q->round[0] == m->ahead_round ? m->ahead_upto : m->n;
+    if (q->n > 0 && q->next[0] >= limit && limit < m->n)
+        q->held = 1;
+    while (q->n > 0 && q->next[0] < limit) {
         uint64_t at = q->next[0];
         size_t c = (size_t)(at / m->chunk);
         uint64_t off, len;
@@ -162,7 +171,7 @@ static int send_head(rumor_mixer_t *m, int j, double now)
             payload = code->bytes + c * code->stride;
             nbytes = code->nbytes[c];
         } else { /* a piece of the chunk */
-            uint64_t end = off + len;
+            uint64_t end = off + len < limit ? off + len : limit;
             off = at;
             len = end - at;
             if (q->pieces && len > MX_PIECE)
@@ -184,6 +193,9 @@ static int send_head(rumor_mixer_t *m, int j, double now)
         }
         q->next[0] = off + len;
         q->moved_at = now;
+        m->counters.elems_sent += len;
+        if (q->round[0] == m->ahead_round)
+            m->counters.elems_ahead += len;
         sent++;
     }
     return sent;
@@ -211,7 +223,7 @@ void mx_pump_sends(rumor_mixer_t *m)
             while (q->n > 0 && q->next[0] >= m->n) {
                 /* a round in pieces went out at the link's pace (ZeroMQ
                  * holds a few, the kernel little): is the link slow? */
-                if (q->pieces)
+                if (q->pieces && !q->held)
                     q->slow = (double)m->n * sizeof(float) < MX_SLOW_BPS * (now - q->head_at);
                 pop_head(q, now);
             }
@@ -227,6 +239,76 @@ void mx_pump_sends(rumor_mixer_t *m)
         if (!sent)
             return;
     }
+}
+
+/* Whether j's queue has ranges ZeroMQ may take now (not only ones waiting
+ * for the caller's step). */
+int mx_send_pending(const rumor_mixer_t *m, int j)
+{
+    const struct mx_sendq *q = &m->sendq[j];
+    if (q->n == 0)
+        return 0;
+    return q->round[0] != m->ahead_round || q->next[0] < m->ahead_upto;
+}
+
+/* Round k's parameters x, before round_begin(k), as the caller finishes
+ * them: [0, upto) is final (rumor_mixer_send_ahead). The first call queues
+ * round k for its out-neighbours, behind what is queued; later ones move
+ * the line. Lists only (a membership view may change at round_begin), and
+ * plain rounds: a coded or asynchronous round is made at round_begin. */
+void mx_send_ahead(rumor_mixer_t *m, long k, const float *x, uint64_t upto)
+{
+    if (m->cfg.async || m->ch.on || m->swim || m->open || m->params_ready)
+        return;
+    if (m->ahead_round != k) {
+        if (k != m->sent_round + 1)
+            return; /* only the round after the one begun */
+        rumor_sendbuf_t *buf = NULL;
+        for (int i = 0; i < m->nbufs && !buf; i++)
+            if (m->bufs[i]->data == x)
+                buf = m->bufs[i];
+        if (!buf)
+            return;
+        double now = rumor_now();
+        int n = mx_out_neighbors(m, k, m->out_nbrs);
+        n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
+        for (int i = 0; i < n; i++) {
+            struct mx_sendq *q = &m->sendq[m->out_nbrs[i]];
+            if (q->n == 2)
+                continue; /* round_begin skips it too */
+            if (q->n == 0) {
+                q->moved_at = now;
+                head_begins(q, now);
+            }
+            q->round[q->n] = k;
+            q->buf[q->n] = buf;
+            q->next[q->n] = 0;
+            q->n++;
+            buf->pins++;
+        }
+        m->ahead_round = k;
+        m->ahead_upto = 0;
+    }
+    if (upto > m->ahead_upto)
+        m->ahead_upto = upto > m->n ? m->n : upto;
+}
+
+/* Drops the round queued ahead whose rest will never be final (leaving):
+ * what went out of it stays a part a neighbour's deadline deals with. */
+void mx_drop_ahead(rumor_mixer_t *m)
+{
+    if (m->ahead_round < 0)
+        return;
+    for (int j = 0; j < m->npeers; j++) {
+        struct mx_sendq *q = &m->sendq[j];
+        if (q->n > 0 && q->round[q->n - 1] == m->ahead_round) {
+            q->buf[q->n - 1]->pins--;
+            q->n--;
+            if (q->n == 0)
+                q->held = 0;
+        }
+    }
+    m->ahead_round = -1;
 }
 
 int mx_sends_queued(const rumor_mixer_t *m)

@@ -111,8 +111,13 @@ static const char usage_head[] =
     "                         (sleeps after each gradient), to play a straggler\n"
     "  --start-timeout SECS   how long to wait for neighbours at start (default: 60)\n"
     "  --chunk-mb X           the size of the parameter ranges this peer sends, and of\n"
-    "                         the cells it mixes in (default: 1, at most 64); peers\n"
+    "                         the cells it mixes in (default: 1, or an eighth of a\n"
+    "                         model under 8 MiB, at least 1/16; at most 64); peers\n"
     "                         may differ\n"
+    "  --send-ahead yes|no    dpsgd: step the mix cell by cell as it arrives and send\n"
+    "                         each stepped cell to the next round's neighbours at once,\n"
+    "                         so that a link carries round k + 1 while round k's last\n"
+    "                         cells still come (default: yes; see docs/compression.md)\n"
     "  --max-message-mb X     the largest parameter range accepted from a neighbour\n"
     "                         (default: 64, at least --chunk-mb); larger ones are\n"
     "                         dropped as chunk_too_large (above twice this, ZeroMQ\n"
@@ -235,7 +240,7 @@ static const char usage_tail[] =
 struct options {
     struct rumor_train_opts t;
     int balance_max, local_steps;
-    const char *balance, *outer, *compress;
+    const char *balance, *outer, *compress, *send_ahead;
     double consensus_step;
     int keyframe_every;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,
@@ -280,6 +285,7 @@ static const rumor_opt_t option_table[] = {
     { "balance-max", 0, RUMOR_OPT_INT, offsetof(struct options, balance_max), 1, 64, NULL, 0 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
+    { "send-ahead", 0, RUMOR_OPT_CHOICE, offsetof(struct options, send_ahead), 0, 0, "yes|no", 0 },
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 64, NULL, 0 },
     { "max-message-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, max_message_mb), 0.001, 1024, NULL, 0 },
     { "rounds", 0, RUMOR_OPT_LONG, offsetof(struct options, rounds), 1, 1e12, NULL, 0 },
@@ -535,6 +541,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->staleness = 8;
     o->catch_up_rounds = 50;
     o->throttle = 1;
+    o->send_ahead = "yes";
     o->balance = "none";
     o->balance_max = 4;
     o->local_steps = 1;
@@ -542,7 +549,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->membership = NULL; /* static with a list; open membership is swim */
     o->max_peers = 256;
     o->start_timeout = 60;
-    o->chunk_mb = 1;
+    o->chunk_mb = 0; /* 1 MiB, or an eighth of a smaller model (below) */
     o->max_message_mb = 64;
     o->eval_every = 1;
     o->keep_checkpoints = 3;
@@ -907,6 +914,14 @@ int main(int argc, char **argv)
     mc.swarm = rumor_wire_swarm_id(opts.swarm);
     mc.nparams = nparams;
     mc.chunk_elems = (size_t)(opts.chunk_mb * 1048576.0 / sizeof(float));
+    if (opts.chunk_mb == 0) {
+        /* 1 MiB cells: a cell's mixing reads it from the L2 cache; a model
+         * of under 8 MiB gets 8 cells (at least 64 KiB each), so that
+         * --send-ahead sends a round's first cells while its last arrive */
+        mc.chunk_elems = RUMOR_MIXER_CHUNK;
+        if (nparams / 8 < mc.chunk_elems)
+            mc.chunk_elems = nparams / 8 > ((size_t)1 << 14) ? nparams / 8 : (size_t)1 << 14;
+    }
     mc.max_msg_elems = (size_t)(opts.max_message_mb * 1048576.0 / sizeof(float));
     if (mc.max_msg_elems < 1)
         mc.max_msg_elems = 1;
@@ -955,6 +970,13 @@ int main(int argc, char **argv)
     /* --compress with --mode allreduce: the gradients' all-reduce is coded
      * (the swarm average at the end stays f32) */
     int coded_allreduce = !dpsgd && mc.codec.kind != RUMOR_CODEC_NONE;
+    /* --send-ahead: an unpipelined peer steps the mix cell by cell and
+     * sends round k + 1's cells as they are stepped (a pipelined one steps
+     * by stage); plain synchronous rounds on a list only (mixer.h) */
+    int ahead = dpsgd && !async && !strcmp(opts.send_ahead, "yes") && !p.tr->pipe &&
+                mc.codec.kind == RUMOR_CODEC_NONE && !p.is_open && !mc.membership;
+    if (ahead)
+        rumor_trainer_set_step_ranges(p.tr, mc.chunk_elems, rumor_mixer_round_stepped);
     mc.consensus_step = opts.consensus_step;
     mc.keyframe_every = opts.keyframe_every;
     if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
@@ -965,7 +987,8 @@ int main(int argc, char **argv)
         return fail(&p, "model");
     /* a round's parameters go out once the GPU stages' copy of them landed
      * (it runs while the round's gradient is computed) */
-    rumor_mixer_set_params_ready(p.mixer, trainer_params_ready, p.tr);
+    if (p.tr->pipe)
+        rumor_mixer_set_params_ready(p.mixer, trainer_params_ready, p.tr);
     if (rumor_trainer_fills_cores(p.tr)) { /* no core to spare: mixing goes in the bubbles */
         rumor_mixer_set_caller_mixes(p.mixer, 1);
         rumor_info("the stages fill the %ld cores: each mixes its own range of a round in its "
@@ -1155,7 +1178,7 @@ int main(int argc, char **argv)
              * steps on its own range of the mix as soon as both are ready,
              * while the other stages still compute (--throttle, which
              * sleeps after the whole gradient, keeps the round's order) */
-            stepped = p.tr->pipe && !outer && !balancing && opts.throttle <= 1;
+            stepped = (p.tr->pipe || ahead) && !outer && !balancing && opts.throttle <= 1;
             rumor_mixer_round_t rn = { p.mixer, k };
             if (stepped ? rumor_trainer_grads_step(p.tr, &batch, t, &loss, rumor_mixer_round_range,
                                                    &rn) < 0
@@ -1442,6 +1465,9 @@ int main(int argc, char **argv)
            pname, total_rounds, rounds_run, seconds, examples / seconds, st.bytes_sent / 1e6,
            st.bytes_received / 1e6, wait_total, rejects, conns,
            allreduce_failures ? " (some all-reduces failed)" : "");
+    if (mcn.elems_ahead) /* --send-ahead */
+        printf("%s: sent ahead: %.1f%% of the parameters sent went before their round began\n",
+               pname, 100.0 * (double)mcn.elems_ahead / (double)mcn.elems_sent);
     if (mcn.jumps || catch_ups || mcn.state_served)
         printf("%s: caught up: %llu jumps over %llu rounds, %ld state fetches; served state "
                "%llu times\n",
@@ -1461,6 +1487,7 @@ int main(int argc, char **argv)
                         "\"state_served\":%llu,\"digest_failures\":%llu,\"stale_applied\":%llu,"
                         "\"endpoints_learned\":%llu,\"rounds_mixed\":%llu,\"alone\":%s,"
                         "\"consensus_skipped\":%llu,\"compress\":\"%s\","
+                        "\"elems_sent\":%llu,\"elems_ahead\":%llu,"
                         "\"members\":%d,\"members_joined\":%llu,\"not_allowed\":%llu,"
                         "\"messages\":%s,\"connections\":%s",
                         acc, avg_acc, tloss, avg_note[0] || opts.no_average || alone ? -1.0 : avg_loss,
@@ -1474,7 +1501,9 @@ int main(int argc, char **argv)
                         (unsigned long long)mcn.stale_applied,
                         (unsigned long long)mcn.endpoints_learned,
                         (unsigned long long)mcn.rounds_mixed, alone ? "true" : "false",
-                        (unsigned long long)mcn.consensus_skipped, opts.compress, avg_members,
+                        (unsigned long long)mcn.consensus_skipped, opts.compress,
+                        (unsigned long long)mcn.elems_sent, (unsigned long long)mcn.elems_ahead,
+                        avg_members,
                         (unsigned long long)mcn.members_joined,
                         (unsigned long long)mcn.not_allowed, wsj, conns_j);
     peer_free(&p);

@@ -22,6 +22,7 @@ struct rumor_step {
     float scale;
     float lr;
     long t;
+    size_t ulo, uhi;            /* the range an update steps */
     int dirty;                  /* replicas' gradients not zeroed (a step failed) */
     double loss_sum[MAX_WORKERS];
     long correct[MAX_WORKERS];
@@ -204,25 +205,43 @@ static void update_job(void *arg, int w, int n)
 {
     rumor_step_t *s = arg;
     size_t lo, hi;
-    rumor_pool_split(s->stage->n, w, n, &lo, &hi);
+    rumor_pool_split(s->uhi - s->ulo, w, n, &lo, &hi);
+    lo += s->ulo;
+    hi += s->ulo;
     s->rc[w] = hi > lo ? rumor_optim_step_range(s->stage->opt, s->stage->params,
                                                 s->stage->grads, lo, hi, s->t, s->lr)
                        : 0;
 }
 
-int rumor_step_update(rumor_step_t *s)
+int rumor_step_update_range(rumor_step_t *s, size_t lo, size_t hi, int last)
 {
     rumor_optim_t *o = s->stage->opt;
     if (!o)
         return rumor_err_set(RUMOR_ESTATE, "step: the stage has no optimizer");
-    if (s->n == 1)
-        return rumor_optim_step(o, s->stage->params, s->stage->grads);
+    if (lo > hi || hi > s->stage->n)
+        return rumor_err_set(RUMOR_EINVAL, "step: range [%zu, %zu) of %zu parameters", lo, hi,
+                             s->stage->n);
     s->t = o->t;
     s->lr = rumor_optim_lr_at(&o->cfg, o->t);
-    rumor_pool_run(s->pool, update_job, s);
-    for (int w = 0; w < s->n; w++)
-        if (s->rc[w] < 0)
-            return rumor_err_trace_add(__FILE__, __LINE__, s->rc[w]);
-    o->t++;
+    s->ulo = lo;
+    s->uhi = hi;
+    /* a pool's hand-off costs more than a small range's update */
+    if (s->n == 1 || hi - lo < ((size_t)1 << 16)) {
+        if (hi > lo)
+            RUMOR_CHECK(rumor_optim_step_range(o, s->stage->params, s->stage->grads, lo, hi,
+                                               s->t, s->lr));
+    } else {
+        rumor_pool_run(s->pool, update_job, s);
+        for (int w = 0; w < s->n; w++)
+            if (s->rc[w] < 0)
+                return rumor_err_trace_add(__FILE__, __LINE__, s->rc[w]);
+    }
+    if (last)
+        o->t++;
     return 0;
+}
+
+int rumor_step_update(rumor_step_t *s)
+{
+    return rumor_step_update_range(s, 0, s->stage->n, 1);
 }

@@ -45,6 +45,12 @@ void rumor_step_bind_params(rumor_step_t *s, float *params);
  * split among the workers. */
 int rumor_step_update(rumor_step_t *s) RUMOR_WUR;
 
+/* The same step over [lo, hi) only, at the step number and rate of the
+ * optimizer's current step, which advances after the `last` range: a
+ * caller steps the space range by range as each is ready (a gossip round's
+ * mix, cell by cell), with the result of rumor_step_update. */
+int rumor_step_update_range(rumor_step_t *s, size_t lo, size_t hi, int last) RUMOR_WUR;
+
 #ifdef __cplusplus
 }
 #endif

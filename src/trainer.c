@@ -419,13 +419,26 @@ int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long st
         RUMOR_CHECK(rumor_step_grads(t->step, b, step, loss));
         RUMOR_CHECK(check_loss(t, step, *loss));
         double t1 = rumor_now();
-        int rc;
-        while ((rc = next(ctx, 0, 0, t->model->nparams, 1.0, &base)) == 0)
-            ;
-        RUMOR_CHECK(rc);
-        RUMOR_CHECK(rumor_trainer_bind(t, base));
+        size_t n = t->model->nparams;
+        size_t cell = t->stepped && t->step_cell > 0 ? t->step_cell : n;
+        for (size_t lo = 0; lo < n; lo += cell) {
+            size_t hi = n - lo > cell ? lo + cell : n;
+            float *mixed = NULL;
+            int rc;
+            while ((rc = next(ctx, 0, lo, hi, 1.0, &mixed)) == 0)
+                ;
+            RUMOR_CHECK(rc);
+            if (!base)
+                RUMOR_CHECK(rumor_trainer_bind(t, base = mixed));
+            else if (mixed != base)
+                return rumor_err_set(RUMOR_ESTATE, "trainer: ranges of one step were handed "
+                                                   "different buffers");
+            RUMOR_CHECK(rumor_step_update_range(t->step, lo, hi, hi == n));
+            if (hi < n && t->stepped)
+                RUMOR_CHECK(t->stepped(ctx, base, hi));
+        }
         t->wait_s = rumor_now() - t1;
-        return rumor_step_update(t->step);
+        return 0;
     }
     int S = t->pipe->S;
     struct next_wrap nw = { next, ctx, calloc((size_t)S, sizeof(float *)) };
@@ -559,6 +572,13 @@ void rumor_trainer_set_optim_steps(rumor_trainer_t *t, long step)
 long rumor_trainer_optim_steps(const rumor_trainer_t *t)
 {
     return t->pipe ? rumor_pipeline_optim_steps(t->pipe) : t->stage->opt->t;
+}
+
+void rumor_trainer_set_step_ranges(rumor_trainer_t *t, size_t cell,
+                                   rumor_trainer_stepped_fn stepped)
+{
+    t->step_cell = cell;
+    t->stepped = stepped;
 }
 
 int rumor_trainer_update(rumor_trainer_t *t, float *lr)

@@ -93,6 +93,8 @@ typedef struct rumor_trainer {
     double wait_s;            /* the last rumor_trainer_grads_step: seconds after the
                                * gradient (a pipeline's schedule), waiting for next()
                                * and stepping */
+    size_t step_cell;         /* rumor_trainer_set_step_ranges */
+    int (*stepped)(void *ctx, const float *x, size_t upto);
     double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
     float *acc;               /* rumor_trainer_grads_many's sum (nparams), once needed */
     char *owned[6];           /* copies of cfg's strings */
@@ -137,6 +139,17 @@ int rumor_trainer_grads(rumor_trainer_t *t, const rumor_batch_t *b, long step,
  * call came after the gradient. */
 int rumor_trainer_grads_step(rumor_trainer_t *t, const rumor_batch_t *b, long step, float *loss,
                              rumor_pipeline_next_fn next, void *ctx) RUMOR_WUR;
+
+/* A trainer without a pipeline steps in ranges of `cell` parameters in
+ * rumor_trainer_grads_step, each as soon as next() hands it over, in order,
+ * and tells stepped(ctx, x, upto) (ctx: grads_step's) after each that
+ * x[0, upto) holds the stepped parameters (a gossip round sends them on
+ * while later ranges still arrive: rumor_mixer_send_ahead). stepped's
+ * error ends the step. The result equals the whole-space step's. cell 0 or
+ * stepped NULL: the whole space at once (the default). */
+typedef int (*rumor_trainer_stepped_fn)(void *ctx, const float *x, size_t upto);
+void rumor_trainer_set_step_ranges(rumor_trainer_t *t, size_t cell,
+                                   rumor_trainer_stepped_fn stepped);
 
 /* The flat gradient of the last rumor_trainer_grads, current in
  * stage->grads (copied from stages elsewhere if need be); a caller may

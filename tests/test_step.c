@@ -65,6 +65,39 @@ static rumor_stage_t *new_stage(rumor_device_t *dev, const rumor_model_t *m, int
     return st;
 }
 
+/* rumor_step_update_range over uneven ranges gives rumor_step_update's
+ * parameters and optimizer state bit for bit, and advances the step once. */
+static void check_update_ranges(rumor_step_t *s, rumor_stage_t *st)
+{
+    rumor_optim_t *o = st->opt;
+    size_t n = st->n, bytes = n * sizeof(float);
+    float *p0 = malloc(bytes), *m0 = malloc(bytes), *whole = malloc(bytes), *wm = malloc(bytes);
+    if (!p0 || !m0 || !whole || !wm)
+        return;
+    memcpy(p0, st->params, bytes);
+    memcpy(m0, o->m, bytes);
+    long t0 = o->t;
+    CHECK_OK(rumor_step_update(s));
+    memcpy(whole, st->params, bytes);
+    memcpy(wm, o->m, bytes);
+    memcpy(st->params, p0, bytes);
+    memcpy(o->m, m0, bytes);
+    o->t = t0;
+    CHECK(rumor_step_update_range(s, 0, n + 1, 0) < 0); /* outside the space */
+    size_t cell = n / 5 + 3;
+    for (size_t lo = 0; lo < n; lo += cell) {
+        size_t hi = n - lo > cell ? lo + cell : n;
+        CHECK_OK(rumor_step_update_range(s, lo, hi, hi == n));
+        CHECKF(o->t == t0 + (hi == n), "the step advanced after range [%zu, %zu)", lo, hi);
+    }
+    CHECKF(!memcmp(whole, st->params, bytes) && !memcmp(wm, o->m, bytes),
+           "a step range by range differs from the whole step");
+    free(p0);
+    free(m0);
+    free(whole);
+    free(wm);
+}
+
 static void check_step(const char *spec, int workers, int batch)
 {
     rumor_device_t *dev;
@@ -121,7 +154,10 @@ static void check_step(const char *spec, int workers, int batch)
                "%.3g in norm", spec, workers, batch, dmax / gmax, sqrt(num / den));
         worst_seen = fmax(worst_seen, dmax / gmax);
         CHECK_OK(rumor_stage_step(ref));
-        CHECK_OK(rumor_step_update(s));
+        if (step == 1) /* range by range (a mix handed over cell by cell) */
+            check_update_ranges(s, st);
+        else
+            CHECK_OK(rumor_step_update(s));
         double pw = 0;
         for (size_t i = 0; i < ref->n; i++)
             pw = fmax(pw, fabs((double)st->params[i] - ref->params[i]));

@@ -14,7 +14,9 @@
 #   128 per peer), RUMOR_BENCH_NETNS_DDP=0 to skip
 #   DDP, RUMOR_BENCH_NETNS_KEEP=1 to keep the run directory,
 #   RUMOR_BENCH_NETNS_ONLY="NAME ..." to run only the swarms named (dpsgd_ring,
-#   dpsgd_onepeer, allreduce, ddp_gloo, and the WAN runs' names),
+#   dpsgd_onepeer, dpsgd_onepeer_whole, allreduce, ddp_gloo, and the WAN
+#   runs' names), RUMOR_BENCH_NETNS_ARGS="..." rumor-peer options added to
+#   the runs without delay (an A/B: "--send-ahead no", "--chunk-mb 0.25"),
 #   RUMOR_BENCH_NETNS_RUN_TIMEOUT seconds before a swarm is killed
 #   (default 60 + 45 per epoch). A swarm that fails or times out is reported
 #   and the bench exits 1 after the other runs.
@@ -206,7 +208,7 @@ LAST_E=
 wanted() { [ -z "${RUMOR_BENCH_NETNS_ONLY:-}" ] || case " $RUMOR_BENCH_NETNS_ONLY " in *" $1 "*) true ;; *) false ;; esac; }
 # the batch is pinned so that the figures do not move with rumor-peer's default
 BATCH=${RUMOR_BENCH_NETNS_BATCH:-128}
-COMMON=(--epochs "$EPOCHS" --batch "$BATCH" --seed 1)
+COMMON=(--epochs "$EPOCHS" --batch "$BATCH" --seed 1 ${RUMOR_BENCH_NETNS_ARGS:-})
 T_START=$(date +%s)
 FAILED=
 EPOCH_dpsgd_ring="" EPOCH_dpsgd_onepeer="" EPOCH_allreduce="" EPOCH_ddp_gloo=""
@@ -217,6 +219,11 @@ else FAILED="$FAILED dpsgd_ring"; fi
 if ! wanted dpsgd_onepeer; then :; elif run_swarm dpsgd_onepeer "$BIN" --mode dpsgd --topology onepeer-exp "${COMMON[@]}" --progress 5; then
     report dpsgd_onepeer dpsgd_onepeer; EPOCH_dpsgd_onepeer=$LAST_E
 else FAILED="$FAILED dpsgd_onepeer"; fi
+# the same without --send-ahead (each round sent whole at its start), back to back
+if ! wanted dpsgd_onepeer_whole; then :; elif run_swarm dpsgd_onepeer_whole "$BIN" --mode dpsgd --topology onepeer-exp --send-ahead no "${COMMON[@]}" --progress 5; then
+    report dpsgd_onepeer_whole dpsgd_onepeer_whole
+    r=$(ratio "$LAST_E" "$EPOCH_dpsgd_onepeer"); [ -n "$r" ] && bench "${TAG}_send_ahead_speedup_onepeer" "$r" x
+else FAILED="$FAILED dpsgd_onepeer_whole"; fi
 if ! wanted allreduce; then :; elif run_swarm allreduce "$BIN" --mode allreduce "${COMMON[@]}" --progress 5; then
     report allreduce allreduce; EPOCH_allreduce=$LAST_E
 else FAILED="$FAILED allreduce"; fi
