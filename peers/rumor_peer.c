@@ -114,10 +114,11 @@ static const char usage_head[] =
     "                         the cells it mixes in (default: 1, or an eighth of a\n"
     "                         model under 8 MiB, at least 1/16; at most 64); peers\n"
     "                         may differ\n"
-    "  --send-ahead yes|no    dpsgd: step the mix cell by cell as it arrives and send\n"
-    "                         each stepped cell to the next round's neighbours at once,\n"
-    "                         so that a link carries round k + 1 while round k's last\n"
-    "                         cells still come (default: yes; see docs/compression.md)\n"
+    "  --send-ahead yes|no    dpsgd, one local step: step the mix cell by cell as it\n"
+    "                         arrives and send each stepped cell to the next round's\n"
+    "                         neighbours at once, so that a link carries round k + 1\n"
+    "                         while round k's last cells still come (default: yes;\n"
+    "                         see docs/protocol.md, section 6)\n"
     "  --max-message-mb X     the largest parameter range accepted from a neighbour\n"
     "                         (default: 64, at least --chunk-mb); larger ones are\n"
     "                         dropped as chunk_too_large (above twice this, ZeroMQ\n"
@@ -972,8 +973,11 @@ int main(int argc, char **argv)
     int coded_allreduce = !dpsgd && mc.codec.kind != RUMOR_CODEC_NONE;
     /* --send-ahead: an unpipelined peer steps the mix cell by cell and
      * sends round k + 1's cells as they are stepped (a pipelined one steps
-     * by stage); plain synchronous rounds on a list only (mixer.h) */
+     * by stage); plain synchronous rounds on a list only (mixer.h), and
+     * not with --local-steps: x(k+1) is what the local steps make of the
+     * mix, known only at round_begin */
     int ahead = dpsgd && !async && !strcmp(opts.send_ahead, "yes") && !p.tr->pipe &&
+                opts.local_steps == 1 &&
                 mc.codec.kind == RUMOR_CODEC_NONE && !p.is_open && !mc.membership;
     if (ahead)
         rumor_trainer_set_step_ranges(p.tr, mc.chunk_elems, rumor_mixer_round_stepped);

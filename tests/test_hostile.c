@@ -251,7 +251,7 @@ static pid_t spawn_peer(int rank, const char *bin, const char *dir, const char *
         execl(bin, "rumor-peer", "--rank", rank_s, "--peers", peers, "--keys", key, "--allow",
               allow, "--topology", "complete", "--swarm", SWARM, "--model", MODEL, "--epochs",
               EPOCHS, "--throttle", THROTTLE, "--start-timeout", "2", "--round-timeout", DEADLINE,
-              "--min-round-timeout", DEADLINE, "--max-message-mb", "1", "--no-average", "--data",
+              "--min-round-timeout", DEADLINE, "--max-message-mb", "1", "--chunk-mb", "1", "--no-average", "--data",
               data, "--metrics",
               peer_metrics[rank], "--progress", "5", "--log-level", "info", (char *)NULL);
         _exit(127);
