@@ -370,7 +370,7 @@ for sc in wan wanslow; do
     fi
     # the final quality: the combination run twice as many epochs still
     # ends well before the all-reduce's run does
-    if [ "$sc" = wan ]; then
+    if [ "$sc" = wan ] && wanted "${sc}_int8_local4_x2"; then
         WAN_COMMON=(--epochs $(( 2 * ep )) --batch "$BATCH" --seed 1 --round-timeout 30)
         run_wan "$sc" int8_local4_x2 --mode dpsgd --topology ring --compress int8 \
             --local-steps 4 "${WAN_COMMON[@]}"
@@ -381,6 +381,100 @@ for sc in wan wanslow; do
         [ -n "$a" ] && [ -n "$b" ] && bench "${TAG}_allreduce_vs_int8_local4_x2_run_s" "$(ratio "$b" "$a")" x
     fi
 done
+# ---- the small GPT on the same slow, distant links: time to a target
+# validation loss (the mean over peers of their local model's, at the end of
+# an epoch; by default the loss the all-reduce run ends at) for the ring
+# all-reduce and gossip plain, int8, int8 with local steps, and int8 for
+# twice the epochs (its learning-rate schedule spans them); the final swarm
+# average's validation loss beside it. The
+# corpus is the first 400 kB of the default one (kjv.txt), so that an epoch
+# (a peer's slice once) is ~90 rounds of batch 8 x 64 bytes and the time to
+# the target is read often enough.
+GPT_MODEL=${RUMOR_BENCH_NETNS_GPT_MODEL:-gpt:layers=2,dim=64,heads=4,ctx=64}
+# the target: the all-reduce run's final validation loss (its peers' mean at
+# its last epoch) + 0.01 nats, unless given
+GPT_TARGET=${RUMOR_BENCH_NETNS_GPT_TARGET:-auto}
+GPT_EPOCHS=${RUMOR_BENCH_NETNS_GPT_EPOCHS:-4}
+KJV=
+for f in "$BUILDDIR/corpus/kjv.txt" "$SRCDIR/build/corpus/kjv.txt"; do [ -f "$f" ] && { KJV=$f; break; }; done
+# time to GPT_TARGET: the first epoch whose peers' mean validation loss is at most it
+time_to_loss() {
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v tgt="$GPT_TARGET" '
+        /"event": *"epoch"/ && /"eval_loss"/ {
+            e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
+            l = $0; sub(/.*"eval_loss": */, "", l); sub(/[,}].*/, "", l)
+            s = $0; sub(/.*"seconds": */, "", s); sub(/[,}].*/, "", s)
+            if (l + 0 < 0) next
+            loss[e] += l; n[e]++
+            if (!(e in t) || s + 0 > t[e]) t[e] = s + 0
+        }
+        END {
+            best = -1
+            for (e in loss) if (loss[e] / n[e] <= tgt && (best < 0 || e + 0 < best + 0)) best = e
+            if (best >= 0) printf "%.2f\n", t[best]
+        }'
+}
+run_gpt() {  # NAME ARGS...
+    local name=$1 tt l
+    shift
+    wanted "gpt_$name" || return 0
+    if ! run_swarm "gpt_$name" "$BIN" "${GPT_COMMON[@]}" "$@" --progress 5; then
+        FAILED="$FAILED gpt_$name"; return 0
+    fi
+    report "gpt_$name" "gpt_${name}"
+    if [ "$name" = allreduce ] && [ "$GPT_TARGET" = auto ]; then
+        GPT_TARGET=$(cat "$WORK/gpt_$name"/peer*.jsonl 2>/dev/null | awk '
+            /"event": *"epoch"/ && /"eval_loss"/ {
+                e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
+                l = $0; sub(/.*"eval_loss": */, "", l); sub(/[,}].*/, "", l)
+                if (l + 0 >= 0) { loss[e] += l; n[e]++ }
+            }
+            END { for (e in loss) if (e + 0 > last + 0) last = e
+                  if (last != "") printf "%.3f\n", loss[last] / n[last] + 0.01 }') || true
+        [ -n "$GPT_TARGET" ] || GPT_TARGET=2.25
+        bench "${TAG}_gpt_target_val_loss" "$GPT_TARGET" nats
+    fi
+    tt=$(time_to_loss "gpt_$name")
+    l=$(done_mean "gpt_$name" average_eval_loss)
+    [ -n "$l" ] && l=$(awk -v x="$l" 'BEGIN { printf "%.4f", x }') && bench "${TAG}_gpt_${name}_average_val_loss" "$l" nats
+    if [ -n "$tt" ]; then bench "${TAG}_gpt_${name}_time_to_target" "$tt" s
+    else echo "bench_netns: gpt $name did not reach $GPT_TARGET nats in $GPT_EPOCHS epochs"; fi
+    eval "TT_gpt_$name=\${tt:-}; LOSS_gpt_$name=\${l:-}"
+}
+if [ "${RUMOR_BENCH_NETNS_GPT:-1}" = 0 ]; then :
+elif [ -z "$KJV" ]; then echo "bench_netns: GPT runs skipped: no corpus/kjv.txt (./bootstrap build makes it)"
+else
+    head -c 400000 "$KJV" > "$WORK/wan-text.txt"
+    NETNS_EXTRA=(--delay "$WAN_DELAY")
+    RUN_TIMEOUT=$(( 120 + 120 * GPT_EPOCHS ))
+    TAG=netns_wan_${RATE}_${WAN_DELAY}ms
+    GPT_COMMON=(--model "$GPT_MODEL" --data "text:$WORK/wan-text.txt" --batch 8 --optimizer adamw
+                --lr 3e-3 --epochs "$GPT_EPOCHS" --seed 1 --round-timeout 30)
+    run_gpt allreduce --mode allreduce
+    [ "$GPT_TARGET" != auto ] || GPT_TARGET=2.10 # (the all-reduce did not run)
+    run_gpt dpsgd --mode dpsgd --topology ring
+    run_gpt int8 --mode dpsgd --topology ring --compress int8
+    run_gpt int8_local4 --mode dpsgd --topology ring --compress int8 --local-steps 4
+    # gossip with each peer's own AdamW ends higher than the all-reduce's one
+    # AdamW on the averaged gradient: twice the epochs, still sooner
+    RUN_TIMEOUT=$(( 120 + 240 * GPT_EPOCHS ))
+    run_gpt int8_x2 --mode dpsgd --topology ring --compress int8 --epochs $(( 2 * GPT_EPOCHS ))
+    printf '%-14s %16s %18s\n' "gpt run" "time to $GPT_TARGET" "final average"
+    best= bestn=
+    for n in allreduce dpsgd int8 int8_local4 int8_x2; do
+        eval "tt=\${TT_gpt_$n:-}; l=\${LOSS_gpt_$n:-}"
+        printf '%-14s %14s s %12s nats\n' "$n" "${tt:--}" "${l:--}"
+        [ "$n" = allreduce ] && continue
+        if [ -n "$tt" ] && { [ -z "$best" ] || awk -v a="$tt" -v b="$best" 'BEGIN{exit !(a < b)}'; }; then
+            best=$tt bestn=$n
+        fi
+    done
+    if [ -n "$best" ] && [ -n "${TT_gpt_allreduce:-}" ]; then
+        echo "bench_netns: gpt: the best gossip run is $bestn"
+        bench "${TAG}_gpt_allreduce_vs_best_gossip_time_to_target" "$(ratio "$TT_gpt_allreduce" "$best")" x
+    fi
+fi
+
 echo "bench_netns: $NODES peers, $EPOCHS epochs a run, $(( $(date +%s) - T_START )) s in all;" \
      "epoch_s = mean over epochs of the slowest peer's epoch (training only, no evaluation);" \
      "ratios > 1 mean the second one is faster"
