@@ -91,6 +91,20 @@ static void pop_head(struct mx_sendq *q, double now)
         head_begins(q, now);
 }
 
+/* Appends round k's parameters to q (not full), behind what it holds. */
+static void queue_round(struct mx_sendq *q, long k, rumor_sendbuf_t *buf, double now)
+{
+    if (q->n == 0) {
+        q->moved_at = now;
+        head_begins(q, now);
+    }
+    q->round[q->n] = k;
+    q->buf[q->n] = buf;
+    q->next[q->n] = 0;
+    q->n++;
+    buf->pins++;
+}
+
 /* Queues round k's parameters for its out-neighbours. Rounds a window or
  * more behind k still queued for a peer are dropped: that peer has moved
  * past them or is gone. Absent peers get nothing until they show up again. */
@@ -132,15 +146,7 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
          * reconnected) learns the swarm's round from it */
         if (q->n == 2 || (ahead == k && q->n > 0 && q->round[q->n - 1] == k))
             continue; /* full, or this round went ahead */
-        if (q->n == 0) {
-            q->moved_at = now;
-            head_begins(q, now);
-        }
-        q->round[q->n] = k;
-        q->buf[q->n] = buf;
-        q->next[q->n] = 0;
-        q->n++;
-        buf->pins++;
+        queue_round(q, k, buf, now);
     }
 }
 
@@ -274,17 +280,8 @@ void mx_send_ahead(rumor_mixer_t *m, long k, const float *x, uint64_t upto)
         n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
         for (int i = 0; i < n; i++) {
             struct mx_sendq *q = &m->sendq[m->out_nbrs[i]];
-            if (q->n == 2)
-                continue; /* round_begin skips it too */
-            if (q->n == 0) {
-                q->moved_at = now;
-                head_begins(q, now);
-            }
-            q->round[q->n] = k;
-            q->buf[q->n] = buf;
-            q->next[q->n] = 0;
-            q->n++;
-            buf->pins++;
+            if (q->n < 2) /* (round_begin skips a full one too) */
+                queue_round(q, k, buf, now);
         }
         m->ahead_round = k;
         m->ahead_upto = 0;

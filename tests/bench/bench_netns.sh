@@ -270,20 +270,22 @@ WAN_EPOCHS=${RUMOR_BENCH_NETNS_WAN_EPOCHS:-3}
 WANSLOW_EPOCHS=${RUMOR_BENCH_NETNS_WANSLOW_EPOCHS:-1}
 WAN_DELAY=${RUMOR_BENCH_NETNS_WAN_DELAY:-50}
 TARGET=${RUMOR_BENCH_NETNS_TARGET:-0.80}
-# time to TARGET: the first epoch whose peers' mean test accuracy reaches it
-time_to_target() {
-    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v tgt="$TARGET" '
-        /"event": *"epoch"/ && /"test_accuracy"/ {
+# time_to RUN FIELD TARGET SIGN: the slowest peer's time at the first epoch
+# whose peers' mean FIELD (test_accuracy, eval_loss) reaches TARGET: SIGN 1
+# for at least it, -1 for at most it
+time_to() {
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v f="$2" -v tgt="$3" -v sign="$4" '
+        /"event": *"epoch"/ && index($0, "\"" f "\":") {
             e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
-            a = $0; sub(/.*"test_accuracy": */, "", a); sub(/[,}].*/, "", a)
+            v = substr($0, index($0, "\"" f "\":") + length(f) + 3); sub(/^ */, "", v); sub(/[,}].*/, "", v)
             s = $0; sub(/.*"seconds": */, "", s); sub(/[,}].*/, "", s)
-            if (a + 0 < 0) next
-            acc[e] += a; n[e]++
+            if (v + 0 < 0) next
+            sum[e] += v; n[e]++
             if (!(e in t) || s + 0 > t[e]) t[e] = s + 0
         }
         END {
             best = -1
-            for (e in acc) if (acc[e] / n[e] >= tgt && (best < 0 || e + 0 < best + 0)) best = e
+            for (e in sum) if (sign * (sum[e] / n[e] - tgt) >= 0 && (best < 0 || e + 0 < best + 0)) best = e
             if (best >= 0) printf "%.2f\n", t[best]
         }'
 }
@@ -295,7 +297,7 @@ run_wan() {  # SCENARIO NAME ARGS...
         FAILED="$FAILED ${sc}_$name"; return 0
     fi
     report "${sc}_$name" "${name}"
-    tt=$(time_to_target "${sc}_$name"); acc=$(pct "$(done_mean "${sc}_$name" average_accuracy)")
+    tt=$(time_to "${sc}_$name" test_accuracy "$TARGET" 1); acc=$(pct "$(done_mean "${sc}_$name" average_accuracy)")
     if [ -n "$tt" ]; then bench "${TAG}_${name}_time_to_target" "$tt" s
     else echo "bench_netns: ${sc} $name did not reach $TARGET in $WAN_EPOCHS epochs"; fi
     eval "TT_${sc}_$name=\${tt:-}; ACC_${sc}_$name=\${acc:-}"
@@ -397,23 +399,6 @@ GPT_TARGET=${RUMOR_BENCH_NETNS_GPT_TARGET:-auto}
 GPT_EPOCHS=${RUMOR_BENCH_NETNS_GPT_EPOCHS:-4}
 KJV=
 for f in "$BUILDDIR/corpus/kjv.txt" "$SRCDIR/build/corpus/kjv.txt"; do [ -f "$f" ] && { KJV=$f; break; }; done
-# time to GPT_TARGET: the first epoch whose peers' mean validation loss is at most it
-time_to_loss() {
-    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v tgt="$GPT_TARGET" '
-        /"event": *"epoch"/ && /"eval_loss"/ {
-            e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
-            l = $0; sub(/.*"eval_loss": */, "", l); sub(/[,}].*/, "", l)
-            s = $0; sub(/.*"seconds": */, "", s); sub(/[,}].*/, "", s)
-            if (l + 0 < 0) next
-            loss[e] += l; n[e]++
-            if (!(e in t) || s + 0 > t[e]) t[e] = s + 0
-        }
-        END {
-            best = -1
-            for (e in loss) if (loss[e] / n[e] <= tgt && (best < 0 || e + 0 < best + 0)) best = e
-            if (best >= 0) printf "%.2f\n", t[best]
-        }'
-}
 run_gpt() {  # NAME ARGS...
     local name=$1 tt l
     shift
@@ -434,7 +419,7 @@ run_gpt() {  # NAME ARGS...
         [ -n "$GPT_TARGET" ] || GPT_TARGET=2.25
         bench "${TAG}_gpt_target_val_loss" "$GPT_TARGET" nats
     fi
-    tt=$(time_to_loss "gpt_$name")
+    tt=$(time_to "gpt_$name" eval_loss "$GPT_TARGET" -1)
     l=$(done_mean "gpt_$name" average_eval_loss)
     [ -n "$l" ] && l=$(awk -v x="$l" 'BEGIN { printf "%.4f", x }') && bench "${TAG}_gpt_${name}_average_val_loss" "$l" nats
     if [ -n "$tt" ]; then bench "${TAG}_gpt_${name}_time_to_target" "$tt" s
