@@ -135,6 +135,10 @@ struct mx_sendq {
                                 * (rumor_mixer_send_ahead): its pace says
                                 * nothing of the link */
     unsigned heads;            /* entries that became the head */
+    int stuck;                 /* entries were dropped unsent (too old, or the
+                                * neighbour was redialled): a new entry does not
+                                * make the connection count as moving until
+                                * ZeroMQ takes a piece of it (mx_pump_sends) */
 };
 
 /* State transfer, the requesting side: the space is cut into contiguous

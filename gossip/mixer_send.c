@@ -78,15 +78,24 @@ static void head_begins(struct mx_sendq *q, double now)
     q->pieces = q->slow || q->heads++ % MX_PROBE_EVERY == 0;
 }
 
-/* Drops the head entry of q (all sent, or too old to send). */
-static void pop_head(struct mx_sendq *q, double now)
+/* Drops the head entry of q: all sent (`sent`: the connection moved), or
+ * too old to send. Dropping an old round is not movement: a connection to
+ * a neighbour that died holds rounds ZeroMQ never takes, and counting their
+ * drops (or the next round queued behind them) as movement would keep it
+ * gating every other connection's newer rounds (mx_pump_sends) for good:
+ * a swarm of 3 whose third peer was killed ran 8 rounds a second instead
+ * of 100. */
+static void pop_head(struct mx_sendq *q, double now, int sent)
 {
     q->buf[0]->pins--;
     q->round[0] = q->round[1];
     q->buf[0] = q->buf[1];
     q->next[0] = q->next[1];
     q->n--;
-    q->moved_at = now;
+    if (sent)
+        q->moved_at = now;
+    else
+        q->stuck = 1;
     if (q->n > 0)
         head_begins(q, now);
 }
@@ -95,7 +104,8 @@ static void pop_head(struct mx_sendq *q, double now)
 static void queue_round(struct mx_sendq *q, long k, rumor_sendbuf_t *buf, double now)
 {
     if (q->n == 0) {
-        q->moved_at = now;
+        if (!q->stuck) /* a fresh round on a connection that keeps up */
+            q->moved_at = now;
         head_begins(q, now);
     }
     q->round[q->n] = k;
@@ -132,7 +142,7 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
     for (int j = 0; j < m->npeers; j++) {
         struct mx_sendq *q = &m->sendq[j];
         while (q->n > 0 && q->round[0] < k - m->nslots + 1)
-            pop_head(q, now);
+            pop_head(q, now, 0);
     }
     mx_view_update(m);
     if (!buf)
@@ -198,6 +208,7 @@ static int send_head(rumor_mixer_t *m, int j, double now)
             break;
         }
         q->next[0] = off + len;
+        q->stuck = 0;
         q->moved_at = now;
         m->counters.elems_sent += len;
         if (q->round[0] == m->ahead_round)
@@ -216,9 +227,9 @@ static int send_head(rumor_mixer_t *m, int j, double now)
  * 0.195 s against 0.126 s). On a slow link ranges go in small pieces
  * (MX_PIECE, head_begins) and the kernel holds little unsent (the
  * transport's TCP_NOTSENT_LOWAT), so what ZeroMQ has taken is about what
- * is on the wire. A connection that took nothing
- * for MX_STALL_S (a neighbour frozen or gone, not yet found out) holds
- * nobody back. */
+ * is on the wire. A connection to a neighbour that is absent
+ * (mx_refresh_absent: silent, behind, or never heard), or that took nothing
+ * for MX_STALL_S (frozen or gone, not yet found out), holds nobody back. */
 void mx_pump_sends(rumor_mixer_t *m)
 {
     double now = rumor_now();
@@ -231,9 +242,10 @@ void mx_pump_sends(rumor_mixer_t *m)
                  * holds a few, the kernel little): is the link slow? */
                 if (q->pieces && !q->held)
                     q->slow = (double)m->n * sizeof(float) < MX_SLOW_BPS * (now - q->head_at);
-                pop_head(q, now);
+                pop_head(q, now, 1);
             }
-            if (q->n > 0 && now - q->moved_at < MX_STALL_S && q->round[0] < gate)
+            if (q->n > 0 && now - q->moved_at < MX_STALL_S && !m->absent[j] &&
+                q->round[0] < gate)
                 gate = q->round[0];
         }
         int sent = 0;
@@ -291,7 +303,8 @@ void mx_send_ahead(rumor_mixer_t *m, long k, const float *x, uint64_t upto)
 }
 
 /* Drops the round queued ahead whose rest will never be final (leaving):
- * what went out of it stays a part a neighbour's deadline deals with. */
+ * what went out of it mixes where it covers, and the neighbours do not wait
+ * for the rest once this peer's LEAVE, sent after it, arrives. */
 void mx_drop_ahead(rumor_mixer_t *m)
 {
     if (m->ahead_round < 0)

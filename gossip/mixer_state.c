@@ -185,6 +185,7 @@ void mx_redial(rumor_mixer_t *m)
         for (int v = 0; v < q->n; v++) /* rounds queued for it are old by now */
             q->buf[v]->pins--;
         q->n = 0;
+        q->stuck = 1;
         if (m->ep[j] && rumor_transport_connect(m->tr, j, m->ep[j]) < 0)
             rumor_debug("mixer: reconnecting peer %d: %s", j, rumor_err_msg());
     }
