@@ -62,8 +62,13 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         m->rej_round[j] = -1;
     /* A peer waits only for its in-neighbours: on a directed or
      * time-varying graph one it sends to can fall up to a period behind, so
-     * rounds up to a period ahead are accepted (at most 8: memory). */
-    int period_slots = (m->open ? mx_open_period(m) : m->topo->period > 0 ? m->topo->period : 1) + 1;
+     * rounds up to a period ahead are accepted, and in synchronous rounds
+     * one more: a neighbour closing round k sends round k + 1's first cells
+     * ahead (rumor_mixer_send_ahead), and they can reach a peer still
+     * closing k - 1 (at most 8 rounds; a slot holds an accumulator only
+     * once a range of its round arrives). */
+    int lag = m->open ? mx_open_period(m) : m->topo->period > 0 ? m->topo->period : 1;
+    int period_slots = lag + (m->cfg.async ? 1 : 2);
     m->nslots = period_slots < 2 ? 2 : period_slots > 8 ? 8 : period_slots;
     m->slot = calloc((size_t)m->nslots, sizeof *m->slot);
     if (!m->slot)

@@ -267,13 +267,23 @@ void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c)
         mx_wake(m); /* the round may close now */
 }
 
+/* Whether round s does not wait for in-neighbour j: j is absent
+ * (mx_refresh_absent) and sent nothing of it, or j left. A peer that leaves
+ * drops the round it had sent ahead in part (rumor_mixer_send_ahead), and
+ * its LEAVE comes after what it did send, on the same connection: the rest
+ * is not coming. */
+static int mx_not_waited(const rumor_mixer_t *m, const struct mx_slot *s, int j)
+{
+    return m->absent[j] && (s->cov[j].covered == 0 || m->left[j]);
+}
+
 /* Whether cell c has everything it will get: every in-neighbour that is
  * waited for covered it. */
 static int cell_ready(const rumor_mixer_t *m, const struct mx_slot *s, size_t c)
 {
     for (int i = 0; i < s->nin; i++) {
         int j = s->in[i];
-        if (!s->full[(size_t)j * m->nchunks + c] && !(m->absent[j] && s->cov[j].covered == 0))
+        if (!s->full[(size_t)j * m->nchunks + c] && !mx_not_waited(m, s, j))
             return 0;
     }
     return 1;
@@ -499,7 +509,7 @@ int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s)
         int j = s->in[i];
         if (s->cov[j].covered == m->n)
             continue;
-        if (m->absent[j] && s->cov[j].covered == 0)
+        if (mx_not_waited(m, s, j))
             continue;
         if (m->cfg.conns_per_peer <= 1 && moved_on(m, j))
             continue;
@@ -531,7 +541,7 @@ int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now
     uint64_t missing = 0;
     for (int i = 0; i < s->nin; i++) {
         int j = s->in[i];
-        if (!(m->absent[j] && s->cov[j].covered == 0))
+        if (!mx_not_waited(m, s, j))
             missing += m->n - s->cov[j].covered;
     }
     return now + 1.25 * (double)missing / rate <= m->round_start + m->timeout;

@@ -117,7 +117,7 @@ static const char usage_head[] =
     "  --send-ahead yes|no    dpsgd, one local step: step the mix cell by cell as it\n"
     "                         arrives and send each stepped cell to the next round's\n"
     "                         neighbours at once, so that a link carries round k + 1\n"
-    "                         while round k's last cells still come (default: no;\n"
+    "                         while round k's last cells still come (default: yes;\n"
     "                         see docs/protocol.md, section 6)\n"
     "  --max-message-mb X     the largest parameter range accepted from a neighbour\n"
     "                         (default: 64, at least --chunk-mb); larger ones are\n"
@@ -542,7 +542,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->staleness = 8;
     o->catch_up_rounds = 50;
     o->throttle = 1;
-    o->send_ahead = "no"; /* see docs/protocol.md, section 6: not yet the default */
+    o->send_ahead = "yes"; /* docs/protocol.md, section 6 */
     o->balance = "none";
     o->balance_max = 4;
     o->local_steps = 1;

@@ -20,11 +20,12 @@
  *    (NaN/Inf) or a repeated chunk only for a round it is still receiving,
  *    so A makes one such round certain: A answers peer 0's HELLO (A binds
  *    rank 2's endpoint until then), so peer 0's round 0 waits for A's
- *    chunks until its fixed 3 s deadline; A sends chunk 0 (peer 0's own
+ *    chunks (until its fixed 3 s deadline); A sends chunk 0 (peer 0's own
  *    x(0) chunk 0: harmless) and never the last one, then, while round 0
  *    is held open, NaN/Inf versions of the last chunk, chunk 0 again and
  *    ranges overlapping it (any range is legal, overlapping what arrived is
- *    not), which must all be rejected, and LEAVE.
+ *    not), which must all be rejected, and LEAVE, which closes round 0: a
+ *    peer that left is not waited for.
  * 3. The peers take ranges of at most 1 MiB (--max-message-mb 1); libzmq's
  *    bound is twice that. A message exactly at that bound
  *    (rumor_wire_max_msg_size(2 * 2^18): it must reach the mixer and be
@@ -1082,12 +1083,13 @@ static void params_chunk(struct msg *m, uint64_t r, uint32_t c, uint32_t nch, ui
 }
 
 /* A answered peer 0's HELLO, so peer 0's round 0 waits for A's chunks
- * until its deadline (3 s): for that long peer 0 is certainly receiving
- * round 0, the only state in which it judges a chunk's payload. A sends
- * chunk 0 (peer 0's own x(0) chunk 0: harmless) and holds back the last
- * chunk, so round 0 cannot close early; then the last chunk with NaN/Inf,
- * chunk 0 again, and chunks off peer 0's grid, all of which must be
- * rejected; then LEAVE, so that round 1 does not wait for A.
+ * until its deadline (3 s) or A's LEAVE: until then peer 0 is certainly
+ * receiving round 0, the only state in which it judges a chunk's payload.
+ * A sends chunk 0 (peer 0's own x(0) chunk 0: harmless) and holds back the
+ * last chunk, so round 0 cannot close early; then the last chunk with
+ * NaN/Inf, chunk 0 again, and chunks off peer 0's grid, all of which must
+ * be rejected; then LEAVE, which closes round 0 and spares round 1 the
+ * wait for A.
  * Returns the time round 0 took; *newest is the newest round seen. */
 static double round0(void *pull, void *sa, long *newest)
 {
@@ -1260,8 +1262,11 @@ int main(void)
     sent[RUMOR_WIRE_ACCEPT]++;
     long newest = -1;
     double took = round0(pull, sa, &newest);
-    CHECKF(took > 2.0, "round 0 took %.2f s, not the 3 s deadline: the NaN/Inf chunks may "
-           "have come after it was mixed", took);
+    /* that the malformed chunks were judged while round 0 was open, the
+     * counts at the end say (a chunk of a closed round counts as
+     * stale_round, not as nonfinite or duplicate); how long it stayed open
+     * depends on peer 1's start (its round 0 ranges), so it is printed only */
+    (void)took;
     zmq_close(pull); /* from now on nobody listens at rank 2's endpoint */
     uint64_t stale_below = newest > 1 ? (uint64_t)newest : 1;
     printf("hostile: %" PRIu64 " parameters in %" PRIu64 " chunks; peer 0 at round >= %ld after "

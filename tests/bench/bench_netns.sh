@@ -209,15 +209,14 @@ wanted() { [ -z "${RUMOR_BENCH_NETNS_ONLY:-}" ] || case " $RUMOR_BENCH_NETNS_ONL
 # the batch is pinned so that the figures do not move with rumor-peer's default
 BATCH=${RUMOR_BENCH_NETNS_BATCH:-128}
 COMMON=(--epochs "$EPOCHS" --batch "$BATCH" --seed 1 ${RUMOR_BENCH_NETNS_ARGS:-})
-AHEAD=(--send-ahead yes) # rumor-peer's runs send rounds ahead (not the default yet)
 T_START=$(date +%s)
 FAILED=
 EPOCH_dpsgd_ring="" EPOCH_dpsgd_onepeer="" EPOCH_allreduce="" EPOCH_ddp_gloo=""
 if [ "${RUMOR_BENCH_NETNS_LAN:-1}" != 0 ]; then
-if ! wanted dpsgd_ring; then :; elif run_swarm dpsgd_ring "$BIN" --mode dpsgd --topology ring "${COMMON[@]}" "${AHEAD[@]}" --progress 5; then
+if ! wanted dpsgd_ring; then :; elif run_swarm dpsgd_ring "$BIN" --mode dpsgd --topology ring "${COMMON[@]}" --progress 5; then
     report dpsgd_ring dpsgd_ring; EPOCH_dpsgd_ring=$LAST_E
 else FAILED="$FAILED dpsgd_ring"; fi
-if ! wanted dpsgd_onepeer; then :; elif run_swarm dpsgd_onepeer "$BIN" --mode dpsgd --topology onepeer-exp "${COMMON[@]}" "${AHEAD[@]}" --progress 5; then
+if ! wanted dpsgd_onepeer; then :; elif run_swarm dpsgd_onepeer "$BIN" --mode dpsgd --topology onepeer-exp "${COMMON[@]}" --progress 5; then
     report dpsgd_onepeer dpsgd_onepeer; EPOCH_dpsgd_onepeer=$LAST_E
 else FAILED="$FAILED dpsgd_onepeer"; fi
 # the same without --send-ahead (each round sent whole at its start), back to back
@@ -341,7 +340,7 @@ for sc in wan wanslow; do
         NETNS_EXTRA+=(--link 3=10mbit); ep=$WANSLOW_EPOCHS; SLOWOPT=(--min-round-timeout 2.5)
     fi
     RUN_TIMEOUT=$(( 120 + 200 * ep ))
-    WAN_COMMON=(--epochs "$ep" --batch "$BATCH" --seed 1 --round-timeout 30 "${AHEAD[@]}" "${SLOWOPT[@]+"${SLOWOPT[@]}"}")
+    WAN_COMMON=(--epochs "$ep" --batch "$BATCH" --seed 1 --round-timeout 30 "${SLOWOPT[@]+"${SLOWOPT[@]}"}")
     TAG=netns_${sc}_${RATE}_${WAN_DELAY}ms
     run_wan "$sc" allreduce --mode allreduce "${WAN_COMMON[@]}"
     run_wan "$sc" allreduce_int8 --mode allreduce --compress int8 "${WAN_COMMON[@]}"
@@ -374,7 +373,7 @@ for sc in wan wanslow; do
     # the final quality: the combination run twice as many epochs still
     # ends well before the all-reduce's run does
     if [ "$sc" = wan ] && wanted "${sc}_int8_local4_x2"; then
-        WAN_COMMON=(--epochs $(( 2 * ep )) --batch "$BATCH" --seed 1 --round-timeout 30 "${AHEAD[@]}")
+        WAN_COMMON=(--epochs $(( 2 * ep )) --batch "$BATCH" --seed 1 --round-timeout 30)
         run_wan "$sc" int8_local4_x2 --mode dpsgd --topology ring --compress int8 \
             --local-steps 4 "${WAN_COMMON[@]}"
         a=$(done_mean "${sc}_int8_local4_x2" seconds); b=$(done_mean "${sc}_allreduce" seconds)
@@ -434,7 +433,7 @@ else
     NETNS_EXTRA=(--delay "$WAN_DELAY")
     RUN_TIMEOUT=$(( 120 + 120 * GPT_EPOCHS ))
     TAG=netns_wan_${RATE}_${WAN_DELAY}ms
-    GPT_COMMON=("${AHEAD[@]}" --model "$GPT_MODEL" --data "text:$WORK/wan-text.txt" --batch 8 --optimizer adamw
+    GPT_COMMON=(--model "$GPT_MODEL" --data "text:$WORK/wan-text.txt" --batch 8 --optimizer adamw
                 --lr 3e-3 --epochs "$GPT_EPOCHS" --seed 1 --round-timeout 30)
     run_gpt allreduce --mode allreduce
     [ "$GPT_TARGET" != auto ] || GPT_TARGET=2.10 # (the all-reduce did not run)
