@@ -1068,11 +1068,14 @@ int main(int argc, char **argv)
     long k = first_round;
     float *params = rumor_mixer_params(p.mixer);
     long catch_ups = 0;
+    /* open membership: a newcomer (nothing resumed) starts from the
+     * swarm's parameters, fetched from its neighbours (catchup.h): here if
+     * it knows the swarm's round already, or at its first round's end (the
+     * neighbours' rounds may come just after its view) */
+    int newcomer = p.is_open && first_round == 0;
+    int joining = newcomer && dpsgd && !async;
     if (dpsgd && !async) { /* an asynchronous peer just follows the clock */
         long sr = rumor_mixer_swarm_round(p.mixer);
-        /* open membership: a newcomer (nothing resumed) starts from the
-         * swarm's parameters, fetched from its neighbours (catchup.h) */
-        int newcomer = p.is_open && first_round == 0;
         if (rumor_catchup_at_start(opts.catch_up_rounds, newcomer, sr, k) ==
             RUMOR_CATCHUP_FETCH) {
             long nk;
@@ -1089,6 +1092,7 @@ int main(int argc, char **argv)
                  * (and draws on in its own stream from there) */
                 if (newcomer)
                     rumor_trainer_set_optim_steps(p.tr, k * H);
+                joining = 0;
                 if (!o.quiet)
                     printf("%s: joined at round %ld\n", who, k);
             }
@@ -1276,6 +1280,12 @@ int main(int argc, char **argv)
                     if (outer)
                         rumor_outer_reset(outer, params);
                     next = nk;
+                    if (joining) { /* a newcomer's first fetch, as at the start */
+                        rumor_trainer_set_optim_steps(p.tr, next * H);
+                        joining = 0;
+                        if (!o.quiet)
+                            printf("%s: joined at round %ld\n", who, next);
+                    }
                 }
             }
             if (!fetched) {
@@ -1284,6 +1294,7 @@ int main(int argc, char **argv)
                 next = target;
             }
         }
+        joining = 0; /* a newcomer not behind after its first round mixed in */
         if (next > total_rounds)
             next = total_rounds;
         long done_round = next;
