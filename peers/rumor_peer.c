@@ -1435,7 +1435,10 @@ int main(int argc, char **argv)
         int tries = strcmp(opts.membership, "swim") == 0 ? 3 : 1;
         if (rumor_peer_average(p.mixer, p.tr->stage->params, p.avg, nparams, total_rounds,
                                fmax(opts.round_timeout, 10.0), tries) < 0)
-            snprintf(avg_note, sizeof avg_note, "unavailable: %s", rumor_err_msg());
+            snprintf(avg_note, sizeof avg_note, "unavailable: %s%s", rumor_err_msg(),
+                     tries > 1 ? ""
+                               : " (a fixed list averages over every rank; with --membership "
+                                 "swim it is over the peers alive)");
         else if (evaluate(&p, p.avg, &avg_acc, &avg_loss) < 0)
             return fail(&p, "evaluation");
         if (tries > 1 && !avg_note[0])
