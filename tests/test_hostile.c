@@ -1089,9 +1089,12 @@ static void params_chunk(struct msg *m, uint64_t r, uint32_t c, uint32_t nch, ui
  * last chunk, so round 0 cannot close early; then the last chunk with
  * NaN/Inf, chunk 0 again, and chunks off peer 0's grid, all of which must
  * be rejected; then LEAVE, which closes round 0 and spares round 1 the
- * wait for A.
- * Returns the time round 0 took; *newest is the newest round seen. */
-static double round0(void *pull, void *sa, long *newest)
+ * wait for A. That the malformed chunks were judged while round 0 was
+ * open, the counts at the end say (a chunk of a closed round counts as
+ * stale_round, not as nonfinite or duplicate); how long it stayed open
+ * depends on peer 1's start, so it is printed only. *newest is the newest
+ * round seen. */
+static void round0(void *pull, void *sa, long *newest)
 {
     struct seen sn = { .newest = -1 };
     sn.chunk0 = malloc(CHUNK_ELEMS * 4);
@@ -1165,7 +1168,6 @@ static double round0(void *pull, void *sa, long *newest)
     *newest = sn.newest;
     free(sn.chunk0);
     free(bad);
-    return took;
 }
 
 /* ------------------------------------------------------------ main */
@@ -1261,12 +1263,7 @@ int main(void)
     send_msg(sa, &m);
     sent[RUMOR_WIRE_ACCEPT]++;
     long newest = -1;
-    double took = round0(pull, sa, &newest);
-    /* that the malformed chunks were judged while round 0 was open, the
-     * counts at the end say (a chunk of a closed round counts as
-     * stale_round, not as nonfinite or duplicate); how long it stayed open
-     * depends on peer 1's start (its round 0 ranges), so it is printed only */
-    (void)took;
+    round0(pull, sa, &newest);
     zmq_close(pull); /* from now on nobody listens at rank 2's endpoint */
     uint64_t stale_below = newest > 1 ? (uint64_t)newest : 1;
     printf("hostile: %" PRIu64 " parameters in %" PRIu64 " chunks; peer 0 at round >= %ld after "

@@ -258,8 +258,7 @@ static int child(int self, int mixed, const char *out_path)
                 "stepped before stage 0's gradient was complete, in %d it asked for its "
                 "range before then\n", self, t->pipe->S, early, (t->pipe->S - 1) * SGD_ROUNDS,
                 asked_early);
-        /* (the slowest peer's neighbours' ranges come before it finishes:
-         * main asserts that some peer's did) */
+        /* (main asserts that some later stage asked early) */
         char ep[4400];
         snprintf(ep, sizeof ep, "%s.early", out_path);
         FILE *fe = fopen(ep, "w");
