@@ -5,6 +5,7 @@
 #   .gpu/build/   the binaries, statically linked with librumor (no libtool
 #                 wrappers, no relinking there), for --with-cuda-arch (90 by
 #                 default: the H100 and H200), at the paths a build has
+#   .gpu/corpus/  the demo's text (build/corpus/kjv.txt, from ./bootstrap)
 #   .gpu/debs/    Debian's packages of the libraries they load (OpenBLAS,
 #                 ZeroMQ, libsodium, ...), which run.sh unpacks with dpkg -x:
 #                 a GPU machine may have no package mirror
@@ -30,6 +31,8 @@ for b in $bins; do
   mkdir -p ".gpu/build/$(dirname "$b")"
   strip -o ".gpu/build/$b" "build-gpu/$b"
 done
+if [ -f build/corpus/kjv.txt ]; then mkdir -p .gpu/corpus && cp build/corpus/kjv.txt .gpu/corpus/
+else echo "pack: no build/corpus/kjv.txt (./bootstrap build writes it): the demo step will fail" >&2; fi
 mkdir -p .gpu/debs
 pkgs="libopenblas0-pthread libzmq5 libsodium23 liblapacke libtmglib3 libcjson1 libinih1
   libmicrohttpd12 libarpack2 libgfortran5 libquadmath0 libpgm-5.3-0 libnorm1 libgssapi-krb5-2

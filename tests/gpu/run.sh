@@ -13,6 +13,10 @@
 #          CPU benchmarks that want the machine's 16 cores (bench_pipeline's
 #          4 and 8 stages, bench_gossip's 2-stage peers)
 #   cores  the CPU benchmarks alone (a second call when all ran out of time)
+#   swarm  the GPU's part of the swarm: test_cuda_train (stage by stage
+#          steps), test_gpu_swarm, bench_gossip's 2-stage peers on 16 cores,
+#          and the demo's mixed swarm (examples/mixed-swarm.sh) with its GPU
+#          peer, then test_ops_tf and test_backend_ops while time is left
 #   quick  the GPU's op and step tests and the swarm with a GPU peer (a
 #          short call to recheck a change)
 #   all    both, the most telling first (the GPU's op and step tests, its
@@ -61,7 +65,7 @@ step() { # NAME TIMEOUT CMD...: runs CMD, records PASS, FAIL or SKIP (77)
   note "== $name ($(date +%T))"
   t0=$(date +%s)
   case $1 in
-    profile|sanitize) ( "$@" ) >>"$log" 2>&1 & _p=$!
+    profile|sanitize|demo) ( "$@" ) >>"$log" 2>&1 & _p=$!
       ( sleep "$lim"; kill -TERM $_p 2>/dev/null ) & _w=$!
       wait $_p; rc=$?; kill $_w 2>/dev/null ;;
     *) timeout "$lim" "$@" >>"$log" 2>&1; rc=$? ;;
@@ -71,7 +75,7 @@ step() { # NAME TIMEOUT CMD...: runs CMD, records PASS, FAIL or SKIP (77)
   results="$results$name: $r
 "
 }
-note "rumor GPU run '$what' on $(hostname), $(nproc) cores; cuBLAS in ${cub:-?}, NCCL in ${nccl:-?}"
+note "rumor GPU run '$what' on $(hostname), $(getconf _NPROCESSORS_ONLN) cores; cuBLAS in ${cub:-?}, NCCL in ${nccl:-?}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee -a "$log"
 step devices 60 "$B/rumor-train" devices
 
@@ -119,6 +123,14 @@ bench_gpu() {
   step bench_cuda 240 "$B/tests/bench/bench_cuda"
   step profile_124m 90 profile
 }
+# the main job's mixed swarm, peer 0 pipelined on the GPU (the corpus
+# travelled in .gpu/corpus)
+demo() {
+  "$B/rumor-train" devices --json | grep -q '"spec":"cuda:0"' || { echo "no GPU"; return 77; }
+  [ -f "$G/corpus/kjv.txt" ] || { echo "no $G/corpus/kjv.txt: run tests/gpu/pack.sh after ./bootstrap build"; return 1; }
+  RUMOR_TRAIN="$B/rumor-train" RUMOR_PEER="$B/rumor-peer" \
+    sh "$top/examples/mixed-swarm.sh" -c "$G/corpus/kjv.txt" -d /tmp/rumor-demo
+}
 bench_cores() { # the CPU benchmarks that want 16 cores
   step bench_pipeline 180 "$B/tests/bench/bench_pipeline"
   step bench_gossip 180 "$B/tests/bench/bench_gossip"
@@ -128,9 +140,15 @@ case $what in
   check) check_first; check_rest ;;
   bench) bench_gpu; bench_cores ;;
   cores) bench_cores ;;
+  swarm) step test_cuda_train 120 "$B/tests/test_cuda_train"
+    step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh"
+    step bench_gossip 180 "$B/tests/bench/bench_gossip"
+    step demo 200 demo
+    step test_ops_tf 60 "$B/tests/test_ops_tf"
+    step test_backend_ops 90 "$B/tests/test_backend_ops" ;;
   quick) check_first; step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh" ;;
-  all) check_first; bench_gpu; check_rest; bench_cores ;;
-  *) note "run: '$what': expected check, bench, cores, quick or all"; exit 2 ;;
+  all) check_first; bench_gpu; check_rest; bench_cores; step demo 200 demo ;;
+  *) note "run: '$what': expected check, bench, cores, quick, swarm or all"; exit 2 ;;
 esac
 note ""
 note "== summary"
