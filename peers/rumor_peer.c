@@ -1129,7 +1129,7 @@ int main(int argc, char **argv)
     rumor_catchup_init(&cu, opts.catch_up_rounds, rumor_now());
     rumor_round_stats_t st = { 0 };
     int leaving = 0, epoch = (int)(k / per_epoch) + 1;
-    double epoch_start = rumor_now(), loss_sum = 0, dis_sum = 0;
+    double epoch_start = rumor_now(), epoch_cpu0 = rumor_cpu_now(), loss_sum = 0, dis_sum = 0;
     long epoch_rounds = 0, evaluated_at = -1;
     int balancing = !strcmp(opts.balance, "batch");
     rumor_balance_t bal;
@@ -1359,7 +1359,7 @@ int main(int argc, char **argv)
         /* ---- the end of an epoch (or of several, after a jump) */
         if (k / per_epoch + 1 <= epoch && k < total_rounds)
             continue;
-        double epoch_s = rumor_now() - epoch_start;
+        double epoch_s = rumor_now() - epoch_start, epoch_cpu = rumor_cpu_now() - epoch_cpu0;
         int evaluated = epoch % opts.eval_every == 0 || k >= total_rounds;
         if (evaluated && evaluate(&p, NULL, &acc, &tloss) < 0)
             return fail(&p, "evaluation");
@@ -1386,14 +1386,15 @@ int main(int argc, char **argv)
         rumor_metrics_write(&p.metrics,
                             "\"event\":\"epoch\",\"epoch\":%d,\"round\":%ld,\"train_loss\":%.6g,"
                             "\"test_accuracy\":%.6f,\"eval_loss\":%.6g,\"consensus\":%.6g,"
-                            "\"seconds\":%.3f,\"epoch_seconds\":%.3f",
+                            "\"seconds\":%.3f,\"epoch_seconds\":%.3f,\"epoch_cpu_seconds\":%.3f",
                             epoch, k, loss_sum / nr, evaluated ? acc : -1.0,
                             evaluated ? tloss : -1.0,
-                            dpsgd ? dis_sum / nr : 0.0, rumor_now() - start, epoch_s);
+                            dpsgd ? dis_sum / nr : 0.0, rumor_now() - start, epoch_s, epoch_cpu);
         epoch = (int)(k / per_epoch) + 1;
         if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k) < 0)
             rumor_warn("checkpoint at round %ld: %s", k, rumor_err_msg());
         epoch_start = rumor_now();
+        epoch_cpu0 = rumor_cpu_now();
         loss_sum = dis_sum = 0;
         epoch_rounds = 0;
     }

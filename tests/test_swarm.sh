@@ -41,6 +41,22 @@ for r in 0 3 7; do
   echo "peer $r consensus distance: epoch 1 $c1, epoch 2 $c2"
   expect_num_lt "${c2:-1}" "${c1:-0}" "peer $r consensus distance from epoch 1 to 2"
 done
+# the epoch events' CPU time: each peer's is real work, and all 8 together
+# fit in the machine's cores over the slowest peer's epoch (their wall
+# time would not: 8 processes share the cores)
+cpu_sum=0 wall_max=0
+for r in 0 1 2 3 4 5 6 7; do
+  ev=$(grep '"event":"epoch","epoch":1,' "$tmp/dpsgd/peer-$r.jsonl")
+  c=$(printf '%s' "$ev" | sed -n 's/.*"epoch_cpu_seconds":\([0-9.]*\).*/\1/p')
+  w=$(printf '%s' "$ev" | sed -n 's/.*"epoch_seconds":\([0-9.]*\).*/\1/p')
+  expect_num_ge "${c:-0}" 0.1 "peer $r epoch 1 CPU seconds"
+  cpu_sum=$(awk -v a="$cpu_sum" -v b="${c:-0}" 'BEGIN { print a + b }')
+  wall_max=$(awk -v a="$wall_max" -v b="${w:-0}" 'BEGIN { print (b > a ? b : a) }')
+done
+cores=$(getconf _NPROCESSORS_ONLN)
+echo "epoch 1: the peers' CPU time $cpu_sum s, the slowest peer's epoch $wall_max s, $cores cores"
+expect_num_lt "$cpu_sum" "$(awk -v w="$wall_max" -v c="$cores" 'BEGIN { print w * c * 1.05 + 0.5 }')" \
+  "the 8 peers' epoch 1 CPU time over their cores"
 
 # 2. all-reduce baseline, same seeds
 timeout 300 "$swarm" -q -n 8 -d "$tmp/ar" -- --epochs 2 --mode allreduce --data "$FASHION" >"$tmp/ar.out" 2>&1

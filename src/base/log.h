@@ -28,6 +28,10 @@ void rumor_log(rumor_log_level level, const char *fmt, ...) RUMOR_PRINTF(2, 3);
 /* Monotonic clock in seconds. */
 double rumor_now(void);
 
+/* CPU time this process has used, all its threads, user and system, in
+ * seconds. */
+double rumor_cpu_now(void);
+
 /* Sleeps `secs` seconds (nothing for secs <= 0), resuming after signals. */
 void rumor_sleep(double secs);
 

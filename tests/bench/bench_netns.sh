@@ -160,6 +160,19 @@ epoch_s() {
         }
         END { for (e in mx) { t += mx[e]; n++ } if (n) printf "%.2f\n", t / n }'
 }
+# the CPU time an epoch needs at least: for each epoch, all peers'
+# epoch_cpu_seconds over the machine's cores (the swarm's processes share
+# them), then the mean over the epochs. Where it is above the link bound,
+# the machine and not the links sets the pace
+epoch_cpu_s() {
+    cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v cores="$(getconf _NPROCESSORS_ONLN)" '
+        /"event": *"epoch"/ && /"epoch_cpu_seconds":/ {
+            e = $0; sub(/.*"epoch": */, "", e); sub(/[,}].*/, "", e)
+            c = $0; sub(/.*"epoch_cpu_seconds": */, "", c); sub(/[,}].*/, "", c)
+            cpu[e] += c
+        }
+        END { for (e in cpu) { t += cpu[e] / cores; n++ } if (n) printf "%.2f\n", t / n }'
+}
 # mean over peers of a number in the done events
 done_mean() {
     cat "$WORK/$1"/peer*.jsonl 2>/dev/null | awk -v f="$2" '
@@ -189,7 +202,7 @@ pct() { awk -v x="$1" 'BEGIN { if (x != "" && x >= 0) printf "%.2f", 100 * x }';
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'; }
 
 report() {  # NAME LABEL
-    local e acc mb r bound
+    local e acc mb r bound cpu
     e=$(epoch_s "$1"); acc=$(pct "$(done_mean "$1" average_accuracy)")
     [ -n "$e" ] && bench "${TAG}_$2_epoch_s" "$e" s
     [ -n "$acc" ] && bench "${TAG}_$2_accuracy" "$acc" %
@@ -200,6 +213,13 @@ report() {  # NAME LABEL
         bound=$(awk -v mb="$mb" -v r="$r" -v l="$LINK_MBIT" 'BEGIN { printf "%.2f", mb * 8 * r / l }')
         bench "${TAG}_$2_link_bound_epoch_s" "$bound" s
         [ -n "$e" ] && bench "${TAG}_$2_link_bound_share" "$(ratio "$bound" "$e")" x
+        cpu=$(epoch_cpu_s "$1")
+        if [ -n "$cpu" ]; then
+            bench "${TAG}_$2_cpu_bound_epoch_s" "$cpu" s
+            # the nearer bound of the two: links or cores
+            [ -n "$e" ] && bench "${TAG}_$2_bound_share" \
+                "$(ratio "$(awk -v a="$bound" -v b="$cpu" 'BEGIN { print (a > b ? a : b) }')" "$e")" x
+        fi
     fi
     LAST_E=$e
 }
