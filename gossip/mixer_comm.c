@@ -36,6 +36,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ready = calloc((size_t)N, 1);
     m->heard = calloc((size_t)N, 1);
     m->absent = calloc((size_t)N, 1);
+    m->gone = calloc((size_t)N, 1);
     m->left = calloc((size_t)N, 1);
     m->ep = calloc((size_t)N, sizeof *m->ep);
     m->behind_since = calloc((size_t)N, sizeof *m->behind_since);
@@ -53,7 +54,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ar.ring = calloc((size_t)N, sizeof *m->ar.ring);
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
     if (!m->ids || !m->known_inc || !m->talks_to ||
-        !m->ready || !m->heard || !m->absent || !m->left || !m->ep || !m->behind_since ||
+        !m->ready || !m->heard || !m->absent || !m->gone || !m->left || !m->ep || !m->behind_since ||
         !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv || !m->ar.ring ||
         !m->hold || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round ||
         !m->part_scratch)
@@ -75,6 +76,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     m->sent_round = -1;
     m->ahead_round = -1;
+    m->send_gate = LONG_MAX;
     for (int i = 0; i < m->nslots; i++)
         RUMOR_CHECK(mx_slot_alloc(m, &m->slot[i]));
     RUMOR_CHECK(rumor_idmap_init(&m->idmap, N));
@@ -158,6 +160,7 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->ready);
     free(m->heard);
     free(m->absent);
+    free(m->gone);
     free(m->left);
     for (int j = 0; m->ep && j < m->npeers; j++)
         free(m->ep[j]);

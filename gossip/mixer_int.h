@@ -264,6 +264,10 @@ struct rumor_mixer {
     uint8_t *ready;            /* (npeers) j answered our HELLO */
     uint8_t *heard;            /* (npeers) we received a HELLO from j */
     uint8_t *absent;           /* (npeers) not waited for this round: see refresh_absent */
+    uint8_t *gone;             /* (npeers) left, silent or never heard: its connection
+                                * holds no other back (mx_pump_sends) */
+    long send_gate;            /* the oldest round a moving connection still had to
+                                * send at the last mx_pump_sends (LONG_MAX: none) */
     uint8_t *left;             /* (npeers) said LEAVE; cleared when it speaks again */
     double *behind_since;      /* (npeers) since when it is > MX_WAIT_LAG rounds behind; 0 not */
     float *scratch;            /* (MX_SCRATCH) aligned copy of an unaligned payload */

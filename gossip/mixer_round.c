@@ -476,9 +476,10 @@ void mx_refresh_absent(rumor_mixer_t *m, double deadline)
             m->behind_since[j] = 0;
         else if (m->behind_since[j] == 0)
             m->behind_since[j] = now;
-        m->absent[j] = m->left[j] || now - m->last_heard[j] > alive ||
-                       (m->behind_since[j] > 0 && now - m->behind_since[j] > alive) ||
-                       (m->barrier_run && !m->heard[j] && !m->ready[j]);
+        m->gone[j] = m->left[j] || now - m->last_heard[j] > alive ||
+                     (m->barrier_run && !m->heard[j] && !m->ready[j]);
+        m->absent[j] = m->gone[j] ||
+                       (m->behind_since[j] > 0 && now - m->behind_since[j] > alive);
     }
 }
 
