@@ -81,14 +81,6 @@ static double minflt(void)
     return (double)ru.ru_minflt;
 }
 
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
 static void die(const char *what)
 {
     fprintf(stderr, "bench_curve: %s: %s\n", what, rumor_err_msg());
@@ -155,7 +147,7 @@ static void receiver(const cfg_t *c, int ep_fd, int res_fd)
         if (zmq_msg_more(&m) == 0 && n >= CHUNK) { /* a payload frame */
             if (bytes == 0) {
                 t0 = now_s();
-                c0 = cpu_s();
+                c0 = rumor_cpu_now();
                 f0 = minflt();
                 first = n;
             }
@@ -163,7 +155,7 @@ static void receiver(const cfg_t *c, int ep_fd, int res_fd)
         }
         zmq_msg_close(&m);
     }
-    double r[4] = { now_s() - t0, cpu_s() - c0, (double)(bytes - first), minflt() - f0 };
+    double r[4] = { now_s() - t0, rumor_cpu_now() - c0, (double)(bytes - first), minflt() - f0 };
     write_all(res_fd, r, sizeof r);
     rumor_transport_destroy(&t);
     _exit(0);
@@ -187,7 +179,7 @@ static void sender(const cfg_t *c, const char *ep, int res_fd, int hold_fd)
     void *push = rumor_transport_push(t, 0);
     size_t total = window_bytes, sent = 0;
     uint64_t hdr[2] = { 0, 0 };
-    double c0 = cpu_s(), f0 = minflt();
+    double c0 = rumor_cpu_now(), f0 = minflt();
     while (sent < total) {
         size_t off = sent % TRANSFER;
         hdr[0] = sent;
@@ -201,7 +193,7 @@ static void sender(const cfg_t *c, const char *ep, int res_fd, int hold_fd)
         }
         sent += CHUNK;
     }
-    double r[2] = { cpu_s() - c0, minflt() - f0 };
+    double r[2] = { rumor_cpu_now() - c0, minflt() - f0 };
     write_all(res_fd, r, sizeof r);
     char b;
     while (read(hold_fd, &b, 1) > 0) {

@@ -189,15 +189,6 @@ static void cpu_by_class(double out[NCLS])
     closedir(d);
 }
 
-/* CPU seconds (user + system) of the whole process so far. */
-static double cpu_total(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 /* ------------------------------------------------ 1. throughput: peers */
 
 struct thr_result {
@@ -550,7 +541,7 @@ static void ovl_measure(rumor_mixer_t *mx, const struct ovl_ops *o, long *k, lon
              * then every stage steps; 4: as 2, the comm thread mixing */
             rumor_mixer_set_caller_mixes(mx, v == 2 && o->caller_mixes);
             sync_all();
-            double t0 = rumor_now(), c0 = cpu_total();
+            double t0 = rumor_now(), c0 = rumor_cpu_now();
             for (int r = 0; r < O_ROUNDS; r++) {
                 if (v != 0 && rumor_mixer_round_begin(mx, *k) < 0)
                     die("round_begin");
@@ -573,7 +564,7 @@ static void ovl_measure(rumor_mixer_t *mx, const struct ovl_ops *o, long *k, lon
                     die("update");
             }
             res->t[rep][v] = (rumor_now() - t0) / O_ROUNDS;
-            res->cpu[rep][v] = (cpu_total() - c0) / O_ROUNDS;
+            res->cpu[rep][v] = (rumor_cpu_now() - c0) / O_ROUNDS;
         }
 }
 
