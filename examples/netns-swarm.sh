@@ -57,6 +57,9 @@ e.g. --mode allreduce --topology onepeer-exp --epochs 2):
 
 Each peer gets --rank K --peers tcp://10.77.0.1:PORT,...
 --metrics RUNDIR/peerK.jsonl; its output goes to RUNDIR/peerK.log.
+RUNDIR/netK.txt keeps namespace K's TCP counters (/proc/net/snmp) and its
+shaping's statistics, upload and download; the summary adds up the TCP
+segments retransmitted and the packets the shaping dropped.
 CurveZMQ is on: a keypair per peer is made in RUNDIR/keys (also the swarm's
 allow-list) and each peer gets --keys and --allow, unless --insecure (or
 --keys) is among the rumor-peer arguments.
@@ -390,6 +393,23 @@ for ((k = 0; k < NODES; k++)); do
     [ "$rc" -eq 0 ] || FAILED=$((FAILED + 1))
 done
 T1=$(date +%s.%N)
+# each namespace's TCP counters (its own, from zero) and its shaping's
+# drops, both directions: a slow run shows here whether TCP lost packets
+NET_LOST=
+for ((k = 0; k < NODES; k++)); do
+    {
+        ip netns exec "$PREFIX-$k" cat /proc/net/snmp 2>/dev/null | grep '^Tcp:'
+        [ "$RATE" = 0 ] && [ -z "${LINK_RATE[$k]:-}" ] || {
+            echo "upload:"; ip netns exec "$PREFIX-$k" tc -s qdisc show dev eth0 2>/dev/null
+            echo "download:"; ip netns exec "$BR_NS" tc -s qdisc show dev "p$k" 2>/dev/null
+        }
+    } > "$RUN_DIR/net$k.txt"
+done
+NET_LOST=$(cat "$RUN_DIR"/net*.txt 2>/dev/null | awk '
+    /^Tcp:/ { if (!h) { for (i = 2; i <= NF; i++) col[$i] = i; h = 1; next }
+              out += $col["OutSegs"]; re += $col["RetransSegs"]; h = 0 }
+    /dropped/ { s = $0; sub(/.*dropped /, "", s); sub(/,.*/, "", s); dr += s }
+    END { if (out) printf "TCP: %d segments sent, %d retransmitted (%.3f%%); the links'"'"' shaping dropped %d packets\n", out, re, 100 * re / out, dr }')
 if [ -n "$FOLLOW_PID" ]; then
     sleep 0.3; kill "$FOLLOW_PID" 2>/dev/null || true
     wait "$FOLLOW_PID" 2>/dev/null || true; FOLLOW_PID=
@@ -445,6 +465,7 @@ awk -F'\t' 'NR > 1 && $7 != "" {
         if (n > ne) ne = n }
     END { for (i = 1; i <= ne; i++) printf "epoch %d: %.2f s mean over %d peers, %.2f s slowest\n", i, s[i]/c[i], c[i], mx[i] }' "$SUMMARY"
 awk -v a="$T0" -v b="$T1" 'BEGIN{printf "swarm wall time %.1f s (including start-up)\n", b - a}'
+[ -n "$NET_LOST" ] && echo "$NET_LOST"
 echo "logs and metrics: $RUN_DIR"
 if [ "$FAILED" -gt 0 ]; then
     say "$FAILED of $NODES peers failed (exit 124: killed by --timeout); see $RUN_DIR/peerK.log"

@@ -202,7 +202,7 @@ pct() { awk -v x="$1" 'BEGIN { if (x != "" && x >= 0) printf "%.2f", 100 * x }';
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'; }
 
 report() {  # NAME LABEL
-    local e acc mb r bound cpu
+    local e acc mb r bound cpu re
     e=$(epoch_s "$1"); acc=$(pct "$(done_mean "$1" average_accuracy)")
     [ -n "$e" ] && bench "${TAG}_$2_epoch_s" "$e" s
     [ -n "$acc" ] && bench "${TAG}_$2_accuracy" "$acc" %
@@ -222,6 +222,10 @@ report() {  # NAME LABEL
                 "$(ratio "$(awk -v a="$bound" -v b="$cpu" 'BEGIN { print (a > b ? a : b) }')" "$e")" x
         fi
     fi
+    # TCP segments retransmitted, all namespaces (netns-swarm.sh's summary):
+    # whether a run's links lost packets
+    re=$(sed -n "s/^TCP: .* retransmitted (\([0-9.]*\)%).*/\1/p" "$WORK/$1.out" 2>/dev/null | tail -n 1)
+    [ -n "$re" ] && bench "${TAG}_$2_tcp_retransmitted" "$re" %
     LAST_E=$e
 }
 
