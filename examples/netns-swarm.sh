@@ -48,6 +48,9 @@ e.g. --mode allreduce --topology onepeer-exp --epochs 2):
                        ../build/rumor-peer next to this script, then \$PATH)
       --timeout SECS   kill peers still running after SECS (default 0 = never)
       --no-follow      do not show peer 0's output live
+      --traces         each peer writes a Chrome trace (rumor-peer --trace) to
+                       RUNDIR/peerK.trace.json; they line up by their
+                       clock_origin event (one clock: one machine)
       --keep           keep the namespaces after the run (remove them later
                        with --cleanup --prefix NAME)
       --setup-only     create the namespaces, print how to use them, keep them
@@ -85,6 +88,7 @@ RUN_DIR=
 BIN=${RUMOR_PEER:-}
 TIMEOUT=0
 FOLLOW=1
+TRACES=0
 KEEP=0
 SETUP_ONLY=0
 CLEANUP_ONLY=0
@@ -113,6 +117,7 @@ while [ $# -gt 0 ]; do
         --bin) need_arg "$@"; BIN=$2; shift 2 ;;
         --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
         --no-follow) FOLLOW=0; shift ;;
+        --traces) TRACES=1; shift ;;
         --keep) KEEP=1; shift ;;
         --setup-only) SETUP_ONLY=1; KEEP=1; shift ;;
         --cleanup) CLEANUP_ONLY=1; shift ;;
@@ -138,6 +143,8 @@ for a in "${PASS[@]+"${PASS[@]}"}"; do
     case $a in
         --rank|--rank=*|--peers|--peers=*|--metrics|--metrics=*)
             die "$a is set by $PROG itself; do not pass it" ;;
+        --trace|--trace=*)
+            die "$a would have every peer write one file: use $PROG --traces" ;;
     esac
 done
 
@@ -373,9 +380,12 @@ fi
 say "starting $NODES peers: $BIN ${PASS[*]-}"
 T0=$(date +%s.%N)
 for ((k = 0; k < NODES; k++)); do
+    TARGS=()
+    [ "$TRACES" = 1 ] && TARGS=(--trace "$RUN_DIR/peer$k.trace.json")
     rm -f "$RUN_DIR/peer$k.jsonl"
     ip netns exec "$PREFIX-$k" "${TMO[@]+"${TMO[@]}"}" "${STDBUF[@]+"${STDBUF[@]}"}" "$BIN" \
         --rank "$k" --peers "$EPS" --metrics "$RUN_DIR/peer$k.jsonl" $(keyargs "$k") \
+        "${TARGS[@]+"${TARGS[@]}"}" \
         "${LISTEN[@]+"${LISTEN[@]}"}" \
         "${PASS[@]+"${PASS[@]}"}" > "$RUN_DIR/peer$k.log" 2>&1 < /dev/null &
     PIDS+=($!)

@@ -186,6 +186,9 @@ typedef struct rumor_round_stats {
     uint64_t bytes_sent, bytes_received; /* totals since create */
     double mix_start, mix_end; /* rumor_now() when the round's first and last cells
                                 * were mixed (0: none) */
+    double recv_start, recv_end; /* rumor_now() when the round's first and last
+                                  * accepted ranges arrived (0: none), sent
+                                  * ahead ones before the round began too */
     size_t cells;              /* the cells the space is mixed in */
     size_t cells_by_caller;    /* of them, mixed by the caller's threads
                                 * (rumor_mixer_set_caller_mixes) */

@@ -337,6 +337,7 @@ struct rumor_mixer {
                                 * kept (a reference) until round_end */
     rumor_sendbuf_t *early_hold;
     double closing_mix[2];     /* the closing round's mix_t0, mix_t1 (comm thread) */
+    double closing_recv[2];    /* the closing round's first_arrival, last_arrival */
     size_t closing_caller;     /* the closing round's cells mixed by the caller */
     atomic_int caller_mixes;   /* rumor_mixer_set_caller_mixes */
     double close_deadline, round_start, timeout;

@@ -574,6 +574,8 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
     s->mixed_any |= s->cmixed_any;
     m->closing_mix[0] = s->mix_t0;
     m->closing_mix[1] = s->mix_t1;
+    m->closing_recv[0] = s->first_arrival;
+    m->closing_recv[1] = s->last_arrival;
     m->closing_caller = s->ncaller;
     s->pub_round = -1; /* the caller's threads use the closed buffer now */
     pthread_mutex_unlock(&m->mu);
@@ -645,9 +647,12 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
     st->consensus_skipped = m->ch.on && m->ch.skipped_closed;
     st->mix_start = m->closing_mix[0];
     st->mix_end = m->closing_mix[1];
+    st->recv_start = m->closing_recv[0];
+    st->recv_end = m->closing_recv[1];
     st->cells = m->nchunks;
     st->cells_by_caller = m->closing_caller;
     m->closing_mix[0] = m->closing_mix[1] = 0;
+    m->closing_recv[0] = m->closing_recv[1] = 0;
     m->closing_caller = 0;
     m->told_behind = -1;
     st->max_staleness = m->round_staleness;

@@ -1250,6 +1250,9 @@ int main(int argc, char **argv)
             if (dpsgd && st.mix_end > 0) /* the comm thread mixing the cells that came */
                 rumor_trace_span(p.trace, gossip_row, "mixing", "gossip", st.mix_start,
                                  st.mix_end, args);
+            if (dpsgd && st.recv_end > 0) /* the round's ranges arriving, ahead ones too */
+                rumor_trace_span(p.trace, gossip_row, "receiving", "network", st.recv_start,
+                                 st.recv_end, args);
             if (k % 16 == 15)
                 rumor_trace_flush(p.trace); /* a killed peer leaves a readable prefix */
         }

@@ -10,7 +10,6 @@ struct rumor_trace {
     FILE *f;
     char *path;
     double origin;
-    int first;
 };
 
 int rumor_trace_open(const char *path, double origin, rumor_trace_t **out)
@@ -28,8 +27,10 @@ int rumor_trace_open(const char *path, double origin, rumor_trace_t **out)
         return rumor_err_set(RUMOR_ESYS, "--trace %s: %s", path, strerror(e));
     }
     t->origin = origin;
-    t->first = 1;
-    fputs("[\n", t->f);
+    /* where ts 0 is on the monotonic clock: traces of processes on one
+     * machine (a swarm's peers) line up by it */
+    fprintf(t->f, "[\n{\"name\":\"clock_origin\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+                  "\"args\":{\"monotonic_s\":%.6f}}", origin);
     *out = t;
     return 0;
 }
@@ -53,11 +54,10 @@ void rumor_trace_row(rumor_trace_t *t, int row, const char *name)
     if (!t)
         return;
     fprintf(t->f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
-                  "\"args\":{\"name\":\"", t->first ? "" : ",\n", row);
+                  "\"args\":{\"name\":\"", ",\n", row);
     put_json(t->f, name);
     fprintf(t->f, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
                   "\"args\":{\"sort_index\":%d}}", row, row);
-    t->first = 0;
 }
 
 void rumor_trace_span(rumor_trace_t *t, int row, const char *name, const char *cat, double t0,
@@ -65,7 +65,7 @@ void rumor_trace_span(rumor_trace_t *t, int row, const char *name, const char *c
 {
     if (!t)
         return;
-    fprintf(t->f, "%s{\"name\":\"", t->first ? "" : ",\n");
+    fprintf(t->f, "%s{\"name\":\"", ",\n");
     put_json(t->f, name);
     fputs("\",\"cat\":\"", t->f);
     put_json(t->f, cat);
@@ -74,7 +74,6 @@ void rumor_trace_span(rumor_trace_t *t, int row, const char *name, const char *c
     if (args)
         fprintf(t->f, ",\"args\":{%s}", args);
     fputc('}', t->f);
-    t->first = 0;
 }
 
 void rumor_trace_flush(rumor_trace_t *t)

@@ -5,7 +5,9 @@
  * gossip) is a "thread" of one process with a name; each span is an "X"
  * (complete) event with its start and duration in microseconds from the
  * trace's origin and a few arguments. rumor-train and rumor-peer write one
- * with --trace FILE.json. */
+ * with --trace FILE.json. The first event, metadata named "clock_origin",
+ * gives the origin in seconds of the monotonic clock (args.monotonic_s), so
+ * that the traces of several processes on one machine line up. */
 #ifndef RUMOR_TRACE_H
 #define RUMOR_TRACE_H
 

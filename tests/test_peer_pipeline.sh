@@ -5,7 +5,8 @@
 # learn, and each writes a Chrome trace (--trace) holding its compute (the
 # pipelined peer: every F, B and W of every stage, a row a device; the other
 # each round's gradient) and a gossip row whose rounds contain their waits
-# and the comm thread's mixing; the pipelined peer's stages each step on
+# and the comm thread's mixing, and each round's ranges arriving (ending
+# before it closed); the pipelined peer's stages each step on
 # their own range of the mix ("step S" on their device's row, after the
 # stage's last action, inside the round).
 set -u
@@ -48,6 +49,14 @@ for path, pipelined in ((sys.argv[1], True), (sys.argv[2], False)):
     for r, w in zip(rs, ws):  # each wait inside its round
         assert r["args"]["round"] == w["args"]["round"]
         assert r["ts"] - 1 <= w["ts"] and w["ts"] + w["dur"] <= r["ts"] + r["dur"] + 1, (r, w)
+    # each round's ranges arriving (sent ahead ones before it began), the
+    # last before it closed; the trace says where its clock starts
+    net = {e["args"]["round"]: e for e in x if e["tid"] == gossip and e["cat"] == "network"}
+    assert len(net) == rounds and all(e["name"] == "receiving" for e in net.values()), len(net)
+    for r in rs:
+        e = net[r["args"]["round"]]
+        assert e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 1, (r, e)
+    assert [e["args"]["monotonic_s"] > 0 for e in ev if e["name"] == "clock_origin"] == [True]
     if pipelined:
         assert gossip == 2 and names[0].startswith("device 0") and names[1].startswith("device 1")
         acts = [e for e in x if e["cat"] in ("F", "B", "W")]
