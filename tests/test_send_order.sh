@@ -17,6 +17,9 @@
 # round's receive span lies inside what causality allows (it starts after
 # its sender began the round before, it ends before the round closed),
 # which checks --trace's "receiving" spans and clock_origin themselves.
+# examples/trace-svg draws the 4 traces on one time axis (--rows gossip):
+# every peer's row, the receive bars of the rounds asked for inside the
+# picture; a trace without a clock_origin is refused beside others.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
@@ -86,4 +89,36 @@ print(f"{len(ov)} pairs of rounds: round k + 1 already arriving before round k's
 assert len(ov) >= 4 * 50, len(ov)
 assert mean < 0.55, f"rounds went out side by side: mean overlap {mean:.2f} L (in order: about 0.38)"
 PY
+
+# the swarm drawn on one time axis: every peer's gossip row, a receive bar
+# each for the rounds asked for, each inside the picture
+"$py" "$RUMOR_SRCDIR/examples/trace-svg" "$tmp"/run/peer*.trace.json "$tmp/swarm.svg" \
+  --rows gossip --steps 20:24 >"$tmp/svg.out" 2>&1 || fail "trace-svg of 4 traces: $(cat "$tmp/svg.out")"
+"$py" - "$tmp/swarm.svg" <<'PY' || fail "trace-svg: the swarm's picture, see above"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+labels = [t.text for t in root.iter(ns + "text") if t.text and t.text.endswith(": gossip")]
+assert labels == [f"peer{k}: gossip" for k in range(4)], labels
+w = float(root.get("width"))
+bars = [r for r in root.iter(ns + "rect")
+        if r.find(ns + "title") is not None and r.find(ns + "title").text.startswith("receiving")]
+rounds = {}
+for r in bars:
+    x, bw = float(r.get("x")), float(r.get("width"))
+    assert 250 - 0.1 <= x and x + bw <= w - 20 + 0.1, (x, bw)
+    k = int(r.find(ns + "title").text.split('"round": ')[1].split(",")[0])
+    rounds.setdefault(k, 0)
+    rounds[k] += 1
+# rounds 20 to 23 at all 4 peers (neighbouring rounds' bars may show, clipped)
+assert all(rounds.get(k) == 4 for k in range(20, 24)), rounds
+PY
+run_expect 2 "no row's name holds 'nothing'" "$py" "$RUMOR_SRCDIR/examples/trace-svg" \
+  "$tmp"/run/peer*.trace.json "$tmp/x.svg" --rows nothing
+# a trace with no clock to line it up by is refused beside others
+printf '%s\n' '[{"name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"gossip"}},' \
+  '{"name":"round 1","cat":"round","ph":"X","pid":1,"tid":1,"ts":1,"dur":2,"args":{"round":1}}]' \
+  >"$tmp/noorigin.json"
+run_expect 2 "noorigin.json: no clock_origin event" "$py" "$RUMOR_SRCDIR/examples/trace-svg" \
+  "$tmp/run/peer0.trace.json" "$tmp/noorigin.json" "$tmp/x.svg"
 finish
