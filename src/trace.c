@@ -53,8 +53,8 @@ void rumor_trace_row(rumor_trace_t *t, int row, const char *name)
 {
     if (!t)
         return;
-    fprintf(t->f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
-                  "\"args\":{\"name\":\"", ",\n", row);
+    fprintf(t->f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
+                  "\"args\":{\"name\":\"", row);
     put_json(t->f, name);
     fprintf(t->f, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,"
                   "\"args\":{\"sort_index\":%d}}", row, row);
@@ -65,7 +65,7 @@ void rumor_trace_span(rumor_trace_t *t, int row, const char *name, const char *c
 {
     if (!t)
         return;
-    fprintf(t->f, "%s{\"name\":\"", ",\n");
+    fputs(",\n{\"name\":\"", t->f);
     put_json(t->f, name);
     fputs("\",\"cat\":\"", t->f);
     put_json(t->f, cat);
