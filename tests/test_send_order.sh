@@ -12,7 +12,7 @@
 # consecutive rounds k -> a, k + 1 -> b: how long b was already receiving
 # round k + 1 before a had the last of round k, over the time one round
 # takes on a link (L). What the kernel and the shaping hold after the hand
-# over overlaps a little (measured 0.37-0.39 L on average); rounds handed
+# over overlaps a little (measured 0.33-0.40 L on average); rounds handed
 # over side by side overlap about twice that (0.71-0.76 L). Also: every
 # round's receive span lies inside what causality allows (it starts after
 # its sender began the round before, it ends before the round closed),
