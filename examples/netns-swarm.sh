@@ -405,14 +405,13 @@ done
 T1=$(date +%s.%N)
 # each namespace's TCP counters (its own, from zero) and its shaping's
 # drops, both directions: a slow run shows here whether TCP lost packets
-NET_LOST=
 for ((k = 0; k < NODES; k++)); do
     {
         ip netns exec "$PREFIX-$k" cat /proc/net/snmp 2>/dev/null | grep '^Tcp:'
-        [ "$RATE" = 0 ] && [ -z "${LINK_RATE[$k]:-}" ] || {
+        if [ "${LINK_RATE[$k]:-$RATE}" != 0 ]; then
             echo "upload:"; ip netns exec "$PREFIX-$k" tc -s qdisc show dev eth0 2>/dev/null
             echo "download:"; ip netns exec "$BR_NS" tc -s qdisc show dev "p$k" 2>/dev/null
-        }
+        fi
     } > "$RUN_DIR/net$k.txt"
 done
 NET_LOST=$(cat "$RUN_DIR"/net*.txt 2>/dev/null | awk '
