@@ -29,6 +29,8 @@ static int set(const rumor_opt_t *o, void *dst, const char *v, const char *where
     char *end;
     switch (o->kind) {
     case RUMOR_OPT_STR:
+    case RUMOR_OPT_PATH:
+    case RUMOR_OPT_PATHS:
         if (!*v)
             return rumor_err_set(RUMOR_EINVAL, "%s: empty value", where);
         *(const char **)field = v;
@@ -95,8 +97,95 @@ int rumor_opts_set(const rumor_opt_t *table, void *dst, const char *name, const 
     return set(o, dst, value, where);
 }
 
+/* ------------------------------------------------- paths in an INI file */
+
+/* Appends s[0, n) to b at *len (b has room). */
+static void put(char *b, size_t *len, const char *s, size_t n)
+{
+    memcpy(b + *len, s, n);
+    *len += n;
+    b[*len] = '\0';
+}
+
+/* Appends the path p[0, n) to b at *len, taken from dir when it is
+ * relative: always when `always`, else only where dir/p exists (an item
+ * that may also be a name or a key). */
+static void put_path(char *b, size_t *len, const char *dir, const char *p, size_t n, int always)
+{
+    if (n == 0 || p[0] == '/') {
+        put(b, len, p, n);
+        return;
+    }
+    size_t start = *len;
+    put(b, len, dir, strlen(dir));
+    if (*len > start && b[*len - 1] != '/')
+        put(b, len, "/", 1);
+    put(b, len, p, n);
+    struct stat st;
+    if (!always && stat(b + start, &st) != 0) { /* not a file there: as given */
+        *len = start;
+        put(b, len, p, n);
+    }
+}
+
+/* Length of the prefix of v listed in choices ("file:|text:"), or 0. */
+static size_t path_prefix(const char *choices, const char *v)
+{
+    for (const char *c = choices ? choices : ""; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len && strncmp(c, v, len) == 0)
+            return len;
+        c += len + (bar ? 1 : 0);
+    }
+    return 0;
+}
+
+/* The value of option o read from an INI file in directory dir (NULL: the
+ * file has none of its own), as it is kept until exit: a copy, with its
+ * relative paths taken from dir. NULL when out of memory. */
+static char *ini_value(const rumor_opt_t *o, const char *v, const char *dir)
+{
+    if (!dir || (o->kind != RUMOR_OPT_PATH && o->kind != RUMOR_OPT_PATHS) || !*v ||
+        (o->kind == RUMOR_OPT_PATH && strcmp(v, "-") == 0))
+        return strdup(v);
+    size_t items = 1;
+    for (const char *p = v; *p; p++)
+        items += *p == ',';
+    char *b = malloc(strlen(v) + items * (strlen(dir) + 1) + 1);
+    if (!b)
+        return NULL;
+    size_t len = 0;
+    b[0] = '\0';
+    if (o->kind == RUMOR_OPT_PATH) {
+        put_path(b, &len, dir, v, strlen(v), 1);
+    } else {
+        size_t pre = path_prefix(o->choices, v);
+        if (!pre && !o->value) { /* a name (ring, mh): no path in it */
+            put(b, &len, v, strlen(v));
+        } else {
+            put(b, &len, v, pre);
+            for (const char *p = v + pre;;) {
+                const char *comma = strchr(p, ',');
+                size_t n = comma ? (size_t)(comma - p) : strlen(p);
+                put_path(b, &len, dir, p, n, pre > 0);
+                if (!comma)
+                    break;
+                put(b, &len, ",", 1);
+                p = comma + 1;
+            }
+        }
+    }
+    char *kept = strdup(b);
+    free(b);
+    return kept;
+}
+
+/* ------------------------------------------------------------ INI files */
+
 struct ini_ctx {
     const char *path;
+    const char *dir;   /* the file's directory, for relative paths; NULL: none */
     const rumor_opt_t *table;
     void *dst;
     FILE *f;
@@ -129,7 +218,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (!o || strcmp(name, "config") == 0)
         rc = rumor_err_set(RUMOR_EINVAL, "%s:%d: unknown key '%s'", c->path, lineno, name);
     else {
-        char *copy = strdup(value); /* kept: options point at it until exit */
+        char *copy = ini_value(o, value, c->dir); /* kept: options point at it until exit */
         rc = copy ? set(o, c->dst, copy, where) : rumor_err_set(RUMOR_ENOMEM, "out of memory");
     }
     if (rc < 0) {
@@ -142,8 +231,9 @@ static int on_key(void *user, const char *section, const char *name, const char 
 /* Opens a config file to read. fopen opens a directory too, and reading it
  * then fails with EISDIR, which inih takes for the end of an empty file: a
  * directory would run with the defaults. Only a file to read lines from is
- * taken: a regular file, or a pipe or terminal (-c <(...), -c /dev/stdin). */
-static FILE *open_config(const char *path)
+ * taken: a regular file (*regular = 1), or a pipe or terminal (-c <(...),
+ * -c /dev/stdin). */
+static FILE *open_config(const char *path, int *regular)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
@@ -157,22 +247,43 @@ static FILE *open_config(const char *path)
         rumor_err_set(RUMOR_EINVAL, "config file '%s': is a directory", path);
     else if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
         rumor_err_set(RUMOR_EINVAL, "config file '%s': not a regular file", path);
-    else
+    else {
+        *regular = S_ISREG(st.st_mode);
         return f;
+    }
     fclose(f);
     return NULL;
 }
 
 static int parse_ini(const char *path, const rumor_opt_t *table, void *dst)
 {
-    struct ini_ctx c = { path, table, dst, NULL, 0, 0 };
-    c.f = open_config(path);
+    struct ini_ctx c = { path, NULL, table, dst, NULL, 0, 0 };
+    int regular = 0;
+    c.f = open_config(path, &regular);
     if (!c.f)
         return rumor_err_code();
+    /* its directory: what comes before the last slash ("/" for /x.ini); a
+     * name without one is in the working directory, where its paths are
+     * already taken from. A file reached through /dev or /proc (-c
+     * /dev/stdin < swarm.ini) has no directory that means anything. */
+    const char *slash = strrchr(path, '/');
+    char *dir = NULL;
+    if (regular && slash && strncmp(path, "/dev/", 5) != 0 && strncmp(path, "/proc/", 6) != 0) {
+        size_t n = slash == path ? 1 : (size_t)(slash - path);
+        dir = malloc(n + 1);
+        if (!dir) {
+            fclose(c.f);
+            return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+        }
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    c.dir = dir;
     int rc = ini_parse_stream(read_line, &c, on_key, &c);
     /* inih stops at the first NULL from read_line, end of file or not */
     int read_failed = ferror(c.f), err = errno;
     fclose(c.f);
+    free(dir);
     if (c.failed)
         return RUMOR_EINVAL;
     if (rc > 0)

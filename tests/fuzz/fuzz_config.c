@@ -140,6 +140,8 @@ static void check_values(const PO *o)
             break;
         }
         case RUMOR_OPT_STR:
+        case RUMOR_OPT_PATH:
+        case RUMOR_OPT_PATHS:
         case RUMOR_OPT_CHOICE: {
             const char *v;
             memcpy(&v, f, sizeof v);
