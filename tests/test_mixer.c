@@ -39,7 +39,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -371,28 +370,21 @@ static int late_child(int self)
     return tu_failures ? 1 : 0;
 }
 
-static int run_children(int (*fn)(int), int n)
+/* The peers of a part, each a process (tu_swarm): the first failed check
+ * ends its peer and the others at once, and no peer runs past 60 s (a hang
+ * is a failure, never a stuck suite). */
+static int (*child_fn)(int);
+
+static int call_child(int self, void *arg)
 {
-    pid_t pids[3];
-    for (int p = 0; p < n; p++) {
-        pids[p] = fork();
-        if (pids[p] == 0) {
-            tu_failures = 0; /* the parent's failures are not this child's */
-            alarm(60); /* a hang is a failure, never a stuck suite */
-            _exit(fn(p));
-        }
-    }
-    int failed = 0;
-    for (int p = 0; p < n; p++) {
-        int st;
-        waitpid(pids[p], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "peer %d: %s %d\n", p, WIFEXITED(st) ? "exit" : "signal",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-            failed++;
-        }
-    }
-    return failed;
+    (void)arg;
+    return child_fn(self);
+}
+
+static int run_children(const char *what, int (*fn)(int), int n)
+{
+    child_fn = fn;
+    return tu_swarm(what, n, call_child, NULL, 60);
 }
 
 /* Sends one raw message of n floats to the mixer at endpoints[0]. */
@@ -615,48 +607,66 @@ static void check_slow_link(void)
     rumor_topo_destroy(&t);
 }
 
+/* Whether part `name` runs: all of them, or the one named on the command line. */
+static int runs(const char *only, const char *name)
+{
+    return !*only || !strcmp(only, name);
+}
+
+/* Fresh loopback endpoints for the first n peers. */
+static void new_endpoints(int n)
+{
+    for (int p = 0; p < n; p++) {
+        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
+        eps[p] = endpoints[p];
+    }
+}
+
 int main(int argc, char **argv)
 {
-    /* argv[1]: run one part only (exact, async, missing, hostile, slow, quiet), for debugging */
+    /* argv[1]: run one part only (exact, async, missing, hostile, slow, quiet, late), for
+     * debugging */
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
     tu_training_lock(); /* its deadlines assume the cores are its own */
-    for (int p = 0; p < 3; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
-        eps[p] = endpoints[p];
-    }
-    if (!*only || !strcmp(only, "exact"))
-        CHECKF(run_children(exact_child, 3) == 0, "exact arithmetic / all-reduce");
-    for (int p = 0; p < 3; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
-        eps[p] = endpoints[p];
-    }
-    if (!*only || !strcmp(only, "async"))
-        CHECKF(run_children(async_child, 2) == 0, "asynchronous gossip with unlike cuts");
-    for (int p = 0; p < 3; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
-        eps[p] = endpoints[p];
-    }
-    if (!*only || !strcmp(only, "missing"))
-        CHECKF(run_children(missing_child, 2) == 0, "missing peer");
-    snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", tu_free_port());
-    snprintf(endpoints[1], sizeof endpoints[1], "tcp://127.0.0.1:%d", tu_free_port());
-    if (!*only || !strcmp(only, "hostile"))
+    /* The parts in turn; the first that fails ends the test: the later ones
+     * would take their whole time to say nothing new. Parts in this process
+     * (hostile, slow) have a watchdog, the swarms' peers their own. */
+    const char *failed = NULL;
+    new_endpoints(3);
+    if (runs(only, "exact") &&
+        run_children("exact arithmetic / all-reduce", exact_child, 3) != 0)
+        failed = "exact arithmetic / all-reduce";
+    new_endpoints(3);
+    if (!failed && runs(only, "async") &&
+        run_children("asynchronous gossip with unlike cuts", async_child, 2) != 0)
+        failed = "asynchronous gossip with unlike cuts";
+    new_endpoints(3);
+    if (!failed && runs(only, "missing") && run_children("missing peer", missing_child, 2) != 0)
+        failed = "missing peer";
+    new_endpoints(2);
+    if (!failed && runs(only, "hostile")) {
+        tu_watchdog(60, "hostile input");
         check_hostile();
-    snprintf(endpoints[0], sizeof endpoints[0], "tcp://127.0.0.1:%d", tu_free_port());
-    if (!*only || !strcmp(only, "slow"))
+        if (tu_failures)
+            failed = "hostile input";
+    }
+    new_endpoints(1);
+    if (!failed && runs(only, "slow")) {
+        tu_watchdog(60, "slow link");
         check_slow_link();
-    for (int p = 0; p < 2; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
-        eps[p] = endpoints[p];
+        if (tu_failures)
+            failed = "slow link";
     }
-    if (!*only || !strcmp(only, "quiet"))
-        CHECKF(run_children(quiet_child, 2) == 0, "rounds after quiet pauses");
-    for (int p = 0; p < 2; p++) {
-        snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
-        eps[p] = endpoints[p];
-    }
-    if (!*only || !strcmp(only, "late"))
-        CHECKF(run_children(late_child, 2) == 0, "parameters written after round_begin");
+    tu_watchdog(0, NULL);
+    new_endpoints(2);
+    if (!failed && runs(only, "quiet") &&
+        run_children("rounds after quiet pauses", quiet_child, 2) != 0)
+        failed = "rounds after quiet pauses";
+    new_endpoints(2);
+    if (!failed && runs(only, "late") &&
+        run_children("parameters written after round_begin", late_child, 2) != 0)
+        failed = "parameters written after round_begin";
+    CHECKF(!failed, "%s failed; later parts not run", failed);
     return tu_finish("test_mixer");
 }

@@ -119,6 +119,9 @@ static void *bound_pull(void *ctx, char *ep, size_t cap)
 
 int main(void)
 {
+    /* every wait here is bounded (about 2 s in all); one made unbounded by
+     * a bug ends the test, not the suite's patience */
+    tu_watchdog(60, "test_open_mixer");
     swarm = rumor_wire_swarm_id("open-test");
     float init[NP];
     for (int i = 0; i < NP; i++)

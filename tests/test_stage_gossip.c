@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -281,35 +280,30 @@ static int child(int self, int mixed, const char *out_path)
     return tu_failures ? 1 : 0;
 }
 
+struct swarm {
+    int mixed;
+    const char *dir;
+};
+
+static int peer_main(int self, void *arg)
+{
+    const struct swarm *sw = arg;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/x-%s-%d.bin", sw->dir, sw->mixed ? "mixed" : "flat", self);
+    return child(self, sw->mixed, path);
+}
+
+/* The swarm's peers, a process each (tu_swarm): the first failed check ends
+ * its peer and the others at once, and none runs past 120 s. */
 static int run_swarm(int mixed, const char *dir)
 {
     for (int p = 0; p < PEERS; p++) {
         snprintf(endpoints[p], sizeof endpoints[p], "tcp://127.0.0.1:%d", tu_free_port());
         eps[p] = endpoints[p];
     }
-    pid_t pid[PEERS];
-    for (int p = 0; p < PEERS; p++) {
-        char path[4300];
-        snprintf(path, sizeof path, "%s/x-%s-%d.bin", dir, mixed ? "mixed" : "flat", p);
-        pid[p] = fork();
-        if (pid[p] == 0) {
-            tu_failures = 0;
-            alarm(120); /* a hang is a failure */
-            _exit(child(p, mixed, path));
-        }
-    }
-    int failed = 0;
-    for (int p = 0; p < PEERS; p++) {
-        int st;
-        waitpid(pid[p], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "%s swarm, peer %d: %s %d\n", mixed ? "mixed" : "unpipelined", p,
-                    WIFEXITED(st) ? "exit" : "signal",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-            failed++;
-        }
-    }
-    return failed;
+    struct swarm sw = { mixed, dir };
+    return tu_swarm(mixed ? "the swarm of 1, 2 and 3 stages" : "the unpipelined swarm", PEERS,
+                    peer_main, &sw, 120);
 }
 
 static float *load(const char *dir, const char *kind, int p, size_t *n)
@@ -342,8 +336,14 @@ int main(void)
     tu_training_lock();
     snprintf(data, sizeof data, "text:%s", text);
     const char *dir = tu_tmpdir();
+    /* a swarm that failed ends the test: the next would take its whole
+     * time, and the comparison of the two means nothing */
     CHECKF(run_swarm(0, dir) == 0, "the unpipelined swarm");
+    if (tu_failures)
+        return tu_finish("test_stage_gossip");
     CHECKF(run_swarm(1, dir) == 0, "the swarm of 1, 2 and 3 stages");
+    if (tu_failures)
+        return tu_finish("test_stage_gossip");
     int early = 0, asked = 0;
     for (int p = 1; p < PEERS; p++) {
         char path[4400];
