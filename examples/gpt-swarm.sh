@@ -3,11 +3,14 @@
 # English text with D-PSGD, against one process trained on the same tokens.
 #
 # Usage: examples/gpt-swarm.sh [-n PEERS] [-t TOPOLOGY] [-r ROUNDS] [-c CORPUS]
+#                              [-p BASEPORT]
 #   -n PEERS     peers (default 8)
 #   -t TOPOLOGY  the gossip graph (default ring)
 #   -r ROUNDS    training rounds: one batch per peer each (default 300)
 #   -c CORPUS    a text file (default build/corpus/kjv.txt, written by
 #                ./bootstrap; the King James Bible)
+#   -p BASEPORT  peers listen on BASEPORT, BASEPORT+1, ... over loopback
+#                (default: a free range; as examples/local-swarm.sh -p)
 # Every peer trains on its own contiguous slice of the text, windows of 64
 # tokens, batch 8, AdamW; then the same model is trained by one rumor-train
 # process for the same number of steps with a batch PEERS times larger, so
@@ -16,16 +19,17 @@
 # Model and hyperparameters: MODEL, BATCH, LR in the environment.
 set -eu
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
-n=8 topo=ring rounds=300 corpus=
+n=8 topo=ring rounds=300 corpus= base= pgiven=
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n|-t|-r|-c) [ $# -ge 2 ] || { echo "gpt-swarm: option '$1' needs a value" >&2; exit 2; } ;;
+    -n|-t|-r|-c|-p) [ $# -ge 2 ] || { echo "gpt-swarm: option '$1' needs a value" >&2; exit 2; } ;;
   esac
   case "$1" in
     -n) n=$2; shift 2 ;;
     -t) topo=$2; shift 2 ;;
     -r) rounds=$2; shift 2 ;;
     -c) corpus=$2; shift 2 ;;
+    -p) base=$2; pgiven=1; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpt-swarm: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -33,8 +37,12 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 corpus=${corpus:-$top/build/corpus/kjv.txt}
-[ -f "$corpus" ] || { echo "gpt-swarm: no corpus at $corpus (run ./bootstrap build, or give -c FILE)" >&2; exit 1; }
 case "$rounds" in ''|*[!0-9]*) echo "gpt-swarm: -r '$rounds': expected a number" >&2; exit 2 ;; esac
+# (local-swarm.sh checks that the range fits in 1-65535)
+[ -z "$pgiven" ] || case "$base" in
+  ''|*[!0-9]*) echo "gpt-swarm: -p '$base': expected a port number" >&2; exit 2 ;;
+esac
+[ -f "$corpus" ] || { echo "gpt-swarm: no corpus at $corpus (run ./bootstrap build, or give -c FILE)" >&2; exit 1; }
 model=${MODEL:-gpt:layers=2,dim=64,heads=4,ctx=64}
 batch=${BATCH:-8}
 lr=${LR:-3e-3}
@@ -49,9 +57,11 @@ per_epoch=$(( bytes * 9 / 10 / n / (batch * 64) ))
 epochs=$(( (rounds + per_epoch - 1) / per_epoch ))
 total=$(( per_epoch * epochs ))
 echo "gpt-swarm: $n peers on $topo, $model, $total rounds of batch $batch; logs in $rundir"
-"$here/local-swarm.sh" -n "$n" -t "$topo" -d "$rundir/swarm" -q -- \
+st=0
+"$here/local-swarm.sh" -n "$n" -t "$topo" ${pgiven:+-p "$base"} -d "$rundir/swarm" -q -- \
   --model "$model" --data "text:$corpus" --batch "$batch" --epochs "$epochs" \
-  --optimizer adamw --lr "$lr" --progress 10 || true
+  --optimizer adamw --lr "$lr" --progress 10 || st=$?
+[ "$st" != 2 ] || exit 2  # a usage error of local-swarm.sh's: said already
 
 echo
 echo "gpt-swarm: one process, $total steps of batch $((batch * n)) (the same tokens)"

@@ -26,6 +26,10 @@
 #   examples/local-swarm.sh -n 4 -t complete -- --epochs 3 --mode allreduce
 # The rumor-peer binary: $RUMOR_PEER, else build/rumor-peer next to this
 # script's checkout, else rumor-peer on the PATH.
+# A peer that fails before it starts training (a bad option, a device that
+# does not open) stops the swarm at once: the script names the peer, shows
+# its last lines and exits 1, instead of the others waiting for it.
+# Exit status: 0 when every peer finished, 1 when one failed, 2 on bad usage.
 set -eu
 
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
@@ -130,8 +134,12 @@ done
 mkdir -p "$rundir"
 
 pids=
+# On Ctrl-C or SIGTERM: every peer leaves as rumor-peer does on SIGTERM
+# (within its --leave-timeout); wait for that. (The peers run in the
+# background, where a shell without job control has them ignore SIGINT.)
 cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
 }
 trap 'cleanup; exit 130' INT TERM
 # Secure by default: a CurveZMQ keypair per peer in $rundir/keys, which is
@@ -150,24 +158,80 @@ keyargs() { [ $secure = 1 ] && echo "--keys $rundir/keys/peer-$1.key --allow $ru
 echo "local-swarm: $n peers on $topo over loopback (ports $base-$((base + n - 1))), logs in $rundir"
 [ $secure = 1 ] && echo "local-swarm: CurveZMQ on: keys and allow-list in $rundir/keys"
 
-r=1
+# Every peer in the background, its output in its log; peer 0's shown live.
+r=0
 while [ $r -lt "$n" ]; do
+  : >"$rundir/peer-$r.log"  # there before tail -f looks for it
   "$peer" --rank $r --peers "$peers" --topology "$topo" --metrics "$rundir/peer-$r.jsonl" \
     $(keyargs $r) $(stage_args $r) $(device_args $r) $(metrics_args $r) "$@" >"$rundir/peer-$r.log" 2>&1 &
+  eval "pid_$r=\$!"
   pids="$pids $!"
   r=$((r + 1))
 done
-status=0
-if [ -n "$quiet" ]; then
-  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) $(stage_args 0) $(device_args 0) $(metrics_args 0) "$@" >"$rundir/peer-0.log" 2>&1 || status=1
-else
-  "$peer" --rank 0 --peers "$peers" --topology "$topo" --metrics "$rundir/peer-0.jsonl" \
-    $(keyargs 0) $(stage_args 0) $(device_args 0) $(metrics_args 0) "$@" 2>&1 |
-    tee "$rundir/peer-0.log" | grep -v '^peer 0:' || true
-  grep -q '^peer 0: done' "$rundir/peer-0.log" || status=1
+follow=
+if [ -z "$quiet" ]; then
+  # ends by itself once peer 0 has exited and its last lines are out
+  tail -n +1 -s 0.2 --pid="$pid_0" -f "$rundir/peer-0.log" | grep --line-buffered -v '^peer 0:' &
+  follow=$!
 fi
-for p in $pids; do wait "$p" || status=1; done
+
+# alive PID: still running (a zombie that the shell has not reaped yet is not)
+alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+# started R: peer R got past its start (its neighbours answered or timed out)
+started() { grep -q '"event":"start"' "$rundir/peer-$1.jsonl" 2>/dev/null; }
+# stop_others: asks every running peer to leave (SIGTERM). One that has
+# started gets 5 s to leave in order (end its round, checkpoint, tell its
+# neighbours); one that has not has nothing to keep and gets 1 s. Then SIGKILL.
+stop_others() {
+  q=0
+  while [ $q -lt "$n" ]; do
+    eval "pq=\$pid_$q"
+    [ -z "$pq" ] || ! alive "$pq" || { kill -TERM "$pq" 2>/dev/null || true; eval "stopped_$q=1"; }
+    q=$((q + 1))
+  done
+  tick=0
+  while [ $tick -lt 25 ]; do
+    sleep 0.2; tick=$((tick + 1)) left=0 q=0
+    while [ $q -lt "$n" ]; do
+      eval "pq=\$pid_$q"
+      if [ -n "$pq" ] && alive "$pq"; then
+        if [ $tick -ge 5 ] && ! started $q; then kill -KILL "$pq" 2>/dev/null || true; else left=1; fi
+      fi
+      q=$((q + 1))
+    done
+    [ $left = 1 ] || break
+  done
+  for pq in $pids; do kill -KILL "$pq" 2>/dev/null || true; done
+}
+# Watch the peers until all have exited. A peer that fails before its start
+# leaves a swarm that cannot start as asked: the others would wait for it
+# up to --start-timeout and then train without it. Stop them at once instead,
+# and say which peer failed and why.
+status=0 running=$n failed_at_start=
+while [ "$running" -gt 0 ]; do
+  r=0
+  while [ $r -lt "$n" ]; do
+    eval "p=\$pid_$r"
+    if [ -n "$p" ] && ! alive "$p"; then
+      rc=0; wait "$p" 2>/dev/null || rc=$?  # (dash says "Killed" otherwise)
+      eval "pid_$r= rc_$r=$rc"
+      running=$((running - 1))
+      [ $rc = 0 ] || status=1
+      if [ $rc != 0 ] && [ -z "$failed_at_start" ] && ! started $r; then
+        failed_at_start=$r
+        {
+          echo "local-swarm: peer $r failed at start (exit status $rc); stopping the other peers." \
+            "Its last lines ($rundir/peer-$r.log):"
+          tail -n 5 "$rundir/peer-$r.log" | sed 's/^/  | /'
+        } >&2
+        stop_others
+      fi
+    fi
+    r=$((r + 1))
+  done
+  [ "$running" -eq 0 ] || sleep 0.2
+done
+[ -z "$follow" ] || wait "$follow" || true
 trap - INT TERM
 
 # The table: each peer's own model and the swarm average.
@@ -186,12 +250,15 @@ while [ $r -lt "$n" ]; do
   fi
   secs=$(sed -n "s/^peer $r: done: [0-9]* rounds ([0-9]* run here) in \([0-9.]*\) s.*/\1/p" "$log")
   note=
+  eval "stopped=\${stopped_$r:-}"
   # a failed peer's reason: its last "rumor-peer R: ..." line, whole
   [ -n "$local_acc" ] || {
     why=$(grep '^rumor-peer\( [0-9][0-9]*\)\{0,1\}: ' "$log" | grep -v ': WARNING: ' | tail -n 1 |
       sed 's/^rumor-peer\( [0-9][0-9]*\)\{0,1\}: //')
     [ -n "$why" ] || why=$(tail -n 1 "$log")
-    note="failed: $why"; status=1; }
+    note="failed: $why"
+    [ -z "$stopped" ] || note="stopped: peer $failed_at_start failed at start"
+    status=1; }
   ns=$(stage_args $r | sed 's/--stages //')
   nd=$(device_args $r | sed 's/--devices //')
   [ -n "$ns" ] || [ -z "$nd" ] || ns=$(echo "$nd" | tr ',' '\n' | wc -l)

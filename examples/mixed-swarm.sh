@@ -5,8 +5,9 @@
 # At the end: every peer's validation loss, the swarm average's, and text
 # sampled from the swarm average.
 #
-# Usage: examples/mixed-swarm.sh [-n PEERS] [-s STAGES] [-t TOPOLOGY]
-#                                [-r ROUNDS] [-c CORPUS] [-d RUNDIR]
+# Usage: examples/mixed-swarm.sh [-n PEERS] [-s STAGES] [-g DEVICES]
+#                                [-t TOPOLOGY] [-r ROUNDS] [-c CORPUS]
+#                                [-p BASEPORT] [-d RUNDIR]
 #   -n PEERS     peers (default 4)
 #   -s STAGES    pipeline stages by rank, the list repeating (default 2,3);
 #                1 is an unpipelined peer
@@ -18,6 +19,8 @@
 #                (default 2000: about 2 minutes on 2 cores)
 #   -c CORPUS    a text file (default build/corpus/kjv.txt, written by
 #                ./bootstrap: the King James Bible)
+#   -p BASEPORT  peers listen on BASEPORT, BASEPORT+1, ... over loopback
+#                (default: a free range; as examples/local-swarm.sh -p)
 #   -d RUNDIR    logs, checkpoints and the swarm average (default: a new
 #                directory in /tmp)
 # The peers' cuts differ, the model, its parameter space and the wire do
@@ -25,10 +28,10 @@
 # neighbour made. Model and rate: MODEL and LR in the environment.
 set -eu
 usage() { sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' "$0"; }
-n=4 stages=2,3 topo=ring rounds=2000 corpus= rundir= gdevs=
+n=4 stages=2,3 topo=ring rounds=2000 corpus= rundir= gdevs= base= pgiven=
 while [ $# -gt 0 ]; do
   case "$1" in
-    -n|-s|-t|-r|-c|-d|-g) [ $# -ge 2 ] || { echo "mixed-swarm: option '$1' needs a value" >&2; exit 2; } ;;
+    -n|-s|-t|-r|-c|-d|-g|-p) [ $# -ge 2 ] || { echo "mixed-swarm: option '$1' needs a value" >&2; exit 2; } ;;
   esac
   case "$1" in
     -n) n=$2; shift 2 ;;
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
     -r) rounds=$2; shift 2 ;;
     -c) corpus=$2; shift 2 ;;
     -d) rundir=$2; shift 2 ;;
+    -p) base=$2; pgiven=1; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "mixed-swarm: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -45,8 +49,12 @@ done
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 corpus=${corpus:-$top/build/corpus/kjv.txt}
-[ -f "$corpus" ] || { echo "mixed-swarm: no corpus at $corpus (run ./bootstrap build, or give -c FILE)" >&2; exit 1; }
 case "$rounds" in ''|*[!0-9]*|0) echo "mixed-swarm: -r '$rounds': expected a number of rounds" >&2; exit 2 ;; esac
+# (local-swarm.sh checks that the range fits in 1-65535)
+[ -z "$pgiven" ] || case "$base" in
+  ''|*[!0-9]*) echo "mixed-swarm: -p '$base': expected a port number" >&2; exit 2 ;;
+esac
+[ -f "$corpus" ] || { echo "mixed-swarm: no corpus at $corpus (run ./bootstrap build, or give -c FILE)" >&2; exit 1; }
 model=${MODEL:-gpt:layers=4,dim=64,heads=4,ctx=64}
 lr=${LR:-3e-3}
 train=${RUMOR_TRAIN:-$top/build/rumor-train}
@@ -63,9 +71,11 @@ fi
 echo "mixed-swarm: $n peers on $topo, stages by rank $stages${gdevs:+, devices by rank $gdevs}, $model, $rounds rounds"
 # every peer evaluates at its end (its own model and the swarm average)
 status=0
-"$here/local-swarm.sh" -n "$n" -t "$topo" -s "$stages" ${gdevs:+-g "$gdevs"} -d "$rundir/swarm" -- \
+"$here/local-swarm.sh" -n "$n" -t "$topo" -s "$stages" ${gdevs:+-g "$gdevs"} ${pgiven:+-p "$base"} \
+  -d "$rundir/swarm" -- \
   --model "$model" --data "text:$corpus" --batch 8 --rounds "$rounds" \
   --optimizer adamw --lr "$lr" --progress 10 --save-average "$rundir/average" || status=$?
+[ "$status" != 2 ] || exit 2  # a usage error of local-swarm.sh's: said already
 
 avg=$(ls "$rundir"/average/*-average-r0-*.safetensors 2>/dev/null | tail -n 1)
 if [ -n "$avg" ]; then

@@ -10,6 +10,13 @@
 #   serviceName is a headless Service, its termination grace period is
 #   above --leave-timeout, its liveness probe is the metrics endpoint on the
 #   port --metrics-listen serves, and its keys come from a Secret;
+#   k8s/rumor-job.yaml (a run that ends) is an indexed Job of as many pods
+#   as peers listed, all at once, that never restarts a finished peer,
+#   whose pods the peer list names through a headless Service (subdomain),
+#   whose rank is the completion index, with the StatefulSet's other
+#   rumor-peer options, a checkpoint directory a peer on a persistent
+#   volume, and a podFailurePolicy that fails on exit status 2 and ignores
+#   preemption;
 #   Prometheus scrapes the ports the compose peers and local-swarm.sh -m
 #   serve;
 # - the Dockerfile's stages are Debian 12, it runs as a non-root user,
@@ -108,6 +115,93 @@ else:
     if len(names) != n or any("rumor-%d.%s" % (i, svc["metadata"]["name"]) not in names[i] for i in range(n)):
         err("k8s: the peer list %s does not name the %d pods" % (names, n))
 
+# Kubernetes, a run that ends: an indexed Job, the StatefulSet's peers
+def peer_args(args):
+    """rumor-peer's options in a container's shell command: {option: value}"""
+    words = " ".join(args).split()
+    words = words[words.index("rumor-peer") + 1:]
+    out = {}
+    for i, w in enumerate(words):
+        if w.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            out[w] = nxt if nxt is not None and not nxt.startswith("--") else True
+    return out
+jdocs = list(yaml.safe_load_all(open(d + "/k8s/rumor-job.yaml")))
+jsvc = [x for x in jdocs if x["kind"] == "Service"]
+jobs = [x for x in jdocs if x["kind"] == "Job"]
+if len(jsvc) != 1 or len(jobs) != 1:
+    err("k8s job: %d Services, %d Jobs" % (len(jsvc), len(jobs)))
+elif isinstance(sts, dict):
+    jsvc, job = jsvc[0], jobs[0]
+    name, sname = job["metadata"]["name"], jsvc["metadata"]["name"]
+    spec = job["spec"]
+    pod = spec["template"]["spec"]
+    peer = [c for c in pod["containers"] if c["name"] == "peer"][0]
+    a = peer_args(peer["args"])
+    names = str(a.get("--peers", "")).split(",")
+    n = len(names)
+    if job["apiVersion"] != "batch/v1":
+        err("k8s job: apiVersion %s" % job["apiVersion"])
+    if spec.get("completionMode") != "Indexed":
+        err("k8s job: completionMode %s, not Indexed (no stable rank a pod)" % spec.get("completionMode"))
+    if spec.get("completions") != n or spec.get("parallelism") != n:
+        err("k8s job: completions %s and parallelism %s are not the %d peers listed"
+            % (spec.get("completions"), spec.get("parallelism"), n))
+    if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+        err("k8s job: restartPolicy %s: a finished peer would start again" % pod.get("restartPolicy"))
+    if jsvc["spec"].get("clusterIP") != "None" or pod.get("subdomain") != sname:
+        err("k8s job: the pods' subdomain %s is not the headless Service %s" % (pod.get("subdomain"), sname))
+    labels = dict(spec["template"].get("metadata", {}).get("labels", {}), **{"job-name": name})
+    sel = jsvc["spec"].get("selector", {})
+    if not sel or any(labels.get(k) != v for k, v in sel.items()):
+        err("k8s job: the Service selects %s, not the Job's pods (%s)" % (sel, labels))
+    if any("tcp://%s-%d.%s:" % (name, i, sname) not in names[i] for i in range(n)):
+        err("k8s job: the peer list %s does not name the pods %s-N.%s" % (names, name, sname))
+    # the rank is the completion index, in the peer and in its key's copy
+    rank = str(a.get("--rank", ""))
+    var = rank.lstrip("$").strip("{}")
+    def is_index(c):  # the variable Kubernetes sets, or one from the pod's annotation
+        return var == "JOB_COMPLETION_INDEX" or any(
+            e["name"] == var and "['batch.kubernetes.io/job-completion-index']" in
+            e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath", "") for e in c.get("env", []))
+    for c in [peer] + pod.get("initContainers", []):
+        if not is_index(c):
+            err("k8s job: container %s: rank %s is not the completion index" % (c["name"], rank))
+    if not any(rank in " ".join(c.get("args", [])) for c in pod.get("initContainers", [])):
+        err("k8s job: the key copied is not peer %s's" % rank)
+    # the same peers as the StatefulSet's: every other option the same
+    sa = peer_args(sts["spec"]["template"]["spec"]["containers"][0]["args"])
+    for o in sorted(set(a) | set(sa)):
+        if o not in ("--rank", "--peers", "--checkpoint-dir") and a.get(o) != sa.get(o):
+            err("k8s job: %s %s, the StatefulSet's %s" % (o, a.get(o), sa.get(o)))
+    # a checkpoint directory a peer, on a claim a new pod finds again
+    ck = str(a.get("--checkpoint-dir", ""))
+    mounts = [m for m in peer["volumeMounts"] if ck.startswith(m["mountPath"] + "/")]
+    vols = {v["name"]: v for v in pod["volumes"]}
+    if rank not in ck or not mounts or "persistentVolumeClaim" not in vols.get(mounts[0]["name"], {}):
+        err("k8s job: --checkpoint-dir %s is not a directory a peer on a persistent volume" % ck)
+    if pod["terminationGracePeriodSeconds"] <= int(a.get("--leave-timeout", 10)):
+        err("k8s job: terminationGracePeriodSeconds not above --leave-timeout")
+    if not any(v.get("secret") for v in pod["volumes"]):
+        err("k8s job: no keys from a Secret")
+    if not pod.get("securityContext", {}).get("runAsNonRoot"):
+        err("k8s job: pods may run as root")
+    # bad usage (exit 2) ends the Job, a preemption does not count
+    rules = spec.get("podFailurePolicy", {}).get("rules", [])
+    if rules and pod.get("restartPolicy") != "Never":
+        err("k8s job: a podFailurePolicy needs restartPolicy Never")
+    if not any(r["action"] == "FailJob" and r.get("onExitCodes", {}).get("operator") == "In"
+               and 2 in r["onExitCodes"].get("values", []) for r in rules):
+        err("k8s job: exit status 2 (bad usage) does not fail the Job")
+    if not any(r["action"] == "Ignore" and {"type": "DisruptionTarget"} in
+               [{"type": c.get("type")} for c in r.get("onPodConditions", [])] for r in rules):
+        err("k8s job: a preempted pod counts as a failure")
+    live = peer["livenessProbe"]["httpGet"]
+    ports = {p["name"]: p["containerPort"] for p in peer["ports"]}
+    if live["path"] != "/metrics" or ports.get(live["port"], live["port"]) != \
+            int(str(a.get("--metrics-listen", ":0")).split(":")[-1]):
+        err("k8s job: liveness probe %s is not the metrics endpoint" % live)
+
 # Prometheus
 p = yaml.safe_load(open(d + "/monitoring/prometheus.yml"))
 targets = {t for job in p["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
@@ -156,7 +250,7 @@ grep -q '^#SBATCH --signal=TERM@' "$d/slurm/rumor-swarm.sbatch" ||
 
 # ---- every rumor-peer option the recipes use exists
 help=$("$RUMOR_BUILDDIR/rumor-peer" --help)
-for o in $(cat "$d/compose.yaml" "$d/k8s/rumor.yaml" "$d/systemd/rumor-peer@.service" \
+for o in $(cat "$d/compose.yaml" "$d/k8s/rumor.yaml" "$d/k8s/rumor-job.yaml" "$d/systemd/rumor-peer@.service" \
              "$d/slurm/rumor-swarm.sbatch" | grep -v '^ *#' | grep -o -- '--[a-z][a-z-]*' | sort -u); do
   case $o in
     --no-install-recommends|--from-file|--config|--kill-on-bad-exit|--job-name|--nodes|--ntasks-per-node|--cpus-per-task|--time|--signal|--prefix|--disable-static|--man) continue ;;

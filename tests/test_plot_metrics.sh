@@ -4,8 +4,9 @@
 # XML with the four panels' titles and one legend entry per peer, and as
 # PNG starts with PNG's signature. A file with a garbage line is refused
 # naming the file and line; a peer's cut last line is skipped with a
-# warning; a missing path or a picture that is neither .svg nor .png is a
-# usage error.
+# warning; an open swarm's peers (a "peer" id, no rank) in one file are
+# told apart by their ids; a missing path or a picture that is neither .svg
+# nor .png is a usage error.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 PY=/usr/bin/python3
@@ -47,6 +48,43 @@ printf '{"time":1,"rank":0,"event":"rou' >> "$tmp/cut.jsonl"
 run_expect 0 "a cut last line, skipped" "$PY" "$plot" "$tmp/cut.jsonl" -o "$tmp/c.svg"
 { head -n 1 "$tmp/run/peer0.jsonl"; echo 'not json'; tail -n 2 "$tmp/run/peer0.jsonl"; } > "$tmp/bad.jsonl"
 run_expect 1 "bad.jsonl:2: not a JSON object" "$PY" "$plot" "$tmp/bad.jsonl" -o "$tmp/b.svg"
+# An open swarm's peers (--join) carry a "peer" id and no rank: three of
+# them in one shared file, their events interleaved, are three peers (one
+# line each, labelled with the id's first 8 hex digits), not one zig-zag.
+"$PY" - "$tmp/open.jsonl" <<'PYEOF'
+import json, sys
+ids = ["1a2b3c4d00000001", "5e6f708100000002", "9a0b1c2d00000003"]
+with open(sys.argv[1], "w") as f:
+    for i, peer in enumerate(ids):
+        f.write(json.dumps({"time": 100.0 + i, "mono": 1.0, "peer": peer, "swarm": "rumor",
+                            "event": "start", "peers": 3, "mode": "dpsgd"}) + "\n")
+    for k in range(1, 13):
+        for i, peer in enumerate(ids):
+            f.write(json.dumps({"time": 100.0 + i + k, "mono": 1.0 + k, "peer": peer,
+                                "swarm": "rumor", "event": "round", "round": k,
+                                "loss": 2.0 / k + i, "examples_per_s": 1000.0 + 100 * i,
+                                "consensus": 0.1 / k}) + "\n")
+PYEOF
+out=$("$PY" "$plot" "$tmp/open.jsonl" -o "$tmp/open.svg" 2>&1) || fail "plot-metrics (open swarm): $out"
+echo "$out"
+echo "$out" | grep -q "plot-metrics: 3 peers" || fail "an open swarm's 3 peers drawn as: $out"
+"$PY" - "$tmp/open.svg" <<'PYEOF' || fail "the open swarm's SVG (see above)"
+import sys, xml.etree.ElementTree as ET
+texts = [t.strip() for t in ET.parse(sys.argv[1]).getroot().itertext() if t.strip()]
+ok = True
+for want in ("peer 1a2b3c4d", "peer 5e6f7081", "peer 9a0b1c2d"):
+    if texts.count(want) != 1:  # once, in the legend
+        print("test_plot_metrics: the open swarm's legend has %r %d times, not once: %s"
+              % (want, texts.count(want), [t for t in texts if t.startswith("peer")]),
+              file=sys.stderr)
+        ok = False
+sys.exit(0 if ok else 1)
+PYEOF
+# two ids alike in their first 8 digits are labelled whole
+sed 's/5e6f708100000002/1a2b3c4d00000002/' "$tmp/open.jsonl" > "$tmp/alike.jsonl"
+run_expect 0 "3 peers" "$PY" "$plot" "$tmp/alike.jsonl" -o "$tmp/alike.svg"
+grep -q ">peer 1a2b3c4d00000002<" "$tmp/alike.svg" ||
+  fail "two open peers alike in 8 digits are not labelled with their whole ids"
 run_expect 2 "no such file or directory" "$PY" "$plot" "$tmp/nope.jsonl" -o "$tmp/b.svg"
 run_expect 2 "must end in .svg or .png" "$PY" "$plot" "$tmp/run" -o "$tmp/b.pdf"
 finish
