@@ -83,16 +83,20 @@ static int open_cuda(rumor_device_t *d, const char *spec, int index)
 #endif
 }
 
-int rumor_device_open(const char *spec, rumor_device_t **out)
+/* Opens spec's device, or with dry only checks that spec parses. */
+static int device_open(const char *spec, rumor_device_t **out, int dry)
 {
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!spec || !*spec)
         spec = "auto";
     rumor_device_t *d = calloc(1, sizeof *d);
     if (!d)
         return rumor_err_set(RUMOR_ENOMEM, "device: out of memory");
     int rc, idx;
-    if (strcmp(spec, "auto") == 0) {
+    if (strcmp(spec, "auto") == 0 && dry) {
+        rc = 0;
+    } else if (strcmp(spec, "auto") == 0) {
         /* The first GPU when one works; the CPU otherwise, saying why. */
         rc = -1;
         if (rumor_device_count(RUMOR_DEV_CUDA) > 0) {
@@ -127,9 +131,9 @@ int rumor_device_open(const char *spec, rumor_device_t **out)
             rc = parse_index(spec, head + 3, 0, &idx);
         if (rc == 0 && head[3] == ':' && idx == 0)
             rc = rumor_err_set(RUMOR_EINVAL, "device '%s': thread count must be at least 1", spec);
-        if (rc == 0)
+        if (rc == 0 && !dry)
             rc = open_cpu(d, idx);
-        if (rc == 0 && factor > 1.0) {
+        if (rc == 0 && !dry && factor > 1.0) {
             size_t len = strlen(d->name);
             snprintf(d->name + len - 1, sizeof d->name - len + 1, ", %gx slower)", factor);
         }
@@ -145,9 +149,9 @@ int rumor_device_open(const char *spec, rumor_device_t **out)
         rc = with_prec ? rumor_precision_parse(last + 1, &prec) : 0;
         if (rc == 0)
             rc = parse_index(spec, head + 4, 0, &idx);
-        if (rc == 0)
+        if (rc == 0 && !dry)
             rc = open_cuda(d, spec, idx);
-        if (rc == 0 && with_prec && (rc = rumor_device_set_precision(d, prec)) < 0) {
+        if (rc == 0 && !dry && with_prec && (rc = rumor_device_set_precision(d, prec)) < 0) {
 #ifdef HAVE_CUDA
             rumor_cuda_close(d);
 #endif
@@ -158,12 +162,22 @@ int rumor_device_open(const char *spec, rumor_device_t **out)
                            "device '%s': expected cpu, cpu:THREADS[:slow=X], cuda, cuda:INDEX[:PRECISION] or auto",
                            spec);
     }
-    if (rc < 0) {
+    if (rc < 0 || dry) {
         free(d);
         return rc;
     }
     *out = d;
     return 0;
+}
+
+int rumor_device_open(const char *spec, rumor_device_t **out)
+{
+    return device_open(spec, out, 0);
+}
+
+int rumor_device_check_spec(const char *spec)
+{
+    return device_open(spec, NULL, 1);
 }
 
 void rumor_device_close(rumor_device_t **dp)

@@ -222,6 +222,11 @@ struct rumor_device {
  * "auto" quietly falls back to the CPU. */
 int rumor_device_open(const char *spec, rumor_device_t **out) RUMOR_WUR;
 
+/* Whether spec is a device spec rumor_device_open understands, without
+ * opening anything (RUMOR_EINVAL naming it otherwise): whether the device
+ * is there is the open's question. */
+int rumor_device_check_spec(const char *spec) RUMOR_WUR;
+
 /* Releases a device and sets *dp to NULL; safe to call twice. */
 void rumor_device_close(rumor_device_t **dp);
 

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "blas_tune.h"
+#include "dirs.h"
+#include "checkpoint.h"
 #include "log.h"
 #include "progress.h"
 #include "train_cmds.h"
@@ -37,14 +39,18 @@ static const char usage_head[] =
     "  --eval-every N         steps between evaluations (default: each epoch's end for\n"
     "                         images, 100 for text); and at the end\n"
     "  --eval-batches N       validation batches per evaluation, 0 = all (default 0)\n"
-    "  --checkpoint-dir DIR   write a checkpoint at every evaluation\n"
+    "  --checkpoint-dir DIR   write a checkpoint at every evaluation (DIR is created\n"
+    "                         and tried at start: one that cannot be written is bad\n"
+    "                         usage)\n"
     "  --keep-checkpoints N   how many to keep (default 3)\n"
-    "  --resume FILE          start from a checkpoint (its step, parameters, optimizer)\n"
+    "  --resume FILE          start from a checkpoint (its step, parameters, optimizer);\n"
+    "                         one at or past the run's last step is an error: give\n"
+    "                         --steps or --epochs beyond it\n"
     "\n"
     "Subcommands on a checkpoint (see rumor-train sample --help):\n"
     "  rumor-train sample CKPT [--prompt TEXT] [--tokens N] [--temperature X] [--seed S]\n"
     "  rumor-train eval CKPT [--data SPEC] [--batch N] [--eval-batches N]\n"
-    "  rumor-train export CKPT DIR   Hugging Face GPT-2 format\n"
+    "  rumor-train export CKPT DIR [--force]   Hugging Face GPT-2 format\n"
     "and on a pipeline schedule, without training (rumor-train schedule --help):\n"
     "  rumor-train schedule --schedule S --stages P --microbatches M [--svg FILE]\n"
     "and the devices this machine offers (the CPU and each GPU):\n"
@@ -79,9 +85,9 @@ static const rumor_opt_t option_table[] = {
     { "steps", 0, RUMOR_OPT_LONG, offsetof(struct options, steps), 1, 1e12, NULL, 0 },
     { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, eval_every), 1, 1 << 30, NULL, 0 },
     { "eval-batches", 0, RUMOR_OPT_INT, offsetof(struct options, eval_batches), 0, 1 << 30, NULL, 0 },
-    { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
+    { "checkpoint-dir", 0, RUMOR_OPT_PATH, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
     { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
-    { "resume", 0, RUMOR_OPT_STR, offsetof(struct options, resume), 0, 0, NULL, 0 },
+    { "resume", 0, RUMOR_OPT_PATH, offsetof(struct options, resume), 0, 0, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -133,6 +139,12 @@ int main(int argc, char **argv)
     }
     tc.steps = o.steps;
     tc.eval_batches = o.eval_batches;
+    /* where the run writes, before it loads anything: a checkpoint that
+     * cannot be written would otherwise fail hundreds of steps in */
+    if (o.checkpoint_dir && rumor_dir_prepare(o.checkpoint_dir) < 0) {
+        fprintf(stderr, "rumor-train: --checkpoint-dir: %s\n", rumor_err_msg());
+        return 2;
+    }
     double t0 = rumor_now();
     if (rumor_trainer_create(&tc, &t) < 0)
         return fail(&t, &metrics);
@@ -140,6 +152,19 @@ int main(int argc, char **argv)
     if (o.resume) {
         if (rumor_trainer_resume(t, o.resume, &first) < 0) {
             rumor_err_prefix(rumor_err_code(), "resume");
+            return fail(&t, &metrics);
+        }
+        if (first >= t->total_steps) { /* nothing to do is not a run that succeeded */
+            char end[64];
+            if (o.steps)
+                snprintf(end, sizeof end, "--steps %ld", o.steps);
+            else
+                snprintf(end, sizeof end, "--epochs %d of %ld steps", o.t.epochs,
+                         t->steps_per_epoch);
+            rumor_err_set(RUMOR_ESTATE, "resume: %s is at step %ld, already %s this run's last "
+                          "step %ld (%s): nothing to train; give --steps (or --epochs) beyond "
+                          "step %ld to go on", o.resume, first,
+                          first == t->total_steps ? "at" : "past", t->total_steps, end, first);
             return fail(&t, &metrics);
         }
         /* stderr, even with -q: which file a run continues matters */

@@ -28,10 +28,13 @@ static const char sample_usage[] =
     "\n"
     "  --prompt TEXT          text to continue (default: a newline)\n"
     "  --tokens N             bytes to generate, 1..100000 (default 300)\n"
-    "  --temperature X        sampling temperature, 0.01..10 (default 0.8); lower is\n"
-    "                         more conservative\n"
+    "  --temperature X        sampling temperature, 0 or 0.01..10 (default 0.8); lower\n"
+    "                         is more conservative; 0 is greedy decoding: always the\n"
+    "                         most likely byte, the same text whatever the seed\n"
     "  --seed S               random seed (default 1): the same seed, checkpoint and\n"
     "                         prompt give the same text\n"
+    "\n"
+    "Exit status: 0 on success, 1 on a runtime error, 2 on bad usage.\n"
     "\n"
     "Example:\n"
     "  rumor-train sample ckpt/rumor-r0-000000002000.safetensors --prompt 'And God said'\n";
@@ -46,15 +49,25 @@ static const char eval_usage[] =
     "                         fashion-mnist[:DIR] for an MLP (the test set; the default)\n"
     "  --batch N              windows or examples per batch, 1..65536 (default 16)\n"
     "  --eval-batches N       batches to evaluate, 0 = all (default 0)\n"
+    "  --allow-vocab-mismatch\n"
+    "                         evaluate a GPT whose vocab= is larger than the text's 256\n"
+    "\n"
+    "Exit status: 0 on success, 1 on a runtime error, 2 on bad usage.\n"
     "\n"
     "Example:\n"
     "  rumor-train eval ckpt/train-r0-000000002000.safetensors --data text:build/corpus/kjv.txt\n";
 
 static const char export_usage[] =
-    "Usage: rumor-train export CKPT DIR\n"
+    "Usage: rumor-train export CKPT DIR [--force]\n"
     "Write the GPT model of checkpoint CKPT to DIR in Hugging Face GPT-2 format:\n"
     "DIR/model.safetensors and DIR/config.json, which transformers'\n"
-    "GPT2LMHeadModel.from_pretrained(DIR) loads.\n";
+    "GPT2LMHeadModel.from_pretrained(DIR) loads. DIR must be empty or not exist\n"
+    "(it is created), so that an earlier export is never replaced by mistake.\n"
+    "\n"
+    "  --force                write into DIR even when it is not empty (its\n"
+    "                         model.safetensors and config.json are replaced)\n"
+    "\n"
+    "Exit status: 0 on success, 1 on a runtime error, 2 on bad usage.\n";
 
 struct sample_opts {
     const char *prompt;
@@ -66,7 +79,7 @@ struct sample_opts {
 static const rumor_opt_t sample_table[] = {
     { "prompt", 0, RUMOR_OPT_STR, offsetof(struct sample_opts, prompt), 0, 0, NULL, 0 },
     { "tokens", 0, RUMOR_OPT_INT, offsetof(struct sample_opts, tokens), 1, 100000, NULL, 0 },
-    { "temperature", 0, RUMOR_OPT_DOUBLE, offsetof(struct sample_opts, temperature), 0.01, 10,
+    { "temperature", 0, RUMOR_OPT_DOUBLE, offsetof(struct sample_opts, temperature), 0, 10,
       NULL, 0 },
     { "seed", 0, RUMOR_OPT_LONG, offsetof(struct sample_opts, seed), 0, 9.0e18, NULL, 0 },
     { 0 },
@@ -74,7 +87,7 @@ static const rumor_opt_t sample_table[] = {
 
 struct eval_opts {
     const char *data;
-    int batch, eval_batches;
+    int batch, eval_batches, allow_vocab_mismatch;
 };
 
 static const rumor_opt_t eval_table[] = {
@@ -82,6 +95,8 @@ static const rumor_opt_t eval_table[] = {
     { "batch", 0, RUMOR_OPT_INT, offsetof(struct eval_opts, batch), 1, 65536, NULL, 0 },
     { "eval-batches", 0, RUMOR_OPT_INT, offsetof(struct eval_opts, eval_batches), 0, 1 << 30,
       NULL, 0 },
+    { "allow-vocab-mismatch", 0, RUMOR_OPT_FLAG, offsetof(struct eval_opts, allow_vocab_mismatch),
+      0, 0, NULL, 1 },
     { 0 },
 };
 
@@ -110,6 +125,33 @@ static int cmd_fail(const char *what, rumor_device_t **dev, rumor_model_t **m, r
     return 1;
 }
 
+/* Greedy decoding (temperature 0): the most likely byte, the first of
+ * equals. */
+static int argmax(const float *probs, int V)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (probs[v] > probs[best])
+            best = v;
+    return best;
+}
+
+/* A byte drawn from softmax(logits / temperature) = p^(1/temperature),
+ * renormalized (q: V doubles of scratch). */
+static int draw(const float *probs, int V, double temperature, double *q, uint64_t *rng)
+{
+    double sum = 0.0;
+    for (int v = 0; v < V; v++)
+        sum += q[v] = pow((double)probs[v], 1.0 / temperature);
+    double u = (double)(rumor_splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
+    for (int v = 0; v < V; v++) {
+        if (u < q[v])
+            return v;
+        u -= q[v];
+    }
+    return V - 1;
+}
+
 static int sample(const rumor_stage_t *st, const struct sample_opts *o, int32_t *ctx, int len,
                   float *probs, double *q)
 {
@@ -134,19 +176,8 @@ static int sample(const rumor_stage_t *st, const struct sample_opts *o, int32_t 
             free(zeros);
             return rc;
         }
-        /* softmax(logits / temperature) = p^(1/temperature), renormalized */
-        double sum = 0.0;
-        for (int v = 0; v < V; v++)
-            sum += q[v] = pow((double)probs[v], 1.0 / o->temperature);
-        double u = (double)(rumor_splitmix64(&rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
-        int pick = V - 1;
-        for (int v = 0; v < V; v++) {
-            if (u < q[v]) {
-                pick = v;
-                break;
-            }
-            u -= q[v];
-        }
+        int pick = o->temperature == 0 ? argmax(probs, V)
+                                       : draw(probs, V, o->temperature, q, &rng);
         ctx[len++] = pick;
         fputc(pick, stdout);
         fflush(stdout);
@@ -184,6 +215,13 @@ static int cmd_sample(int argc, char **argv)
     int rc = parse_sub("rumor-train sample", sample_usage, sample_table, &o, argc, argv, &path);
     if (rc >= 0)
         return rc;
+    /* below 0.01, p^(1/T) underflows to 0 for every byte */
+    if (o.temperature > 0 && o.temperature < 0.01) {
+        fprintf(stderr, "rumor-train sample: --temperature %g: expected 0 (greedy) or 0.01 to "
+                        "10\nTry 'rumor-train sample --help' for more information.\n",
+                o.temperature);
+        return 2;
+    }
     rumor_device_t *dev = NULL;
     rumor_model_t *m = NULL;
     rumor_stage_t *st = NULL;
@@ -244,6 +282,14 @@ static int cmd_eval(int argc, char **argv)
                       m->spec);
         goto fail;
     }
+    int data_vocab;
+    rumor_source_spec_kind(o.data, &data_vocab);
+    if (lm && data_vocab == RUMOR_BYTE_VOCAB && m->vocab > data_vocab && !o.allow_vocab_mismatch) {
+        rumor_err_set(RUMOR_EINVAL, "%s: model %s has vocab=%d, not the data's vocabulary (%d: "
+                      "--data %s is bytes); give --allow-vocab-mismatch to evaluate it anyway",
+                      path, m->spec, m->vocab, data_vocab, o.data);
+        goto fail;
+    }
     rumor_source_config_t sc;
     rumor_source_config_default(&sc);
     sc.spec = o.data;
@@ -281,21 +327,43 @@ fail:
 
 static int cmd_export(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(export_usage, stdout);
-        return 0;
+    const char *pos[2];
+    int npos = 0, force = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(export_usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--force")) {
+            force = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "rumor-train export: unknown option '%s'\n%s", argv[i], export_usage);
+            return 2;
+        } else if (npos == 2) {
+            fprintf(stderr, "rumor-train export: unexpected argument '%s'\n%s", argv[i],
+                    export_usage);
+            return 2;
+        } else {
+            pos[npos++] = argv[i];
+        }
     }
-    if (argc != 3) {
+    if (npos != 2) {
         fprintf(stderr, "rumor-train export: expected CKPT and DIR\n%s", export_usage);
+        return 2;
+    }
+    /* where it writes is the command line's: checked before the checkpoint
+     * is read */
+    if (rumor_export_check_dir(pos[1], force) < 0) {
+        fprintf(stderr, "rumor-train export: %s\n", rumor_err_msg());
         return 2;
     }
     rumor_device_t *dev = NULL;
     rumor_model_t *m = NULL;
     rumor_stage_t *st = NULL;
-    if (open_ckpt(argv[1], 1, &dev, &m, &st) < 0 || rumor_export_hf(st, argv[2]) < 0)
+    if (open_ckpt(pos[0], 1, &dev, &m, &st) < 0 || rumor_export_hf(st, pos[1]) < 0)
         return cmd_fail("export", &dev, &m, &st);
     printf("rumor-train export: %s (%zu parameters) -> %s/model.safetensors, %s/config.json\n",
-           m->spec, m->nparams, argv[2], argv[2]);
+           m->spec, m->nparams, pos[1], pos[1]);
     rumor_stage_destroy(&st);
     rumor_model_destroy(&m);
     rumor_device_close(&dev);

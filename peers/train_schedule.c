@@ -10,6 +10,7 @@
 #include "options.h"
 #include "schedule.h"
 #include "train_cmds.h"
+#include "trainopts.h"
 
 static const char usage[] =
     "Usage: rumor-train schedule [--schedule S] [--stages P] [--microbatches M]\n"
@@ -105,6 +106,10 @@ int rumor_train_schedule_cmd(int argc, char **argv)
     double fbw[3], costed[5];
     if (o.costs && parse_costs(o.costs, fbw) < 0)
         return 2;
+    if (o.svg && rumor_train_opts_check_output("--svg", o.svg) < 0) {
+        fprintf(stderr, "rumor-train schedule: %s\n", rumor_err_msg());
+        return 2;
+    }
     rumor_schedule_t *s = NULL, *u = NULL;
     int brc = rumor_schedule_build(o.schedule, o.stages, o.microbatches, 0, &u);
     if (brc == 0 && o.costs) {

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -24,6 +26,10 @@ const char rumor_train_opts_help[] =
     "  --model SPEC           mlp:D0-D1-...-Dn[:relu|:gelu][:dropout=P]\n"
     "                         (default: mlp:784-256-256-10), or a GPT-2:\n"
     "                         gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P]\n"
+    "                         (vocab= defaults to the data's; on text it must be 256)\n"
+    "  --allow-vocab-mismatch\n"
+    "                         train a GPT whose vocab= is larger than the text's 256\n"
+    "                         (an output layer for tokens the data never holds)\n"
     "  --device SPEC          cpu, cpu:THREADS, cuda, cuda:N or auto (default: cpu);\n"
     "                         a CPU spec may end in :slow=X (X times slower), a GPU's\n"
     "                         in :fp32, :tf32 or :bf16 (its precision)\n"
@@ -37,10 +43,10 @@ const char rumor_train_opts_help[] =
     "\n"
     "Pipeline (the model cut into stages across devices; docs/pipeline.md):\n"
     "  --stages N             pipeline stages (default: one per --devices entry, else 1:\n"
-    "                         no pipeline)\n"
-    "  --devices LIST         the stages' devices, e.g. cpu:1,cpu:1 or cuda:0,cuda:1\n"
-    "                         or cpu:1,cuda:0 (one may repeat; default: cpu:1 for\n"
-    "                         each stage)\n"
+    "                         no pipeline); with --devices, as many as it lists\n"
+    "  --devices LIST         the stages' devices, one a stage, e.g. cpu:1,cpu:1 or\n"
+    "                         cuda:0,cuda:1 or cpu:1,cuda:0 (one may repeat; default:\n"
+    "                         cpu:1 for each stage)\n"
     "  --schedule S           gpipe, 1f1b, interleaved[:V], zb-h1 or zbv (default\n"
     "                         1f1b); rumor-train schedule shows them\n"
     "  --microbatches M       micro-batches a step (default: 2 x stages), 1 to 4096\n"
@@ -87,7 +93,11 @@ const char rumor_train_opts_help[] =
     "  --log-level LEVEL      error, warn, info or debug (default: info; or RUMOR_LOG)\n"
     "  -c, --config FILE      read options from an INI file first: one 'key = value'\n"
     "                         a line, keys named like the long options (any\n"
-    "                         section); flags on the command line win\n"
+    "                         section); flags on the command line win. Relative\n"
+    "                         paths in the file (peers-file, keys, allow, data,\n"
+    "                         checkpoint-dir, metrics, file:PATH, ...) are taken\n"
+    "                         from the file's directory, those on the command\n"
+    "                         line from the working directory\n"
     "  -h, --help             show this help and exit\n"
     "  -V, --version          show the version and exit\n";
 
@@ -137,6 +147,27 @@ void rumor_train_opts_apply_log(const struct rumor_train_opts *o)
         rumor_log_set_level(l);
 }
 
+int rumor_train_opts_check_output(const char *opt, const char *path)
+{
+    struct stat sb;
+    if (!strcmp(path, "-"))
+        return 0;
+    if (stat(path, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? rumor_err_set(RUMOR_EINVAL, "%s %s: is a directory", opt,
+                                                   path)
+               : access(path, W_OK) < 0 ? rumor_err_sys(RUMOR_EINVAL, "%s %s", opt, path)
+                                        : 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *up = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+    if (stat(up, &sb) < 0 || !S_ISDIR(sb.st_mode))
+        return rumor_err_set(RUMOR_EINVAL, "%s %s: there is no directory %s", opt, path, up);
+    if (access(up, W_OK | X_OK) < 0)
+        return rumor_err_sys(RUMOR_EINVAL, "%s %s: cannot create it in %s", opt, path, up);
+    return 0;
+}
+
 int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int world,
                             rumor_trainer_config_t *c)
 {
@@ -179,5 +210,11 @@ int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int worl
     c->partition = o->partition;
     if (o->precision)
         RUMOR_CHECK(rumor_precision_parse(o->precision, &c->precision));
-    return 0;
+    c->allow_vocab_mismatch = o->allow_vocab_mismatch;
+    if (o->metrics)
+        RUMOR_CHECK(rumor_train_opts_check_output("--metrics", o->metrics));
+    if (o->trace)
+        RUMOR_CHECK(rumor_train_opts_check_output("--trace", o->trace));
+    /* every spec now, before any data loads or peer is met: bad usage */
+    return rumor_trainer_config_check(c);
 }

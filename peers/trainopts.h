@@ -16,6 +16,7 @@ struct rumor_train_opts {
     const char *trace;                          /* a Chrome trace file */
     const char *precision;                      /* fp32, tf32, bf16 */
     int threads, epochs, batch, nesterov, shuffle_labels, quiet, stages, microbatches;
+    int allow_vocab_mismatch; /* a GPT whose vocabulary is not the text's 256 */
     long train_limit, seed;
     double lr, momentum, weight_decay, beta1, beta2, warmup_epochs, min_lr_ratio, progress;
     double sgd_lr;   /* the default --lr for sgd (binaries differ: see their --help) */
@@ -24,10 +25,12 @@ struct rumor_train_opts {
 /* Option-table entries for a struct that holds the training options in a
  * member `m` (use inside a rumor_opt_t array). */
 #define RUMOR_TRAIN_OPTIONS(type, m)                                                        \
-    { "data", 0, RUMOR_OPT_STR, offsetof(type, m.data), 0, 0, NULL, 0 },                    \
+    { "data", 0, RUMOR_OPT_PATHS, offsetof(type, m.data), 0, 0, "fashion-mnist:|text:|tokens:", 1 }, \
     { "train-limit", 0, RUMOR_OPT_LONG, offsetof(type, m.train_limit), 1, 2147483647.0, NULL, 0 }, \
     { "shuffle-labels", 0, RUMOR_OPT_FLAG, offsetof(type, m.shuffle_labels), 0, 0, NULL, 1 }, \
     { "model", 0, RUMOR_OPT_STR, offsetof(type, m.model), 0, 0, NULL, 0 },                  \
+    { "allow-vocab-mismatch", 0, RUMOR_OPT_FLAG, offsetof(type, m.allow_vocab_mismatch), 0, 0, \
+      NULL, 1 },                                                                             \
     { "device", 0, RUMOR_OPT_STR, offsetof(type, m.device), 0, 0, NULL, 0 },                \
     { "devices", 0, RUMOR_OPT_STR, offsetof(type, m.devices), 0, 0, NULL, 0 },              \
     { "precision", 0, RUMOR_OPT_CHOICE, offsetof(type, m.precision), 0, 0, "fp32|tf32|bf16", 0 }, \
@@ -49,8 +52,8 @@ struct rumor_train_opts {
     { "lr-schedule", 0, RUMOR_OPT_CHOICE, offsetof(type, m.lr_schedule), 0, 0, "cosine|constant", 0 }, \
     { "min-lr-ratio", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.min_lr_ratio), 0, 1, NULL, 0 }, \
     { "seed", 0, RUMOR_OPT_LONG, offsetof(type, m.seed), 0, 2147483647.0, NULL, 0 },        \
-    { "metrics", 0, RUMOR_OPT_STR, offsetof(type, m.metrics), 0, 0, NULL, 0 },              \
-    { "trace", 0, RUMOR_OPT_STR, offsetof(type, m.trace), 0, 0, NULL, 0 },                  \
+    { "metrics", 0, RUMOR_OPT_PATH, offsetof(type, m.metrics), 0, 0, NULL, 0 },             \
+    { "trace", 0, RUMOR_OPT_PATH, offsetof(type, m.trace), 0, 0, NULL, 0 },                 \
     { "progress", 0, RUMOR_OPT_DOUBLE, offsetof(type, m.progress), 0, 1e6, NULL, 0 },       \
     { "quiet", 'q', RUMOR_OPT_FLAG, offsetof(type, m.quiet), 0, 0, NULL, 1 },               \
     { "log-level", 0, RUMOR_OPT_CHOICE, offsetof(type, m.log_level), 0, 0, "error|warn|info|debug", 0 }
@@ -73,8 +76,17 @@ void rumor_train_opts_default(struct rumor_train_opts *o);
 /* Applies --log-level (if given). */
 void rumor_train_opts_apply_log(const struct rumor_train_opts *o);
 
+/* An output file named on the command line (opt its option; - is
+ * standard output), checked before any work so that a run is not lost to
+ * it at its end: its directory must be there and writable, and the name
+ * not a directory. Nothing is created. RUMOR_EINVAL (bad usage) naming
+ * both otherwise. */
+int rumor_train_opts_check_output(const char *opt, const char *path);
+
 /* The trainer's configuration from the options (trainer.h), or
- * RUMOR_EINVAL for options that cannot go together (bad usage): SGD lr
+ * RUMOR_EINVAL for options that cannot go together or specs that do not
+ * parse (rumor_trainer_config_check: --model, --device, --devices,
+ * --stages, --schedule, --partition; all bad usage, exit 2): SGD lr
  * o->sgd_lr and weight decay 5e-4, AdamW lr 1e-3 and decay 0.01 unless
  * given; rank and world are the caller's. The strings stay o's. */
 int rumor_train_opts_config(const struct rumor_train_opts *o, int rank, int world,

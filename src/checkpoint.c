@@ -421,6 +421,7 @@ out:
     return rc;
 }
 
+
 /* The round of the file name of a checkpoint of prefix pre, or -1 when
  * name is not one. */
 static long name_round(const char *name, const char *pre)

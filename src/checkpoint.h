@@ -84,6 +84,7 @@ int rumor_ckpt_filename(const char *swarm, int rank, long round, char *buf, size
 int rumor_ckpt_save(const char *dir, const rumor_stage_t *st, const rumor_optim_t *o,
                     const rumor_ckpt_info_t *info, int keep) RUMOR_WUR;
 
+
 /* Loads one checkpoint file into m, and into o when o is not NULL and the
  * file holds optimizer state (its kind must then match o's; o->t is restored
  * from the metadata). Checks the header length (<= RUMOR_CKPT_MAX_HEADER and

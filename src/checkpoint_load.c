@@ -156,8 +156,8 @@ static int parse_meta(const char *path, const cJSON *root, rumor_ckpt_info_t *ci
     if (!fmt || !spec || !opt || !swarm || !*hex)
         return RUMOR_EFORMAT;
     if (strcmp(fmt, CKPT_FORMAT))
-        return rumor_err_set(RUMOR_EFORMAT, "%s: format \"%.40s\", expected \"%s\"", path, fmt,
-                             CKPT_FORMAT);
+        return rumor_err_set(RUMOR_EFORMAT, "%s: a safetensors file but not a rumor checkpoint: "
+                             "format \"%.40s\", expected \"%s\"", path, fmt, CKPT_FORMAT);
     long long round, epoch, ot, rank, inc;
     RUMOR_CHECK(meta_int(meta, path, "nparams", 0, LLONG_MAX, np));
     RUMOR_CHECK(meta_int(meta, path, "round", 0, CKPT_MAX_ROUND, &round));
@@ -213,9 +213,9 @@ static int check_header(const char *path, const cJSON *root, const rumor_model_t
     if (has_m && !has_v && strcmp(opt, "sgd"))
         return rumor_err_set(RUMOR_EFORMAT, "%s: unknown optimizer \"%.16s\"", path, opt);
     if (o && has_m && has_v != (o->cfg.kind == RUMOR_OPT_ADAMW))
-        return rumor_err_set(RUMOR_EFORMAT, "%s: holds %s state, the optimizer is %s (load with "
-                             "no optimizer to take the parameters only)", path, opt,
-                             o->cfg.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd");
+        return rumor_err_set(RUMOR_EFORMAT, "%s: holds %s state, the optimizer is %s: give "
+                             "--optimizer %s to go on from it", path, opt,
+                             o->cfg.kind == RUMOR_OPT_ADAMW ? "adamw" : "sgd", opt);
     size_t dlen;
     if (strlen(hex) != 64 || sodium_hex2bin(digest, 32, hex, 64, NULL, &dlen, NULL) < 0 || dlen != 32)
         return rumor_err_set(RUMOR_EFORMAT, "%s: metadata \"blake2b\" is not 64 hex digits", path);
@@ -297,6 +297,13 @@ static int read_header(const char *path, int *fd, uint64_t *size_out, char **hdr
                              "header length", path, size);
     for (int i = 0; i < 8; i++)
         hlen |= (uint64_t)len8[i] << (8 * i);
+    /* safetensors: the length, then a JSON object. Anything else (a text
+     * file, a PyTorch pickle) is named as such, not by the number its
+     * first 8 bytes happen to make. */
+    unsigned char first;
+    if (size > 8 && (pread(*fd, &first, 1, 8) != 1 || first != '{'))
+        return rumor_err_set(RUMOR_EFORMAT, "%s: not a safetensors file (no JSON header after "
+                             "the 8-byte header length)", path);
     if (hlen > RUMOR_CKPT_MAX_HEADER)
         return rumor_err_set(RUMOR_EFORMAT, "%s: header length %" PRIu64 " exceeds the %u-byte "
                              "limit", path, hlen, RUMOR_CKPT_MAX_HEADER);

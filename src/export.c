@@ -2,6 +2,7 @@
 #include "export.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,6 +45,56 @@ static int put_file(const char *dir, const char *name, const void *a, size_t na,
         unlink(tmp);
         return rc;
     }
+    return 0;
+}
+
+int rumor_export_check_dir(const char *dir, int force)
+{
+    struct stat sb;
+    if (!dir || !*dir)
+        return rumor_err_set(RUMOR_EINVAL, "export: empty directory name");
+    if (stat(dir, &sb) < 0) {
+        if (errno != ENOENT)
+            return rumor_err_sys(RUMOR_EINVAL, "%s: cannot be the export directory", dir);
+        /* missing: its parent must take a new directory */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        while (slash && slash > parent && slash[1] == '\0') { /* "out/" */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+        }
+        const char *up = !slash ? "." : slash == parent ? "/" : (*slash = '\0', parent);
+        if (stat(up, &sb) < 0)
+            return rumor_err_sys(RUMOR_EINVAL, "%s: cannot be created: %s", dir, up);
+        if (!S_ISDIR(sb.st_mode))
+            return rumor_err_set(RUMOR_EINVAL, "%s: cannot be created: %s is not a directory",
+                                 dir, up);
+        if (access(up, W_OK | X_OK) < 0)
+            return rumor_err_sys(RUMOR_EINVAL, "%s: cannot be created in %s", dir, up);
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return rumor_err_set(RUMOR_EINVAL, "%s: not a directory (an export is a directory of "
+                             "two files)", dir);
+    if (access(dir, W_OK | X_OK) < 0)
+        return rumor_err_sys(RUMOR_EINVAL, "%s: cannot write there", dir);
+    if (force)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return rumor_err_sys(RUMOR_EINVAL, "%s: cannot read the directory", dir);
+    int n = 0;
+    char first[256] = "";
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !n++)
+            snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (n)
+        return rumor_err_set(RUMOR_EINVAL, "%s is not empty (it holds %s%s): an earlier export "
+                             "would be replaced; give --force to write into it anyway, or name "
+                             "a new directory", dir, first, n > 1 ? " and more" : "");
     return 0;
 }
 

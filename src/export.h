@@ -15,6 +15,13 @@
 extern "C" {
 #endif
 
+/* Whether dir may receive an export: a directory that is empty, or that
+ * is not there and can be created (its parent is a directory we may write
+ * in); with force any directory we may write in. Nothing is created.
+ * RUMOR_EINVAL naming dir and what is wrong ("holds 2 files: give --force to
+ * write into it anyway"). */
+int rumor_export_check_dir(const char *dir, int force) RUMOR_WUR;
+
 /* st holds a whole GPT model. Creates dir (mode 0755) when missing;
  * overwrites the two files (each written to a temp file, then renamed). */
 int rumor_export_hf(const rumor_stage_t *st, const char *dir) RUMOR_WUR;

@@ -273,8 +273,9 @@ static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
             (*out)->tok[i] = v = (uint16_t)(v >> 8 | v << 8);
         if (v >= vocab)
             rc = rumor_err_set(RUMOR_EFORMAT,
-                               "%s: token %u at index %zu is outside the vocabulary of %d", path,
-                               (unsigned)v, i, vocab);
+                               "%s: token %u at index %zu is outside the vocabulary of %d "
+                               "(token shards do not record theirs: give the model a vocab= "
+                               "above the largest token)", path, (unsigned)v, i, vocab);
     }
     if (rc < 0)
         rumor_tokens_destroy(out);

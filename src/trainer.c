@@ -70,21 +70,6 @@ static int own_strings(rumor_trainer_t *t)
     return 0;
 }
 
-/* The model fits the data: a GPT on token windows of its vocabulary, an MLP
- * on images of its input width and classes. */
-static int check_fit(const rumor_trainer_t *t)
-{
-    const rumor_trainer_config_t *c = &t->cfg;
-    const rumor_model_t *m = t->model;
-    if (t->lm && m->kind != RUMOR_MODEL_GPT)
-        return rumor_err_set(RUMOR_EINVAL, "'%s' is not a language model; --data %s is text "
-                             "(use --model gpt:layers=L,dim=D,heads=H,ctx=T)", c->model, c->data);
-    if (!t->lm && m->kind != RUMOR_MODEL_MLP)
-        return rumor_err_set(RUMOR_EINVAL, "'%s' is a language model; --data %s holds images "
-                             "(use --data text:FILE or tokens:TRAIN.bin)", m->spec, c->data);
-    return 0;
-}
-
 static int check_images(const rumor_trainer_t *t)
 {
     const rumor_model_t *m = t->model;
@@ -109,25 +94,46 @@ static void size_run(rumor_trainer_t *t)
     t->oc.total_steps = c->cosine ? t->total_steps : 0;
 }
 
-/* The tokens of a --devices list ("cpu:1,cuda:0"), at most max of them. */
+/* How many entries of a comma-separated list are empty. */
+static int count_empty(const char *list)
+{
+    int empty = 0;
+    for (const char *p = list;; p++) {
+        const char *end = strchr(p, ',');
+        empty += end ? end == p : *p == '\0';
+        if (!end)
+            return empty;
+        p = end;
+    }
+}
+
+/* The entries of a --devices list ("cpu:1,cuda:0"), at most max of them;
+ * an empty entry ("cpu:1,,cpu:1", a trailing comma) is an error, not one
+ * device fewer. */
 static int device_specs(const char *devices, char specs[][32], int max, int *n)
 {
-    char list[1024];
-    if (strlen(devices) >= sizeof list)
-        return rumor_err_set(RUMOR_EINVAL, "--devices: longer than %zu characters",
-                             sizeof list - 1);
-    snprintf(list, sizeof list, "%s", devices);
+    int entries = 1;
+    for (const char *p = devices; *p; p++)
+        entries += *p == ',';
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
+    for (const char *p = devices;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0)
+            return rumor_err_set(RUMOR_EINVAL, "--devices '%s': entry %d is empty (%d entries, "
+                                 "%d device%s)", devices, *n + 1, entries,
+                                 entries - count_empty(devices),
+                                 entries - count_empty(devices) == 1 ? "" : "s");
         if (*n == max)
-            return rumor_err_set(RUMOR_EINVAL, "--devices: more than %d", max);
-        if (strlen(tok) >= 32)
-            return rumor_err_set(RUMOR_EINVAL, "--devices: '%s' is too long", tok);
-        snprintf(specs[(*n)++], 32, "%s", tok);
+            return rumor_err_set(RUMOR_EINVAL, "--devices '%s': %d devices, at most %d", devices,
+                                 entries, max);
+        if (len >= 32)
+            return rumor_err_set(RUMOR_EINVAL, "--devices: '%.*s' is too long", (int)len, p);
+        snprintf(specs[(*n)++], 32, "%.*s", (int)len, p);
+        if (!end)
+            break;
+        p = end;
     }
-    if (*n == 0)
-        return rumor_err_set(RUMOR_EINVAL, "--devices '%s': no device", devices);
     return 0;
 }
 
@@ -137,6 +143,109 @@ static int spec_has_precision(const char *spec)
 {
     const char *last = strrchr(spec, ':');
     return last && (!strcmp(last, ":fp32") || !strcmp(last, ":tf32") || !strcmp(last, ":bf16"));
+}
+
+/* The model fits the data's kind and, on text, its vocabulary. */
+static int check_model_data(const rumor_trainer_config_t *c, const rumor_model_t *m)
+{
+    int vocab, lm = rumor_source_spec_kind(c->data, &vocab) == RUMOR_BATCH_TOKENS;
+    if (lm && m->kind != RUMOR_MODEL_GPT)
+        return rumor_err_set(RUMOR_EINVAL, "'%s' is not a language model; --data %s is text "
+                             "(use --model gpt:layers=L,dim=D,heads=H,ctx=T)", c->model, c->data);
+    if (!lm && m->kind != RUMOR_MODEL_MLP)
+        return rumor_err_set(RUMOR_EINVAL, "'%s' is a language model; --data %s holds images "
+                             "(use --data text:FILE or tokens:TRAIN.bin)", m->spec, c->data);
+    if (!lm || vocab != RUMOR_BYTE_VOCAB || m->vocab == vocab)
+        return 0; /* token shards do not say their vocabulary (trainer.h) */
+    if (m->vocab < vocab)
+        return rumor_err_set(RUMOR_EINVAL, "--model %s: vocab=%d is smaller than the data's "
+                             "vocabulary (%d: --data %s is bytes); drop vocab= to take the "
+                             "data's", c->model, m->vocab, vocab, c->data);
+    if (!c->allow_vocab_mismatch)
+        return rumor_err_set(RUMOR_EINVAL, "--model %s: vocab=%d is not the data's vocabulary "
+                             "(%d: --data %s is bytes); drop vocab= to take the data's, or give "
+                             "--allow-vocab-mismatch to train the larger output layer anyway",
+                             c->model, m->vocab, vocab, c->data);
+    return 0;
+}
+
+/* A pipeline's devices, stages, schedule, micro-batches and cut, checked
+ * against the model m without opening a device. */
+static int check_pipeline(const rumor_trainer_config_t *c, const rumor_model_t *m)
+{
+    int stages = c->stages;
+    if (c->devices) {
+        char specs[RUMOR_SCHED_MAX_DEVICES][32];
+        int n;
+        RUMOR_CHECK(device_specs(c->devices, specs, RUMOR_SCHED_MAX_DEVICES, &n));
+        for (int d = 0; d < n; d++) {
+            int rc = rumor_device_check_spec(specs[d]);
+            if (rc < 0)
+                return rumor_err_prefix(rc, "--devices entry %d", d + 1);
+        }
+        /* one stage a device: more stages than devices (or fewer) would
+         * leave the list's meaning to a guess */
+        if (stages > 0 && stages != n)
+            return rumor_err_set(RUMOR_EINVAL, "--stages %d and --devices '%s' (%d device%s) "
+                                 "disagree: a pipeline runs one rank a device; list %d devices "
+                                 "(one may repeat) or leave --stages out", stages, c->devices,
+                                 n, n == 1 ? "" : "s", stages);
+        stages = n;
+    }
+    if (stages < 1)
+        stages = 1;
+    if (stages > RUMOR_SCHED_MAX_DEVICES)
+        return rumor_err_set(RUMOR_EINVAL, "--stages %d: at most %d", stages,
+                             RUMOR_SCHED_MAX_DEVICES);
+    const char *sched = c->schedule ? c->schedule : "1f1b";
+    rumor_sched_kind kind;
+    int V;
+    RUMOR_CHECK(rumor_schedule_parse(sched, &kind, &V));
+    int S = stages * V;
+    if (S > m->nblocks)
+        return rumor_err_set(RUMOR_EINVAL, "--stages %d under %s (%d chunk%s a device): %d "
+                             "stages for a model of %d blocks", stages, sched, V,
+                             V == 1 ? "" : "s", S, m->nblocks);
+    rumor_schedule_t *plan = NULL;
+    RUMOR_CHECK(rumor_schedule_build(sched, stages, c->microbatches ? c->microbatches : 2 * stages,
+                                     m->nblocks, &plan));
+    rumor_schedule_destroy(&plan);
+    if (c->partition && strcmp(c->partition, "profile") != 0) {
+        int cuts[RUMOR_SCHED_MAX_DEVICES * RUMOR_SCHED_MAX_CHUNKS + 1];
+        RUMOR_CHECK(rumor_pipeline_partition(m, c->partition, S, cuts));
+    }
+    return 0;
+}
+
+int rumor_trainer_config_check(const rumor_trainer_config_t *c)
+{
+    if (!c || !c->data || !c->model)
+        return rumor_err_set(RUMOR_EINVAL, "trainer: no config, data or model");
+    if (c->batch < 1 || c->world < 1 || c->rank < 0 || c->rank >= c->world || c->epochs < 1 ||
+        c->steps < 0 || c->threads < 0 || c->eval_batches < 0 || !(c->warmup_epochs >= 0))
+        return rumor_err_set(RUMOR_EINVAL, "trainer: batch %d, rank %d of %d, epochs %d, steps "
+                             "%ld, threads %d, eval batches %d or warm-up %g out of range",
+                             c->batch, c->rank, c->world, c->epochs, c->steps, c->threads,
+                             c->eval_batches, c->warmup_epochs);
+    if (c->device)
+        TRY("--device", rumor_device_check_spec(c->device));
+    if (c->precision != RUMOR_PREC_FP32 && (!c->device || !strncmp(c->device, "cpu", 3)) &&
+        !(c->devices && strstr(c->devices, "cuda")))
+        return rumor_err_set(RUMOR_EINVAL, "--precision %s: the CPU computes in fp32; %s needs "
+                             "a GPU (--device cuda:0 or --devices with a GPU)",
+                             rumor_precision_name(c->precision),
+                             rumor_precision_name(c->precision));
+    /* the model as the trainer builds it: a GPT without vocab= takes the
+     * data's (any value parses it for a model that cannot fit images) */
+    int vocab;
+    rumor_source_spec_kind(c->data, &vocab);
+    rumor_model_t *m = NULL;
+    TRY("model", rumor_model_create(c->model, vocab ? vocab : RUMOR_BYTE_VOCAB, &m));
+    int rc = check_model_data(c, m);
+    if (rc == 0 && (c->stages > 1 || c->schedule || c->devices))
+        rc = check_pipeline(c, m);
+    rumor_model_destroy(&m);
+    return rc < 0 ? rumor_err_trace_add(__FILE__, __LINE__, rc) : 0;
 }
 
 /* Opens a pipeline device and gives it the run's precision (a CPU device
@@ -237,12 +346,7 @@ static int open_pipeline(rumor_trainer_t *t)
 static int open_all(rumor_trainer_t *t)
 {
     const rumor_trainer_config_t *c = &t->cfg;
-    if (c->batch < 1 || c->world < 1 || c->rank < 0 || c->rank >= c->world || c->epochs < 1 ||
-        c->steps < 0 || c->threads < 0 || c->eval_batches < 0 || !(c->warmup_epochs >= 0))
-        return rumor_err_set(RUMOR_EINVAL, "trainer: batch %d, rank %d of %d, epochs %d, steps "
-                             "%ld, threads %d, eval batches %d or warm-up %g out of range",
-                             c->batch, c->rank, c->world, c->epochs, c->steps, c->threads,
-                             c->eval_batches, c->warmup_epochs);
+    RUMOR_CHECK(rumor_trainer_config_check(c));
     char devspec[32];
     const char *device = c->device;
     if (device && c->host_params && strncmp(device, "cuda", 4) == 0 && !c->devices) {
@@ -284,7 +388,6 @@ static int open_all(rumor_trainer_t *t)
     int vocab;
     t->lm = rumor_source_spec_kind(c->data, &vocab) == RUMOR_BATCH_TOKENS;
     TRY("model", rumor_model_create(c->model, vocab, &t->model));
-    TRY("model", check_fit(t));
     rumor_source_config_t sc;
     rumor_source_config_default(&sc);
     sc.spec = c->data;
@@ -814,13 +917,20 @@ static void epoch_end(rumor_trainer_t *t, const rumor_run_config_t *rc, struct r
                              epochs, train_loss, ev, secs, (double)s->epoch_rows / secs,
                              t->lm ? "windows" : "ex");
     }
-    rumor_metrics_write(rc->metrics,
-                        "\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,\"train_loss\":%.6g,"
-                        "\"%s\":%.6g,\"test_accuracy\":%.6f,\"seconds\":%.3f,"
-                        "\"examples_per_s\":%.1f",
-                        epoch, step, train_loss, t->lm ? "val_loss" : "test_loss",
-                        fresh ? s->ev.loss : -1.0, fresh ? s->ev.accuracy : -1.0, secs,
-                        (double)s->epoch_rows / secs);
+    if (t->lm)
+        rumor_metrics_write(rc->metrics,
+                            "\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,"
+                            "\"train_loss\":%.6g,\"val_loss\":%.6g,\"seconds\":%.3f,"
+                            "\"examples_per_s\":%.1f",
+                            epoch, step, train_loss, fresh ? s->ev.loss : -1.0, secs,
+                            (double)s->epoch_rows / secs);
+    else
+        rumor_metrics_write(rc->metrics,
+                            "\"event\":\"epoch\",\"epoch\":%d,\"step\":%ld,"
+                            "\"train_loss\":%.6g,\"test_loss\":%.6g,\"test_accuracy\":%.6f,"
+                            "\"seconds\":%.3f,\"examples_per_s\":%.1f",
+                            epoch, step, train_loss, fresh ? s->ev.loss : -1.0,
+                            fresh ? s->ev.accuracy : -1.0, secs, (double)s->epoch_rows / secs);
     s->epoch_start = rumor_now();
     s->epoch_loss = 0;
     s->epoch_rows = 0;
@@ -831,11 +941,16 @@ static int evaluate_now(rumor_trainer_t *t, const rumor_run_config_t *rc, struct
 {
     TRY("evaluation", rumor_trainer_evaluate(t, NULL, &s->ev));
     s->evaluated_at = step;
-    rumor_metrics_write(rc->metrics,
-                        "\"event\":\"eval\",\"step\":%ld,\"%s\":%.6g,\"accuracy\":%.6f,"
-                        "\"train_loss\":%.6g",
-                        step, t->lm ? "val_loss" : "test_loss", s->ev.loss, s->ev.accuracy,
-                        s->loss_ema);
+    /* accuracy is a classifier's: a language model's event has none */
+    if (t->lm)
+        rumor_metrics_write(rc->metrics,
+                            "\"event\":\"eval\",\"step\":%ld,\"val_loss\":%.6g,"
+                            "\"train_loss\":%.6g", step, s->ev.loss, s->loss_ema);
+    else
+        rumor_metrics_write(rc->metrics,
+                            "\"event\":\"eval\",\"step\":%ld,\"test_loss\":%.6g,"
+                            "\"accuracy\":%.6f,\"train_loss\":%.6g",
+                            step, s->ev.loss, s->ev.accuracy, s->loss_ema);
     if (rc->checkpoint_dir)
         TRY("checkpoint", rumor_trainer_save(t, rc->checkpoint_dir, "train",
                                                         t->cfg.rank, step, rc->keep_checkpoints));
@@ -930,9 +1045,12 @@ int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor
         r.metrics = &closed;
     const rumor_run_config_t *rc = &r;
     FILE *out = rc->out ? rc->out : stdout;
-    long total = t->total_steps, step = rc->first < total ? rc->first : total;
+    long total = t->total_steps, step = rc->first;
     if (step < 0)
         return rumor_err_set(RUMOR_EINVAL, "run: first step %ld", step);
+    if (step >= total) /* a run resumed at its end would report what it did not do */
+        return rumor_err_set(RUMOR_ESTATE, "run: step %ld is already at or past the run's last "
+                             "step (%ld): nothing to train", step, total);
     struct run_state s;
     memset(&s, 0, sizeof s);
     s.loss_ema = NAN;
@@ -962,8 +1080,6 @@ int rumor_trainer_run(rumor_trainer_t *t, const rumor_run_config_t *given, rumor
     if (rrc == 0) /* the caller may read the parameters now */
         rrc = rumor_trainer_sync_params(t);
     RUMOR_CHECK(rrc);
-    if (s.evaluated_at != step) /* resumed at the end: nothing ran */
-        RUMOR_CHECK(evaluate_now(t, rc, &s, step));
     double secs = rumor_now() - s.start, rate = secs > 0 ? (double)s.units / secs : 0.0;
     long ran = step - first;
     if (t->lm) {

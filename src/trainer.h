@@ -68,6 +68,12 @@ typedef struct rumor_trainer_config {
      * default): tf32 or bf16 need a GPU; parameters, gradients, optimizer
      * state and what a peer gossips stay fp32 */
     rumor_precision precision;
+    /* a language model on text (bytes, vocabulary 256) must have that
+     * vocabulary: another one (vocab=50257) trains an output layer of
+     * tokens the data never holds. 1 allows a larger one anyway. Token
+     * shards do not record their vocabulary: any model's vocabulary goes,
+     * and a token at or above it is an error when the shard is read. */
+    int allow_vocab_mismatch;
 } rumor_trainer_config_t;
 
 typedef struct rumor_trainer {
@@ -108,6 +114,16 @@ typedef struct rumor_eval {
 } rumor_eval_t;
 
 void rumor_trainer_config_default(rumor_trainer_config_t *c);
+
+/* Checks everything about c that needs no file, device or data opened:
+ * numbers in range, the model spec and its kind against the data's, the
+ * vocabulary (above), the device specs (each --devices entry non-empty and
+ * a spec; as many as --stages when both are given), and a pipeline's
+ * schedule, micro-batches and partition against the model's blocks. The
+ * programs call it before they load anything, so what it refuses is bad
+ * usage (exit 2); rumor_trainer_create calls it too. RUMOR_EINVAL with the
+ * reason. */
+int rumor_trainer_config_check(const rumor_trainer_config_t *c) RUMOR_WUR;
 
 /* Every error names what is wrong (the data, the model, the device). *out
  * is NULL on failure. */
@@ -258,7 +274,8 @@ void rumor_trainer_describe(const rumor_trainer_t *t, FILE *out, const char *pro
  * stage's device, blocks, parameters and predicted time. */
 void rumor_trainer_describe_pipeline(const rumor_trainer_t *t, FILE *out, const char *prog);
 
-/* rumor-train's run: from step `first` (a resumed run's) to total_steps. */
+/* rumor-train's run: from step `first` (a resumed run's) to total_steps.
+ * first at or past total_steps is RUMOR_ESTATE: nothing would run. */
 typedef struct rumor_run_config {
     long first;               /* the step to start at */
     long eval_every;          /* steps between evaluations; 0: each epoch's end */

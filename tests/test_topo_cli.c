@@ -367,7 +367,7 @@ static void test_plans(void)
     CHECK(n8 >= 10 && n8 == n0);
     cJSON_Delete(j);
     bad("analyze ring:8 --model-bytes 1MB --compress int9", 2, "expected none, int8, int4");
-    bad("recommend --peers 8 --model-bytes 1MB --compress none,topk:3", 1, "in (0, 1]");
+    bad("recommend --peers 8 --model-bytes 1MB --compress none,topk:3", 2, "in (0, 1]");
     bad("analyze ring:8 --model-bytes 1MB --consensus-step 0", 2, "--consensus-step '0'");
     bad("analyze ring:8 --model-bytes 1MB --local-steps 0", 2, "--local-steps '0'");
     unlink(lpath);
@@ -414,10 +414,11 @@ static void test_errors(void)
     snprintf(args, sizeof args, "analyze 'file:%s'", epath);
     bad(args, 1, "bad.txt:2: peer ids '1' 'x' are not integers");
     unlink(epath);
-    bad("analyze ring:abc", 1, "spec 'ring:abc': N 'abc' is not an integer");
-    bad("analyze hexagon:6", 1, "unknown family 'hexagon'");
-    bad("analyze ring:9999999", 1, "1048576");
-    bad("analyze star:5 --weights uniform", 1, "uniform weights need a regular graph");
+    /* the command line's own SPECs and weights: bad usage (2); files: 1 */
+    bad("analyze ring:abc", 2, "spec 'ring:abc': N 'abc' is not an integer");
+    bad("analyze hexagon:6", 2, "unknown family 'hexagon'");
+    bad("analyze ring:9999999", 2, "1048576");
+    bad("analyze star:5 --weights uniform", 2, "uniform weights need a regular graph");
     bad("analyze ring:8 --weights file:/nonexistent.w", 1, "/nonexistent.w: No such file");
     bad("analyze ring:8 --links /nonexistent.links --model-bytes 1MB", 1, "/nonexistent.links");
     bad("analyze", 2, "expected a SPEC");
@@ -431,7 +432,7 @@ static void test_errors(void)
     bad("recommend --peers 8", 2, "--peers and --model-bytes are required");
     bad("recommend --peers 1 --model-bytes 1MB", 2, "--peers '1'");
     bad("weights ring:8", 2, "-o FILE is required");
-    bad("weights ring:8 -o /nonexistent-dir/w", 1, "/nonexistent-dir/w");
+    bad("weights ring:8 -o /nonexistent-dir/w", 2, "/nonexistent-dir/w");
     bad("transmogrify", 2, "unknown command 'transmogrify'");
     CHECK(run("") == 2);
 }

@@ -18,7 +18,7 @@ expect_rc 0 $? "--help"
 for opt in --data --rank --world --train-limit --shuffle-labels --model --device --threads \
            --epochs --batch --optimizer --lr --momentum --no-nesterov --weight-decay --beta1 \
            --beta2 --warmup-epochs --schedule --min-lr-ratio --seed --metrics --progress \
-           --quiet --log-level --config --help --version "Exit status" "Example"; do
+           --allow-vocab-mismatch --quiet --log-level --config --help --version "Exit status" "Example"; do
   grep -q -- "$opt" "$tmp/help" || fail "--help does not document $opt"
 done
 
@@ -78,12 +78,12 @@ run_expect 2 "$tmp/missing.json" "$py" "$RUMOR_SRCDIR/examples/trace-svg" "$tmp/
 run_expect 0 "ms a step" "$train" --data "$FASHION" --epochs 1 --train-limit 600 --stages 2 \
   --partition profile --microbatches 4
 run_expect 2 "the learning rate's schedule is --lr-schedule now" "$train" --schedule cosine
-run_expect 1 "--stages 9 under 1f1b (1 chunk a device): 9 stages for a model of 4 blocks" "$train" --data "$FASHION" --stages 9
+run_expect 2 "--stages 9 under 1f1b (1 chunk a device): 9 stages for a model of 4 blocks" "$train" --data "$FASHION" --stages 9
 run_expect 2 "unknown; expected gpipe, 1f1b, interleaved[:V], zb-h1 or zbv" "$train" --data "$FASHION" --schedule 3f3b
 run_expect 2 "expected an integer" "$train" --microbatches 0
-run_expect 1 "must start at block 2" "$train" --data "$FASHION" --stages 2 --partition 0-1,3
-run_expect 1 "the pipeline has 2 stages and the model 4 blocks" "$train" --data "$FASHION" --stages 2 --partition 0-2
-run_expect 1 "(2 < 4)" "$train" --data "$FASHION" --stages 4 --microbatches 2
+run_expect 2 "must start at block 2" "$train" --data "$FASHION" --stages 2 --partition 0-1,3
+run_expect 2 "the pipeline has 2 stages and the model 4 blocks" "$train" --data "$FASHION" --stages 2 --partition 0-2
+run_expect 2 "(2 < 4)" "$train" --data "$FASHION" --stages 4 --microbatches 2
 
 # ---- rumor-train schedule: the timeline, its picture and JSON; bad flags
 run_expect 0 "bubble 27.3% (theory 27.3%), peak activations 4 3 2 1" \
@@ -124,6 +124,10 @@ out=$("$train" -c "$tmp/good.ini" --epochs 1 2>&1)
 echo "$out" | grep -q "after 1 epoch in" || fail "config + --epochs 1 override: $out"
 echo "$out" | grep -q "^rumor-train:" && fail "quiet = yes from the config file was not applied: $out"
 
+# specs parsed later are checked up front: bad usage (tests/test_exit_status.sh has the rest)
+run_expect 2 "model 'mlp:784-0-10'" "$train" --data "$FASHION" --model mlp:784-0-10 --train-limit 10
+run_expect 2 "device 'gpu'" "$train" --data "$FASHION" --device gpu
+run_expect 2 "--trace $tmp: is a directory" "$train" --data "$FASHION" --trace "$tmp"
 # runtime errors: exit 1, message names the file or value
 run_expect 1 "$tmp/none/train-images-idx3-ubyte.gz" "$train" --data "$tmp/none"
 mkdir "$tmp/trunc"
@@ -131,10 +135,8 @@ cp "$FASHION"/*.gz "$tmp/trunc/"
 head -c 100000 "$FASHION/train-images-idx3-ubyte.gz" >"$tmp/trunc/train-images-idx3-ubyte.gz"
 run_expect 1 "train-images-idx3-ubyte.gz" "$train" --data "$tmp/trunc"
 run_expect 1 "takes 100 inputs" "$train" --data "$FASHION" --model mlp:100-10 --train-limit 10
-run_expect 1 "model 'mlp:784-0-10'" "$train" --data "$FASHION" --model mlp:784-0-10 --train-limit 10
-run_expect 1 "device 'gpu'" "$train" --data "$FASHION" --device gpu
-run_expect 1 "metrics file '$tmp/no/such/dir.jsonl'" "$train" --data "$FASHION" --train-limit 10 \
-  --metrics "$tmp/no/such/dir.jsonl"
+run_expect 2 "--metrics $tmp/no/such/dir.jsonl: there is no directory $tmp/no/such" "$train" \
+  --data "$FASHION" --train-limit 10 --metrics "$tmp/no/such/dir.jsonl"
 # A learning rate far too high: reported as divergence, not trained into NaN.
 run_expect 1 "training diverged" "$train" --data "$FASHION" --lr 900 --momentum 0.99 --train-limit 5000
 

@@ -5,8 +5,12 @@
  *   rumor-topo recommend --peers N --model-bytes B [--links F] [--max-degree K]
  *   rumor-topo weights SPEC -o FILE        export W for rumor-peer
  *
- * Exit status: 0 success, 1 bad input or failed analysis (the message says
- * what and where), 2 bad command line. */
+ * Exit status (the rule of every rumor binary): 0 success; 1 a file that
+ * cannot be read or is invalid (file: specs and weights, --links) or a
+ * failed analysis; 2 bad usage, all that the command line decides before
+ * any work: options, SPECs and values that do not parse or do not go
+ * together, an output file that cannot be written. The message says what
+ * and where. */
 #include "config.h"
 
 #include <getopt.h>
@@ -14,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "blas_tune.h"
 #include "log.h"
@@ -129,7 +135,10 @@ static const char ANALYZE_HELP[] =
     "  rumor-topo analyze base:24:2 --svg base24.svg\n"
     "  rumor-topo analyze file:edges.txt --dot | dot -Tpng > g.png\n\n"
     "EXIT STATUS\n"
-    "  0 success; 1 invalid spec, file, weights or failed analysis; 2 bad command line.\n";
+    "  0 success; 1 a file that cannot be read or is invalid (file: specs and\n"
+    "  weights, --links) or a failed analysis; 2 bad usage (options, SPECs and\n"
+    "  values that do not parse or do not go together, an output that cannot be\n"
+    "  written).\n";
 
 static const char COMPARE_HELP[] =
     "NAME\n"
@@ -152,7 +161,10 @@ static const char COMPARE_HELP[] =
     "  rumor-topo compare ring:64 torus:8x8 hypercube:6 exp:64 onepeer-exp:64 base:64:3\n"
     "  rumor-topo compare rreg:1024:4 exp:1024 --model-bytes 25MB --json\n\n"
     "EXIT STATUS\n"
-    "  0 success; 1 invalid spec, file, weights or failed analysis; 2 bad command line.\n";
+    "  0 success; 1 a file that cannot be read or is invalid (file: specs and\n"
+    "  weights, --links) or a failed analysis; 2 bad usage (options, SPECs and\n"
+    "  values that do not parse or do not go together, an output that cannot be\n"
+    "  written).\n";
 
 static const char RECOMMEND_HELP[] =
     "NAME\n"
@@ -188,7 +200,10 @@ static const char RECOMMEND_HELP[] =
     "  rumor-topo recommend --peers 64 --model-bytes 100MB\n"
     "  rumor-topo recommend --peers 48 --model-bytes 1.2GB --links two-racks.links -k 4\n\n"
     "EXIT STATUS\n"
-    "  0 success; 1 invalid input or failed analysis; 2 bad command line.\n";
+    "  0 success; 1 a file that cannot be read or is invalid (file: specs and\n"
+    "  weights, --links) or a failed analysis; 2 bad usage (options, SPECs and\n"
+    "  values that do not parse or do not go together, an output that cannot be\n"
+    "  written).\n";
 
 static const char WEIGHTSCMD_HELP[] =
     "NAME\n"
@@ -215,8 +230,10 @@ static const char WEIGHTSCMD_HELP[] =
     "  rumor-topo weights star:10 --weights bestconst -o star.w   (W_00 = -7/11)\n"
     "  rumor-topo analyze torus:4x4 --weights file:torus.w\n\n"
     "EXIT STATUS\n"
-    "  0 success; 1 invalid spec or weights, or the file cannot be written; 2 bad\n"
-    "  command line.\n";
+    "  0 success; 1 a file that cannot be read or is invalid (file: specs and\n"
+    "  weights, --links) or a failed analysis; 2 bad usage (options, SPECs and\n"
+    "  values that do not parse or do not go together, an output that cannot be\n"
+    "  written).\n";
 
 static void usage(FILE *f)
 {
@@ -236,7 +253,10 @@ static void usage(FILE *f)
             "  and predicts time to consensus on a described network.\n\n"
             "%s\n%s\n"
             "EXIT STATUS\n"
-            "  0 success; 1 invalid input or failed analysis; 2 bad command line.\n\n"
+            "  0 success; 1 a file that cannot be read or is invalid (file: specs and\n"
+            "  weights, --links) or a failed analysis; 2 bad usage (options, SPECs and\n"
+            "  values that do not parse or do not go together, an output that cannot be\n"
+            "  written).\n\n"
             "SEE ALSO\n"
             "  rumor-topo(1), docs/rumor-topo.md\n",
             SPEC_HELP, WEIGHTS_HELP);
@@ -257,12 +277,67 @@ static int fail(void)
     return EXIT_INPUT;
 }
 
+/* The last error, which the command line's own text caused: exit 2. */
+static int fail_usage(void)
+{
+    fprintf(stderr, "rumor-topo: %s\n", rumor_err_msg());
+    return EXIT_USAGE;
+}
+
+/* Whether a SPEC or --weights reads a file (file:PATH): what goes wrong
+ * then is the file's (exit 1), else the command line's (exit 2). */
+static int names_file(const char *s)
+{
+    return s && strstr(s, "file:") != NULL;
+}
+
 static int bad_usage(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "rumor-topo %s: ", cmd);
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nTry 'rumor-topo %s --help'.\n", cmd);
     return EXIT_USAGE;
+}
+
+/* An output file named on the command line (- is standard output): its
+ * directory must be there and writable, and it must not be a directory;
+ * checked before any work, so that a long analysis is not lost. Returns -1
+ * when it can be written, else the exit status (2). */
+static int check_output(const char *cmd, const char *opt, const char *path)
+{
+    if (!strcmp(path, "-"))
+        return -1;
+    char dir[4096], why[4200];
+    struct stat sb;
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *up = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(why, sizeof why, "%s %s: is a directory", opt, path);
+    else if (stat(up, &sb) < 0)
+        snprintf(why, sizeof why, "%s %s: there is no directory %s", opt, path, up);
+    else if (!S_ISDIR(sb.st_mode))
+        snprintf(why, sizeof why, "%s %s: %s is not a directory", opt, path, up);
+    else if (access(up, W_OK | X_OK) < 0 || (access(path, F_OK) == 0 && access(path, W_OK) < 0))
+        snprintf(why, sizeof why, "%s %s: cannot be written", opt, path);
+    else
+        return -1;
+    return bad_usage(cmd, "%s", why);
+}
+
+/* recommend's --compress list: each codec must parse (the library checks
+ * it again; here it is the command line's). */
+static int check_codec_list(const char *cmd, const char *list)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        rumor_codec_t c;
+        if (rumor_codec_parse(tok, &c) < 0)
+            return bad_usage(cmd, "--compress: %s", rumor_err_msg());
+    }
+    return -1;
 }
 
 /* Parses argv for `cmd`; returns -1 to go on, else an exit status. */
@@ -298,9 +373,14 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         case 'N': o->sim_rounds = -1; break;
         case 'C':
             o->compress = optarg;
-            /* recommend takes a list, checked there; the others one codec */
-            if (strcmp(cmd, "recommend") && rumor_codec_parse(optarg, &o->plan.codec) < 0)
+            /* recommend takes a list; the others one codec */
+            if (!strcmp(cmd, "recommend")) {
+                int rc = check_codec_list(cmd, optarg);
+                if (rc >= 0)
+                    return rc;
+            } else if (rumor_codec_parse(optarg, &o->plan.codec) < 0) {
                 return bad_usage(cmd, "--compress: %s", rumor_err_msg());
+            }
             break;
         case 'G':
             o->plan.gamma = strtod(optarg, &end);
@@ -378,25 +458,39 @@ static void progress(void *arg, const rumor_eig_progress_t *p)
     fputc('\n', stderr);
 }
 
-/* Parses a spec, applies --weights, analyzes and prices it. */
+/* A SPEC with --weights applied, or the exit status (the message said):
+ * 2 when the command line's text is at fault (a SPEC that does not parse,
+ * weights that do not exist or do not fit the graph), 1 when a file is. */
+static int topo_of(const char *spec, const char *weights, rumor_topo_t **t)
+{
+    *t = NULL;
+    if (rumor_topo_parse(spec, t) < 0)
+        return names_file(spec) ? fail() : fail_usage();
+    if (weights) {
+        int rc = rumor_topo_set_weights(*t, weights);
+        if (rc < 0) {
+            rumor_topo_destroy(t);
+            return names_file(spec) || names_file(weights) || rc != RUMOR_EINVAL ? fail()
+                                                                               : fail_usage();
+        }
+    }
+    return 0;
+}
+
+/* Parses a spec, applies --weights, analyzes and prices it: 0, or the exit
+ * status after saying why. */
 static int make_result(const char *spec, const opts_t *o, int sim, rumor_topo_result_t *r)
 {
     rumor_topo_t *t = NULL;
-    RUMOR_CHECK(rumor_topo_parse(spec, &t));
-    if (o->weights) {
-        int rc = rumor_topo_set_weights(t, o->weights);
-        if (rc < 0) {
-            rumor_topo_destroy(&t);
-            return rc;
-        }
-    }
+    int status = topo_of(spec, o->weights, &t);
+    if (status)
+        return status;
     rumor_links_t *links = NULL;
     char network[160] = "";
     if (o->links) {
-        int rc = rumor_links_load(o->links, t->n, &links);
-        if (rc < 0) {
+        if (rumor_links_load(o->links, t->n, &links) < 0) {
             rumor_topo_destroy(&t);
-            return rc;
+            return fail();
         }
         snprintf(network, sizeof network, "links from %.140s", o->links);
     }
@@ -406,9 +500,11 @@ static int make_result(const char *spec, const opts_t *o, int sim, rumor_topo_re
                                 .progress_arg = (void *)"analyze" };
     int rc = rumor_topo_result_make(t, &ao, o->model_bytes, links, network, &o->plan, r);
     rumor_links_destroy(&links);
-    if (rc < 0)
+    if (rc < 0) {
         rumor_topo_result_free(r);
-    return rc;
+        return fail();
+    }
+    return 0;
 }
 
 static int cmd_analyze(int argc, char **argv)
@@ -422,9 +518,11 @@ static int cmd_analyze(int argc, char **argv)
                          optind >= argc ? "" : argv[optind + 1]);
     if (o.json && o.dot)
         return bad_usage("analyze", "--json and --dot exclude each other%s", "");
+    if (o.svg && (rc = check_output("analyze", "--svg", o.svg)) >= 0)
+        return rc;
     rumor_topo_result_t r;
-    if (make_result(argv[optind], &o, !o.dot, &r) < 0)
-        return fail();
+    if ((rc = make_result(argv[optind], &o, !o.dot, &r)) != 0)
+        return rc;
     rc = 0;
     if (o.svg && rumor_topo_write_svg(o.svg, &r) < 0)
         rc = fail();
@@ -456,10 +554,8 @@ static int cmd_compare(int argc, char **argv)
     rc = 0;
     int done = 0;
     for (; done < count; done++)
-        if (make_result(argv[optind + done], &o, 0, &r[done]) < 0) {
-            rc = fail();
+        if ((rc = make_result(argv[optind + done], &o, 0, &r[done])) != 0)
             break;
-        }
     if (!rc) {
         if (o.json) {
             if (rumor_topo_print_json(stdout, r, count, 1) < 0)
@@ -518,13 +614,11 @@ static int cmd_weights(int argc, char **argv)
         return bad_usage("weights", "expected one SPEC%s", "");
     if (!o.out)
         return bad_usage("weights", "-o FILE is required%s", "");
+    if ((rc = check_output("weights", "-o", o.out)) >= 0)
+        return rc;
     rumor_topo_t *t = NULL;
-    if (rumor_topo_parse(argv[optind], &t) < 0)
-        return fail();
-    if (o.weights && rumor_topo_set_weights(t, o.weights) < 0) {
-        rumor_topo_destroy(&t);
-        return fail();
-    }
+    if ((rc = topo_of(argv[optind], o.weights, &t)) != 0)
+        return rc;
     char comment[256];
     snprintf(comment, sizeof comment, "rumor-topo weights %.160s --weights %s", t->spec,
              rumor_mix_scheme_name(t->scheme));
