@@ -356,13 +356,18 @@ static int open_barrier(rumor_mixer_t *m, double timeout)
     pthread_mutex_unlock(&m->mu);
     mx_wake(m);
     pthread_mutex_lock(&m->mu);
-    while (open_waiting(m) && rumor_now() < deadline) {
+    while (open_waiting(m) && rumor_now() < deadline && !atomic_load(&m->hurry) &&
+           !m->incompat_all_pub) {
         wait_a_little(m);
     }
     int alive = m->vn_pub, ready = m->vready_pub, conflict = m->rank_state_pub < 0;
     char why[sizeof m->rank_err];
     snprintf(why, sizeof why, "%s", m->rank_err);
     pthread_mutex_unlock(&m->mu);
+    if (atomic_load(&m->hurry)) /* leaving before the first round: nobody to blame */
+        return ready;
+    if (mx_terms_all_incompatible(m))
+        return RUMOR_EINVAL;
     int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
     if (conflict)
         return rumor_err_set(RUMOR_EINVAL, "%s", why);
@@ -399,10 +404,11 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     pthread_mutex_lock(&m->mu);
     /* until the rank check passed and everyone answered; with membership,
      * also until SWIM's view holds everyone who answered */
+    /* a neighbour whose terms differ has answered, in its way */
     while (m->rank_state_pub >= 0 &&
-           (m->rank_state_pub != 2 || m->nready < m->ntalk ||
+           (m->rank_state_pub != 2 || m->nready + m->nincompat_pub < m->ntalk ||
             (m->swim && m->vn_pub < m->nready + 1)) &&
-           rumor_now() < deadline) {
+           rumor_now() < deadline && !atomic_load(&m->hurry) && !m->incompat_all_pub) {
         wait_a_little(m);
     }
     int ready = m->nready;
@@ -417,11 +423,17 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     } *silent = ready < m->ntalk ? calloc((size_t)m->npeers, sizeof *silent) : NULL;
     int nsilent = 0;
     for (int j = 0; silent && j < m->npeers; j++)
-        if (m->talks_to[j] && !m->ready[j]) {
+        if (m->talks_to[j] && !m->ready[j] && !m->incompatible[j]) { /* written under mu */
             silent[nsilent].node = j;
             snprintf(silent[nsilent++].ep, sizeof silent->ep, "%s", mx_endpoint_name(m, j));
         }
     pthread_mutex_unlock(&m->mu);
+    if (atomic_load(&m->hurry)) /* leaving before the first round: nobody to blame */
+        nsilent = 0;
+    if (!conflict && mx_terms_all_incompatible(m)) {
+        free(silent);
+        return RUMOR_EINVAL;
+    }
     for (int i = 0; !conflict && i < nsilent; i++)
         rumor_warn("peer %d (%s) did not answer within %.1f s: treated as absent until it does",
                    silent[i].node, silent[i].ep, timeout);
@@ -441,6 +453,8 @@ void rumor_mixer_set_params_ready(rumor_mixer_t *m, int (*ready)(void *ctx), voi
 
 int rumor_mixer_round_begin(rumor_mixer_t *m, long k)
 {
+    if (mx_terms_all_incompatible(m)) /* nothing can be mixed: say why, once more */
+        return RUMOR_EINVAL;
     pthread_mutex_lock(&m->mu);
     if (k != m->next_send) {
         pthread_mutex_unlock(&m->mu);

@@ -153,6 +153,24 @@ typedef struct rumor_mixer_config {
     rumor_codec_t codec;       /* kind NONE (0): plain D-PSGD */
     double consensus_step;     /* gamma in (0, 1]; 0: rumor_codec_default_gamma */
     int keyframe_every;        /* 0: rumor_codec_default_keyframe */
+    /* The settings every peer of the swarm must share (terms.h: "KEY=VALUE"
+     * lines, well-formed), sent in every HELLO. A neighbour whose HELLO
+     * states other terms (or another model size) is incompatible: its
+     * parameters are dropped (incompatible), it is not waited for, and the
+     * difference is logged once, naming it. When every neighbour this peer
+     * exchanges with is incompatible nothing can be mixed: the barrier and
+     * every later round fail with that message
+     * (rumor_mixer_incompatible). NULL: none sent, none checked. */
+    const char *terms;
+    /* A neighbour's f32 range whose distance to this peer's own parameters
+     * there is more than outlier_ratio times their norm (at least 0.01 per
+     * element) is an outlier, a peer whose training diverged: it is dropped
+     * (outlier) and that neighbour is left out of the round (its weight
+     * goes to this peer, as for one that missed the deadline), said once a
+     * while, naming it. Peers of one swarm sit well within 2x of each
+     * other's norm (even two random initializations are sqrt(2) apart).
+     * Synchronous uncompressed rounds only. 0: no such check. */
+    double outlier_ratio;
 } rumor_mixer_config_t;
 
 typedef struct rumor_mixer rumor_mixer_t;
@@ -226,6 +244,12 @@ float *rumor_mixer_params(rumor_mixer_t *m);
  * as absent until they appear. RUMOR_EINVAL, with a message naming the rank
  * and both addresses, when another process is this peer. */
 int rumor_mixer_barrier(rumor_mixer_t *m, double timeout);
+
+/* Whether every neighbour this peer exchanges with turned out incompatible
+ * (cfg.terms): 1 with the first difference said as the last error
+ * (RUMOR_EINVAL: "peer 1 (tcp://...) runs --compress int8 there, ..."),
+ * else 0. The barrier and round_begin fail the same way. */
+int rumor_mixer_incompatible(rumor_mixer_t *m);
 
 /* Parameters written asynchronously (a GPU stage's range copied into
  * rumor_mixer_params() after its optimizer step): before it sends a round's
@@ -346,12 +370,17 @@ typedef struct rumor_mixer_counters {
                                 * began (rumor_mixer_send_ahead), over all
                                 * neighbours */
     uint64_t elems_sent;       /* parameters handed to ZeroMQ in all */
+    uint64_t outlier_rounds;   /* rounds a neighbour was left out as an outlier
+                                * (outlier_ratio), summed over neighbours */
+    int incompatible;          /* neighbours whose terms differ (cfg.terms) */
 } rumor_mixer_counters_t;
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 
 /* Makes the round in progress end now (as if its deadline had passed) and
  * every later round end without waiting: for a peer that must leave (a
- * preemption notice). Async-signal-safe: call it from a signal handler. */
+ * preemption notice). A barrier or a state fetch in progress returns at
+ * once too (the fetch fails: "this peer is leaving"). Async-signal-safe:
+ * call it from a signal handler. */
 void rumor_mixer_hurry(rumor_mixer_t *m);
 
 /* Sets the per-round deadline (seconds). */

@@ -53,6 +53,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->ar.recv = calloc((size_t)(2 * N), sizeof *m->ar.recv);
     m->ar.ring = calloc((size_t)N, sizeof *m->ar.ring);
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
+    RUMOR_CHECK(mx_terms_alloc(m));
     if (!m->ids || !m->known_inc || !m->talks_to ||
         !m->ready || !m->heard || !m->absent || !m->gone || !m->left || !m->ep || !m->behind_since ||
         !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv || !m->ar.ring ||
@@ -138,6 +139,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
 void mx_free_state(rumor_mixer_t *m)
 {
     mx_choco_free(m);
+    mx_terms_free(m);
     for (int i = 0; i < m->nhold; i++) {
         zmq_msg_close(&m->hold[i].hdr);
         zmq_msg_close(&m->hold[i].payload);
@@ -314,7 +316,8 @@ const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
  * (mixer_rank.c: only ever sent to this peer's own address). Every HELLO
  * that is not a reply gets one, so a peer still in its barrier (or
  * restarted) hears back even after this one stopped its own HELLOs. */
-static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
+static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *body,
+                    size_t len)
 {
     if (h->aux > 3) {
         rumor_err_set(RUMOR_EPROTO, "HELLO with aux %u", h->aux);
@@ -325,6 +328,10 @@ static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
                       (unsigned long long)h->round, m->cur);
         return -RUMOR_WIRE_FUTURE_ROUND;
     }
+    /* its terms (the body): another model, codec, ... is not mixed with */
+    int tv = mx_terms_judge(m, node, body, len, h->space);
+    if (tv < 0)
+        return tv;
     mx_accept(m, h, node);
     long r = (long)h->round;
     mx_heard_round(m, node, r);
@@ -389,6 +396,17 @@ static int recv_one(rumor_mixer_t *m)
         if (m->ch.on)
             e.dtypes = 1u << RUMOR_WIRE_DT_F32 | 1u << m->ch.dtype;
         v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
+        /* a HELLO of another model size still states its terms: judged
+         * (on_hello) so that the difference is said, not only counted */
+        if (v == -RUMOR_WIRE_WRONG_SPACE && h.type == RUMOR_WIRE_HELLO &&
+            h.aux < MX_HELLO_RANK_CHECK && frames == 2 && m->cfg.terms) {
+            rumor_wire_expect_t any = e;
+            any.space = h.space;
+            if (rumor_wire_check(&h, &any, sizes, 1) == 0)
+                v = 0;
+            else
+                v = rumor_wire_check(&h, &e, sizes, 1);
+        }
         if (v == 0 && h.dtype != RUMOR_WIRE_DT_F32 && h.dtype != RUMOR_WIRE_DT_NONE &&
             h.type != RUMOR_WIRE_PARAMS &&
             !(h.type == RUMOR_WIRE_GRADS && (h.dtype == RUMOR_WIRE_DT_Q8 ||
@@ -429,6 +447,14 @@ static int recv_one(rumor_mixer_t *m)
                       (unsigned long long)m->known_inc[node]);
         v = -RUMOR_WIRE_OLD_INCARNATION;
     }
+    /* a peer whose terms differ: nothing of its model is used */
+    if (v == 0 && node >= 0 && m->incompatible[node] &&
+        (h.type == RUMOR_WIRE_PARAMS || h.type == RUMOR_WIRE_GRADS ||
+         h.type == RUMOR_WIRE_STATE_REQ || h.type == RUMOR_WIRE_STATE_CHUNK)) {
+        rumor_err_set(RUMOR_EPROTO, "%s from a peer whose settings differ",
+                      rumor_wire_type_name(h.type));
+        v = -RUMOR_WIRE_INCOMPATIBLE;
+    }
     /* Each handler judges the message whole and calls mx_accept (what the
      * message says of its sender) only once it takes it: a message it
      * drops changes nothing. */
@@ -465,7 +491,8 @@ static int recv_one(rumor_mixer_t *m)
             v = mx_on_grads(m, &h, node, &part[0], &part[1], &held);
             break;
         case RUMOR_WIRE_HELLO:
-            v = on_hello(m, &h, node);
+            v = on_hello(m, &h, node, frames == 2 ? zmq_msg_data(&part[1]) : NULL,
+                         frames == 2 ? zmq_msg_size(&part[1]) : 0);
             break;
         case RUMOR_WIRE_LEAVE:
             /* not waited for from now on; it is waited for again when it

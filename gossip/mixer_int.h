@@ -60,6 +60,10 @@ struct mx_slot {
     int cmixed_any;
     size_t ncaller;            /* cells the caller mixed */
     double mix_t0, mix_t1;     /* when the first and the last cell were mixed (0 none) */
+    uint8_t *outlier;          /* (npeers) j left out of this round: its parameters are
+                                * an outlier's (mixer_terms.c) */
+    double *od2, *on2;         /* (npeers) over j's ranges so far: sum (x_j - x)^2, sum x^2 */
+    uint64_t *olen;            /* (npeers) and their elements */
 };
 
 /* A cell's state as the caller's threads see it (mx_slot.cstate) */
@@ -397,6 +401,16 @@ struct rumor_mixer {
     double recv_rate;          /* elements/s the last round's ranges arrived at (0 unknown) */
     int round_staleness;       /* of the round being closed */
     int round_sample;          /* its time is a deadline sample */
+    /* neighbours not mixed with (mixer_terms.c) */
+    uint8_t *incompatible;     /* (npeers) its HELLO stated other terms (cfg.terms): its
+                                * data are dropped and it is not waited for */
+    uint8_t *incompat_told;    /* (npeers) it was sent this peer's terms since */
+    int nincompat;             /* of the peers talked to, how many are incompatible */
+    int nincompat_pub, incompat_all_pub; /* published under mu: of those, how many
+                                * were told this peer's terms, and whether every
+                                * peer talked to is incompatible and told */
+    char incompat_err[1600];    /* the first difference found (under mu) */
+    double *outlier_said;      /* (npeers) when j was last said to be an outlier */
 };
 
 /* mixer.c */
@@ -556,6 +570,27 @@ void ar_poll_items(rumor_mixer_t *m, zmq_pollitem_t *items, int *ni);
 int mx_on_grads(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq_msg_t *hdr,
                 zmq_msg_t *payload, int *held);
 void ar_free(rumor_mixer_t *m);
+
+/* mixer_terms.c: neighbours not mixed with */
+int mx_terms_alloc(rumor_mixer_t *m);
+void mx_terms_free(rumor_mixer_t *m);
+/* A HELLO from node: its terms body (NULL: none stated) and the model size
+ * its header gives. 0, or -INCOMPATIBLE when they differ from this peer's
+ * (node is marked, the difference said once), -BAD_FRAMES for a body that
+ * is not terms. */
+int mx_terms_judge(rumor_mixer_t *m, int node, const void *body, size_t len, uint64_t space);
+/* A HELLO with this peer's terms went to node. */
+void mx_terms_told(rumor_mixer_t *m, int node);
+/* Slot j got another member (open membership): forget what was known. */
+void mx_terms_forget(rumor_mixer_t *m, int node);
+/* The caller's side: 1 when every peer talked to is incompatible (the
+ * first difference as the last error), else 0. */
+int mx_terms_all_incompatible(rumor_mixer_t *m);
+/* Judges an f32 PARAMS range of slot s from node against this peer's own
+ * parameters (cfg.outlier_ratio): 0, or -OUTLIER with node left out of
+ * the round. */
+int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t *h, int node,
+                     const void *data);
 
 /* mixer_rank.c: is another process running as this peer? */
 void mx_rank_start(rumor_mixer_t *m);

@@ -140,6 +140,7 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
     rumor_transport_set_reconnect(m->tr, j, 0); /* its next connects: the usual pace */
     m->known_inc[j] = 0;
     m->heard[j] = m->left[j] = m->absent[j] = m->gone[j] = 0;
+    mx_terms_forget(m, j);
     m->peer_round[j] = m->said_round[j] = -1;
     m->last_heard[j] = rumor_now();
     m->last_redial[j] = 0;

@@ -32,8 +32,12 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->cov = calloc(N, sizeof *s->cov);
     s->w_of = calloc(N, sizeof *s->w_of);
     s->in = calloc(N, sizeof *s->in);
+    s->outlier = calloc(N, 1);
+    s->od2 = calloc(N, sizeof *s->od2);
+    s->on2 = calloc(N, sizeof *s->on2);
+    s->olen = calloc(N, sizeof *s->olen);
     if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->rdy || !s->full || !s->cov ||
-        !s->w_of || !s->in)
+        !s->w_of || !s->in || !s->outlier || !s->od2 || !s->on2 || !s->olen)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     return 0;
 }
@@ -51,6 +55,10 @@ void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
     free(s->full);
     free(s->w_of);
     free(s->in);
+    free(s->outlier);
+    free(s->od2);
+    free(s->on2);
+    free(s->olen);
 }
 
 /* Makes `s` the receive state of round r: its weights and an accumulator
@@ -69,6 +77,10 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
     s->ndone = 0;
     s->dis = s->selfw = 0;
     memset(s->full, 0, (size_t)m->npeers * m->nchunks);
+    memset(s->outlier, 0, (size_t)m->npeers);
+    memset(s->od2, 0, (size_t)m->npeers * sizeof *s->od2);
+    memset(s->on2, 0, (size_t)m->npeers * sizeof *s->on2);
+    memset(s->olen, 0, (size_t)m->npeers * sizeof *s->olen);
     for (int j = 0; j < m->npeers; j++) {
         s->w_of[j] = 0.0;
         mx_cover_clear(&s->cov[j]);
@@ -274,7 +286,7 @@ void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c)
  * is not coming. */
 static int mx_not_waited(const rumor_mixer_t *m, const struct mx_slot *s, int j)
 {
-    return m->absent[j] && (s->cov[j].covered == 0 || m->left[j]);
+    return s->outlier[j] || (m->absent[j] && (s->cov[j].covered == 0 || m->left[j]));
 }
 
 /* Whether cell c has everything it will get: every in-neighbour that is
@@ -400,6 +412,10 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         rumor_err_set(RUMOR_EPROTO, "NaN or Inf in range [%llu, %llu) of round %ld",
                       (unsigned long long)lo, (unsigned long long)hi, r);
         return -RUMOR_WIRE_NONFINITE;
+    } else {
+        int v = mx_outlier_check(m, s, h, node, data);
+        if (v < 0)
+            return v;
     }
 
     /* accepted: from here on the message is used */
@@ -476,7 +492,7 @@ void mx_refresh_absent(rumor_mixer_t *m, double deadline)
             m->behind_since[j] = 0;
         else if (m->behind_since[j] == 0)
             m->behind_since[j] = now;
-        m->gone[j] = m->left[j] || now - m->last_heard[j] > alive ||
+        m->gone[j] = m->left[j] || m->incompatible[j] || now - m->last_heard[j] > alive ||
                      (m->barrier_run && !m->heard[j] && !m->ready[j]);
         m->absent[j] = m->gone[j] ||
                        (m->behind_since[j] > 0 && now - m->behind_since[j] > alive);

@@ -37,6 +37,13 @@ int mx_send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
         r = q->round[0];
     h.round = (uint64_t)r;
     rumor_wire_encode(&h, bytes);
+    if (type == RUMOR_WIRE_HELLO && m->cfg.terms) { /* what this peer runs (terms.h) */
+        int rc = rumor_transport_send_body(m->tr, peer, bytes, sizeof bytes, m->cfg.terms,
+                                           strlen(m->cfg.terms));
+        if (rc == 0)
+            mx_terms_told(m, peer);
+        return rc;
+    }
     return rumor_transport_send(m->tr, peer, bytes, sizeof bytes, NULL, NULL, 0);
 }
 
@@ -153,7 +160,10 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
         int j = m->out_nbrs[i];
         struct mx_sendq *q = &m->sendq[j];
         /* absent peers get x(k) too: a peer that comes back (thawed,
-         * reconnected) learns the swarm's round from it */
+         * reconnected) learns the swarm's round from it; one whose
+         * terms differ drops it (mixer_terms.c) */
+        if (m->incompatible[j])
+            continue;
         if (q->n == 2 || (ahead == k && q->n > 0 && q->round[q->n - 1] == k))
             continue; /* full, or this round went ahead */
         queue_round(q, k, buf, now);
@@ -306,6 +316,8 @@ void mx_send_ahead(rumor_mixer_t *m, long k, const float *x, uint64_t upto)
         int n = mx_out_neighbors(m, k, m->out_nbrs);
         n = n < 0 ? 0 : (n > m->npeers ? m->npeers : n);
         for (int i = 0; i < n; i++) {
+            if (m->incompatible[m->out_nbrs[i]])
+                continue; /* it drops them */
             struct mx_sendq *q = &m->sendq[m->out_nbrs[i]];
             if (q->n < 2) /* (round_begin skips a full one too) */
                 queue_round(q, k, buf, now);

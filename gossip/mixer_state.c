@@ -445,13 +445,17 @@ static void catchup_progress(rumor_mixer_t *m)
 {
     struct mx_catchup *cu = &m->cu;
     double now = rumor_now();
-    if (now >= cu->deadline) {
+    int hurry = atomic_load(&m->hurry); /* leaving: stop waiting for the state */
+    if (now >= cu->deadline || hurry) {
         if (cu->buf)
             mx_buf_retire(m, cu->buf);
         cu->buf = NULL;
         char why[200];
-        snprintf(why, sizeof why, "no neighbour served the swarm's state (%d part%s asked)",
-                 cu->nparts, cu->nparts == 1 ? "" : "s");
+        if (hurry)
+            snprintf(why, sizeof why, "stopped: this peer is leaving");
+        else
+            snprintf(why, sizeof why, "no neighbour served the swarm's state (%d part%s asked)",
+                     cu->nparts, cu->nparts == 1 ? "" : "s");
         cu_finish(m, RUMOR_ETIMEOUT, why);
         return;
     }

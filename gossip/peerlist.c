@@ -2,12 +2,18 @@
  * peerlist.h). */
 #include "peerlist.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define EP_SHOW 200 /* characters of an endpoint a message quotes */
 
@@ -60,6 +66,133 @@ int rumor_peerlist_check_endpoint(const char *ep)
                              v ? "" : " (0 is any free port, which the other peers cannot "
                                       "know)");
     return 0;
+}
+
+/* Splits a checked tcp:// endpoint (after "tcp://" and any "SOURCE;")
+ * into its host (brackets of an IPv6 address removed) and port. */
+static int split_host_port(const char *ep, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *addr = strstr(ep, "://") + 3;
+    const char *semi = strrchr(addr, ';');
+    if (semi)
+        addr = semi + 1;
+    const char *colon = strrchr(addr, ':');
+    const char *h = addr, *hend = colon;
+    if (*h == '[' && hend > h && hend[-1] == ']')
+        h++, hend--;
+    if ((size_t)(hend - h) >= hcap || strlen(colon + 1) >= pcap)
+        return rumor_err_set(RUMOR_EINVAL, "endpoint '%.*s': too long", EP_SHOW, ep);
+    memcpy(host, h, (size_t)(hend - h));
+    host[hend - h] = '\0';
+    snprintf(port, pcap, "%s", colon + 1);
+    return 0;
+}
+
+/* 4 or 6 for a numeric IPv4 or IPv6 address, else 0. */
+static int numeric_family(const char *host)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, host, buf) == 1)
+        return 4;
+    if (inet_pton(AF_INET6, host, buf) == 1)
+        return 6;
+    return 0;
+}
+
+int rumor_peerlist_bind_endpoint(const char *given, char *out, size_t cap)
+{
+    char ep[600];
+    if (!given || !*given)
+        return rumor_err_set(RUMOR_EINVAL, "empty address: expected HOST:PORT or tcp://HOST:PORT");
+    /* HOST:PORT, as --join takes it */
+    if (!strstr(given, "://"))
+        snprintf(ep, sizeof ep, "tcp://%s", given);
+    else
+        snprintf(ep, sizeof ep, "%s", given);
+    RUMOR_CHECK(rumor_peerlist_check_endpoint(ep));
+    if (strncmp(ep, "tcp://", 6) != 0 || strchr(ep + 6, ';')) {
+        if ((size_t)snprintf(out, cap, "%s", ep) >= cap)
+            return rumor_err_set(RUMOR_EINVAL, "address '%.*s': too long", EP_SHOW, given);
+        return 0;
+    }
+    char host[256], port[16];
+    RUMOR_CHECK(split_host_port(ep, host, sizeof host, port, sizeof port));
+    char addr[256] = "";
+    int fam = numeric_family(host);
+    if (!strcmp(host, "*") || fam || if_nametoindex(host) != 0) {
+        snprintf(addr, sizeof addr, "%s", host);
+    } else {
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        int g = getaddrinfo(host, NULL, &hints, &res);
+        if (g != 0)
+            return rumor_err_set(RUMOR_EINVAL, "address '%.*s': '%s' is neither an address of "
+                                 "this machine nor a name that resolves (%s)", EP_SHOW, given,
+                                 host, gai_strerror(g));
+        const struct addrinfo *pick = res;
+        for (const struct addrinfo *a = res; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) { /* IPv4 first: what ZeroMQ dials by default */
+                pick = a;
+                break;
+            }
+        const void *src = pick->ai_family == AF_INET
+                              ? (const void *)&((const struct sockaddr_in *)pick->ai_addr)->sin_addr
+                              : (const void *)&((const struct sockaddr_in6 *)pick->ai_addr)->sin6_addr;
+        inet_ntop(pick->ai_family, src, addr, sizeof addr);
+        fam = pick->ai_family == AF_INET ? 4 : 6;
+        freeaddrinfo(res);
+    }
+    if ((size_t)snprintf(out, cap, fam == 6 ? "tcp://[%s]:%s" : "tcp://%s:%s", addr, port) >= cap)
+        return rumor_err_set(RUMOR_EINVAL, "address '%.*s': too long", EP_SHOW, given);
+    return 0;
+}
+
+int rumor_peerlist_try_bind(const char *ep)
+{
+    if (strncmp(ep, "tcp://", 6) != 0 || strchr(ep + 6, ';'))
+        return 0;
+    char host[256], port[16];
+    RUMOR_CHECK(split_host_port(ep, host, sizeof host, port, sizeof port));
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    int fam = numeric_family(host);
+    unsigned short p = (unsigned short)atoi(port);
+    if (!strcmp(host, "*") || fam == 4) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(p);
+        if (fam == 4)
+            inet_pton(AF_INET, host, &a->sin_addr);
+        else
+            a->sin_addr.s_addr = htonl(INADDR_ANY);
+        len = sizeof *a;
+    } else if (fam == 6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(p);
+        inet_pton(AF_INET6, host, &a->sin6_addr);
+        len = sizeof *a;
+    } else {
+        return 0; /* an interface name: ZeroMQ resolves it */
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return rumor_err_sys(RUMOR_ESYS, "cannot open a socket to try %.*s", EP_SHOW, ep);
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* as ZeroMQ does */
+    int rc = bind(fd, (struct sockaddr *)&ss, len), e = errno;
+    close(fd);
+    if (rc == 0)
+        return 0;
+    if (e == EADDRNOTAVAIL)
+        return rumor_err_set(RUMOR_EINVAL, "cannot listen on %.*s: %s is not an address of this "
+                             "machine", EP_SHOW, ep, host);
+    errno = e;
+    return rumor_err_sys(RUMOR_ESYS, "cannot listen on %.*s%s", EP_SHOW, ep,
+                         e == EADDRINUSE ? " (another process listens there)" : "");
 }
 
 /* ------------------------------------------------------- the list */

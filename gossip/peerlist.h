@@ -68,6 +68,25 @@ int rumor_peerlist_parse_file(const char *path, rumor_peerlist_t *pl) RUMOR_WUR;
 #define RUMOR_JOIN_MAX 64
 int rumor_peerlist_parse_join(const char *list, rumor_peerlist_t *pl) RUMOR_WUR;
 
+/* The endpoint to bind for an address a user gave (--listen, or this
+ * peer's own entry in the list): tcp://HOST:PORT or HOST:PORT, checked
+ * with rumor_peerlist_check_endpoint, into out (cap bytes) as
+ * tcp://ADDRESS:PORT. ZeroMQ binds numeric addresses, '*' and interface
+ * names only ("tcp://localhost:7000" fails with "No such device"), so a
+ * host that is none of these is looked up (getaddrinfo) and its first
+ * address taken. RUMOR_EINVAL naming the address for a bad endpoint or a
+ * name that does not resolve; other schemes (ipc://, inproc://) are
+ * copied as they are. */
+int rumor_peerlist_bind_endpoint(const char *given, char *out, size_t cap) RUMOR_WUR;
+
+/* Tries to bind a TCP socket to tcp://ADDRESS:PORT as
+ * rumor_peerlist_bind_endpoint gives it (and closes it at once), so that a
+ * peer learns before it loads its data whether it can listen there: 0, or
+ * RUMOR_EINVAL for an address that is not this machine's (EADDRNOTAVAIL) or
+ * an interface that does not exist, RUMOR_ESYS for one in use or refused
+ * (EADDRINUSE, EACCES). Other schemes: 0. */
+int rumor_peerlist_try_bind(const char *ep) RUMOR_WUR;
+
 /* Frees what a parse allocated and zeroes *pl. Safe on a zeroed list. */
 void rumor_peerlist_clear(rumor_peerlist_t *pl);
 

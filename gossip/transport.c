@@ -572,6 +572,29 @@ static void release(void *data, void *hint)
     atomic_fetch_sub_explicit(&b->refs, 1, memory_order_release);
 }
 
+int rumor_transport_send_body(rumor_transport_t *t, int peer, const void *hdr, size_t hdr_len,
+                              const void *body, size_t body_len)
+{
+    void *s = rumor_transport_push(t, peer);
+    if (!s)
+        return 1;
+    if (zmq_send(s, hdr, hdr_len, ZMQ_DONTWAIT | ZMQ_SNDMORE) < 0) {
+        if (zmq_errno() == EAGAIN) {
+            t->stats.send_would_block++;
+            return 1;
+        }
+        return rumor_err_set(RUMOR_ESYS, "send to peer %d: %s", peer, zmq_strerror(zmq_errno()));
+    }
+    /* the first part was taken, so the rest goes without blocking */
+    if (zmq_send(s, body, body_len, 0) < 0)
+        return rumor_err_set(RUMOR_ESYS, "send to peer %d: %s", peer, zmq_strerror(zmq_errno()));
+    t->stats.bytes_sent += hdr_len + body_len;
+    t->stats.msgs_sent++;
+    if (t->more_ep[peer])
+        connect_more(t, peer);
+    return 0;
+}
+
 int rumor_transport_send(rumor_transport_t *t, int peer, const void *hdr, size_t hdr_len,
                          rumor_sendbuf_t *buf, const void *data, size_t bytes)
 {

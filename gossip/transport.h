@@ -149,6 +149,11 @@ int rumor_transport_msg_peer_key(const struct zmq_msg_t *msg,
 int rumor_transport_send(rumor_transport_t *t, int peer, const void *hdr, size_t hdr_len,
                          rumor_sendbuf_t *buf, const void *data, size_t bytes);
 
+/* Sends [hdr][body] to a peer without blocking, the body copied (a small
+ * control message's: a HELLO's terms). Returns as rumor_transport_send. */
+int rumor_transport_send_body(rumor_transport_t *t, int peer, const void *hdr, size_t hdr_len,
+                              const void *body, size_t body_len);
+
 /* Counters since creation. */
 typedef struct rumor_transport_stats {
     uint64_t bytes_sent, bytes_received, msgs_sent, msgs_received;

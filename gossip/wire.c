@@ -72,6 +72,8 @@ static const char *const reject_names[RUMOR_WIRE_NREJECT] = {
     [RUMOR_WIRE_BAD_DIGEST] = "bad_digest",
     [RUMOR_WIRE_UNEXPECTED] = "unexpected",
     [RUMOR_WIRE_BAD_CODE] = "bad_code",
+    [RUMOR_WIRE_INCOMPATIBLE] = "incompatible",
+    [RUMOR_WIRE_OUTLIER] = "outlier",
 };
 
 int rumor_wire_reject(int reason, const char *fmt, ...)

@@ -117,6 +117,8 @@ enum rumor_wire_reject {
     RUMOR_WIRE_BAD_DIGEST,      /* transferred state does not match its digest */
     RUMOR_WIRE_UNEXPECTED,      /* a well-formed message this peer did not ask for */
     RUMOR_WIRE_BAD_CODE,        /* a compressed payload that does not decode (codec.h) */
+    RUMOR_WIRE_INCOMPATIBLE,    /* from a peer whose terms (terms.h) differ from ours */
+    RUMOR_WIRE_OUTLIER,         /* parameters implausibly far from ours (a diverged peer) */
     RUMOR_WIRE_NREJECT
 };
 

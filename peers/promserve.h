@@ -4,10 +4,21 @@
  * paths 404, other methods 405, and malformed requests get libmicrohttpd's
  * 400: nothing a client sends reaches the training.
  *
+ * The server starts before the data loads and serves every family from the
+ * first scrape, with its initial value (NaN where there is none yet: the
+ * loss before the first round, the accuracy before the first evaluation),
+ * so that a dashboard shows a peer that is starting rather than "no data".
+ * rumor_peer_phase says what the peer is doing, as a state set: one series
+ * per phase, 1 for the current one and 0 for the others.
+ *
  * The training loop publishes a snapshot after each round (under a mutex);
  * the server formats the last snapshot. Names follow Prometheus's
  * conventions: rumor_ prefix, base units (seconds, bytes), counters end in
- * _total. */
+ * _total.
+ *
+ * Idle connections are closed after RUMOR_PROM_IDLE_TIMEOUT seconds and up
+ * to RUMOR_PROM_MAX_CONNECTIONS are served at once, so that a few idle or
+ * slow clients cannot lock a scraper out. */
 #ifndef RUMOR_PEERS_PROMSERVE_H
 #define RUMOR_PEERS_PROMSERVE_H
 
@@ -16,38 +27,70 @@
 #include "mixer.h"
 #include "wire.h"
 
+#define RUMOR_PROM_IDLE_TIMEOUT 5       /* seconds without a byte either way */
+#define RUMOR_PROM_MAX_CONNECTIONS 128  /* at least 64 clients are always served */
+
 typedef struct rumor_prom rumor_prom_t;
+
+/* What the peer is doing: rumor_peer_phase{phase="..."}. */
+typedef enum {
+    RUMOR_PROM_STARTING = 0, /* loading the data and the model, until it waits */
+    RUMOR_PROM_WAITING,      /* for its neighbours at start, fetching the swarm's state */
+    RUMOR_PROM_TRAINING,     /* the rounds */
+    RUMOR_PROM_LEAVING,      /* on SIGTERM/SIGINT: a last checkpoint, telling the neighbours */
+    RUMOR_PROM_DONE,         /* the rounds are over: the swarm average, the final report */
+    RUMOR_PROM_NPHASES
+} rumor_prom_phase;
+
+/* The label value of a phase ("starting", ...). */
+const char *rumor_prom_phase_name(rumor_prom_phase phase);
 
 /* What a peer publishes after a round. */
 typedef struct rumor_prom_snapshot {
     int rank, peers;
     char peer[24];              /* open membership: the id in hex, the label instead
                                  * of rank ("" with a list) */
-    long round, rounds_total;   /* the round the peer is at, and the run's */
-    double loss;                /* the last round's training loss */
+    long round, rounds_total;   /* the round the peer is at, and the run's (0 while
+                                 * the data loads) */
+    double loss;                /* the last round's training loss (NaN none yet) */
     double examples_per_second; /* since the start */
     double wait_seconds;        /* waited for neighbours, since the start */
     double seconds;             /* training time since the start */
-    double consensus_distance;  /* |mix - x| of the last round */
+    double consensus_distance;  /* |mix - x| of the last round (NaN none yet) */
     int in_neighbors, neighbors_complete, members;
     uint64_t bytes_sent, bytes_received;
     uint64_t rounds_run, rounds_mixed, consensus_skipped, jumps, state_fetches;
     rumor_wire_stats_t messages;
     double checkpoint_unix;     /* when the last checkpoint was written (0 none) */
-    double test_accuracy;       /* the last evaluation (< 0 none) */
-    double eval_loss;           /* the last validation loss (< 0 none) */
+    double test_accuracy;       /* the last evaluation (NaN none) */
+    double eval_loss;           /* the last validation loss (NaN none) */
 } rumor_prom_snapshot_t;
 
-/* Starts serving on "ADDR:PORT" (an IPv4 address or a name such as
- * localhost; port 1..65535). RUMOR_EINVAL for a malformed address,
- * RUMOR_ESYS when the port cannot be bound, RUMOR_ENOTSUP when rumor was
- * built without libmicrohttpd. */
-int rumor_prom_start(const char *listen, rumor_prom_t **out) RUMOR_WUR;
+/* A snapshot before anything happened: zeros, and NaN where a value does
+ * not exist yet. */
+void rumor_prom_snapshot_init(rumor_prom_snapshot_t *s);
+
+/* Checks "ADDR:PORT" (an IPv4 address, 0.0.0.0 or * for every interface,
+ * or a name such as localhost; port 1..65535) without binding:
+ * RUMOR_EINVAL with what is wrong. */
+int rumor_prom_check_listen(const char *listen) RUMOR_WUR;
+
+/* Binds "ADDR:PORT" and starts serving `first` in phase starting.
+ * RUMOR_EINVAL for a malformed address or one that is not this machine's
+ * (bad usage), RUMOR_ESYS when the port cannot be bound (in use, no
+ * permission), RUMOR_ENOTSUP when rumor was built without libmicrohttpd.
+ * libmicrohttpd's own messages go to rumor_debug, never to stderr. */
+int rumor_prom_start(const char *listen, const rumor_prom_snapshot_t *first,
+                     rumor_prom_t **out) RUMOR_WUR;
 void rumor_prom_stop(rumor_prom_t **pp);
-/* Replaces the snapshot the server shows. */
+/* Replaces the snapshot the server shows (p may be NULL: no server). */
 void rumor_prom_publish(rumor_prom_t *p, const rumor_prom_snapshot_t *s);
-/* The page for a snapshot, into buf (always terminated); its length, or
- * RUMOR_EINVAL when it does not fit. */
-int rumor_prom_format(const rumor_prom_snapshot_t *s, char *buf, size_t cap);
+/* Sets the phase the server shows (p may be NULL). Async-signal-safe (an
+ * atomic store), so a signal handler may call it while p lives. */
+void rumor_prom_set_phase(rumor_prom_t *p, rumor_prom_phase phase);
+/* The page for a snapshot and a phase, into buf (always terminated); its
+ * length, or RUMOR_EINVAL when it does not fit. */
+int rumor_prom_format(const rumor_prom_snapshot_t *s, rumor_prom_phase phase, char *buf,
+                      size_t cap);
 
 #endif

@@ -24,6 +24,7 @@
 #include "blas_tune.h"
 #include "catchup.h"
 #include "checkpoint.h"
+#include "dirs.h"
 #include "log.h"
 #include "mixer.h"
 #include "outer.h"
@@ -31,14 +32,15 @@
 #include "peerlist.h"
 #include "progress.h"
 #include "promserve.h"
+#include "terms.h"
 #include "topology.h"
 #include "trainer.h"
 #include "trainopts.h"
 
 static const char usage_head[] =
     "Usage: rumor-peer --rank R --peers EP0,EP1,... --keys KEY --allow LIST [OPTION]...\n"
-    "       rumor-peer --listen ADDR [--join HOST:PORT] --keys KEY --allow LIST [OPTION]...\n"
-    "       rumor-peer keygen [--force] PREFIX...\n"
+    "  or:  rumor-peer --listen ADDR [--join HOST:PORT] --keys KEY --allow LIST [OPTION]...\n"
+    "  or:  rumor-peer keygen [--force] PREFIX...\n"
     "Run one peer of a swarm that trains a model together with D-PSGD.\n"
     "\n"
     "A swarm of a fixed list: start one rumor-peer per machine (or per process)\n"
@@ -64,9 +66,11 @@ static const char usage_head[] =
     "                         stale: one live peer listed is enough to join\n"
     "  --peers-file FILE      the same list, one endpoint a line (# comments); a second\n"
     "                         column may give the peer's public key (Z85 or a .pub file)\n"
-    "  --listen ADDR          address to bind (default: this peer's endpoint in the\n"
+    "  --listen ADDR          address to bind, HOST:PORT or tcp://HOST:PORT (a name\n"
+    "                         is looked up) (default: this peer's endpoint in the\n"
     "                         list; required in an open swarm; tcp://0.0.0.0:PORT\n"
-    "                         listens on every interface)\n"
+    "                         listens on every interface); tried before the data\n"
+    "                         loads\n"
     "  --swarm NAME           swarm name; peers of other swarms are ignored\n"
     "                         (default: rumor)\n"
     "  --topology SPEC        ring, torus:RxC, exp, onepeer-exp, hypercube:D, complete,\n"
@@ -91,8 +95,9 @@ static const char usage_head[] =
     "                         the deadline adapts to the round times seen: 4x their\n"
     "                         median, at least --min-round-timeout\n"
     "  --min-round-timeout SECS\n"
-    "                         the shortest deadline (default: 0.5; set it equal to\n"
-    "                         --round-timeout for a fixed deadline)\n"
+    "                         the shortest deadline, at most --round-timeout\n"
+    "                         (default: 0.5, or --round-timeout if shorter; set it\n"
+    "                         equal to --round-timeout for a fixed deadline)\n"
     "  --staleness N          async: mix a neighbour's parameters only if at most N\n"
     "                         rounds old (default: 8)\n"
     "  --catch-up-rounds N    a peer more than N rounds behind its neighbours whose\n"
@@ -109,7 +114,9 @@ static const char usage_head[] =
     "  --balance-max N        batch: at most N batches a round, 1 to 64 (default: 4)\n"
     "  --throttle F           testing: run F times slower than this machine can\n"
     "                         (sleeps after each gradient), to play a straggler\n"
-    "  --start-timeout SECS   how long to wait for neighbours at start (default: 60)\n"
+    "  --start-timeout SECS   how long to wait for neighbours at start (default: 60);\n"
+    "                         SIGTERM or SIGINT before training begins leaves at\n"
+    "                         once, exit status 0\n"
     "  --chunk-mb X           the size of the parameter ranges this peer sends, and of\n"
     "                         the cells it mixes in (default: 1, or an eighth of a\n"
     "                         model under 8 MiB, at least 1/16; at most 64); peers\n"
@@ -129,9 +136,10 @@ static const char usage_head[] =
     "                         this peer's own data, the last of them overlapped with\n"
     "                         the gossip as always: H times fewer bytes a step\n"
     "                         (--mode dpsgd or async), 1 to 10000 (default: 1)\n"
-    "  --outer SPEC           with --local-steps: all H steps first, then the gossip,\n"
-    "                         and an outer optimizer steps the round's start by the\n"
-    "                         change the mix proposes (DiLoCo on a graph):\n"
+    "  --outer SPEC           with --local-steps H, H >= 2: all H steps first, then\n"
+    "                         the gossip, and an outer optimizer steps the round's\n"
+    "                         start by the change the mix proposes (DiLoCo on a\n"
+    "                         graph):\n"
     "                         nesterov[:lr=X,momentum=Y] (lr in (0, 10], default 0.7;\n"
     "                         momentum in [0, 1), default 0.9) or sgd[:lr=X] (lr 1:\n"
     "                         the mix itself); its state is not checkpointed: a\n"
@@ -141,8 +149,9 @@ static const char usage_head[] =
     "                         of elements sent); every peer of a swarm must use the\n"
     "                         same codec (see docs/compression.md); with --mode\n"
     "                         allreduce, int8 or int4 gradients (default: none)\n"
-    "  --consensus-step G     CHOCO's consensus step gamma in (0, 1] (default: the\n"
-    "                         codec's: 1 int8, 0.8 int4, 2F topk, F randk)\n"
+    "  --consensus-step G     with --compress: CHOCO's consensus step gamma in (0, 1]\n"
+    "                         (default: the codec's: 1 int8, 0.8 int4, 2F topk, F\n"
+    "                         randk)\n"
     "  --keyframe-every R     with --compress: every R-th round sends full f32\n"
     "                         parameters, which resynchronizes the peers' copies\n"
     "                         after a lost round (default: the codec's: 16 int8,\n"
@@ -152,7 +161,10 @@ static const char usage_head[] =
     "  --no-average           skip the swarm-average evaluation at the end\n"
     "  --save-average DIR     write the swarm average (parameters only) there as\n"
     "                         <swarm>-average-r<rank>-<round>.safetensors, for\n"
-    "                         rumor-train sample, eval or export\n"
+    "                         rumor-train sample, eval or export; made and checked\n"
+    "                         at start. Should writing it fail at the end, it goes\n"
+    "                         to --checkpoint-dir or a temporary directory, named on\n"
+    "                         stderr, and the exit status is 1\n"
     "  --allow-alone          exit 0 even if no neighbour's parameters ever arrived\n"
     "                         (default: such a run is an error, exit status 1)\n"
     "\n"
@@ -196,15 +208,19 @@ static const char usage_head[] =
     "Monitoring:\n"
     "  --metrics-listen ADDR:PORT\n"
     "                         serve Prometheus metrics at http://ADDR:PORT/metrics\n"
-    "                         (round, loss, examples/s, bytes, waiting, consensus\n"
-    "                         distance, neighbours, members, rejected messages by\n"
-    "                         reason, checkpoint age), e.g. 127.0.0.1:9400; off by\n"
-    "                         default\n"
+    "                         (phase, round, loss, examples/s, bytes, waiting,\n"
+    "                         consensus distance, neighbours, members, rejected\n"
+    "                         messages by reason, checkpoint age) from the start,\n"
+    "                         before the data loads, e.g. 127.0.0.1:9400\n"
+    "                         (0.0.0.0:PORT for every interface); off by default\n"
     "\n"
     "Preemption and checkpoints:\n"
     "  --checkpoint-dir DIR   write checkpoints (safetensors) there at the end of every\n"
     "                         epoch, every --checkpoint-every rounds and when leaving;\n"
-    "                         at start, resume from the newest one that loads\n"
+    "                         at start, resume from the newest one that loads (one\n"
+    "                         at or past the run's end: nothing to train, exit 1).\n"
+    "                         Made and checked at start; a checkpoint that fails\n"
+    "                         later is an error the last line counts (exit 1)\n"
     "  --checkpoint-every N   also every N rounds (default: 0, epochs only)\n"
     "  --keep-checkpoints K   keep the newest K (default: 3)\n"
     "  --leave-timeout SECS   on SIGTERM or SIGINT: end the round at once, checkpoint,\n"
@@ -222,12 +238,19 @@ static const char usage_tail[] =
     "rumor-peer keygen PREFIX writes a new CurveZMQ keypair: PREFIX.key (secret,\n"
     "mode 0600) and PREFIX.pub (public: add it to every peer's allow-list).\n"
     "\n"
+    "Every peer of a swarm must run the same model, --mode, --compress (and\n"
+    "--keyframe-every), --local-steps and --outer: peers tell each other theirs, and a\n"
+    "neighbour that differs is named and not mixed with; a peer left with none to\n"
+    "mix with stops (exit status 1). A neighbour whose parameters lie more than 10x\n"
+    "this peer's norm away (its training diverged) is named and left out of the\n"
+    "round.\n"
+    "\n"
     "Exit status: 0 on success, 1 on a runtime error, 2 on bad usage.\n"
     "\n"
     "Examples:\n"
     "  # four peers on one machine, a ring over loopback, keys in keys/\n"
     "  mkdir -p keys; for r in 0 1 2 3; do rumor-peer keygen keys/peer-$r; done\n"
-    "  P=tcp://127.0.0.1:7000,tcp://127.0.0.1:7001,tcp://127.0.0.1:7002,tcp://127.0.0.1:7003\n"
+    "  P=; for r in 0 1 2 3; do P=$P${P:+,}tcp://127.0.0.1:700$r; done\n"
     "  for r in 0 1 2 3; do\n"
     "    rumor-peer --rank $r --peers $P --keys keys/peer-$r.key --allow keys --epochs 3 &\n"
     "  done; wait\n"
@@ -255,24 +278,25 @@ struct options {
     const char *metrics_listen;
     const char *join, *advertise; /* open membership */
     int min_peers, max_peers;
+    char listen_ep[600]; /* --listen as the endpoint to bind (a name resolved) */
 };
 
 static const rumor_opt_t option_table[] = {
     { "rank", 0, RUMOR_OPT_INT, offsetof(struct options, rank), 0, 1 << 20, NULL, 0 },
     { "peers", 0, RUMOR_OPT_STR, offsetof(struct options, peers), 0, 0, NULL, 0 },
-    { "peers-file", 0, RUMOR_OPT_STR, offsetof(struct options, peers_file), 0, 0, NULL, 0 },
+    { "peers-file", 0, RUMOR_OPT_PATH, offsetof(struct options, peers_file), 0, 0, NULL, 0 },
     { "listen", 0, RUMOR_OPT_STR, offsetof(struct options, listen), 0, 0, NULL, 0 },
     { "swarm", 0, RUMOR_OPT_STR, offsetof(struct options, swarm), 0, 0, NULL, 0 },
-    { "topology", 0, RUMOR_OPT_STR, offsetof(struct options, topology), 0, 0, NULL, 0 },
-    { "weights", 0, RUMOR_OPT_STR, offsetof(struct options, weights), 0, 0, NULL, 0 },
+    { "topology", 0, RUMOR_OPT_PATHS, offsetof(struct options, topology), 0, 0, "file:", 0 },
+    { "weights", 0, RUMOR_OPT_PATHS, offsetof(struct options, weights), 0, 0, "file:", 0 },
     { "mode", 0, RUMOR_OPT_CHOICE, offsetof(struct options, mode), 0, 0, "dpsgd|async|allreduce", 0 },
     { "round-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, round_timeout), 0.01, 86400, NULL, 0 },
     { "min-round-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, min_round_timeout), 0.001, 86400, NULL, 0 },
     { "staleness", 0, RUMOR_OPT_INT, offsetof(struct options, staleness), 1, 1 << 20, NULL, 0 },
     { "catch-up-rounds", 0, RUMOR_OPT_LONG, offsetof(struct options, catch_up_rounds), 0, 1e9, NULL, 0 },
-    { "keys", 0, RUMOR_OPT_STR, offsetof(struct options, keys), 0, 0, NULL, 0 },
-    { "allow", 0, RUMOR_OPT_STR, offsetof(struct options, allow), 0, 0, NULL, 0 },
-    { "peer-keys", 0, RUMOR_OPT_STR, offsetof(struct options, peer_keys), 0, 0, NULL, 0 },
+    { "keys", 0, RUMOR_OPT_PATH, offsetof(struct options, keys), 0, 0, NULL, 0 },
+    { "allow", 0, RUMOR_OPT_PATH, offsetof(struct options, allow), 0, 0, NULL, 0 },
+    { "peer-keys", 0, RUMOR_OPT_PATHS, offsetof(struct options, peer_keys), 0, 0, NULL, 1 },
     { "membership", 0, RUMOR_OPT_CHOICE, offsetof(struct options, membership), 0, 0, "static|swim", 0 },
     { "connections", 0, RUMOR_OPT_INT, offsetof(struct options, connections), 1, 8, NULL, 0 },
     { "io-threads", 0, RUMOR_OPT_INT, offsetof(struct options, io_threads), 1, 16, NULL, 0 },
@@ -292,9 +316,9 @@ static const rumor_opt_t option_table[] = {
     { "rounds", 0, RUMOR_OPT_LONG, offsetof(struct options, rounds), 1, 1e12, NULL, 0 },
     { "eval-every", 0, RUMOR_OPT_INT, offsetof(struct options, eval_every), 1, 100000, NULL, 0 },
     { "no-average", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_average), 0, 0, NULL, 1 },
-    { "save-average", 0, RUMOR_OPT_STR, offsetof(struct options, save_average), 0, 0, NULL, 0 },
+    { "save-average", 0, RUMOR_OPT_PATH, offsetof(struct options, save_average), 0, 0, NULL, 0 },
     { "allow-alone", 0, RUMOR_OPT_FLAG, offsetof(struct options, allow_alone), 0, 0, NULL, 1 },
-    { "checkpoint-dir", 0, RUMOR_OPT_STR, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
+    { "checkpoint-dir", 0, RUMOR_OPT_PATH, offsetof(struct options, checkpoint_dir), 0, 0, NULL, 0 },
     { "checkpoint-every", 0, RUMOR_OPT_LONG, offsetof(struct options, checkpoint_every), 0, 1e12, NULL, 0 },
     { "keep-checkpoints", 0, RUMOR_OPT_INT, offsetof(struct options, keep_checkpoints), 1, 1000, NULL, 0 },
     { "leave-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, leave_timeout), 0.1, 3600, NULL, 0 },
@@ -317,8 +341,6 @@ static int read_peers(const struct options *o, rumor_peerlist_t *pl)
     if (!!o->peers == !!o->peers_file)
         return rumor_err_set(RUMOR_EINVAL, "give the peer list with exactly one of --peers and "
                                            "--peers-file");
-    if (o->listen && rumor_peerlist_check_endpoint(o->listen) < 0)
-        return rumor_err_prefix(RUMOR_EINVAL, "--listen");
     return o->peers ? rumor_peerlist_parse_string(o->peers, pl)
                     : rumor_peerlist_parse_file(o->peers_file, pl);
 }
@@ -340,6 +362,8 @@ struct peer {
     rumor_prom_snapshot_t snap; /* what it shows: updated after each round */
     rumor_peer_open_t open;   /* open membership (no --rank): --join, the id */
     int is_open;
+    long ckpt_tried, ckpt_failed; /* checkpoints written and failed */
+    char ckpt_err[400];           /* the last failure */
 };
 
 /* A public key given as 40 Z85 characters or as a key file. */
@@ -440,10 +464,15 @@ static int keygen_main(int argc, char **argv)
     return 0;
 }
 
+/* What a SIGTERM or SIGINT acts on (on_leave_signal, below) */
+static rumor_mixer_t *volatile hurry_mixer; /* NULL once destroyed */
+static volatile sig_atomic_t joining_started; /* the mixer was made: leave through it */
+
 static void peer_free(struct peer *p)
 {
-    rumor_prom_stop(&p->prom);
+    hurry_mixer = NULL; /* a signal from here on has no mixer to hurry */
     rumor_mixer_destroy(&p->mixer, 5.0);
+    rumor_prom_stop(&p->prom); /* after: scrapes see the phase while LEAVE flushes */
     rumor_metrics_close(&p->metrics);
     if (rumor_trace_close(&p->trace) < 0)
         rumor_warn("%s", rumor_err_msg());
@@ -524,6 +553,37 @@ static int check_membership_args(struct options *o)
     return -1;
 }
 
+/* Options that only mean something together, or whose values contradict
+ * each other: refused with the reason (item by item in --help). Returns
+ * 2, or -1 when they fit. */
+static int check_consistency(const struct options *o, const rumor_codec_t *codec)
+{
+    if (o->outer && o->local_steps < 2)
+        return usage_error("--outer steps each round's start by what H local steps and the mix "
+                           "propose (DiLoCo): it needs --local-steps H with H >= 2");
+    if (codec->kind == RUMOR_CODEC_NONE && o->keyframe_every)
+        return usage_error("--keyframe-every sets how often compressed gossip sends full "
+                           "parameters: it needs --compress");
+    if (codec->kind == RUMOR_CODEC_NONE && o->consensus_step > 0)
+        return usage_error("--consensus-step is compressed gossip's (CHOCO-SGD's) step: it needs "
+                           "--compress");
+    if (o->chunk_mb > 0 && o->max_message_mb < o->chunk_mb) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "--max-message-mb %g is below --chunk-mb %g: the neighbours' "
+                                  "ranges of that size would all be dropped", o->max_message_mb,
+                 o->chunk_mb);
+        return usage_error(msg);
+    }
+    if (o->min_round_timeout > 0 && o->min_round_timeout > o->round_timeout) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "--min-round-timeout %g is above --round-timeout %g (the "
+                                  "shortest deadline and the longest)", o->min_round_timeout,
+                 o->round_timeout);
+        return usage_error(msg);
+    }
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
     memset(o, 0, sizeof *o);
@@ -538,7 +598,7 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->topology = "ring";
     o->mode = "dpsgd";
     o->round_timeout = 10;
-    o->min_round_timeout = 0.5;
+    o->min_round_timeout = 0; /* given, or 0.5 (at most --round-timeout): below */
     o->staleness = 8;
     o->catch_up_rounds = 50;
     o->throttle = 1;
@@ -597,6 +657,23 @@ static int parse_args(int argc, char **argv, struct options *o)
                         "neighbours: it needs --mode dpsgd (not %s)\n", o->mode);
         return 2;
     }
+    rc = check_consistency(o, &codec);
+    if (rc >= 0)
+        return rc;
+    if (o->min_round_timeout == 0)
+        o->min_round_timeout = o->round_timeout < 0.5 ? o->round_timeout : 0.5;
+    /* --listen HOST:PORT or tcp://HOST:PORT; a name becomes its address */
+    if (o->listen && rumor_peerlist_bind_endpoint(o->listen, o->listen_ep,
+                                                  sizeof o->listen_ep) < 0) {
+        fprintf(stderr, "rumor-peer: --listen: %s\n", rumor_err_msg());
+        return 2;
+    }
+    /* the value alone, with the others (binding comes in main) */
+    if (o->metrics_listen && rumor_prom_check_listen(o->metrics_listen) < 0 &&
+        rumor_err_code() == RUMOR_EINVAL) {
+        fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+        return 2;
+    }
     rumor_train_opts_apply_log(&o->t);
     return -1;
 }
@@ -638,7 +715,6 @@ static int evaluate(struct peer *p, float *params, double *acc, double *loss)
 /* ------------------------------------------------------ preemption */
 
 static volatile sig_atomic_t leave_signal;
-static rumor_mixer_t *volatile hurry_mixer;
 static unsigned leave_alarm_s = 10;
 
 /* SIGTERM/SIGINT: end the round at once and leave; a watchdog alarm bounds
@@ -647,9 +723,19 @@ static void on_leave_signal(int sig)
 {
     if (leave_signal)
         return;
+    if (!joining_started) {
+        /* still loading: nothing saved, nobody joined; a plain stop is a
+         * success for systemd and compose */
+        static const char msg[] = "rumor-peer: stopped by a signal before joining the swarm\n";
+        if (write(2, msg, sizeof msg - 1) < 0) {
+            /* nothing more to do */
+        }
+        _exit(0);
+    }
     leave_signal = sig;
-    if (hurry_mixer)
-        rumor_mixer_hurry(hurry_mixer);
+    rumor_mixer_t *m = hurry_mixer;
+    if (m)
+        rumor_mixer_hurry(m);
     alarm(leave_alarm_s);
 }
 
@@ -685,6 +771,55 @@ static void sleep_unless_leaving(double s)
         ;
 }
 
+/* The settings every peer of the swarm must share (terms.h), sent in every
+ * HELLO: a neighbour that differs is named and not mixed with. Dropout is
+ * left out of the model's (peers may differ in it: the parameters mean the
+ * same). */
+static int build_terms(const struct options *o, const rumor_trainer_t *tr,
+                       const rumor_codec_t *codec, char *buf, size_t cap)
+{
+    char v[512];
+    buf[0] = '\0';
+    snprintf(v, sizeof v, "%s", tr->model->spec);
+    char *d = strstr(v, "dropout=");
+    if (d && d > v && (d[-1] == ':' || d[-1] == ','))
+        d[-1] = '\0';
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "model", v));
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "mode", o->mode));
+    rumor_codec_format(codec, v, sizeof v);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "compress", v));
+    if (codec->kind != RUMOR_CODEC_NONE) {
+        snprintf(v, sizeof v, "%d", o->keyframe_every > 0 ? o->keyframe_every
+                                                          : rumor_codec_default_keyframe(codec));
+        RUMOR_CHECK(rumor_terms_add(buf, cap, "keyframe-every", v));
+    }
+    snprintf(v, sizeof v, "%d", o->local_steps);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "local-steps", v));
+    rumor_outer_config_t oc;
+    if (!o->outer)
+        snprintf(v, sizeof v, "none");
+    else if (rumor_outer_parse(o->outer, &oc) < 0) /* checked with the arguments */
+        return RUMOR_EINVAL;
+    else if (oc.kind == RUMOR_OUTER_NESTEROV)
+        snprintf(v, sizeof v, "nesterov:lr=%g,momentum=%g", oc.lr, oc.momentum);
+    else
+        snprintf(v, sizeof v, "sgd:lr=%g", oc.lr);
+    return rumor_terms_add(buf, cap, "outer", v);
+}
+
+/* SIGTERM or SIGINT while joining (the barrier, the state fetch at start):
+ * nothing trained, nothing to save; the neighbours are told (LEAVE) and the
+ * stop is a success. Returns the exit status, 0. */
+static int leave_before_training(struct peer *p, const char *pname)
+{
+    rumor_prom_set_phase(p->prom, RUMOR_PROM_LEAVING);
+    printf("%s: left before training began, on signal %d\n", pname, (int)leave_signal);
+    rumor_metrics_write(&p->metrics, "\"event\":\"leave\",\"round\":-1,\"signal\":%d,"
+                                     "\"checkpoint\":false", (int)leave_signal);
+    peer_free(p);
+    return 0;
+}
+
 /* Writes a checkpoint of the peer's state after `round` rounds. */
 static int save_checkpoint(struct peer *p, const struct options *opts, long round)
 {
@@ -692,6 +827,15 @@ static int save_checkpoint(struct peer *p, const struct options *opts, long roun
                                 p->is_open ? p->open.ckpt_swarm : opts->swarm,
                                 p->is_open ? 0 : opts->rank, round,
                                 opts->keep_checkpoints);
+    p->ckpt_tried++;
+    if (rc < 0) {
+        /* an error, not a warning: the run is not protected. Training goes
+         * on (the next one may work); the final line and the exit status
+         * say it */
+        p->ckpt_failed++;
+        snprintf(p->ckpt_err, sizeof p->ckpt_err, "round %ld: %s", round, rumor_err_msg());
+        rumor_error("checkpoint at round %ld failed: %s", round, rumor_err_msg());
+    }
     if (rc == 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -782,10 +926,76 @@ static int setup_open(struct peer *p, const struct options *opts)
     return -1;
 }
 
+/* --save-average: the swarm average into DIR; where that fails (the disk
+ * filled, the directory went away), into the checkpoint directory or a new
+ * temporary one instead, named on stderr, so that the run's result is not
+ * lost. Returns 0 when it went where asked, 1 otherwise. */
+static int save_average(struct peer *p, const struct options *o, const char *swarm, int rank,
+                        long round, const char *pname)
+{
+    char name[200], file[256] = "";
+    snprintf(name, sizeof name, "%s-average", swarm);
+    RUMOR_IGNORE(rumor_ckpt_filename(name, rank, round, file, sizeof file));
+    if (rumor_trainer_save_params(p->tr, p->avg, o->save_average, name, rank, round) == 0) {
+        printf("%s: swarm average saved to %s/%s\n", pname, o->save_average, file);
+        return 0;
+    }
+    char why[600], tmpdir[512];
+    snprintf(why, sizeof why, "%s", rumor_err_msg());
+    const char *dir = NULL;
+    if (o->checkpoint_dir && strcmp(o->checkpoint_dir, o->save_average) != 0 &&
+        rumor_trainer_save_params(p->tr, p->avg, o->checkpoint_dir, name, rank, round) == 0)
+        dir = o->checkpoint_dir;
+    if (!dir) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/rumor-average-XXXXXX", t && *t ? t : "/tmp");
+        if (mkdtemp(tmpdir) &&
+            rumor_trainer_save_params(p->tr, p->avg, tmpdir, name, rank, round) == 0)
+            dir = tmpdir;
+    }
+    if (dir)
+        fprintf(stderr, "%s: --save-average %s: %s; the swarm average is saved to %s/%s "
+                        "instead\n", label, o->save_average, why, dir, file);
+    else
+        fprintf(stderr, "%s: --save-average %s: %s; no other place could take the swarm "
+                        "average either (%s)\n", label, o->save_average, why, rumor_err_msg());
+    return 1;
+}
+
+/* What can be checked before the data loads and before joining anyone:
+ * the directories the run writes into and the address it listens on.
+ * Returns an exit status (2: usage, 1: the address is in use), or -1. */
+static int check_at_start(struct peer *p, struct options *o)
+{
+    const struct {
+        const char *dir, *flag;
+    } outs[] = { { o->checkpoint_dir, "--checkpoint-dir" }, { o->save_average, "--save-average" } };
+    for (size_t i = 0; i < sizeof outs / sizeof *outs; i++)
+        if (outs[i].dir && rumor_dir_prepare(outs[i].dir) < 0) {
+            fprintf(stderr, "rumor-peer: %s: %s\n", outs[i].flag, rumor_err_msg());
+            return 2;
+        }
+    /* a list's peer binds its own entry unless --listen says otherwise */
+    if (!o->listen_ep[0] &&
+        rumor_peerlist_bind_endpoint(p->pl.ep[o->rank], o->listen_ep, sizeof o->listen_ep) < 0) {
+        fprintf(stderr, "rumor-peer: peer list entry %d: %s\n", o->rank, rumor_err_msg());
+        return 2;
+    }
+    if (rumor_peerlist_try_bind(o->listen_ep) < 0) {
+        fprintf(stderr, "rumor-peer: %s%s\n", rumor_err_msg(),
+                rumor_err_code() == RUMOR_EINVAL ? " (give --listen an address of this machine, "
+                                                   "or tcp://0.0.0.0:PORT for all of them)"
+                                                 : "");
+        return rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
         return keygen_main(argc, argv);
+    catch_leave_signals(10); /* a stop at once is a clean one (on_leave_signal) */
     rumor_blas_autotune(argc, argv);
     /* ZeroMQ allocates each received chunk (1 MiB): keep freed chunks in the
      * heap instead of returning them to the kernel and faulting them in
@@ -797,12 +1007,30 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     struct rumor_train_opts o = opts.t;
+    catch_leave_signals(opts.leave_timeout); /* the watchdog's time */
     struct peer p;
     memset(&p, 0, sizeof p);
     p.is_open = opts.rank < 0;
     int rank = p.is_open ? 0 : opts.rank;
     rc = p.is_open ? setup_open(&p, &opts) : setup_list(&p, &opts);
+    if (rc < 0)
+        rc = check_at_start(&p, &opts);
     if (rc >= 0) {
+        peer_free(&p);
+        return rc;
+    }
+    /* ---- --metrics-listen: serving from here on, every family in phase
+     * "starting" while the data loads; a bad address stops the peer before
+     * the data loads and before it joins anyone */
+    rumor_prom_snapshot_init(&p.snap);
+    p.snap.rank = p.is_open ? -1 : rank;
+    if (p.is_open)
+        snprintf(p.snap.peer, sizeof p.snap.peer, "%016llx", (unsigned long long)p.open.id);
+    p.snap.peers = p.is_open ? 1 : p.pl.n;
+    if (opts.metrics_listen && rumor_prom_start(opts.metrics_listen, &p.snap, &p.prom) < 0) {
+        fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
+        /* the value (or a build without the server): usage; in use: runtime */
+        rc = rumor_err_code() == RUMOR_EINVAL || rumor_err_code() == RUMOR_ENOTSUP ? 2 : 1;
         peer_free(&p);
         return rc;
     }
@@ -886,23 +1114,25 @@ int main(int argc, char **argv)
                                               path, sizeof path);
         if (lrc < 0)
             return fail(&p, "checkpoint");
+        if (lrc == 0 && round >= total_rounds) {
+            /* a finished run restarted (a service manager's restart, a
+             * script run twice): nothing to do is not success */
+            fprintf(stderr, "%s: %s is at round %ld, %s this run's last round %ld: nothing left "
+                            "to train (give more --epochs or --rounds to go on from it)\n",
+                    label, path, round, round == total_rounds ? "at" : "past", total_rounds);
+            peer_free(&p);
+            return 1;
+        }
         if (lrc == 0) {
-            first_round = round < total_rounds ? round : total_rounds;
+            first_round = round;
             /* stderr, even with -q: which file a run continues matters */
-            fprintf(stderr, "%s: resumed from %s at round %ld%s\n", who, path,
-                    first_round, round > total_rounds ? " (the last of this run)" : "");
+            fprintf(stderr, "%s: resumed from %s at round %ld\n", who, path, first_round);
         }
     }
 
-    /* ---- --metrics-listen: before joining, so a bad address joins nobody */
-    p.snap.rank = p.is_open ? -1 : rank;
-    if (p.is_open)
-        snprintf(p.snap.peer, sizeof p.snap.peer, "%s", idhex);
-    p.snap.peers = N;
+    /* ---- --metrics-listen: the run's length, now that the data is loaded */
     p.snap.rounds_total = total_rounds;
-    p.snap.test_accuracy = p.snap.eval_loss = -1;
-    if (opts.metrics_listen && rumor_prom_start(opts.metrics_listen, &p.prom) < 0)
-        return fail(&p, "metrics");
+    rumor_prom_publish(p.prom, &p.snap);
 
     /* ---- the swarm */
     int async = strcmp(opts.mode, "async") == 0;
@@ -911,7 +1141,7 @@ int main(int argc, char **argv)
     mc.topo = p.topo;
     mc.self = rank;
     mc.endpoints = (const char *const *)p.pl.ep;
-    mc.listen = opts.listen;
+    mc.listen = opts.listen_ep;
     mc.swarm = rumor_wire_swarm_id(opts.swarm);
     mc.nparams = nparams;
     mc.chunk_elems = (size_t)(opts.chunk_mb * 1048576.0 / sizeof(float));
@@ -968,6 +1198,16 @@ int main(int argc, char **argv)
     mc.first_round = first_round;
     if (rumor_codec_parse(opts.compress, &mc.codec) < 0) /* checked with the arguments */
         return fail(&p, "--compress");
+    /* a sparse codec must send at least one element of a whole range */
+    size_t cell = mc.chunk_elems < nparams ? mc.chunk_elems : nparams;
+    if ((mc.codec.kind == RUMOR_CODEC_TOPK || mc.codec.kind == RUMOR_CODEC_RANDK) &&
+        mc.codec.frac * (double)cell < 1.0) {
+        fprintf(stderr, "rumor-peer: --compress %s sends %.3g elements of a range of %zu: give "
+                        "a share of at least %.3g (one element a range)\n",
+                opts.compress, mc.codec.frac * (double)cell, cell, 1.0 / (double)cell);
+        peer_free(&p);
+        return 2;
+    }
     /* --compress with --mode allreduce: the gradients' all-reduce is coded
      * (the swarm average at the end stays f32) */
     int coded_allreduce = !dpsgd && mc.codec.kind != RUMOR_CODEC_NONE;
@@ -983,10 +1223,16 @@ int main(int argc, char **argv)
         rumor_trainer_set_step_ranges(p.tr, mc.chunk_elems, rumor_mixer_round_stepped);
     mc.consensus_step = opts.consensus_step;
     mc.keyframe_every = opts.keyframe_every;
+    char terms[RUMOR_TERMS_MAX];
+    if (build_terms(&opts, p.tr, &mc.codec, terms, sizeof terms) < 0)
+        return fail(&p, "settings");
+    mc.terms = terms;
+    /* a neighbour 10x this peer's norm away diverged (mixer.h) */
+    mc.outlier_ratio = 10;
     if (rumor_mixer_create(&mc, p.tr->stage->params, &p.mixer) < 0)
         return fail(&p, "swarm");
-    hurry_mixer = p.mixer;
-    catch_leave_signals(opts.leave_timeout);
+    hurry_mixer = p.mixer; /* a signal from now on leaves through the mixer */
+    joining_started = 1;
     if (rumor_trainer_bind(p.tr, rumor_mixer_params(p.mixer)) < 0)
         return fail(&p, "model");
     /* a round's parameters go out once the GPU stages' copy of them landed
@@ -1035,6 +1281,15 @@ int main(int argc, char **argv)
         if (H > 1)
             printf("%s: local SGD: %ld optimizer steps a round, the parameters "
                    "gossiped once (--local-steps)\n", who, H);
+        rumor_outer_config_t oc;
+        if (opts.outer && rumor_outer_parse(opts.outer, &oc) == 0) {
+            if (oc.kind == RUMOR_OUTER_NESTEROV)
+                printf("%s: outer optimizer: Nesterov, lr %g, momentum %g, on each round's "
+                       "change (DiLoCo; --outer)\n", who, oc.lr, oc.momentum);
+            else
+                printf("%s: outer optimizer: SGD, lr %g, on each round's change (DiLoCo; "
+                       "--outer)\n", who, oc.lr);
+        }
         if (coded_allreduce) {
             printf("%s: coded all-reduce: %s gradients, %.2fx smaller than f32\n",
                    who, opts.compress, rumor_codec_ratio(&mc.codec));
@@ -1050,9 +1305,12 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
+    rumor_prom_set_phase(p.prom, RUMOR_PROM_WAITING);
     int ready = rumor_mixer_barrier(p.mixer, opts.start_timeout);
-    if (ready < 0)
+    if (ready < 0 && !leave_signal)
         return fail(&p, p.is_open ? "joining" : "swarm");
+    if (leave_signal)
+        return leave_before_training(&p, pname);
     if (p.is_open) {
         N = rumor_mixer_members(p.mixer);
         if (!o.quiet)
@@ -1081,9 +1339,11 @@ int main(int argc, char **argv)
             long nk;
             if (!o.quiet)
                 printf("%s: the swarm is at round %ld: fetching its state\n", who, sr);
-            if (rumor_mixer_catch_up(p.mixer, &nk, &params, opts.start_timeout) < 0)
+            if (rumor_mixer_catch_up(p.mixer, &nk, &params, opts.start_timeout) < 0) {
+                if (leave_signal)
+                    return leave_before_training(&p, pname);
                 rumor_warn("catching up: %s; training from round %ld", rumor_err_msg(), k);
-            else {
+            } else {
                 catch_ups++;
                 k = nk < total_rounds ? nk : total_rounds;
                 if (rumor_trainer_bind(p.tr, params) < 0)
@@ -1110,6 +1370,7 @@ int main(int argc, char **argv)
         outer = p.outer;
     }
 
+    rumor_prom_set_phase(p.prom, RUMOR_PROM_TRAINING);
     /* ---- training: D-PSGD (Lian et al. 2017, Algorithm 1), its
      * asynchronous form, or all-reduce */
     rumor_progress_t prog;
@@ -1303,8 +1564,9 @@ int main(int argc, char **argv)
         long done_round = next;
         if (opts.checkpoint_dir && opts.checkpoint_every > 0 &&
             done_round / opts.checkpoint_every > k / opts.checkpoint_every && !leave_signal &&
-            save_checkpoint(&p, &opts, done_round) < 0)
-            rumor_warn("checkpoint at round %ld: %s", done_round, rumor_err_msg());
+            save_checkpoint(&p, &opts, done_round) < 0) {
+            /* counted and said (save_checkpoint) */
+        }
         k = next;
         rumor_mixer_traffic(p.mixer, &st.bytes_sent, &st.bytes_received);
         double el = rumor_now() - start;
@@ -1368,9 +1630,8 @@ int main(int argc, char **argv)
             return fail(&p, "evaluation");
         if (evaluated) {
             evaluated_at = k;
-            if (p.tr->lm)
-                p.snap.eval_loss = tloss;
-            else
+            p.snap.eval_loss = tloss;
+            if (!p.tr->lm)
                 p.snap.test_accuracy = acc;
             rumor_prom_publish(p.prom, &p.snap);
         }
@@ -1386,22 +1647,28 @@ int main(int argc, char **argv)
                                  loss_sum / nr, accs,
                                  dpsgd ? dis_sum / nr : 0.0, epoch_s);
         }
+        char acc_field[48] = ""; /* a classifier's; a language model has none */
+        if (!p.tr->lm)
+            snprintf(acc_field, sizeof acc_field, "\"test_accuracy\":%.6f,",
+                     evaluated ? acc : -1.0);
         rumor_metrics_write(&p.metrics,
                             "\"event\":\"epoch\",\"epoch\":%d,\"round\":%ld,\"train_loss\":%.6g,"
-                            "\"test_accuracy\":%.6f,\"eval_loss\":%.6g,\"consensus\":%.6g,"
+                            "%s\"eval_loss\":%.6g,\"consensus\":%.6g,"
                             "\"seconds\":%.3f,\"epoch_seconds\":%.3f,\"epoch_cpu_seconds\":%.3f",
-                            epoch, k, loss_sum / nr, evaluated ? acc : -1.0,
+                            epoch, k, loss_sum / nr, acc_field,
                             evaluated ? tloss : -1.0,
                             dpsgd ? dis_sum / nr : 0.0, rumor_now() - start, epoch_s, epoch_cpu);
         epoch = (int)(k / per_epoch) + 1;
-        if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k) < 0)
-            rumor_warn("checkpoint at round %ld: %s", k, rumor_err_msg());
+        if (opts.checkpoint_dir && save_checkpoint(&p, &opts, k) < 0) {
+            /* counted and said (save_checkpoint) */
+        }
         epoch_start = rumor_now();
         epoch_cpu0 = rumor_cpu_now();
         loss_sum = dis_sum = 0;
         epoch_rounds = 0;
     }
     double seconds = rumor_now() - start;
+    rumor_prom_set_phase(p.prom, leaving ? RUMOR_PROM_LEAVING : RUMOR_PROM_DONE);
     if (rumor_trainer_sync_params(p.tr) < 0) /* the last round's copy from the GPU stages */
         return fail(&p, "model");
     /* a peer that caught up at the very end trained no epoch to its end */
@@ -1431,6 +1698,7 @@ int main(int argc, char **argv)
 
     /* ---- the swarm's average model: all-reduce of the parameters */
     double avg_acc = -1, avg_loss = 0;
+    int avg_lost = 0; /* --save-average could not be written there */
     char avg_note[300] = "";
     int avg_members = N;
     if (!opts.no_average && !alone) {
@@ -1447,16 +1715,8 @@ int main(int argc, char **argv)
             return fail(&p, "evaluation");
         if (tries > 1 && !avg_note[0])
             avg_members = rumor_mixer_allreduce_size(p.mixer);
-        if (!avg_note[0] && opts.save_average) {
-            char name[200];
-            snprintf(name, sizeof name, "%s-average", ckpt_swarm);
-            if (rumor_trainer_save_params(p.tr, p.avg, opts.save_average, name, rank,
-                                          total_rounds) < 0)
-                return fail(&p, "--save-average");
-            char file[256] = "";
-            if (rumor_ckpt_filename(name, rank, total_rounds, file, sizeof file) == 0)
-                printf("%s: swarm average saved to %s/%s\n", pname, opts.save_average, file);
-        }
+        if (!avg_note[0] && opts.save_average)
+            avg_lost = save_average(&p, &opts, ckpt_swarm, rank, total_rounds, pname);
     }
     rumor_wire_stats_t ws;
     rumor_mixer_wire_stats(p.mixer, &ws);
@@ -1482,11 +1742,15 @@ int main(int argc, char **argv)
         printf("%s: swarm average test accuracy %.2f%%\n", pname, 100.0 * avg_acc);
     else if (!opts.no_average && !alone && avg_note[0])
         printf("%s: swarm average %s\n", pname, avg_note);
+    char ckpts[96] = "";
+    if (p.ckpt_failed)
+        snprintf(ckpts, sizeof ckpts, "; CHECKPOINTS FAILED: %ld of %ld", p.ckpt_failed,
+                 p.ckpt_tried);
     printf("%s: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
-           "received %.1f MB, waited %.1f s; messages: %s; connections: %s%s\n",
+           "received %.1f MB, waited %.1f s; messages: %s; connections: %s%s%s\n",
            pname, total_rounds, rounds_run, seconds, examples / seconds, st.bytes_sent / 1e6,
            st.bytes_received / 1e6, wait_total, rejects, conns,
-           allreduce_failures ? " (some all-reduces failed)" : "");
+           allreduce_failures ? " (some all-reduces failed)" : "", ckpts);
     if (mcn.elems_ahead) /* --send-ahead */
         printf("%s: sent ahead: %.1f%% of the parameters sent went before their round began\n",
                pname, 100.0 * (double)mcn.elems_ahead / (double)mcn.elems_sent);
@@ -1498,9 +1762,12 @@ int main(int argc, char **argv)
     char wsj[2048];
     if (rumor_wire_stats_json(&ws, wsj, sizeof wsj) < 0)
         snprintf(wsj, sizeof wsj, "{}");
+    char accs_field[96] = ""; /* a classifier's; a language model has none */
+    if (!p.tr->lm)
+        snprintf(accs_field, sizeof accs_field, "\"local_accuracy\":%.6f,\"average_accuracy\":%.6f,",
+                 acc, avg_acc);
     rumor_metrics_write(&p.metrics,
-                        "\"event\":\"done\",\"local_accuracy\":%.6f,"
-                        "\"average_accuracy\":%.6f,\"local_eval_loss\":%.6g,"
+                        "\"event\":\"done\",%s\"local_eval_loss\":%.6g,"
                         "\"average_eval_loss\":%.6g,\"seconds\":%.3f,\"rounds\":%ld,"
                         "\"rounds_run\":%ld,\"examples_per_s\":%.1f,"
                         "\"bytes_sent\":%llu,\"bytes_received\":%llu,\"wait_s\":%.3f,"
@@ -1511,8 +1778,10 @@ int main(int argc, char **argv)
                         "\"consensus_skipped\":%llu,\"compress\":\"%s\","
                         "\"elems_sent\":%llu,\"elems_ahead\":%llu,"
                         "\"members\":%d,\"members_joined\":%llu,\"not_allowed\":%llu,"
+                        "\"checkpoints\":%ld,\"checkpoints_failed\":%ld,"
+                        "\"outlier_rounds\":%llu,\"incompatible_neighbours\":%d,"
                         "\"messages\":%s,\"connections\":%s",
-                        acc, avg_acc, tloss, avg_note[0] || opts.no_average || alone ? -1.0 : avg_loss,
+                        accs_field, tloss, avg_note[0] || opts.no_average || alone ? -1.0 : avg_loss,
                         seconds, total_rounds, rounds_run, examples / seconds,
                         (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_received,
                         wait_total, (unsigned long long)rumor_wire_stats_rejected(&ws),
@@ -1527,8 +1796,18 @@ int main(int argc, char **argv)
                         (unsigned long long)mcn.elems_sent, (unsigned long long)mcn.elems_ahead,
                         avg_members,
                         (unsigned long long)mcn.members_joined,
-                        (unsigned long long)mcn.not_allowed, wsj, conns_j);
+                        (unsigned long long)mcn.not_allowed, p.ckpt_tried, p.ckpt_failed,
+                        (unsigned long long)mcn.outlier_rounds, mcn.incompatible, wsj,
+                        conns_j);
     peer_free(&p);
+    if (p.ckpt_failed) {
+        fprintf(stderr, "%s: %ld of %ld checkpoints failed to write (the last at %s): this run "
+                        "was not protected by them\n", label, p.ckpt_failed, p.ckpt_tried,
+                p.ckpt_err);
+        return 1;
+    }
+    if (avg_lost)
+        return 1;
     if (alone) {
         fprintf(stderr,
                 "%s: trained alone: no neighbour's parameters reached this peer in "

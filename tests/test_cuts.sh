@@ -43,8 +43,10 @@ done
 ports=$(free_endpoints 2)
 for r in 0 1; do
   # peer 0: ranges of 0.25 MB, takes at most 0.5 MB; peer 1 sends 0.8 MB
+  # (and takes 1: a peer's limit below its own ranges is refused, test_exit_status)
   timeout 60 "$RUMOR_PEER" --insecure --rank $r --peers "$ports" --epochs 1 --train-limit 320 \
-    --data "$FASHION" --chunk-mb $([ $r = 0 ] && echo 0.25 || echo 0.8) --max-message-mb 0.5 \
+    --data "$FASHION" --chunk-mb $([ $r = 0 ] && echo 0.25 || echo 0.8) \
+    --max-message-mb $([ $r = 0 ] && echo 0.5 || echo 1) \
     --round-timeout 0.5 --no-average -q \
     --log-level info --allow-alone >"$tmp/lim-$r.log" 2>&1 &
   pids="$pids $!"

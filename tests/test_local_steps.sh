@@ -5,7 +5,8 @@
 # steps), takes the same optimizer steps, and its swarm average's test
 # accuracy is within 1 point of H = 1's. With DiLoCo's outer Nesterov
 # (--outer nesterov) on top it still learns (80%). --local-steps with the
-# all-reduce, and --outer with async gossip, are refused.
+# all-reduce, and --outer with async gossip or without local steps, are
+# refused; a start line says the outer optimizer runs.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 peer_test_setup
@@ -33,6 +34,9 @@ bo=$(metrics_field "$tmp/h8o-0.jsonl" done bytes_sent)
 echo "H = 8 with outer Nesterov: ${bo:-?} bytes sent, swarm average ${ao:-?}%"
 expect_num_ge "${ao:-0}" 80 "the swarm average's test accuracy with H = 8 and --outer nesterov"
 expect_num_close "$(awk "BEGIN{print ${bo:-0} / ${b8:-1}}")" 1 0.03 "bytes sent with --outer against without"
+grep -q "outer optimizer: Nesterov, lr 0.7, momentum 0.9, on each round's change" "$tmp/h8o-0.log" ||
+  fail "no start line says the outer optimizer runs"
+grep -q "outer optimizer" "$tmp/h8-0.log" && fail "a start line names an outer optimizer that does not run"
 eps=$(free_endpoints 3)
 run_expect 2 "needs --mode dpsgd" "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" \
   --data "$FASHION" --local-steps 4 --outer nesterov --mode async

@@ -25,8 +25,20 @@ check "$b/peers/rumor-peer.1" "$b/peers/test-help-peer.txt"
 for c in sample eval export schedule; do "$b/rumor-train" $c --help >>"$b/peers/test-help-train.txt"; done
 check "$b/peers/rumor-train.1" "$b/peers/test-help-train.txt"
 rm -f "$b/peers/test-help-peer.txt" "$b/peers/test-help-train.txt"
+# at groff's page width and at man(1)'s on an 80-column terminal (78n):
+# a long word that fits the one may not break in the other
 for page in "$b/peers/rumor-peer.1" "$b/peers/rumor-train.1" "$RUMOR_SRCDIR/topo/rumor-topo.1"; do
-  w=$(groff -man -ww -z "$page" 2>&1)
-  [ -z "$w" ] || fail "$(basename "$page") formats with warnings: $(echo "$w" | head -3)"
+  for width in "" "-rLL=78n -rLT=78n"; do
+    # shellcheck disable=SC2086
+    w=$(groff -man -ww -z $width "$page" 2>&1)
+    [ -z "$w" ] || fail "$(basename "$page") formats with warnings${width:+ ($width)}: $(echo "$w" | head -3)"
+  done
+done
+# the usage lines are the SYNOPSIS, none of them under DESCRIPTION
+for page in "$b/peers/rumor-peer.1" "$b/peers/rumor-train.1"; do
+  desc=$(sed -n '/^\.SH DESCRIPTION/,/^\.SH/p' "$page" | sed 's/\\f[BIRP]//g; s/\\-/-/g')
+  prog=$(basename "$page" .1)
+  echo "$desc" | grep -q "^$prog \(--[a-z]\|keygen \[\)" &&
+    fail "$(basename "$page"): a usage line is under DESCRIPTION: $(echo "$desc" | grep "$prog" | head -2)"
 done
 finish

@@ -273,8 +273,61 @@ static void test_join(void)
     CHECK_ERR(rumor_peerlist_parse_join(many, &pl), RUMOR_EINVAL, "more than 64 join addresses");
 }
 
+/* The address a peer binds: HOST:PORT and tcp://HOST:PORT alike; names
+ * become addresses (ZeroMQ binds only numeric ones, '*' and interfaces);
+ * a name that does not resolve is refused up front. And whether it can be
+ * bound here, tried with a socket of our own. */
+static void test_bind(void)
+{
+    char out[256];
+    static const struct {
+        const char *given, *want;
+    } ok[] = {
+        { "127.0.0.1:7000", "tcp://127.0.0.1:7000" },
+        { "tcp://127.0.0.1:7000", "tcp://127.0.0.1:7000" },
+        { "localhost:7000", "tcp://127.0.0.1:7000" },   /* /etc/hosts */
+        { "tcp://localhost:7001", "tcp://127.0.0.1:7001" },
+        { "tcp://*:7000", "tcp://*:7000" },
+        { "0.0.0.0:7000", "tcp://0.0.0.0:7000" },
+        { "tcp://[::1]:7000", "tcp://[::1]:7000" },
+        { "tcp://lo:7000", "tcp://lo:7000" },           /* an interface's name */
+        { "ipc:///tmp/rumor.sock", "ipc:///tmp/rumor.sock" },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        out[0] = '\0';
+        CHECK_OK(rumor_peerlist_bind_endpoint(ok[i].given, out, sizeof out));
+        CHECKF(strcmp(out, ok[i].want) == 0, "%s -> %s, expected %s", ok[i].given, out,
+               ok[i].want);
+    }
+    CHECK_ERR(rumor_peerlist_bind_endpoint("tcp://no-such-host.invalid:7000", out, sizeof out),
+              RUMOR_EINVAL, "'no-such-host.invalid' is neither an address of this machine nor a "
+                            "name that resolves");
+    CHECK_ERR(rumor_peerlist_bind_endpoint("127.0.0.1:0", out, sizeof out), RUMOR_EINVAL,
+              "port 0 is outside 1-65535");
+    CHECK_ERR(rumor_peerlist_bind_endpoint("127.0.0.1", out, sizeof out), RUMOR_EINVAL,
+              "expected tcp://HOST:PORT");
+    CHECK_ERR(rumor_peerlist_bind_endpoint("", out, sizeof out), RUMOR_EINVAL, "empty address");
+
+    /* a port we hold is in use; a free one is not; 192.0.2.1 (TEST-NET-1)
+     * is no address of this machine */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 1) == 0 &&
+          getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    CHECK_ERR(rumor_peerlist_try_bind(ep), RUMOR_ESYS, "another process listens there");
+    close(fd);
+    CHECK_OK(rumor_peerlist_try_bind(ep));
+    CHECK_ERR(rumor_peerlist_try_bind("tcp://192.0.2.1:7000"), RUMOR_EINVAL,
+              "192.0.2.1 is not an address of this machine");
+    CHECK_OK(rumor_peerlist_try_bind("ipc:///tmp/x.sock"));
+}
+
 int main(void)
 {
+    test_bind();
     test_endpoints();
     test_string();
     test_file();

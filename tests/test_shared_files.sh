@@ -4,7 +4,8 @@
 #    rank, and so does their metadata: two ranks in one directory keep their
 #    own files, --keep-checkpoints counting each rank's own;
 #  - a restarted rank resumes from its own newest checkpoint and says which
-#    (one line on stderr with the path and the round);
+#    (one line on stderr with the path and the round); one whose newest is
+#    at the run's end says there is nothing left to train and exits 1;
 #  - a checkpoint of rank 1 renamed to rank 0's name (a higher round) is
 #    refused with a warning naming the file, and rank 0's own is used;
 #  - the shared metrics file holds whole lines only, appended (a restart
@@ -90,20 +91,28 @@ print("shared: %d checkpoints, %d with metadata that disagrees with the name" % 
 sys.exit(1 if bad or not n else 0)
 EOF
 
-# ---- 2. rank 0 restarted alone resumes its own newest checkpoint, and says so
+# ---- 2. rank 0 restarted alone finds its own newest checkpoint, and says
+# which: at the run's last round, there is nothing left to train (exit 1)
 lines_before=$(wc -l <"$m")
 run_peer 0 --round-timeout 0.2 --start-timeout 0.5 >"$tmp/r0.out" 2>"$tmp/r0.err"
-expect_rc 0 $? "restarted rank 0" "$tmp/r0.err"
-expect_count "$tmp/r0.err" "resumed from $ck/$pre-r0-000000000060.safetensors at round 60" 1
-grep -q "resumed from" "$tmp/r0.out" && fail "the resume line went to standard output"
+expect_rc 1 $? "restarted rank 0, its run done" "$tmp/r0.err"
+expect_count "$tmp/r0.err" "$ck/$pre-r0-000000000060.safetensors is at round 60, at this run's last round 60: nothing left to train" 1
+grep -q "nothing left" "$tmp/r0.out" && fail "the resume line went to standard output"
+# asked for one more epoch, it resumes there (a copy: the run keeps 2)
+mkdir "$tmp/ck2" && cp "$ck/$pre-r0-000000000060.safetensors" "$tmp/ck2/"
+run_peer 0 --round-timeout 0.2 --start-timeout 0.5 --epochs 3 --allow-alone --progress 0 \
+  --checkpoint-dir "$tmp/ck2" >"$tmp/r0m.out" 2>"$tmp/r0m.err"
+expect_rc 0 $? "restarted rank 0 with one more epoch" "$tmp/r0m.err"
+expect_count "$tmp/r0m.err" "resumed from $tmp/ck2/$pre-r0-000000000060.safetensors at round 60" 1
+grep -q "resumed from" "$tmp/r0m.out" && fail "the resume line went to standard output"
 
 # ---- 3. rank 1's newest renamed to rank 0's name, one round later: refused
 cp "$ck/$pre-r1-000000000060.safetensors" "$ck/$pre-r0-000000000061.safetensors"
 run_peer 0 --round-timeout 0.2 --start-timeout 0.5 >"$tmp/r0b.out" 2>"$tmp/r0b.err"
-expect_rc 0 $? "rank 0 beside rank 1's renamed checkpoint" "$tmp/r0b.err"
+expect_rc 1 $? "rank 0 beside rank 1's renamed checkpoint" "$tmp/r0b.err"
 grep -q "$pre-r0-000000000061.safetensors.*rank 1" "$tmp/r0b.err" ||
   fail "rank 1's checkpoint under rank 0's name was not refused by name: $(head -3 "$tmp/r0b.err")"
-expect_count "$tmp/r0b.err" "resumed from $ck/$pre-r0-000000000060.safetensors at round 60" 1
+expect_count "$tmp/r0b.err" "$ck/$pre-r0-000000000060.safetensors is at round 60, at this run's last round 60" 1
 sed -n '/000000000061/p; /resumed from/p' "$tmp/r0b.err"
 for r in 1 2; do
   [ -f "$ck/$pre-r$r-000000000060.safetensors" ] || fail "rank $r's checkpoint went missing"
@@ -140,11 +149,12 @@ for i, line in enumerate(raw.split(b"\n")[:-1], 1):
         bad += 1
         if bad <= 5:
             print("line %d: %s: %r" % (i, e, line[:160]))
-# rank 0 ran three times (the run, then two restarts with no round left);
-# with --progress 0 a peer writes one round event for each round it runs
-for r, runs in ((0, 3), (1, 1), (2, 1)):
+# rank 0 ran twice (the run, then a restart for a third epoch; the restarts
+# with no round left stop before they start); with --progress 0 a peer
+# writes one round event for each round it runs
+for r, runs in ((0, 2), (1, 1), (2, 1)):
     got = (count[(r, "start")], count[(r, "done")], count[(r, "round")])
-    if got != (runs, runs, count[(r, "rounds_run")]) or not 1 <= count[(r, "epoch")] <= 2 \
+    if got != (runs, runs, count[(r, "rounds_run")]) or not 1 <= count[(r, "epoch")] <= runs + 1 \
             or count[(r, "round")] < 30:
         bad += 1
         print("rank %d: %d start, %d done, %d round events (%d rounds run), %d epoch events; "

@@ -540,7 +540,7 @@ static void test_stats(void)
     const char *pre = "{\"accepted\":2,\"rejected\":5,\"reasons\":{\"bad_size\":0,";
     CHECK(strncmp(buf, pre, strlen(pre)) == 0);
     CHECK(strstr(buf, "\"bad_magic\":4,") && strstr(buf, "\"bad_identity\":0,") &&
-          strstr(buf, "\"unexpected\":0,\"bad_code\":0}}"));
+          strstr(buf, "\"unexpected\":0,\"bad_code\":0,\"incompatible\":0,\"outlier\":0}}"));
     CHECK_ERR(rumor_wire_stats_format(&s, buf, 10), RUMOR_EINVAL, "does not fit");
     CHECK(strlen(buf) < 10);
     CHECK_ERR(rumor_wire_stats_json(&s, buf, 100), RUMOR_EINVAL, "does not fit");
