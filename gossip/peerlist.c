@@ -346,9 +346,26 @@ static int add_entry(struct reading *r, const char *ep, const char *key, int lin
     return 0;
 }
 
+/* A key column naming a file beside the peers file (a relative path from
+ * the file's directory that exists there) becomes that file's path, as an
+ * INI file's paths are its directory's; anything else (a Z85 key, an
+ * absolute path, one relative to the working directory) stays as written. */
+static const char *beside(const char *path, const char *key, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+    if (!slash || key[0] == '/' || !strcmp(key, "-"))
+        return key;
+    if ((size_t)snprintf(buf, cap, "%.*s/%s", (int)(slash - path), path, key) >= cap ||
+        stat(buf, &st) != 0 || !S_ISREG(st.st_mode))
+        return key;
+    return buf;
+}
+
 /* Reads every "ENDPOINT [KEY]" line of f. */
 static int read_lines(FILE *f, const char *path, struct reading *r)
 {
+    char near[4096];
     char *line = NULL;
     size_t cap = 0;
     int lineno = 0, rc = 0;
@@ -365,7 +382,8 @@ static int read_lines(FILE *f, const char *path, struct reading *r)
                                               "starts with '#' after a blank), got '%s'",
                                path, lineno, shown);
         else if (n > 0)
-            rc = add_entry(r, word[0], n == 2 ? word[1] : NULL, lineno);
+            rc = add_entry(r, word[0], n == 2 ? beside(path, word[1], near, sizeof near) : NULL,
+                           lineno);
     }
     if (rc == 0 && ferror(f))
         rc = rumor_err_sys(RUMOR_ESYS, "peers file '%s': read", path);

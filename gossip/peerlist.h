@@ -51,7 +51,9 @@ int rumor_peerlist_check_endpoint(const char *ep) RUMOR_WUR;
  * two peers at one endpoint; *pl is then empty. */
 int rumor_peerlist_parse_string(const char *list, rumor_peerlist_t *pl) RUMOR_WUR;
 
-/* Parses a peers file (see the top of this header) into *pl. Errors name
+/* Parses a peers file (see the top of this header) into *pl. A key column
+ * that names a file beside the peers file (relative to its directory, and
+ * there) is taken from there, wherever the program runs. Errors name
  * file:line: RUMOR_EFORMAT for a line that is not "ENDPOINT [KEY]",
  * RUMOR_EINVAL for a bad endpoint or a duplicate, RUMOR_EFORMAT for a file
  * with no entry; RUMOR_ESYS for one that cannot be opened or read (a

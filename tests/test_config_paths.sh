@@ -162,6 +162,16 @@ for keys in "keys/peer-0.pub,keys/peer-1.pub" "$z85,keys/peer-1.pub"; do
 done
 nothing_here "peer-keys"
 
+# a peers file's key column: a Z85 key, and a .pub file beside the peers
+# file, wherever the peer runs
+e0=$(sed -n 1p "$etc/peers.txt") e1=$(sed -n 2p "$etc/peers.txt")
+printf '%s %s\n%s keys/peer-1.pub\n' "$e0" "$z85" "$e1" >"$etc/peers-keys.txt"
+# shellcheck disable=SC2086
+timeout 120 "$peer" -c "$etc/peer.ini" --peers-file "$etc/peers-keys.txt" $alone \
+  >"$tmp/peer-col.log" 2>&1
+expect_rc 0 $? "a peers file whose second column names keys/peer-1.pub beside it" "$tmp/peer-col.log"
+nothing_here "the peers file's key column"
+
 # the peers file and the metrics on the command line: the working directory
 cp "$etc/peers.txt" "$work/cli-peers.txt"
 # shellcheck disable=SC2086
