@@ -404,9 +404,11 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
     pthread_mutex_lock(&m->mu);
     /* until the rank check passed and everyone answered; with membership,
      * also until SWIM's view holds everyone who answered */
-    /* a neighbour whose terms differ has answered, in its way */
+    /* a neighbour whose terms differ has answered, in its way; with none
+     * compatible, until each was told this peer's terms (then it fails) */
     while (m->rank_state_pub >= 0 &&
            (m->rank_state_pub != 2 || m->nready + m->nincompat_pub < m->ntalk ||
+            (m->nready == 0 && m->nincompat_pub > 0) ||
             (m->swim && m->vn_pub < m->nready + 1)) &&
            rumor_now() < deadline && !atomic_load(&m->hurry) && !m->incompat_all_pub) {
         wait_a_little(m);

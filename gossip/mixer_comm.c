@@ -500,6 +500,8 @@ static int recv_one(rumor_mixer_t *m)
             mx_accept(m, &h, node);
             m->left[node] = 1;
             rumor_info("%s is leaving", mx_peer_name(m, node, name, sizeof name));
+            if (m->incompatible[node]) /* it will not hear this peer's terms now */
+                mx_terms_publish(m);
             break;
         default:
             mx_accept(m, &h, node); /* valid, not used by this peer yet */

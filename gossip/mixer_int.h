@@ -406,9 +406,9 @@ struct rumor_mixer {
                                 * data are dropped and it is not waited for */
     uint8_t *incompat_told;    /* (npeers) it was sent this peer's terms since */
     int nincompat;             /* of the peers talked to, how many are incompatible */
-    int nincompat_pub, incompat_all_pub; /* published under mu: of those, how many
-                                * were told this peer's terms, and whether every
-                                * peer talked to is incompatible and told */
+    int nincompat_pub, incompat_all_pub; /* published under mu: that count, and
+                                * whether every peer talked to is incompatible and
+                                * was told this peer's terms or left */
     char incompat_err[1600];    /* the first difference found (under mu) */
     double *outlier_said;      /* (npeers) when j was last said to be an outlier */
 };
@@ -581,6 +581,8 @@ void mx_terms_free(rumor_mixer_t *m);
 int mx_terms_judge(rumor_mixer_t *m, int node, const void *body, size_t len, uint64_t space);
 /* A HELLO with this peer's terms went to node. */
 void mx_terms_told(rumor_mixer_t *m, int node);
+/* Publishes the incompatible count and whether all are (after a LEAVE). */
+void mx_terms_publish(rumor_mixer_t *m);
 /* Slot j got another member (open membership): forget what was known. */
 void mx_terms_forget(rumor_mixer_t *m, int node);
 /* The caller's side: 1 when every peer talked to is incompatible (the

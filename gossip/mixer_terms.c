@@ -44,21 +44,19 @@ void mx_terms_forget(rumor_mixer_t *m, int node)
     m->counters.incompatible = m->nincompat;
 }
 
-/* Publishes how many neighbours are incompatible and whether all are:
- * all only once each was told this peer's terms (a HELLO sent after), so
- * that a peer that stops for it does not leave its neighbours waiting for
- * an answer that never comes: they stop too, saying why. */
-static void publish_incompat(rumor_mixer_t *m)
+/* Publishes how many neighbours are incompatible (the barrier does not
+ * wait for them) and whether all are: all only once each was told this
+ * peer's terms (a HELLO sent after) or has left, so that a peer that stops
+ * for it does not leave its neighbours waiting for an answer that never
+ * comes: they stop too, saying why. */
+void mx_terms_publish(rumor_mixer_t *m)
 {
-    int all = m->ntalk > 0, told = 0;
-    for (int j = 0; j < m->npeers; j++) {
-        int done = m->incompatible[j] && m->incompat_told[j];
-        told += m->talks_to[j] && done;
-        if (m->talks_to[j] && !done)
+    int all = m->ntalk > 0;
+    for (int j = 0; j < m->npeers; j++)
+        if (m->talks_to[j] && !(m->incompatible[j] && (m->incompat_told[j] || m->left[j])))
             all = 0;
-    }
     pthread_mutex_lock(&m->mu);
-    m->nincompat_pub = told;
+    m->nincompat_pub = m->nincompat;
     m->incompat_all_pub = all;
     m->counters_pub.incompatible = m->nincompat;
     pthread_cond_broadcast(&m->cv);
@@ -84,7 +82,7 @@ static void mark_incompatible(rumor_mixer_t *m, int node, const char *what)
     if (!m->incompat_err[0]) /* the first difference: the one a failure names */
         snprintf(m->incompat_err, sizeof m->incompat_err, "%s", msg);
     pthread_mutex_unlock(&m->mu);
-    publish_incompat(m);
+    mx_terms_publish(m);
 }
 
 int mx_terms_judge(rumor_mixer_t *m, int node, const void *body, size_t len, uint64_t space)
@@ -112,7 +110,7 @@ int mx_terms_judge(rumor_mixer_t *m, int node, const void *body, size_t len, uin
             rumor_info("%s now runs this peer's settings: mixed with again",
                        mx_peer_name(m, node, name, sizeof name));
             mx_terms_forget(m, node);
-            publish_incompat(m);
+            mx_terms_publish(m);
         }
         return 0;
     }
@@ -130,7 +128,7 @@ void mx_terms_told(rumor_mixer_t *m, int node)
     if (!m->incompatible[node] || m->incompat_told[node])
         return;
     m->incompat_told[node] = 1;
-    publish_incompat(m);
+    mx_terms_publish(m);
 }
 
 int mx_terms_all_incompatible(rumor_mixer_t *m)

@@ -57,7 +57,11 @@ expect_log steps-1 "runs --local-steps 4, this peer --local-steps 1" "peer 1"
 
 # ---- 3. three peers, one of another model: it stops, the two others go on
 # without it (their HELLOs are of another model size: still judged, named)
+t2=$(date +%s)
 run model 3 complete "" "" "--model mlp:784-100-10"
+t3=$(date +%s)
+# the two do not wait out their start timeout (30 s) for the odd one
+[ $((t3 - t2)) -le 20 ] || fail "the swarm with a peer of another model took $((t3 - t2)) s"
 expect_rc 1 "$(rc_of model-2)" "the peer of another model" "$tmp/model-2.log"
 expect_log model-2 "runs --model mlp:784-256-256-10, this peer --model mlp:784-100-10" "peer 2"
 for r in 0 1; do
