@@ -38,19 +38,43 @@ grep -q "peer 0: left before training began, on signal 15" "$tmp/wait.log" ||
   fail "no line says the peer left before training: $(tail -2 "$tmp/wait.log")"
 echo "start-stop: SIGTERM while waiting: exit $rc after $ms ms"
 
-# ---- 2. SIGTERM while it loads its data (the whole training set)
-eps=$(free_endpoints 2)
-"$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$FASHION" -q >"$tmp/load.log" 2>&1 &
-p=$!
-pids=$p
-sleep 0.3
-kill -TERM $p
-wait $p
-rc=$?
-pids=
-expect_rc 0 $rc "SIGTERM while loading" "$tmp/load.log"
-grep -q "stopped by a signal before joining the swarm\|left before training began" "$tmp/load.log" ||
-  fail "no line says the peer stopped before training: $(tail -2 "$tmp/load.log")"
+# ---- 2. SIGTERM while it loads its data: its training images are a FIFO
+# that the test opens for writing (so the peer is reading it) and never fills
+if command -v python3 >/dev/null; then
+  data="$tmp/data"
+  mkdir "$data"
+  for f in "$FASHION"/*; do ln -s "$f" "$data/"; done
+  rm "$data/train-images-idx3-ubyte.gz"
+  mkfifo "$data/train-images-idx3-ubyte.gz"
+  eps=$(free_endpoints 2)
+  "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$data" -q >"$tmp/load.log" 2>&1 &
+  p=$!
+  pids=$p
+  python3 - "$data/train-images-idx3-ubyte.gz" "$p" <<'EOF' || fail "the peer never opened its training images"
+import os, signal, sys, time
+fifo, pid = sys.argv[1], int(sys.argv[2])
+for _ in range(600):  # until the peer opens it to read (ENXIO before)
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        break
+    except OSError:
+        time.sleep(0.05)
+else:
+    sys.exit(1)
+time.sleep(0.2)  # in its read, with nothing to read
+os.kill(pid, signal.SIGTERM)
+time.sleep(1)
+os.close(fd)
+EOF
+  wait $p
+  rc=$?
+  pids=
+  expect_rc 0 $rc "SIGTERM while loading" "$tmp/load.log"
+  grep -q "stopped by a signal before joining the swarm" "$tmp/load.log" ||
+    fail "no line says the peer stopped before training: $(tail -2 "$tmp/load.log")"
+else
+  echo "start-stop: no python3: SIGTERM while loading not tried"
+fi
 
 # ---- 3 and 4: two peers, peer 0's checkpoint directory and --save-average
 # directory taken away while it trains
