@@ -160,14 +160,27 @@ static void dist_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, s
     (void)m;
     struct dist_ctx *c = ctx;
     const float *x = c->x + at;
-    float d2 = 0, n2 = 0; /* a block at a time in float (vectorized), summed in double */
-    for (size_t i = 0; i < n; i++) {
-        float d = p[i] - x[i];
-        d2 += d * d;
-        n2 += x[i] * x[i];
+    /* 16 partial sums in float over 1024 elements (GCC vectorizes that at
+     * -O2), added up in double */
+    for (size_t b = 0; b < n; b += 1024) {
+        size_t e = n - b < 1024 ? n : b + 1024, i = b;
+        float pd[16] = { 0 }, pn[16] = { 0 };
+        for (; i + 16 <= e; i += 16)
+            for (int j = 0; j < 16; j++) {
+                float d = p[i + j] - x[i + j];
+                pd[j] += d * d;
+                pn[j] += x[i + j] * x[i + j];
+            }
+        for (; i < e; i++) {
+            float d = p[i] - x[i];
+            pd[0] += d * d;
+            pn[0] += x[i] * x[i];
+        }
+        for (int j = 0; j < 16; j++) {
+            c->d2 += pd[j];
+            c->n2 += pn[j];
+        }
     }
-    c->d2 += d2;
-    c->n2 += n2;
 }
 
 int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t *h, int node,

@@ -22,6 +22,10 @@
  *    sender's next round still mixes. A neighbour that sends half its
  *    parameters before the deadline counts where it sent, element by
  *    element.
+ * 5a. A diverged neighbour (x = 10^4 beside peers at 1 and 3) is dropped as
+ *    an outlier and left out of the round at once, its weight going to the
+ *    peer's own (5/3 everywhere, by hand), and mixed again in the next
+ *    round once its parameters are like the others'.
  * 6. A slow link: a round whose data keeps arriving is not cut at the
  *    adaptive deadline; one whose data stops ends soon after.
  * 7. Quiet links: two peers with a 16 MiB model pause 4 s between rounds
@@ -516,6 +520,82 @@ static void check_hostile(void)
     rumor_topo_destroy(&t);
 }
 
+/* Peer 0 of ring:3 (weights 1/3) with the outlier check rumor-peer runs
+ * (ratio 10) and two neighbours played by hand: in round 0 "peer 2" sends
+ * x = 10^4 (a diverged peer) and is left out, its weight going to peer 0's
+ * own, without holding the round to its deadline; in round 1 it sends a
+ * value like the others' and is mixed again. */
+static void check_outlier(void)
+{
+    rumor_topo_t *t;
+    CHECK_OK(rumor_topo_parse("ring:3", &t));
+    static float init[NP];
+    for (int i = 0; i < NP; i++)
+        init[i] = 1.0f;
+    rumor_mixer_config_t c = { 0 };
+    c.topo = t;
+    c.self = 0;
+    c.endpoints = eps;
+    c.swarm = rumor_wire_swarm_id("test");
+    c.nparams = NP;
+    c.chunk_elems = CHUNK;
+    c.round_timeout = c.min_round_timeout = 10;
+    c.outlier_ratio = 10;
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(&c, init, &m));
+    if (!m) {
+        rumor_topo_destroy(&t);
+        return;
+    }
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    rumor_wire_hdr_t h1 = { 0 };
+    h1.type = RUMOR_WIRE_PARAMS;
+    h1.dtype = RUMOR_WIRE_DT_F32;
+    h1.swarm = rumor_wire_swarm_id("test");
+    h1.sender = 2; /* node 1 */
+    h1.incarnation = 1;
+    h1.space = NP;
+    rumor_wire_hdr_t h2 = h1;
+    h2.sender = 3; /* node 2 */
+    float *x;
+    rumor_round_stats_t st;
+    CHECK_OK(rumor_mixer_round_begin(m, 0));
+    double t0 = rumor_now();
+    send_round(push, &h2, 0, 1e4f, 250, NP);
+    send_round(push, &h1, 0, 3.0f, 250, NP);
+    CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
+    double took = rumor_now() - t0;
+    int off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - 5.0f / 3.0f) > 1e-5f; /* (1 + 3 + 1) / 3: its weight to self */
+    CHECKF(off == 0, "an outlier's round mixed wrong at %d places (x[0] = %g)", off, x[0]);
+    CHECKF(st.complete == 1 && !st.timed_out && took < 5.0,
+           "the outlier held the round: complete %d, timed out %d, %.2f s", st.complete,
+           st.timed_out, took);
+    CHECK_CLOSE(st.self_weight, 2.0 / 3.0, 1e-6, 0);
+    /* round 1: both like peer 0 (x = 5/3): mixed, the three of them */
+    CHECK_OK(rumor_mixer_round_begin(m, 1));
+    send_round(push, &h2, 1, 2.0f, 250, NP);
+    send_round(push, &h1, 1, 2.0f, 250, NP);
+    CHECK_OK(rumor_mixer_round_end(m, 1, &x, &st));
+    off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - (5.0f / 3.0f + 4.0f) / 3.0f) > 1e-5f;
+    CHECKF(off == 0 && st.complete == 2, "round 1 after an outlier round mixed wrong at %d "
+           "places (x[0] = %g, complete %d)", off, x[0], st.complete);
+    rumor_wire_stats_t ws;
+    mu_wire_stats(m, &ws);
+    CHECKF(ws.rejected[RUMOR_WIRE_OUTLIER] == 4, "%llu outlier ranges dropped, expected 4",
+           (unsigned long long)ws.rejected[RUMOR_WIRE_OUTLIER]);
+    rumor_mixer_counters_t mc;
+    rumor_mixer_counters(m, &mc);
+    CHECK(mc.outlier_rounds == 1);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
+    rumor_topo_destroy(&t);
+}
+
 /* "peer 1" on a slow link: sends round k of x = 3 in ranges of CHUNK (on
  * peer 0's grid), one every 150 ms, from its own thread and socket. */
 struct trickle {
@@ -624,7 +704,7 @@ static void new_endpoints(int n)
 
 int main(int argc, char **argv)
 {
-    /* argv[1]: run one part only (exact, async, missing, hostile, slow, quiet, late), for
+    /* argv[1]: run one part only (exact, async, missing, hostile, outlier, slow, quiet, late), for
      * debugging */
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
@@ -650,6 +730,13 @@ int main(int argc, char **argv)
         check_hostile();
         if (tu_failures)
             failed = "hostile input";
+    }
+    new_endpoints(3);
+    if (!failed && runs(only, "outlier")) {
+        tu_watchdog(60, "a diverged neighbour");
+        check_outlier();
+        if (tu_failures)
+            failed = "a diverged neighbour";
     }
     new_endpoints(1);
     if (!failed && runs(only, "slow")) {

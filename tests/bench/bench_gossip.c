@@ -835,7 +835,35 @@ static void __attribute__((noinline)) acc_blocked(float *restrict acc,
  * (with its double-precision disagreement sum), each as mixer_comm.c
  * compiles it (scalar at -O2) and blocked so that GCC vectorizes it.
  * Milliseconds a round. */
-static void mixer_cpu_model(double ms[6])
+/* The outlier check's pass over a range as mixer_terms.c's dist_block
+ * writes it: sum (x_j - x)^2 and sum x^2 in float over 1024 elements, in
+ * double across. */
+static double dist_pass(const float *p, const float *x, size_t n)
+{
+    double d2s = 0, n2s = 0;
+    for (size_t b = 0; b < n; b += 1024) {
+        size_t e = n - b < 1024 ? n : b + 1024, i = b;
+        float pd[16] = { 0 }, pn[16] = { 0 };
+        for (; i + 16 <= e; i += 16)
+            for (int j = 0; j < 16; j++) {
+                float d = p[i + j] - x[i + j];
+                pd[j] += d * d;
+                pn[j] += x[i + j] * x[i + j];
+            }
+        for (; i < e; i++) {
+            float d = p[i] - x[i];
+            pd[0] += d * d;
+            pn[0] += x[i] * x[i];
+        }
+        for (int j = 0; j < 16; j++) {
+            d2s += pd[j];
+            n2s += pn[j];
+        }
+    }
+    return d2s + n2s;
+}
+
+static void mixer_cpu_model(double ms[7])
 {
     float *acc, *x, *chunk;
     if (posix_memalign((void **)&acc, 64, MODEL_BYTES) || posix_memalign((void **)&x, 64, MODEL_BYTES) ||
@@ -845,7 +873,7 @@ static void mixer_cpu_model(double ms[6])
     for (size_t i = 0; i < NP; i++)
         x[i] = 0.001f * (float)(i % 1000);
     memcpy(chunk, x, CHUNK_BYTES);
-    double best[6] = { 1e9, 1e9, 1e9, 1e9, 1e9, 1e9 };
+    double best[7] = { 1e9, 1e9, 1e9, 1e9, 1e9, 1e9, 1e9 };
     volatile int fin = 0;
     volatile double sink = 0;
     for (int rep = 0; rep < 3; rep++) {
@@ -887,12 +915,17 @@ static void mixer_cpu_model(double ms[6])
         }
         sink = dis;
         double t6 = rumor_now();
-        double v[6] = { t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5 };
-        for (int q = 0; q < 6; q++)
+        dis = 0; /* the outlier check of each range (aligned: one block) */
+        for (int c = 0; c < NNBR * NCHUNK; c++)
+            dis += dist_pass(chunk, x + (size_t)(c % NCHUNK) * CHUNK_ELEMS, CHUNK_ELEMS);
+        sink = dis;
+        double t7 = rumor_now();
+        double v[7] = { t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6 };
+        for (int q = 0; q < 7; q++)
             best[q] = v[q] < best[q] ? v[q] : best[q];
     }
     (void)sink;
-    for (int q = 0; q < 6; q++)
+    for (int q = 0; q < 7; q++)
         ms[q] = 1e3 * best[q];
     free(acc);
     free(x);
@@ -945,12 +978,15 @@ static void throughput(void)
             printf(" %s %.0f", cls_name[q], 1e3 * cpu[v][q] / rounds);
         printf("; page faults a round %.0f\n", faults[v] / rounds);
     }
-    double ms[6];
+    double ms[7];
     mixer_cpu_model(ms);
     printf("# mixer passes, 1 process alone, ms a round (2 x 16 chunks): finite check %.1f;\n"
            "# accumulate %.1f as compiled (scalar), %.1f blocked (vectorized); accumulator\n"
-           "# memset %.1f; close_round mix + disagreement %.1f scalar, %.1f blocked\n",
-           ms[0], ms[1], ms[2], ms[3], ms[4], ms[5]);
+           "# memset %.1f; close_round mix + disagreement %.1f scalar, %.1f blocked;\n"
+           "# outlier check (rumor-peer's, mixer.h outlier_ratio) %.1f\n",
+           ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6]);
+    printf("bench: outlier_check_vs_accumulate = %.3f x\n", ms[6] / ms[2]);
+    printf("bench: outlier_check_vs_finite_check = %.3f x\n", ms[6] / ms[0]);
     printf("bench: gossip_64mib_2nbr = %.0f MB/s\n", bench_median(rate[0], T_REPS));
     printf("bench: zmq_raw_64mib_2nbr = %.0f MB/s\n", bench_median(rate[1], T_REPS));
     printf("bench: tcp_raw_64mib_2nbr = %.0f MB/s\n", bench_median(rate[2], T_REPS));
