@@ -194,8 +194,13 @@ int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t
         return -RUMOR_WIRE_OUTLIER;
     }
     /* this peer's own x(round) once it began the round, else the round
-     * before's (a range sent ahead): a step apart, the same scale */
-    const float *own = s->x ? s->x : m->sent_buf ? m->sent_buf->data : NULL;
+     * before's (a range sent ahead): a step apart, the same scale; before
+     * its first round went out, the parameters it was made with (nobody
+     * writes them until then, unless a device copies them in: then none) */
+    const float *own = s->x          ? s->x
+                       : m->sent_buf ? m->sent_buf->data
+                       : m->sent_round < 0 && !m->params_ready && m->params ? m->params->data
+                                                                           : NULL;
     if (!own)
         return 0;
     struct dist_ctx c = { own + h->offset, 0, 0 };
