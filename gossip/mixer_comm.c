@@ -643,9 +643,15 @@ void mx_comm_main(rumor_mixer_t *m)
             int speak = m->rank_state == 2;
             if (m->swim && speak)
                 (void)rumor_swim_leave(m->swim, rumor_now());
-            for (int j = 0; speak && j < m->npeers; j++)
+            for (int j = 0; speak && j < m->npeers; j++) {
+                /* one whose terms differ learns this peer's first: its LEAVE
+                 * (of another model size) it drops, and it would wait out
+                 * its start for a peer that has gone */
+                if (m->talks_to[j] && m->incompatible[j] && !m->incompat_told[j])
+                    (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, 2);
                 if (m->talks_to[j])
                     (void)mx_send_control(m, j, RUMOR_WIRE_LEAVE, 0);
+            }
             stopping = 2;
         }
         if (stopping == 2 && (mx_all_sends_done(m) || rumor_now() >= stop_deadline))

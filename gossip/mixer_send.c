@@ -393,7 +393,11 @@ void mx_send_heartbeats(rumor_mixer_t *m)
     double ivl = m->cfg.heartbeat_ivl_ms > 0 ? m->cfg.heartbeat_ivl_ms / 1000.0 : 0.5;
     m->next_heartbeat = now + ivl;
     for (int j = 0; j < m->npeers; j++)
-        if (m->talks_to[j])
+        if (m->talks_to[j] && m->incompatible[j] && !m->incompat_told[j])
+            /* its terms differ and it has not heard this peer's yet (its
+             * connection was not up): a HELLO instead, until it has */
+            (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, 2);
+        else if (m->talks_to[j])
             (void)mx_send_control(m, j, RUMOR_WIRE_HEARTBEAT, 0);
 }
 
