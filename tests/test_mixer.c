@@ -64,8 +64,9 @@ static double g_of(int peer, int i) { return 0.001 * (peer + 1) * ((i % 5) - 2);
 /* Each peer cuts the space its own way. */
 static const size_t chunk_of[3] = { CHUNK, 40, NP };
 
-static rumor_mixer_t *make_mixer_c(rumor_topo_t *t, int self, const float *init, double timeout,
-                                   size_t chunk, size_t max_msg, int async)
+/* What every mixer of these tests shares: peer self of t at eps, NP
+ * parameters in cells of CHUNK. */
+static rumor_mixer_config_t base_config(rumor_topo_t *t, int self)
 {
     rumor_mixer_config_t c = { 0 };
     c.topo = t;
@@ -73,6 +74,14 @@ static rumor_mixer_t *make_mixer_c(rumor_topo_t *t, int self, const float *init,
     c.endpoints = eps;
     c.swarm = rumor_wire_swarm_id("test");
     c.nparams = NP;
+    c.chunk_elems = CHUNK;
+    return c;
+}
+
+static rumor_mixer_t *make_mixer_c(rumor_topo_t *t, int self, const float *init, double timeout,
+                                   size_t chunk, size_t max_msg, int async)
+{
+    rumor_mixer_config_t c = base_config(t, self);
     c.chunk_elems = chunk;
     c.max_msg_elems = max_msg;
     c.round_timeout = timeout;
@@ -532,13 +541,7 @@ static void check_outlier(void)
     static float init[NP];
     for (int i = 0; i < NP; i++)
         init[i] = 1.0f;
-    rumor_mixer_config_t c = { 0 };
-    c.topo = t;
-    c.self = 0;
-    c.endpoints = eps;
-    c.swarm = rumor_wire_swarm_id("test");
-    c.nparams = NP;
-    c.chunk_elems = CHUNK;
+    rumor_mixer_config_t c = base_config(t, 0);
     c.round_timeout = c.min_round_timeout = 10;
     c.outlier_ratio = 10;
     rumor_mixer_t *m = NULL;
@@ -651,13 +654,7 @@ static void check_slow_link(void)
     static float init[NP];
     for (int i = 0; i < NP; i++)
         init[i] = 1.0f;
-    rumor_mixer_config_t c = { 0 };
-    c.topo = t;
-    c.self = 0;
-    c.endpoints = eps;
-    c.swarm = rumor_wire_swarm_id("test");
-    c.nparams = NP;
-    c.chunk_elems = CHUNK;
+    rumor_mixer_config_t c = base_config(t, 0);
     c.round_timeout = 10.0;
     c.min_round_timeout = 0.25; /* deadline 4 x 0.25 s until 8 rounds are seen */
     rumor_mixer_t *m = NULL;
