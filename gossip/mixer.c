@@ -75,6 +75,34 @@ void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b)
             m->buf_state[i] = BUF_RETIRED;
 }
 
+/* ------------------------------------------------------- clocks */
+
+/* Every deadline of the mixer is a rumor_now() value (CLOCK_MONOTONIC): a
+ * step of the wall clock (NTP, a suspended VM's resume) moves none of them.
+ * Condition variables are made to time their waits on that clock too. */
+void mx_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+int mx_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
+{
+    if (deadline <= rumor_now())
+        return ETIMEDOUT;
+    struct timespec ts;
+    ts.tv_sec = (time_t)deadline;
+    ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(cv, mu, &ts);
+}
+
 /* ------------------------------------------------------- the public API */
 
 static void *comm_thread(void *arg);
@@ -167,12 +195,14 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     if (cfg->incarnation) {
         m->incarnation = cfg->incarnation;
     } else {
+        /* an identity, not a deadline: the wall clock, so that a restarted
+         * process (even on another machine) has a larger incarnation */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         m->incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     }
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->cv, NULL);
+    mx_cond_init(&m->cv);
     uint64_t *key_ids = NULL;
     int rc = 0;
     m->dev = cfg->dev;
@@ -324,21 +354,15 @@ void rumor_mixer_set_timeout(rumor_mixer_t *m, double s)
     pthread_mutex_unlock(&m->mu);
 }
 
-/* Open membership: until min_members peers are alive and every one of
- * them answered (under mu). */
 /* Waits on the mixer's condition for at most 50 ms (m->mu held): the
  * barriers poll what the comm thread publishes. */
 static void wait_a_little(rumor_mixer_t *m)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+    mx_cond_wait_until(&m->cv, &m->mu, rumor_now() + 0.05);
 }
+
+/* Open membership: until min_members peers are alive and every one of
+ * them answered (under mu). */
 
 static int open_waiting(const rumor_mixer_t *m)
 {
@@ -551,11 +575,7 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
         mx_wake(m);
         pthread_mutex_lock(&m->mu);
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    double end = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + (wait > 0 ? wait : 0);
-    until.tv_sec = (time_t)end;
-    until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    double until = rumor_now() + (wait > 0 ? wait : 0);
     int rc = 0;
     for (;;) {
         if (m->closed_rc != 1) { /* closed: the whole mix is there */
@@ -571,7 +591,7 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
             rc = 1;
             break;
         }
-        if (wait <= 0 || pthread_cond_timedwait(&m->cv, &m->mu, &until) == ETIMEDOUT)
+        if (wait <= 0 || mx_cond_wait_until(&m->cv, &m->mu, until) == ETIMEDOUT)
             break;
     }
     char msg[256];

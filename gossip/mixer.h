@@ -370,6 +370,8 @@ typedef struct rumor_mixer_counters {
                                 * began (rumor_mixer_send_ahead), over all
                                 * neighbours */
     uint64_t elems_sent;       /* parameters handed to ZeroMQ in all */
+    uint64_t elems_received;   /* neighbours' parameters accepted (PARAMS ranges
+                                * taken into a round), over all neighbours */
     uint64_t outlier_rounds;   /* rounds a neighbour was left out as an outlier
                                 * (outlier_ratio), summed over neighbours */
     int incompatible;          /* neighbours whose terms differ (cfg.terms) */

@@ -161,6 +161,7 @@ int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, co
                       a->latest[node] + lo);
     mx_cover_add(&a->pcov[node], lo, hi);
     a->linc[node] = h->incarnation;
+    m->counters.elems_received += h->length;
     size_t c0 = (size_t)(lo / m->chunk), c1 = (size_t)((hi - 1) / m->chunk);
     for (size_t c = c0; c <= c1; c++) {
         uint64_t off, len;

@@ -414,6 +414,11 @@ struct rumor_mixer {
 };
 
 /* mixer.c */
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC, and a
+ * wait on it until `deadline` (a rumor_now() time): 0 when woken,
+ * ETIMEDOUT when the deadline passed (mu held, as pthread_cond_timedwait). */
+void mx_cond_init(pthread_cond_t *cv);
+int mx_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
 rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m);
 void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b);
 

@@ -426,6 +426,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         s->first_arrival = now;
     s->last_arrival = now;
     s->elems_in += h->length;
+    m->counters.elems_received += h->length;
     if (h->length > s->max_range)
         s->max_range = h->length;
     for (size_t c = c0; c <= c1; c++) {

@@ -28,7 +28,8 @@
  *    round once its parameters are like the others'.
  * 6. A slow link: a round whose data keeps arriving is not cut at the
  *    adaptive deadline; one whose data stops ends soon after.
- * 7. Quiet links: two peers with a 16 MiB model pause 4 s between rounds
+ * 7. Quiet links: two peers with a 16 MiB model pause between rounds
+ *    until they heard each other only through heartbeats for 3.25 s
  *    (longer than the 3 s after which a silent neighbour is redialled): the
  *    rounds after each pause still mix every element of both peers, in
  *    time (heartbeats keep a quiet link from looking like a dead one).
@@ -210,9 +211,45 @@ static int exact_child(int self)
     return tu_failures ? 1 : 0;
 }
 
+/* Polls m's counters until `n` neighbours' parameters were accepted, or
+ * `timeout` seconds pass: whether they were. */
+static int wait_received(rumor_mixer_t *m, uint64_t n, double timeout)
+{
+    double end = rumor_now() + timeout;
+    rumor_mixer_counters_t mc;
+    for (;;) {
+        rumor_mixer_counters(m, &mc);
+        if (mc.elems_received >= n || rumor_now() > end)
+            return mc.elems_received >= n;
+        usleep(2000);
+    }
+}
+
+/* A quiet link: waits until more than `secs` seconds passed with m hearing
+ * its neighbour only through heartbeats (one every 0.5 s by default: as many
+ * messages accepted as that span holds), or 4 x secs pass: whether they
+ * were heard throughout. */
+static int quiet_pause(rumor_mixer_t *m, double secs)
+{
+    double t0 = rumor_now();
+    rumor_wire_stats_t ws;
+    rumor_mixer_wire_stats(m, &ws);
+    uint64_t a0 = ws.accepted, want = (uint64_t)(secs / 0.5);
+    for (;;) {
+        usleep(20000);
+        rumor_mixer_wire_stats(m, &ws);
+        double dt = rumor_now() - t0;
+        if (dt > secs && ws.accepted - a0 >= want)
+            return 1;
+        if (dt > 4 * secs)
+            return 0;
+    }
+}
+
 /* Child: asynchronous gossip with unlike cuts (chunks of 96 and 40) on
- * ring:2. Each peer waits long enough in round 0 for the other's ranges
- * to arrive, so the mix is exact: (1 + 3) / 2 everywhere. */
+ * ring:2. Each peer waits in round 0 until the other's ranges arrived (its
+ * counter of parameters received), so the mix is exact: (1 + 3) / 2
+ * everywhere. */
 static int async_child(int self)
 {
     rumor_topo_t *t;
@@ -224,7 +261,8 @@ static int async_child(int self)
     rumor_mixer_t *m = make_mixer_c(t, self, init, 5.0, chunk_of[self], 0, 1);
     CHECK(rumor_mixer_barrier(m, 10.0) == 1);
     CHECK_OK(rumor_mixer_round_begin(m, 0));
-    usleep(500000);
+    CHECKF(wait_received(m, NP, 10.0), "peer %d: the neighbour's round 0 did not arrive in "
+           "10 s", self);
     float *x;
     rumor_round_stats_t st;
     CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
@@ -305,8 +343,10 @@ static int quiet_child(int self)
     /* ring:2's weights are 1/2 and 1/2: every round gives both peers the
      * mean of the two starting points, 1.5 + 0.001 (i % 1000) */
     for (long k = 0; k < 3; k++) {
-        if (k > 0)
-            sleep(4);
+        if (k > 0) /* quiet for longer than the 3 s after which a silent neighbour is
+                    * redialled, hearing it only through heartbeats */
+            CHECKF(quiet_pause(m, 3.25), "peer %d: its neighbour's heartbeats stopped during "
+                   "a quiet pause", self);
         CHECK_OK(rumor_mixer_round_begin(m, k));
         float *x;
         rumor_round_stats_t st;
