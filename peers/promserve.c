@@ -27,8 +27,8 @@
 
 struct rumor_prom {
     pthread_mutex_t mu;
-    rumor_prom_snapshot_t snap; /* under mu */
-    atomic_int phase;           /* a rumor_prom_phase: set from signal handlers too */
+    rumor_peer_stats_t snap; /* under mu */
+    atomic_int phase;           /* a rumor_peer_phase: set from signal handlers too */
 #ifdef HAVE_MHD
     struct MHD_Daemon *d;
 #endif
@@ -78,28 +78,10 @@ static void metric(struct page *p, const char *who, const char *name, const char
     value(p, v);
 }
 
-static const char *const phase_names[RUMOR_PROM_NPHASES] = {
-    [RUMOR_PROM_STARTING] = "starting", [RUMOR_PROM_WAITING] = "waiting",
-    [RUMOR_PROM_TRAINING] = "training", [RUMOR_PROM_LEAVING] = "leaving",
-    [RUMOR_PROM_DONE] = "done",
-};
-
-const char *rumor_prom_phase_name(rumor_prom_phase phase)
-{
-    return (unsigned)phase < RUMOR_PROM_NPHASES ? phase_names[phase] : "unknown";
-}
-
-void rumor_prom_snapshot_init(rumor_prom_snapshot_t *s)
-{
-    memset(s, 0, sizeof *s);
-    s->loss = s->consensus_distance = NAN;
-    s->test_accuracy = s->eval_loss = NAN;
-}
-
 /* Every family is on every page, from the first scrape on: a series that
  * appears only later reads as "no data" (Prometheus's instrumentation
  * guidance: avoid missing metrics). */
-int rumor_prom_format(const rumor_prom_snapshot_t *s, rumor_prom_phase phase, char *buf,
+int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char *buf,
                       size_t cap)
 {
     struct page p = { buf, cap, 0, 0 };
@@ -115,8 +97,8 @@ int rumor_prom_format(const rumor_prom_snapshot_t *s, rumor_prom_phase phase, ch
             "model), waiting (for neighbours, or fetching the swarm's state), training, "
             "leaving (on a signal) or done; 1 for the current phase, 0 for the others.\n"
             "# TYPE rumor_peer_phase gauge\n");
-    for (int i = 0; i < RUMOR_PROM_NPHASES; i++)
-        put(&p, "rumor_peer_phase{%s,phase=\"%s\"} %d\n", who, phase_names[i], i == (int)phase);
+    for (int i = 0; i < RUMOR_PEER_NPHASES; i++)
+        put(&p, "rumor_peer_phase{%s,phase=\"%s\"} %d\n", who, rumor_peer_phase_name((rumor_peer_phase)i), i == (int)phase);
     metric(&p, who, "rumor_round", "gauge", "The round this peer is at.", (double)s->round);
     metric(&p, who, "rumor_rounds", "gauge",
            "Rounds this run trains for (0 until the data is loaded).", (double)s->rounds_total);
@@ -189,7 +171,7 @@ int rumor_prom_format(const rumor_prom_snapshot_t *s, rumor_prom_phase phase, ch
 
 /* ------------------------------------------------------------ the server */
 
-void rumor_prom_publish(rumor_prom_t *p, const rumor_prom_snapshot_t *s)
+void rumor_prom_publish(rumor_prom_t *p, const rumor_peer_stats_t *s)
 {
     if (!p)
         return;
@@ -198,7 +180,7 @@ void rumor_prom_publish(rumor_prom_t *p, const rumor_prom_snapshot_t *s)
     pthread_mutex_unlock(&p->mu);
 }
 
-void rumor_prom_set_phase(rumor_prom_t *p, rumor_prom_phase phase)
+void rumor_prom_set_phase(rumor_prom_t *p, rumor_peer_phase phase)
 {
     if (p)
         atomic_store(&p->phase, (int)phase);
@@ -298,9 +280,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!buf)
         return MHD_NO;
     pthread_mutex_lock(&p->mu);
-    rumor_prom_snapshot_t s = p->snap;
+    rumor_peer_stats_t s = p->snap;
     pthread_mutex_unlock(&p->mu);
-    int n = rumor_prom_format(&s, (rumor_prom_phase)atomic_load(&p->phase), buf, PAGE_MAX);
+    int n = rumor_prom_format(&s, (rumor_peer_phase)atomic_load(&p->phase), buf, PAGE_MAX);
     enum MHD_Result ret =
         n < 0 ? reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, text, "page too long\n", 14)
               : reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf, (size_t)n);
@@ -348,7 +330,7 @@ static int bind_listen(const char *spec, const struct sockaddr_in *sa, const cha
 }
 #endif
 
-int rumor_prom_start(const char *spec, const rumor_prom_snapshot_t *first, rumor_prom_t **out)
+int rumor_prom_start(const char *spec, const rumor_peer_stats_t *first, rumor_prom_t **out)
 {
     *out = NULL;
     struct sockaddr_in sa;
@@ -369,7 +351,7 @@ int rumor_prom_start(const char *spec, const rumor_prom_snapshot_t *first, rumor
     }
     pthread_mutex_init(&p->mu, NULL);
     p->snap = *first;
-    atomic_init(&p->phase, RUMOR_PROM_STARTING);
+    atomic_init(&p->phase, RUMOR_PEER_STARTING);
     /* the logger first, so that no message reaches stderr; epoll (AUTO):
      * no FD_SETSIZE limit on the descriptors' numbers. An idle connection
      * is closed after the timeout, and the limit is well above what a few

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "mixer.h"
+#include "peer.h"
 #include "wire.h"
 
 #define RUMOR_PROM_IDLE_TIMEOUT 5       /* seconds without a byte either way */
@@ -32,43 +33,8 @@
 
 typedef struct rumor_prom rumor_prom_t;
 
-/* What the peer is doing: rumor_peer_phase{phase="..."}. */
-typedef enum {
-    RUMOR_PROM_STARTING = 0, /* loading the data and the model, until it waits */
-    RUMOR_PROM_WAITING,      /* for its neighbours at start, fetching the swarm's state */
-    RUMOR_PROM_TRAINING,     /* the rounds */
-    RUMOR_PROM_LEAVING,      /* on SIGTERM/SIGINT: a last checkpoint, telling the neighbours */
-    RUMOR_PROM_DONE,         /* the rounds are over: the swarm average, the final report */
-    RUMOR_PROM_NPHASES
-} rumor_prom_phase;
-
-/* The label value of a phase ("starting", ...). */
-const char *rumor_prom_phase_name(rumor_prom_phase phase);
-
-/* What a peer publishes after a round. */
-typedef struct rumor_prom_snapshot {
-    int rank, peers;
-    char peer[24];              /* open membership: the id in hex, the label instead
-                                 * of rank ("" with a list) */
-    long round, rounds_total;   /* the round the peer is at, and the run's (0 while
-                                 * the data loads) */
-    double loss;                /* the last round's training loss (NaN none yet) */
-    double examples_per_second; /* since the start */
-    double wait_seconds;        /* waited for neighbours, since the start */
-    double seconds;             /* training time since the start */
-    double consensus_distance;  /* |mix - x| of the last round (NaN none yet) */
-    int in_neighbors, neighbors_complete, members;
-    uint64_t bytes_sent, bytes_received;
-    uint64_t rounds_run, rounds_mixed, consensus_skipped, jumps, state_fetches;
-    rumor_wire_stats_t messages;
-    double checkpoint_unix;     /* when the last checkpoint was written (0 none) */
-    double test_accuracy;       /* the last evaluation (NaN none) */
-    double eval_loss;           /* the last validation loss (NaN none) */
-} rumor_prom_snapshot_t;
-
-/* A snapshot before anything happened: zeros, and NaN where a value does
- * not exist yet. */
-void rumor_prom_snapshot_init(rumor_prom_snapshot_t *s);
+/* What it serves: the peer's figures and phase (swarm/peer.h), the phase
+ * as rumor_peer_phase{phase="..."}. */
 
 /* Checks "ADDR:PORT" (an IPv4 address, 0.0.0.0 or * for every interface,
  * or a name such as localhost; port 1..65535) without binding:
@@ -80,17 +46,17 @@ int rumor_prom_check_listen(const char *listen) RUMOR_WUR;
  * (bad usage), RUMOR_ESYS when the port cannot be bound (in use, no
  * permission), RUMOR_ENOTSUP when rumor was built without libmicrohttpd.
  * libmicrohttpd's own messages go to rumor_debug, never to stderr. */
-int rumor_prom_start(const char *listen, const rumor_prom_snapshot_t *first,
+int rumor_prom_start(const char *listen, const rumor_peer_stats_t *first,
                      rumor_prom_t **out) RUMOR_WUR;
 void rumor_prom_stop(rumor_prom_t **pp);
 /* Replaces the snapshot the server shows (p may be NULL: no server). */
-void rumor_prom_publish(rumor_prom_t *p, const rumor_prom_snapshot_t *s);
+void rumor_prom_publish(rumor_prom_t *p, const rumor_peer_stats_t *s);
 /* Sets the phase the server shows (p may be NULL). Async-signal-safe (an
  * atomic store), so a signal handler may call it while p lives. */
-void rumor_prom_set_phase(rumor_prom_t *p, rumor_prom_phase phase);
+void rumor_prom_set_phase(rumor_prom_t *p, rumor_peer_phase phase);
 /* The page for a snapshot and a phase, into buf (always terminated); its
  * length, or RUMOR_EINVAL when it does not fit. */
-int rumor_prom_format(const rumor_prom_snapshot_t *s, rumor_prom_phase phase, char *buf,
+int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char *buf,
                       size_t cap);
 
 #endif

@@ -6,6 +6,7 @@
 #   topo       the topology analyzer: base only
 #   src        the core: base, kernels
 #   gossip     transport, mixer, membership: base, topo, src, kernels
+#   swarm      the peer object: base, topo, src, kernels, gossip
 #   peers      the binaries: anything
 # Every `#include "X.h"` of a project header in a layer's sources is looked
 # up in the tree; a header of a layer it may not use fails the test, naming
@@ -22,6 +23,7 @@ layer_of() {
     kernels/*) echo kernels ;;
     topo/*) echo topo ;;
     gossip/*) echo gossip ;;
+    swarm/*) echo swarm ;;
     peers/*) echo peers ;;
     *) echo other ;;
   esac
@@ -33,6 +35,7 @@ allowed() { # allowed FROM TO
     *:base) return 0 ;;
     src:kernels) return 0 ;;
     gossip:topo | gossip:src | gossip:kernels) return 0 ;;
+    swarm:topo | swarm:src | swarm:kernels | swarm:gossip) return 0 ;;
     peers:*) return 0 ;;
   esac
   return 1
@@ -42,13 +45,13 @@ cd "$top" || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # where each project header lives (a name must be unique across layers)
-find src kernels topo gossip peers -name '*.h' | sort |
+find src kernels topo gossip swarm peers -name '*.h' | sort |
   awk '{ n = $0; sub(/.*\//, "", n); print n, $0 }' >"$tmp/headers"
 dups=$(awk '{ print $1 }' "$tmp/headers" | sort | uniq -d | tr '\n' ' ')
 [ -z "$dups" ] || fail "header names used in two places: $dups"
 
 # every "name.h" include (system headers use <>): FILE LINE HEADER
-find src kernels topo gossip peers \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort |
+find src kernels topo gossip swarm peers \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort |
   xargs grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' |
   sed 's/^\([^:]*\):\([0-9]*\):.*"\(.*\)".*/\1 \2 \3/' >"$tmp/includes"
 

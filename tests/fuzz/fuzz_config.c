@@ -4,8 +4,8 @@
  * The input is written to a file under $TMPDIR and parsed with
  * rumor_opts_parse("rumor-peer", table, &opts, "-c FILE") against a table
  * made of the real shared block (RUMOR_TRAIN_OPTIONS, peers/trainopts.h) and
- * a copy of rumor-peer's own entries (peers/rumor_peer.c keeps them in its
- * main program, out of reach of a library). After a successful parse every
+ * a copy of rumor-peer's own entries (peers/peer_opts.c keeps them in the
+ * program, out of reach of a library). After a successful parse every
  * value the file set must be within its entry's bounds or choices.
  *
  * Then the input's lines, as command-line arguments after "-c FILE": flags

@@ -55,6 +55,7 @@ int rumor_peer_open_init(rumor_peer_open_t *po, const char *join, const char *li
                          const rumor_curve_keypair_t *keys, const rumor_allowlist_t *allow)
 {
     memset(po, 0, sizeof *po);
+    po->join_given = join;
     RUMOR_CHECK(advertised(po, listen, advertise));
     if (join && rumor_peerlist_parse_join(join, &po->join) < 0)
         return rumor_err_prefix(RUMOR_EINVAL, "--join");

@@ -14,6 +14,7 @@
 
 typedef struct rumor_peer_open {
     rumor_peerlist_t join;     /* --join: addresses, and the keys named with them */
+    const char *join_given;    /* --join as given (NULL: a founder) */
     uint8_t (*key)[32];        /* (join.n) the keys expected there (secure mode) */
     const uint8_t **key_of;    /* (join.n) pointers into key; NULL: not known */
     char advertise[512];       /* the address the others dial */

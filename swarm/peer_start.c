@@ -1,0 +1,258 @@
+/* The start of a peer's run: its mixer, the lines that say what it runs,
+ * the wait for its neighbours, and a late joiner's state fetch. */
+#include "peer_int.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "log.h"
+#include "source.h"
+#include "topology.h"
+
+static int trainer_params_ready(void *tr)
+{
+    return rumor_trainer_params_ready(tr);
+}
+
+/* The settings every peer of the swarm must share (terms.h), sent in every
+ * HELLO: a neighbour that differs is named and not mixed with. Dropout is
+ * left out of the model's (peers may differ in it: the parameters mean the
+ * same). */
+static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, size_t cap)
+{
+    const rumor_peer_config_t *c = &p->cfg;
+    char v[512];
+    buf[0] = '\0';
+    snprintf(v, sizeof v, "%s", p->tr->model->spec);
+    char *d = strstr(v, "dropout=");
+    if (d && d > v && (d[-1] == ':' || d[-1] == ','))
+        d[-1] = '\0';
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "model", v));
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "mode", c->mode == RUMOR_PEER_ASYNC ? "async"
+                                                  : p->dpsgd ? "dpsgd" : "allreduce"));
+    rumor_codec_format(codec, v, sizeof v);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "compress", v));
+    if (codec->kind != RUMOR_CODEC_NONE) {
+        snprintf(v, sizeof v, "%d", c->mixer.keyframe_every > 0
+                                        ? c->mixer.keyframe_every
+                                        : rumor_codec_default_keyframe(codec));
+        RUMOR_CHECK(rumor_terms_add(buf, cap, "keyframe-every", v));
+    }
+    snprintf(v, sizeof v, "%ld", p->H);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "local-steps", v));
+    rumor_outer_config_t oc;
+    if (!c->outer)
+        snprintf(v, sizeof v, "none");
+    else if (rumor_outer_parse(c->outer, &oc) < 0)
+        return RUMOR_EINVAL;
+    else if (oc.kind == RUMOR_OUTER_NESTEROV)
+        snprintf(v, sizeof v, "nesterov:lr=%g,momentum=%g", oc.lr, oc.momentum);
+    else
+        snprintf(v, sizeof v, "sgd:lr=%g", oc.lr);
+    return rumor_terms_add(buf, cap, "outer", v);
+}
+
+/* The mixer's configuration: the caller's, with what the model and the
+ * trainer decide. */
+static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
+{
+    *mc = p->cfg.mixer;
+    mc->nparams = p->nparams;
+    if (mc->chunk_elems == 0) {
+        /* 1 MiB cells: a cell's mixing reads it from the L2 cache; a model
+         * of under 8 MiB gets 8 cells (at least 64 KiB each), so that
+         * send-ahead sends a round's first cells while its last arrive */
+        mc->chunk_elems = RUMOR_MIXER_CHUNK;
+        if (p->nparams / 8 < mc->chunk_elems)
+            mc->chunk_elems = p->nparams / 8 > ((size_t)1 << 14) ? p->nparams / 8
+                                                                 : (size_t)1 << 14;
+    }
+    mc->async = p->async;
+    mc->dev = p->tr->dev; /* the mixing arithmetic runs on the trainer's device's ops */
+    /* GPU stages copy their ranges to and from page-locked buffers */
+    mc->host_mem = rumor_trainer_host_mem(p->tr);
+    mc->first_round = p->first_round;
+    /* a sparse codec must send at least one element of a whole range */
+    size_t cell = mc->chunk_elems < p->nparams ? mc->chunk_elems : p->nparams;
+    if ((mc->codec.kind == RUMOR_CODEC_TOPK || mc->codec.kind == RUMOR_CODEC_RANDK) &&
+        mc->codec.frac * (double)cell < 1.0) {
+        p->res.usage = 1;
+        return rumor_err_set(RUMOR_EINVAL, "--compress %s sends %.3g elements of a range of "
+                                           "%zu: give a share of at least %.3g (one element a "
+                                           "range)", p->cfg.compress,
+                             mc->codec.frac * (double)cell, cell, 1.0 / (double)cell);
+    }
+    RUMOR_CHECK(build_terms(p, &mc->codec, p->terms, sizeof p->terms));
+    mc->terms = p->terms;
+    /* a neighbour 10x this peer's norm away diverged (mixer.h) */
+    mc->outlier_ratio = 10;
+    return 0;
+}
+
+/* What the peer runs, before it waits for its neighbours. */
+static void describe(rumor_peer_t *p, const rumor_mixer_config_t *mc)
+{
+    const rumor_peer_config_t *c = &p->cfg;
+    FILE *out = p->out;
+    const char *who = p->who;
+    const rumor_topo_t *topo = c->mixer.topo;
+    int nb = topo ? rumor_topo_neighbors(topo, p->rank, 0, NULL, NULL, 0) : 0;
+    char secdesc[128];
+    if (c->mixer.keys)
+        snprintf(secdesc, sizeof secdesc, "CurveZMQ, %zu keys allowed",
+                 rumor_allowlist_count(c->mixer.allow));
+    else
+        snprintf(secdesc, sizeof secdesc, "PLAINTEXT: --insecure");
+    fprintf(out, "%s: %s on %s, listening on %s (%s)\n", who,
+            p->async ? "asynchronous D-PSGD" : p->dpsgd ? "D-PSGD" : "ring all-reduce",
+            topo ? topo->desc : p->spec, rumor_mixer_endpoint(p->mixer), secdesc);
+    if (p->is_open)
+        fprintf(out, "%s: open membership: id %016llx at %s, joining through %s\n", who,
+                (unsigned long long)c->open->id, c->open->advertise,
+                c->open->join.n ? c->open->join_given : "nobody (a founder)");
+    fprintf(out, "%s: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n", who,
+            p->tr->model->spec, p->nparams, p->nparams * 4.0 / 1e6, p->tr->dev->name, nb,
+            nb == 1 ? "" : "s");
+    rumor_trainer_describe_pipeline(p->tr, out, who);
+    char span[64];
+    if (c->rounds)
+        snprintf(span, sizeof span, "%ld rounds (--rounds)", p->total_rounds);
+    else
+        snprintf(span, sizeof span, "%d epoch%s", c->trainer.epochs,
+                 c->trainer.epochs == 1 ? "" : "s");
+    if (p->tr->lm)
+        fprintf(out, "%s: %s (loaded in %.2f s), %ld rounds of %d windows of %d tokens per "
+                     "epoch, %s\n", who, rumor_source_describe(p->tr->src), p->t_loaded,
+                p->per_epoch, c->trainer.batch, p->tr->model->ctx, span);
+    else
+        fprintf(out, "%s: %s of %ld examples (loaded in %.2f s), %ld rounds of batch %d per "
+                     "epoch, %s\n", who,
+                p->is_open ? "its own stream over a training set" : "shard",
+                rumor_source_train_size(p->tr->src), p->t_loaded, p->per_epoch,
+                c->trainer.batch, span);
+    if (p->H > 1)
+        fprintf(out, "%s: local SGD: %ld optimizer steps a round, the parameters gossiped "
+                     "once (--local-steps)\n", who, p->H);
+    rumor_outer_config_t oc;
+    if (c->outer && rumor_outer_parse(c->outer, &oc) == 0) {
+        if (oc.kind == RUMOR_OUTER_NESTEROV)
+            fprintf(out, "%s: outer optimizer: Nesterov, lr %g, momentum %g, on each round's "
+                         "change (DiLoCo; --outer)\n", who, oc.lr, oc.momentum);
+        else
+            fprintf(out, "%s: outer optimizer: SGD, lr %g, on each round's change (DiLoCo; "
+                         "--outer)\n", who, oc.lr);
+    }
+    rumor_codec_t codec = mc->codec;
+    if (p->coded_allreduce)
+        fprintf(out, "%s: coded all-reduce: %s gradients, %.2fx smaller than f32\n", who,
+                c->compress, rumor_codec_ratio(&codec));
+    else if (codec.kind != RUMOR_CODEC_NONE)
+        fprintf(out, "%s: compressed gossip (CHOCO-SGD): %s, %.2fx smaller than f32, "
+                     "consensus step %.3g, f32 keyframe every %d rounds\n",
+                who, c->compress, rumor_codec_ratio(&codec),
+                mc->consensus_step > 0 ? mc->consensus_step : rumor_codec_default_gamma(&codec),
+                mc->keyframe_every > 0 ? mc->keyframe_every
+                                       : rumor_codec_default_keyframe(&codec));
+    fflush(out);
+}
+
+/* A late joiner or a restarted peer fetches the swarm's state: an open
+ * swarm's newcomer (nothing resumed) starts from the swarm's parameters,
+ * here if it knows the swarm's round already, or at its first round's end
+ * (the neighbours' rounds may come just after its view). 1: stopped. */
+static int fetch_at_start(rumor_peer_t *p)
+{
+    p->newcomer = p->is_open && p->first_round == 0;
+    p->joining = p->newcomer && p->dpsgd && !p->async;
+    if (!p->dpsgd || p->async) /* an asynchronous peer just follows the clock */
+        return 0;
+    long sr = rumor_mixer_swarm_round(p->mixer);
+    if (rumor_catchup_at_start(p->cfg.catch_up_rounds, p->newcomer, sr, p->k) !=
+        RUMOR_CATCHUP_FETCH)
+        return 0;
+    if (!p->cfg.quiet)
+        fprintf(p->out, "%s: the swarm is at round %ld: fetching its state\n", p->who, sr);
+    long nk;
+    if (rumor_mixer_catch_up(p->mixer, &nk, &p->params, p->cfg.start_timeout) < 0) {
+        if (p->stop)
+            return 1;
+        rumor_warn("catching up: %s; training from round %ld", rumor_err_msg(), p->k);
+        return 0;
+    }
+    p->res.catch_ups++;
+    p->k = nk < p->total_rounds ? nk : p->total_rounds;
+    RUMOR_CHECK(rumor_trainer_bind(p->tr, p->params));
+    /* a newcomer takes up the swarm's learning-rate schedule (and draws on
+     * in its own stream from there) */
+    if (p->newcomer)
+        rumor_trainer_set_optim_steps(p->tr, p->k * p->H);
+    p->joining = 0;
+    if (!p->cfg.quiet)
+        fprintf(p->out, "%s: joined at round %ld\n", p->who, p->k);
+    return 0;
+}
+
+int rumor_peer_join(rumor_peer_t *p)
+{
+    const rumor_peer_config_t *c = &p->cfg;
+    rumor_mixer_config_t mc;
+    RUMOR_CHECK(mixer_config(p, &mc));
+    /* --compress with --mode allreduce: the gradients' all-reduce is coded
+     * (the swarm average at the end stays f32) */
+    p->coded_allreduce = !p->dpsgd && mc.codec.kind != RUMOR_CODEC_NONE;
+    /* send-ahead: an unpipelined peer steps the mix cell by cell and sends
+     * round k + 1's cells as they are stepped (a pipelined one steps by
+     * stage); plain synchronous rounds on a list only (mixer.h), and not
+     * with local steps: x(k+1) is what they make of the mix, known only at
+     * round_begin */
+    p->ahead = p->dpsgd && !p->async && c->send_ahead && !p->tr->pipe && p->H == 1 &&
+               mc.codec.kind == RUMOR_CODEC_NONE && !p->is_open && !mc.membership;
+    if (p->ahead)
+        rumor_trainer_set_step_ranges(p->tr, mc.chunk_elems, rumor_mixer_round_stepped);
+    rumor_strategy_choice_t sc = { .allreduce = !p->dpsgd, .outer = c->outer != NULL,
+                                   .balance = c->balance, .pipe = p->tr->pipe != NULL,
+                                   .ahead = p->ahead, .throttle = c->throttle };
+    p->strategy = rumor_peer_strategy_pick(&sc);
+    if (rumor_mixer_create(&mc, p->tr->stage->params, &p->mixer) < 0)
+        return rumor_err_prefix(rumor_err_code(), "swarm");
+    p->hurry = p->mixer; /* a stop from now on leaves through the mixer */
+    p->started = 1;
+    RUMOR_CHECK(rumor_trainer_bind(p->tr, rumor_mixer_params(p->mixer)));
+    /* a round's parameters go out once the GPU stages' copy of them landed
+     * (it runs while the round's gradient is computed) */
+    if (p->tr->pipe)
+        rumor_mixer_set_params_ready(p->mixer, trainer_params_ready, p->tr);
+    if (rumor_trainer_fills_cores(p->tr)) { /* no core to spare: mixing goes in the bubbles */
+        rumor_mixer_set_caller_mixes(p->mixer, 1);
+        rumor_info("the stages fill the %ld cores: each mixes its own range of a round in its "
+                   "idle time", sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    if (!c->quiet)
+        describe(p, &mc);
+    rumor_peer_publish(p, RUMOR_PEER_WAITING);
+    int ready = rumor_mixer_barrier(p->mixer, c->start_timeout);
+    if (p->stop)
+        return 1;
+    if (ready < 0)
+        return rumor_err_prefix(rumor_err_code(), "%s", p->is_open ? "joining" : "swarm");
+    if (p->is_open) {
+        p->N = rumor_mixer_members(p->mixer);
+        if (!c->quiet)
+            fprintf(p->out, "%s: joined a swarm of %d peer%s alive\n", p->who, p->N,
+                    p->N == 1 ? "" : "s");
+    }
+    rumor_peer_event_start(p, ready);
+    p->k = p->first_round;
+    p->params = rumor_mixer_params(p->mixer);
+    int rc = fetch_at_start(p);
+    if (rc != 0)
+        return rc;
+    /* --outer: the anchor is where the first round starts */
+    if (c->outer) {
+        rumor_outer_config_t ocfg;
+        RUMOR_CHECK(rumor_outer_parse(c->outer, &ocfg));
+        RUMOR_CHECK(rumor_outer_create(&ocfg, p->tr->stage->params, p->nparams, &p->outer));
+    }
+    return 0;
+}

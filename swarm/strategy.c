@@ -1,0 +1,143 @@
+/* The round strategies (strategy.h). D-PSGD as published (Lian et al.
+ * 2017, Algorithm 1): send x(k) while computing the gradient at x(k), then
+ * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad). */
+#include "strategy.h"
+
+#include "log.h"
+#include "peer_int.h"
+
+/* --throttle F: F times slower than this machine (sleeps after the
+ * gradient, for tests that need a straggler) */
+static void throttle(rumor_peer_t *p, double since)
+{
+    if (p->cfg.throttle > 1)
+        rumor_peer_sleep(p, (p->cfg.throttle - 1) * (rumor_now() - since));
+}
+
+/* The mixer's round k begins: x(k) goes out while the gradient computes. */
+static int begin(rumor_peer_t *p, rumor_round_t *r)
+{
+    if (rumor_mixer_round_begin(p->mixer, r->k) < 0)
+        return rumor_err_code();
+    r->t_compute = rumor_now();
+    r->gossip = 1;
+    return 0;
+}
+
+/* The mixer's round k ends: *mixed is sum_j W_ij x_j(k), the round's
+ * statistics are p->st. */
+static int end(rumor_peer_t *p, rumor_round_t *r, float **mixed)
+{
+    r->t_computed = rumor_now();
+    RUMOR_CHECK(rumor_mixer_round_end(p->mixer, r->k, mixed, &p->st));
+    r->wait_s = p->st.wait_s;
+    r->next = p->st.next_round;
+    return 0;
+}
+
+/* the optimizer steps from the mix: x(k+1) = mix - lr * step(grad) */
+static int step_from(rumor_peer_t *p, float *mixed)
+{
+    RUMOR_CHECK(rumor_trainer_bind(p->tr, mixed)); /* after every change to it */
+    return rumor_trainer_update(p->tr, NULL);
+}
+
+static int gossip_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    RUMOR_CHECK(begin(p, r));
+    RUMOR_CHECK(rumor_trainer_grads(p->tr, &r->batch, r->t, &r->loss));
+    r->examples = r->batch.n;
+    throttle(p, r->t_compute);
+    float *mixed;
+    RUMOR_CHECK(end(p, r, &mixed));
+    return step_from(p, mixed);
+}
+
+/* A pipeline, or send-ahead: each stage (or cell) steps on its own range
+ * of the mix as soon as both are ready, while the rest still computes. */
+static int stepped_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    RUMOR_CHECK(begin(p, r));
+    rumor_mixer_round_t rn = { p->mixer, r->k };
+    RUMOR_CHECK(rumor_trainer_grads_step(p->tr, &r->batch, r->t, &r->loss,
+                                         rumor_mixer_round_range, &rn));
+    r->examples = r->batch.n;
+    float *mixed;
+    RUMOR_CHECK(end(p, r, &mixed));
+    r->wait_s += p->tr->wait_s; /* the wait for the mix came inside the step */
+    p->st.wait_s = r->wait_s;
+    return 0;
+}
+
+/* --balance batch: as many batches as fit in the wait for the slowest
+ * neighbour, drawn on from the last round's (balance.h). */
+static int balance_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    int nbat = rumor_balance_batches(&p->bal);
+    if (p->draws < r->t)
+        p->draws = r->t;
+    RUMOR_CHECK(begin(p, r));
+    RUMOR_CHECK(rumor_trainer_grads_many(p->tr, p->draws, nbat, &r->loss, &r->examples));
+    throttle(p, r->t_compute);
+    float *mixed;
+    RUMOR_CHECK(end(p, r, &mixed));
+    RUMOR_CHECK(step_from(p, mixed));
+    rumor_balance_observe(&p->bal, nbat, r->t_computed - r->t_compute, p->st.wait_s);
+    p->draws += nbat;
+    return 0;
+}
+
+/* --outer: the round's H local steps ran before it; the mix becomes the
+ * outer step's target, and the outer step is the new anchor (DiLoCo on a
+ * graph). */
+static int outer_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    RUMOR_CHECK(begin(p, r));
+    float *mixed;
+    RUMOR_CHECK(end(p, r, &mixed));
+    rumor_outer_step(p->outer, mixed);
+    r->examples = 0; /* counted by the local steps */
+    return rumor_trainer_bind(p->tr, mixed);
+}
+
+/* --mode allreduce: the ring all-reduce of the gradients (C-PSGD), the
+ * baseline. A missing peer stops the ring: that round steps on the local
+ * gradient instead (C-PSGD has no better answer). */
+static int allreduce_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    r->t_compute = rumor_now();
+    RUMOR_CHECK(rumor_trainer_grads(p->tr, &r->batch, r->t, &r->loss));
+    r->examples = r->batch.n;
+    double t0 = r->t_computed = rumor_now();
+    float *g = rumor_trainer_flat_grads(p->tr);
+    if (!g)
+        return rumor_err_set(RUMOR_EINVAL, "gradient: the model's gradients are not flat");
+    if (rumor_mixer_allreduce_mean(p->mixer, g, p->nparams, r->k, p->cfg.mixer.round_timeout,
+                                   p->coded_allreduce) < 0) {
+        p->res.allreduce_failures++;
+        rumor_warn("round %ld: %s; stepping on the local gradient", r->k, rumor_err_msg());
+        RUMOR_CHECK(rumor_trainer_grads(p->tr, &r->batch, r->t, &r->loss));
+    }
+    r->wait_s = rumor_now() - t0;
+    return rumor_trainer_update(p->tr, NULL);
+}
+
+const rumor_peer_strategy_t rumor_strategy_gossip = { "gossip", 0, gossip_round };
+const rumor_peer_strategy_t rumor_strategy_stepped = { "stepped", 0, stepped_round };
+const rumor_peer_strategy_t rumor_strategy_balance = { "balance", 0, balance_round };
+const rumor_peer_strategy_t rumor_strategy_outer = { "outer", 1, outer_round };
+const rumor_peer_strategy_t rumor_strategy_allreduce = { "allreduce", 0, allreduce_round };
+
+const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c)
+{
+    if (c->allreduce)
+        return &rumor_strategy_allreduce;
+    if (c->outer)
+        return &rumor_strategy_outer;
+    if (c->balance)
+        return &rumor_strategy_balance;
+    /* a throttle sleeps after the whole gradient: the round's order stays */
+    if ((c->pipe || c->ahead) && c->throttle <= 1)
+        return &rumor_strategy_stepped;
+    return &rumor_strategy_gossip;
+}
