@@ -30,6 +30,39 @@ int rumor_device_count(rumor_dev_kind kind)
 #endif
 }
 
+const char *rumor_device_status(rumor_dev_kind kind)
+{
+    if (kind == RUMOR_DEV_CPU)
+        return "ok";
+#ifdef HAVE_CUDA
+    return rumor_cuda_status();
+#else
+    return "this rumor was built without CUDA";
+#endif
+}
+
+int rumor_device_info(rumor_dev_kind kind, int index, rumor_device_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int n = rumor_device_count(kind);
+    if (index < 0 || index >= n)
+        return rumor_err_set(RUMOR_ENODEV, "%s:%d: %d such device%s here (%s)",
+                             kind == RUMOR_DEV_CPU ? "cpu" : "cuda", index, n, n == 1 ? "" : "s",
+                             rumor_device_status(kind));
+    if (kind == RUMOR_DEV_CPU) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        snprintf(out->name, sizeof out->name, "cpu");
+        out->sms = rumor_cpu_cores();
+        out->memory = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+        return 0;
+    }
+#ifdef HAVE_CUDA
+    return rumor_cuda_info(index, out);
+#else
+    return rumor_err_set(RUMOR_ENOTSUP, "this rumor was built without CUDA");
+#endif
+}
+
 /* Parses the ":N" after a device kind; "" means `dflt`. */
 static int parse_index(const char *spec, const char *rest, int dflt, int *out)
 {

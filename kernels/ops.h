@@ -31,6 +31,10 @@ typedef struct rumor_device rumor_device_t;
 typedef struct rumor_stream rumor_stream_t;
 typedef struct rumor_event rumor_event_t;
 
+/* Devices of one kind that move bytes between them through the backend's
+ * collective library (NCCL's communicators, one a GPU). */
+typedef struct rumor_clique rumor_clique_t;
+
 /* Ops a backend may lack, for rumor_ops_t.supports. */
 typedef enum {
     RUMOR_CAP_ASYNC_COPY = 0, /* upload/download_async overlap compute */
@@ -195,6 +199,19 @@ typedef struct rumor_ops {
     void *(*host_alloc)(rumor_device_t *d, size_t bytes);
     void (*host_free)(rumor_device_t *d, void *p);
     int (*supports)(const rumor_device_t *d, rumor_cap cap);
+
+    /* ---- a clique of devices of this table's kind (distinct devices; one
+     * alone sends to itself), for copies by the backend's collective
+     * library: NCCL's grouped send and receive between GPUs. NULL where
+     * the backend has none (the CPU; CUDA built without NCCL): callers copy
+     * with copy_peer then. clique_copy copies bytes from src on sd to dst
+     * on dd (both of the clique), queued on streams ss (of sd) and ds (of
+     * dd), NULL meaning the devices' own streams; the caller waits on both.
+     * clique_close takes NULL. */
+    int (*clique_open)(rumor_device_t *const *devs, int n, rumor_clique_t **out);
+    void (*clique_close)(rumor_clique_t *c);
+    int (*clique_copy)(rumor_clique_t *c, rumor_device_t *dd, void *dst, rumor_stream_t *ds,
+                       rumor_device_t *sd, const void *src, rumor_stream_t *ss, size_t bytes);
 } rumor_ops_t;
 
 struct rumor_device {
@@ -253,6 +270,25 @@ int rumor_device_copy(rumor_device_t *dd, void *dst, rumor_device_t *sd, const v
 /* Number of usable devices of a kind (CUDA: 0 when not built, no driver or
  * no GPU; CPU: 1). Never fails. */
 int rumor_device_count(rumor_dev_kind kind);
+
+/* Why no device of a kind is usable here, or "ok" when one is: for CUDA
+ * the runtime's reason ("CUDA driver version is insufficient for CUDA
+ * runtime version", "no CUDA GPU found") or "this rumor was built without
+ * CUDA". Never fails. */
+const char *rumor_device_status(rumor_dev_kind kind);
+
+/* What `rumor-train devices` shows of a device, without opening it. */
+typedef struct rumor_device_info {
+    char name[256];         /* "NVIDIA H100 80GB HBM3"; the CPU: "cpu" */
+    int cc_major, cc_minor; /* compute capability (0.0 for the CPU) */
+    int sms;                /* multiprocessors (the CPU: its online cores) */
+    size_t memory;          /* bytes of device memory (the CPU: physical memory) */
+} rumor_device_info_t;
+
+/* Fills out for device `index` of a kind (0 <= index < rumor_device_count;
+ * the CPU is index 0). RUMOR_ENODEV for an index beyond them, RUMOR_ECUDA
+ * when the runtime cannot say. */
+int rumor_device_info(rumor_dev_kind kind, int index, rumor_device_info_t *out) RUMOR_WUR;
 
 /* Number of online CPU cores. */
 int rumor_cpu_cores(void);

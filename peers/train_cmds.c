@@ -8,9 +8,6 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#ifdef HAVE_CUDA
-#include "cuda_backend.h"
-#endif
 #include "data.h"
 #include "export.h"
 #include "log.h"
@@ -401,10 +398,7 @@ static int cmd_devices(int argc, char **argv)
         return 1;
     }
     int n = rumor_device_count(RUMOR_DEV_CUDA);
-    const char *why = "this rumor was built without CUDA";
-#ifdef HAVE_CUDA
-    why = n ? "" : rumor_cuda_status();
-#endif
+    const char *why = n ? "" : rumor_device_status(RUMOR_DEV_CUDA);
     if (json)
         printf("{\"cpu\":{\"spec\":\"cpu\",\"name\":\"%s\",\"cores\":%d},\"gpus\":[",
                cpu->name, rumor_cpu_cores());
@@ -412,12 +406,11 @@ static int cmd_devices(int argc, char **argv)
         printf("%-8s %-44s %s\n%-8s %-44s %s\n", "DEVICE", "NAME", "DETAILS", "cpu",
                cpu->name, "fp32");
     for (int i = 0; i < n; i++) {
-#ifdef HAVE_CUDA
-        rumor_cuda_info_t ci;
+        rumor_device_info_t ci;
         rumor_device_t *g = NULL;
         char spec[16];
         snprintf(spec, sizeof spec, "cuda:%d", i);
-        if (rumor_cuda_info(i, &ci) < 0 || rumor_device_open(spec, &g) < 0) {
+        if (rumor_device_info(RUMOR_DEV_CUDA, i, &ci) < 0 || rumor_device_open(spec, &g) < 0) {
             fprintf(stderr, "rumor-train devices: %s: %s\n", spec, rumor_err_msg());
             rumor_device_close(&cpu);
             return 1;
@@ -433,7 +426,6 @@ static int cmd_devices(int argc, char **argv)
                    ci.cc_major, ci.cc_minor, ci.sms, (double)ci.memory / (1024.0 * 1024 * 1024),
                    tf32 ? ", tf32" : "", bf16 ? ", bf16" : "");
         rumor_device_close(&g);
-#endif
     }
     if (json)
         printf("],\"no_gpu_reason\":\"%s\"}\n", n ? "" : why);

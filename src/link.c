@@ -1,22 +1,16 @@
-/* Links between stages' devices (see link.h). */
-#include "config.h"
-
+/* Links between stages' devices (see link.h). Every copy goes through the
+ * devices' ops tables: NCCL is the CUDA table's clique, present when rumor
+ * is built with NCCL. */
 #include "link.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef HAVE_NCCL
-#include "cuda_backend.h"
-#endif
-
 struct rumor_link {
     rumor_link_kind kind;
     rumor_device_t *a, *b;
     rumor_stream_t *sa, *sb; /* the link's streams on a and b (GPUs only) */
-#ifdef HAVE_NCCL
-    rumor_nccl_t *nccl;
-#endif
+    rumor_clique_t *clique;  /* RUMOR_LINK_NCCL: a's and b's (their clique_open) */
 };
 
 static const char *const kind_names[] = { "host copy", "device copy", "host<->device copy",
@@ -38,9 +32,8 @@ void rumor_link_destroy(rumor_link_t **lp)
         l->a->ops->stream_destroy(l->a, l->sa);
     if (l->sb)
         l->b->ops->stream_destroy(l->b, l->sb);
-#ifdef HAVE_NCCL
-    rumor_nccl_close(&l->nccl);
-#endif
+    if (l->clique)
+        l->a->ops->clique_close(l->clique);
     free(l);
     *lp = NULL;
 }
@@ -66,16 +59,12 @@ int rumor_link_create(rumor_device_t *a, rumor_device_t *b, int use_nccl, rumor_
         rc = a->ops->stream_create(a, &l->sa);
     if (rc == 0 && b->kind != RUMOR_DEV_CPU)
         rc = b->ops->stream_create(b, &l->sb);
-#ifdef HAVE_NCCL
-    if (rc == 0 && l->kind == RUMOR_LINK_PEER && use_nccl) {
-        int devs[2] = { a->index, b->index };
-        rc = rumor_nccl_open(devs, 2, &l->nccl);
+    if (rc == 0 && l->kind == RUMOR_LINK_PEER && use_nccl && a->ops->clique_open) {
+        rumor_device_t *devs[2] = { a, b };
+        rc = a->ops->clique_open(devs, 2, &l->clique);
         if (rc == 0)
             l->kind = RUMOR_LINK_NCCL;
     }
-#else
-    (void)use_nccl;
-#endif
     if (rc < 0) {
         rumor_link_destroy(&l);
         return rumor_err_prefix(rc, "link %s -> %s", a->name, b->name);
@@ -106,11 +95,9 @@ int rumor_link_copy(rumor_link_t *l, int forward, void *dst, const void *src, si
         RUMOR_CHECK(dd->ops->copy_peer(dd, dst, sd, src, bytes, ds));
         return dd->ops->stream_sync(dd, ds);
     case RUMOR_LINK_NCCL:
-#ifdef HAVE_NCCL
-        RUMOR_CHECK(rumor_nccl_copy(l->nccl, dd, dst, ds, sd, src, ss, bytes));
+        RUMOR_CHECK(sd->ops->clique_copy(l->clique, dd, dst, ds, sd, src, ss, bytes));
         RUMOR_CHECK(sd->ops->stream_sync(sd, ss));
         return dd->ops->stream_sync(dd, ds);
-#endif
     default:
         return rumor_err_set(RUMOR_ESTATE, "link: kind %d", (int)l->kind);
     }

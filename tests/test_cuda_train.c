@@ -31,9 +31,6 @@
 #include "pipeline.h"
 #include "stageutil.h"
 #include "testutil.h"
-#ifdef HAVE_NCCL
-#include "cuda_backend.h"
-#endif
 
 #define SPEC "gpt:layers=4,dim=32,heads=4,ctx=16,vocab=50,dropout=0.1"
 enum { NB = 6, T = 16, V = 50 };
@@ -373,24 +370,29 @@ static void check_links(void)
         CHECKF(memcmp(back, h, n * 4) == 0, "links: the bytes came back changed");
     }
 #ifdef HAVE_NCCL
-    rumor_nccl_t *nc = NULL;
-    int dev0 = gpu->index;
-    CHECK_OK(rumor_nccl_open(&dev0, 1, &nc));
-    if (nc && d1 && d2) {
-        CHECK_OK(gpu->ops->fill ? 0 : -1);
-        gpu->ops->fill(gpu, d2, 0.0f, n);
-        CHECK_OK(gpu->ops->sync(gpu));
-        CHECK_OK(rumor_nccl_copy(nc, gpu, d2, NULL, gpu, d1, NULL, n * 4)); /* to itself */
-        CHECK_OK(gpu->ops->stream_sync(gpu, NULL));
-        memset(back, 0, n * 4);
-        CHECK_OK(gpu->ops->download(gpu, back, d2, n * 4));
-        CHECKF(memcmp(back, h, n * 4) == 0, "NCCL: a one-rank send to itself changed the bytes");
-        fprintf(stderr, "# NCCL: a one-rank communicator sent %zu bytes to itself\n", n * 4);
+    /* NCCL through the CUDA table's clique ops, as links use it */
+    rumor_clique_t *nc = NULL;
+    CHECKF(gpu->ops->clique_open && gpu->ops->clique_copy && gpu->ops->clique_close,
+           "built with NCCL, but the CUDA table has no clique ops");
+    if (gpu->ops->clique_open) {
+        CHECK_OK(gpu->ops->clique_open(&gpu, 1, &nc));
+        if (nc && d1 && d2) {
+            gpu->ops->fill(gpu, d2, 0.0f, n);
+            CHECK_OK(gpu->ops->sync(gpu));
+            CHECK_OK(gpu->ops->clique_copy(nc, gpu, d2, NULL, gpu, d1, NULL, n * 4)); /* itself */
+            CHECK_OK(gpu->ops->stream_sync(gpu, NULL));
+            memset(back, 0, n * 4);
+            CHECK_OK(gpu->ops->download(gpu, back, d2, n * 4));
+            CHECKF(memcmp(back, h, n * 4) == 0, "NCCL: a one-rank send to itself changed the bytes");
+            fprintf(stderr, "# NCCL: a one-rank communicator sent %zu bytes to itself\n", n * 4);
+        }
+        gpu->ops->clique_close(nc);
+        nc = NULL;
+        rumor_device_t *two[2] = { gpu, g2 ? g2 : gpu }; /* one GPU, twice */
+        CHECK_ERR(gpu->ops->clique_open(two, 2, &nc), RUMOR_EINVAL, "twice");
     }
-    rumor_nccl_close(&nc);
-    int two[2] = { dev0, dev0 };
-    CHECK_ERR(rumor_nccl_open(two, 2, &nc), RUMOR_EINVAL, "twice");
 #else
+    CHECKF(!gpu->ops->clique_open, "built without NCCL, but the CUDA table has clique ops");
     fprintf(stderr, "# built without NCCL: GPUs exchange by peer copies\n");
 #endif
     rumor_link_destroy(&up);

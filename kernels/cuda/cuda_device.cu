@@ -6,6 +6,8 @@
  * two streams, so their work may overlap. Memory ops are ordered on the
  * current stream: upload and download return when the bytes have landed (the
  * host buffer may be reused), copy and the math ops are queued. */
+#include "config.h" /* HAVE_NCCL: the table's clique ops */
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -480,6 +482,11 @@ static const rumor_ops_t rumor_cuda_ops = {
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
     .supports = cu_supports,
+#ifdef HAVE_NCCL
+    .clique_open = cu_clique_open,
+    .clique_close = cu_clique_close,
+    .clique_copy = cu_clique_copy,
+#endif
 };
 
 /* ------------------------------------------------------- open and close */
@@ -557,7 +564,7 @@ extern "C" void rumor_cuda_close(rumor_device_t *d)
     d->ctx = NULL;
 }
 
-extern "C" int rumor_cuda_info(int index, rumor_cuda_info_t *out)
+extern "C" int rumor_cuda_info(int index, rumor_device_info_t *out)
 {
     cudaDeviceProp prop;
     RUMOR_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));

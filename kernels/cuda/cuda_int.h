@@ -191,6 +191,12 @@ void cu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const f
 void cu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
                        const int32_t *tok, int B, int T, int C);
 
+/* cuda_nccl.cu (built with NCCL): cliques of GPUs, one communicator a GPU */
+int cu_clique_open(rumor_device_t *const *devs, int n, rumor_clique_t **out);
+void cu_clique_close(rumor_clique_t *c);
+int cu_clique_copy(rumor_clique_t *c, rumor_device_t *dd, void *dst, rumor_stream_t *ds,
+                   rumor_device_t *sd, const void *src, rumor_stream_t *ss, size_t bytes);
+
 /* The dropout generator of ops.h (rumor_rand_uniform), on the device: the
  * same bits for the same (seed, index), so every backend draws one mask. */
 static __device__ __forceinline__ float cu_rand_uniform(uint64_t seed, uint64_t index)

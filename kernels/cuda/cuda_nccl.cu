@@ -1,6 +1,7 @@
 /* NCCL between a process's GPUs: one communicator per GPU of a clique
  * (ncclCommInitAll), and a copy as a grouped send and receive, each on a
- * stream of its own GPU. Built when configure finds NCCL.
+ * stream of its own GPU: the CUDA table's clique ops (ops.h). Built when
+ * configure finds NCCL.
  *
  * One thread issues both halves inside one group (NCCL's single-thread,
  * multi-GPU form), so a pipeline's worker moves an activation between two
@@ -9,10 +10,9 @@
 #include <nccl.h>
 #include <stdlib.h>
 
-#include "cuda_backend.h"
 #include "cuda_int.h"
 
-struct rumor_nccl {
+struct rumor_clique {
     int n;
     int *dev;          /* (n) CUDA ordinals */
     ncclComm_t *comm;  /* (n) */
@@ -26,17 +26,20 @@ struct rumor_nccl {
                                     ncclGetErrorString(rumor_nc_r_));                           \
     } while (0)
 
-extern "C" int rumor_nccl_open(const int *devices, int n, rumor_nccl_t **out)
+int cu_clique_open(rumor_device_t *const *devs, int n, rumor_clique_t **out)
 {
     *out = NULL;
     if (n < 1 || n > 64)
         return rumor_err_set(RUMOR_EINVAL, "nccl: %d GPUs", n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (devs[i]->kind != RUMOR_DEV_CUDA)
+            return rumor_err_set(RUMOR_EINVAL, "nccl: %s is not a GPU", devs[i]->name);
         for (int j = 0; j < i; j++)
-            if (devices[i] == devices[j])
+            if (devs[i]->index == devs[j]->index)
                 return rumor_err_set(RUMOR_EINVAL, "nccl: cuda:%d twice in one clique (stages on "
-                                     "one GPU copy within it)", devices[i]);
-    rumor_nccl_t *c = (rumor_nccl_t *)calloc(1, sizeof *c);
+                                     "one GPU copy within it)", devs[i]->index);
+    }
+    rumor_clique_t *c = (rumor_clique_t *)calloc(1, sizeof *c);
     if (!c || !(c->dev = (int *)calloc((size_t)n, sizeof *c->dev)) ||
         !(c->comm = (ncclComm_t *)calloc((size_t)n, sizeof *c->comm))) {
         if (c)
@@ -46,7 +49,7 @@ extern "C" int rumor_nccl_open(const int *devices, int n, rumor_nccl_t **out)
     }
     c->n = n;
     for (int i = 0; i < n; i++)
-        c->dev[i] = devices[i];
+        c->dev[i] = devs[i]->index;
     ncclResult_t r = ncclCommInitAll(c->comm, n, c->dev);
     if (r != ncclSuccess) {
         free(c->comm);
@@ -59,21 +62,20 @@ extern "C" int rumor_nccl_open(const int *devices, int n, rumor_nccl_t **out)
     return 0;
 }
 
-extern "C" void rumor_nccl_close(rumor_nccl_t **cp)
+void cu_clique_close(rumor_clique_t *c)
 {
-    if (!cp || !*cp)
+    if (!c)
         return;
-    rumor_nccl_t *c = *cp;
     for (int i = 0; i < c->n; i++)
         if (c->comm[i])
             ncclCommDestroy(c->comm[i]);
     free(c->comm);
     free(c->dev);
     free(c);
-    *cp = NULL;
 }
 
-extern "C" int rumor_nccl_rank(const rumor_nccl_t *c, int device)
+/* The rank of CUDA ordinal `device` in c, or -1. */
+static int clique_rank(const rumor_clique_t *c, int device)
 {
     for (int i = 0; i < c->n; i++)
         if (c->dev[i] == device)
@@ -81,11 +83,10 @@ extern "C" int rumor_nccl_rank(const rumor_nccl_t *c, int device)
     return -1;
 }
 
-extern "C" int rumor_nccl_copy(rumor_nccl_t *c, rumor_device_t *dd, void *dst,
-                               rumor_stream_t *ds, rumor_device_t *sd, const void *src,
-                               rumor_stream_t *ss, size_t bytes)
+int cu_clique_copy(rumor_clique_t *c, rumor_device_t *dd, void *dst, rumor_stream_t *ds,
+                   rumor_device_t *sd, const void *src, rumor_stream_t *ss, size_t bytes)
 {
-    int dr = rumor_nccl_rank(c, dd->index), sr = rumor_nccl_rank(c, sd->index);
+    int dr = clique_rank(c, dd->index), sr = clique_rank(c, sd->index);
     if (dr < 0 || sr < 0 || dd->kind != RUMOR_DEV_CUDA || sd->kind != RUMOR_DEV_CUDA)
         return rumor_err_set(RUMOR_EINVAL, "nccl: %s -> %s: not GPUs of this clique", sd->name,
                              dd->name);

@@ -50,9 +50,6 @@
 #include "pipeline.h"
 #include "rng.h"
 #include "stage.h"
-#ifdef HAVE_CUDA
-#include "cuda_backend.h"
-#endif
 
 #ifndef BENCH_SRCDIR
 #define BENCH_SRCDIR "."
@@ -120,11 +117,9 @@ static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *
         bc_die(spec);
     /* parameters, gradients and AdamW's two moments, fp32 */
     double fixed = 16.0 * (double)m->nparams, per = example_bytes(z), mem = 0;
-#ifdef HAVE_CUDA
-    rumor_cuda_info_t info;
-    if (rumor_cuda_info(d->index, &info) == 0)
+    rumor_device_info_t info;
+    if (rumor_device_info(RUMOR_DEV_CUDA, d->index, &info) == 0)
         mem = (double)info.memory;
-#endif
     rumor_optim_config_t oc;
     rumor_optim_config_default(&oc);
     oc.kind = RUMOR_OPT_ADAMW;
@@ -367,11 +362,7 @@ static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok,
 int main(void)
 {
     if (rumor_device_count(RUMOR_DEV_CUDA) == 0) {
-#ifdef HAVE_CUDA
-        printf("bench_cuda: no GPU (%s): skipped\n", rumor_cuda_status());
-#else
-        printf("bench_cuda: built without CUDA: skipped\n");
-#endif
+        printf("bench_cuda: no GPU (%s): skipped\n", rumor_device_status(RUMOR_DEV_CUDA));
         return 0;
     }
     rumor_device_t *d = NULL;
