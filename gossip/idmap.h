@@ -9,7 +9,8 @@
  * smallest id, the order the topology is laid in (swim.h, "the view").
  *
  * Pure: no I/O, no threads (the mixer's comm thread owns its map). Lookups
- * are binary searches; an insert or removal moves at most cap entries. */
+ * are binary searches; an insert or removal moves at most cap entries.
+ * Internal: not installed, and not exported (RUMOR_INTERNAL). */
 #ifndef RUMOR_IDMAP_H
 #define RUMOR_IDMAP_H
 
@@ -30,22 +31,22 @@ typedef struct rumor_idmap {
 
 /* Room for cap ids (cap >= 1). RUMOR_ENOMEM, RUMOR_EINVAL; *map zeroed on
  * failure. */
-int rumor_idmap_init(rumor_idmap_t *map, int cap) RUMOR_WUR;
-void rumor_idmap_free(rumor_idmap_t *map);
+RUMOR_INTERNAL int rumor_idmap_init(rumor_idmap_t *map, int cap) RUMOR_WUR;
+RUMOR_INTERNAL void rumor_idmap_free(rumor_idmap_t *map);
 
 /* The slot of id, or -1 when it has none (id 0 never has one). */
-int rumor_idmap_find(const rumor_idmap_t *map, uint64_t id);
+RUMOR_INTERNAL int rumor_idmap_find(const rumor_idmap_t *map, uint64_t id);
 
 /* Gives id the slot. RUMOR_EINVAL for id 0, a negative slot or an id
  * already mapped (the message names it), RUMOR_ENOMEM when the map is full;
  * the map is unchanged on failure. */
-int rumor_idmap_insert(rumor_idmap_t *map, uint64_t id, int slot) RUMOR_WUR;
+RUMOR_INTERNAL int rumor_idmap_insert(rumor_idmap_t *map, uint64_t id, int slot) RUMOR_WUR;
 
 /* Forgets id; returns its slot, or -1 when it had none (nothing changes). */
-int rumor_idmap_remove(rumor_idmap_t *map, uint64_t id);
+RUMOR_INTERNAL int rumor_idmap_remove(rumor_idmap_t *map, uint64_t id);
 
 /* The i-th smallest id (0 <= i < n), else 0. */
-uint64_t rumor_idmap_at(const rumor_idmap_t *map, int i);
+RUMOR_INTERNAL uint64_t rumor_idmap_at(const rumor_idmap_t *map, int i);
 
 #ifdef __cplusplus
 }

@@ -13,20 +13,20 @@ extern "C" {
 #endif
 
 /* Usable GPUs (0 without a driver or GPU). Never fails; the first call probes. */
-int rumor_cuda_device_count(void);
+RUMOR_INTERNAL int rumor_cuda_device_count(void);
 
 /* Why no GPU is usable ("CUDA driver version is insufficient ...") or "ok". */
-const char *rumor_cuda_status(void);
+RUMOR_INTERNAL const char *rumor_cuda_status(void);
 
 /* Fills d (name, ops, ctx) for GPU `index`: a stream and a cuBLAS handle. */
-int rumor_cuda_open(rumor_device_t *d, int index);
-void rumor_cuda_close(rumor_device_t *d);
+RUMOR_INTERNAL int rumor_cuda_open(rumor_device_t *d, int index);
+RUMOR_INTERNAL void rumor_cuda_close(rumor_device_t *d);
 
 /* rumor_device_info of GPU `index` (ops.h). */
-int rumor_cuda_info(int index, rumor_device_info_t *out);
+RUMOR_INTERNAL int rumor_cuda_info(int index, rumor_device_info_t *out);
 
 /* How d's matrix products compute (ops.h); ENOTSUP without tensor cores. */
-int rumor_cuda_set_precision(rumor_device_t *d, rumor_precision p);
+RUMOR_INTERNAL int rumor_cuda_set_precision(rumor_device_t *d, rumor_precision p);
 
 #ifdef __cplusplus
 }

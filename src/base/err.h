@@ -30,12 +30,19 @@ typedef enum rumor_rc {
     RUMOR_EAUTH = -12    /* authentication or authorization failed */
 } rumor_rc;
 
+/* RUMOR_INTERNAL marks a function that the library's own sources share
+ * through a header that is not installed (gossip/idmap.h, topo/topo_text.h,
+ * kernels/cuda/cuda_backend.h): its name begins with rumor_ like the
+ * interface's, but its visibility is hidden, so librumor.so does not export
+ * it (Makefile.am). A test that calls one compiles its source in. */
 #if defined(__GNUC__)
 #define RUMOR_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define RUMOR_WUR __attribute__((warn_unused_result))
+#define RUMOR_INTERNAL __attribute__((visibility("hidden")))
 #else
 #define RUMOR_PRINTF(a, b)
 #define RUMOR_WUR
+#define RUMOR_INTERNAL
 #endif
 
 /* Discards a result the callee marks warn_unused_result, where the caller
