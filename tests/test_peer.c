@@ -1,0 +1,482 @@
+/* The peer object (swarm/peer.h) and its round strategies, with peers
+ * run in one process: three rumor_peer_t, a thread each, gossip over
+ * loopback, training the MLP on Fashion-MNIST shards. Each strategy's
+ * parameters after a few rounds are compared with a second implementation
+ * of the same algorithm written here from the papers' formulas with the
+ * trainer's primitives (gradient, optimizer step) and the topology's
+ * weights:
+ *   D-PSGD (Lian et al. 2017): x_i(k+1) = sum_j W_ij x_j(k) - lr * step(g_i(x_i(k)))
+ *     plain, and stepped cell by cell with send-ahead: the same numbers;
+ *   local SGD: H - 1 local steps, then the D-PSGD round;
+ *   an outer SGD optimizer (DiLoCo on a graph): H local steps from the
+ *     anchor a, then a <- a + lr_out * (sum_j W_ij y_j - a);
+ *   the all-reduce baseline: x_i(k+1) = x_i(k) - lr * step(mean_j g_j).
+ * Asynchronous D-PSGD and balanced batches depend on timing: they must
+ * run their rounds and mix. The strategy picked for each combination of
+ * modes is checked against the rules in strategy.h, and a peer stopped
+ * from another thread leaves at once with a checkpoint. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "peer.h"
+#include "strategy.h"
+#include "testutil.h"
+#include "topology.h"
+
+#define NP 3        /* peers */
+#define ROUNDS 5
+
+typedef struct {
+    const char *name;
+    rumor_peer_mode mode;
+    int local_steps, send_ahead, balance;
+    const char *outer;
+    double outer_lr;   /* the reference's outer step (0: none) */
+} scenario_t;
+
+typedef struct {
+    int rank;
+    rumor_peer_config_t cfg;
+    rumor_peer_t *peer;
+    int rc;
+    float *params;     /* the peer's parameters at the end */
+    size_t n;
+    rumor_peer_result_t res;
+    long stop_at;      /* > 0: the peer is stopped once it reached this round */
+} slot_t;
+
+static char eps[NP][64];
+static const char *ep[NP];
+static rumor_topo_t *topo;
+static char data_spec[512];
+
+static void trainer_config(rumor_trainer_config_t *tc, int rank)
+{
+    rumor_trainer_config_default(tc);
+    tc->data = data_spec;
+    tc->model = "mlp:784-12-10";
+    tc->threads = 1;
+    tc->rank = rank;
+    tc->world = NP;
+    tc->batch = 16;
+    tc->seed = 7;
+    tc->train_limit = 3000;
+    tc->optim.lr = 0.1;
+    tc->eval_batches = 0;
+}
+
+static long timed_rounds; /* > 0: the rounds of a timed scenario */
+
+static void peer_config(rumor_peer_config_t *c, const scenario_t *s, int rank)
+{
+    rumor_peer_config_default(c);
+    trainer_config(&c->trainer, rank);
+    c->mode = s->mode;
+    c->rounds = timed_rounds > 0 ? timed_rounds : ROUNDS;
+    c->local_steps = s->local_steps;
+    c->send_ahead = s->send_ahead;
+    c->balance = s->balance;
+    c->outer = s->outer;
+    c->rank = rank;
+    c->npeers = NP;
+    c->quiet = 1;
+    c->no_average = 1;
+    c->allow_alone = 0;
+    c->mixer.topo = topo;
+    c->mixer.self = rank;
+    c->mixer.endpoints = ep;
+    c->mixer.swarm = rumor_wire_swarm_id("test_peer");
+    c->mixer.round_timeout = 20;
+    c->mixer.min_round_timeout = 20; /* a fixed deadline: every round complete */
+}
+
+/* the peer's figures after each round: stops it at its stop_at round, as a
+ * signal handler would (from the run's thread here) */
+static void observe(void *arg, const rumor_peer_stats_t *st, rumor_peer_phase phase)
+{
+    slot_t *s = arg;
+    (void)phase;
+    if (s->stop_at > 0 && st->round >= s->stop_at && s->peer)
+        rumor_peer_stop(s->peer, 15);
+}
+
+static void *run_peer(void *arg)
+{
+    slot_t *s = arg;
+    s->rc = rumor_peer_create(&s->cfg, &s->peer);
+    if (s->rc < 0) {
+        fprintf(stderr, "peer %d: create: %s\n", s->rank, rumor_err_msg());
+        return NULL;
+    }
+    s->rc = rumor_peer_run(s->peer);
+    if (s->rc < 0)
+        fprintf(stderr, "peer %d: run: %s\n", s->rank, rumor_err_msg());
+    s->res = *rumor_peer_result(s->peer);
+    const float *x = rumor_peer_params(s->peer, &s->n);
+    s->params = malloc(s->n * sizeof(float));
+    if (s->params)
+        memcpy(s->params, x, s->n * sizeof(float));
+    rumor_peer_destroy(&s->peer);
+    return NULL;
+}
+
+/* Runs NP peers of scenario s in threads. */
+static void run_swarm(const scenario_t *s, slot_t *slot)
+{
+    pthread_t th[NP];
+    for (int i = 0; i < NP; i++) {
+        slot[i].rank = i;
+        peer_config(&slot[i].cfg, s, i);
+        CHECK_OK(rumor_peer_config_check(&slot[i].cfg));
+        pthread_create(&th[i], NULL, run_peer, &slot[i]);
+    }
+    for (int i = 0; i < NP; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NP; i++)
+        CHECKF(slot[i].rc == 0 && slot[i].params, "%s: peer %d ran", s->name, i);
+}
+
+/* ------------------------------------------------ the second implementation */
+
+typedef struct {
+    rumor_trainer_t *tr[NP];
+    float *x[NP];   /* each peer's parameters (the trainer is bound to them) */
+    float *a[NP];   /* outer: the anchors */
+    size_t n;
+} ref_t;
+
+static void ref_open(ref_t *r, const scenario_t *s)
+{
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < NP; i++) {
+        rumor_trainer_config_t tc;
+        trainer_config(&tc, i);
+        tc.lockstep = 1;
+        tc.host_params = 1;
+        tc.steps = (long)ROUNDS * s->local_steps;
+        CHECK_OK(rumor_trainer_create(&tc, &r->tr[i]));
+        r->n = r->tr[i]->model->nparams;
+        r->x[i] = malloc(r->n * sizeof(float));
+        r->a[i] = malloc(r->n * sizeof(float));
+        memcpy(r->x[i], r->tr[i]->stage->params, r->n * sizeof(float));
+        memcpy(r->a[i], r->x[i], r->n * sizeof(float));
+        CHECK_OK(rumor_trainer_bind(r->tr[i], r->x[i]));
+    }
+}
+
+static void ref_close(ref_t *r)
+{
+    for (int i = 0; i < NP; i++) {
+        rumor_trainer_destroy(&r->tr[i]);
+        free(r->x[i]);
+        free(r->a[i]);
+    }
+}
+
+/* one optimizer step of peer i on its own data */
+static void ref_local_step(ref_t *r, int i)
+{
+    long t = rumor_trainer_optim_steps(r->tr[i]), ex;
+    float loss;
+    CHECK_OK(rumor_trainer_grads_many(r->tr[i], t, 1, &loss, &ex));
+    CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+}
+
+static void ref_grad(ref_t *r, int i)
+{
+    long t = rumor_trainer_optim_steps(r->tr[i]);
+    rumor_batch_t b;
+    float loss;
+    CHECK_OK(rumor_trainer_batch(r->tr[i], t, &b));
+    CHECK_OK(rumor_trainer_grads(r->tr[i], &b, t, &loss));
+}
+
+/* mix[i] = sum_j W_ij y_j, from the topology's weights */
+static void ref_mix(ref_t *r, float *const *y, float **mix)
+{
+    for (int i = 0; i < NP; i++) {
+        int nb[NP];
+        double w[NP];
+        int d = rumor_topo_neighbors(topo, i, 0, nb, w, NP);
+        double ws = rumor_topo_self_weight(topo, i, 0);
+        for (size_t e = 0; e < r->n; e++) {
+            double v = ws * y[i][e];
+            for (int q = 0; q < d; q++)
+                v += w[q] * y[nb[q]][e];
+            mix[i][e] = (float)v;
+        }
+    }
+}
+
+static void ref_run(ref_t *r, const scenario_t *s)
+{
+    float *mix[NP];
+    for (int i = 0; i < NP; i++)
+        mix[i] = malloc(r->n * sizeof(float));
+    for (int k = 0; k < ROUNDS; k++) {
+        if (s->mode == RUMOR_PEER_ALLREDUCE) {
+            for (int i = 0; i < NP; i++)
+                ref_grad(r, i);
+            float *g[NP];
+            for (int i = 0; i < NP; i++)
+                g[i] = rumor_trainer_flat_grads(r->tr[i]);
+            for (size_t e = 0; e < r->n; e++) {
+                double m = 0;
+                for (int i = 0; i < NP; i++)
+                    m += g[i][e];
+                for (int i = 0; i < NP; i++)
+                    g[i][e] = (float)(m / NP);
+            }
+            for (int i = 0; i < NP; i++)
+                CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+            continue;
+        }
+        if (s->outer_lr > 0) {
+            for (int i = 0; i < NP; i++)
+                for (int h = 0; h < s->local_steps; h++)
+                    ref_local_step(r, i);
+            ref_mix(r, r->x, mix);
+            for (int i = 0; i < NP; i++) {
+                for (size_t e = 0; e < r->n; e++)
+                    r->x[i][e] = r->a[i][e] =
+                        r->a[i][e] + (float)s->outer_lr * (mix[i][e] - r->a[i][e]);
+                CHECK_OK(rumor_trainer_bind(r->tr[i], r->x[i]));
+            }
+            continue;
+        }
+        for (int i = 0; i < NP; i++) {
+            for (int h = 1; h < s->local_steps; h++)
+                ref_local_step(r, i);
+            ref_grad(r, i); /* at x_i(k) */
+        }
+        ref_mix(r, r->x, mix);
+        for (int i = 0; i < NP; i++) {
+            memcpy(r->x[i], mix[i], r->n * sizeof(float));
+            CHECK_OK(rumor_trainer_bind(r->tr[i], r->x[i]));
+            CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+        }
+    }
+    for (int i = 0; i < NP; i++)
+        free(mix[i]);
+}
+
+/* The largest difference from the reference, relative to the parameters'
+ * scale, and how far the peers moved from where they started (a run that
+ * did nothing must not pass). */
+static void compare(const scenario_t *s, slot_t *slot)
+{
+    ref_t r;
+    ref_open(&r, s);
+    float *x0 = malloc(r.n * sizeof(float));
+    memcpy(x0, r.x[0], r.n * sizeof(float));
+    ref_run(&r, s);
+    for (int i = 0; i < NP; i++) {
+        if (!slot[i].params || slot[i].n != r.n) {
+            CHECKF(0, "%s: peer %d has %zu parameters, the model %zu", s->name, i, slot[i].n, r.n);
+            continue;
+        }
+        double diff = 0, scale = 0, moved = 0;
+        for (size_t e = 0; e < r.n; e++) {
+            diff = fmax(diff, fabs((double)slot[i].params[e] - r.x[i][e]));
+            scale = fmax(scale, fabs((double)r.x[i][e]));
+            moved = fmax(moved, fabs((double)r.x[i][e] - x0[e]));
+        }
+        fprintf(stderr, "  %-22s peer %d: max |x - reference| %.3g (parameters up to %.3g, "
+                        "moved up to %.3g), rounds mixed %llu\n",
+                s->name, i, diff, scale, moved,
+                (unsigned long long)slot[i].res.counters.rounds_mixed);
+        CHECKF(moved > 1e-3, "%s: the reference moved (%g)", s->name, moved);
+        CHECKF(diff <= 1e-4 * (1 + scale), "%s: peer %d is %g from the reference", s->name, i,
+               diff);
+        CHECKF(slot[i].res.rounds_run == ROUNDS && slot[i].res.rounds == ROUNDS,
+               "%s: peer %d ran %ld of %ld rounds", s->name, i, slot[i].res.rounds_run,
+               slot[i].res.rounds);
+    }
+    free(x0);
+    ref_close(&r);
+}
+
+static void free_slots(slot_t *slot)
+{
+    for (int i = 0; i < NP; i++) {
+        free(slot[i].params);
+        slot[i].params = NULL;
+    }
+}
+
+static void test_against_reference(const scenario_t *s)
+{
+    slot_t slot[NP];
+    memset(slot, 0, sizeof slot);
+    run_swarm(s, slot);
+    if (s->mode != RUMOR_PEER_ALLREDUCE)
+        for (int i = 0; i < NP; i++)
+            CHECKF(slot[i].res.counters.rounds_mixed == ROUNDS, "%s: peer %d mixed %llu rounds",
+                   s->name, i, (unsigned long long)slot[i].res.counters.rounds_mixed);
+    compare(s, slot);
+    free_slots(slot);
+}
+
+/* Timing decides what these mix (an asynchronous peer never waits, and
+ * may follow the swarm's clock past rounds): every peer must end at the
+ * run's last round with finite parameters that learned, and the swarm
+ * must have mixed. */
+static void test_runs(const scenario_t *s)
+{
+    slot_t slot[NP];
+    memset(slot, 0, sizeof slot);
+    timed_rounds = 60;
+    run_swarm(s, slot);
+    timed_rounds = 0;
+    unsigned long long mixed = 0;
+    for (int i = 0; i < NP; i++) {
+        int finite = 1;
+        for (size_t e = 0; slot[i].params && e < slot[i].n; e++)
+            finite &= isfinite(slot[i].params[e]) != 0;
+        CHECKF(finite, "%s: peer %d's parameters are finite", s->name, i);
+        CHECKF(slot[i].res.round == 60 && slot[i].res.rounds_run > 0, "%s: peer %d ended at "
+               "round %ld after %ld rounds", s->name, i, slot[i].res.round,
+               slot[i].res.rounds_run);
+        CHECKF(slot[i].res.local_accuracy > 0.3, "%s: peer %d's accuracy %.3f", s->name, i,
+               slot[i].res.local_accuracy);
+        mixed += slot[i].res.counters.rounds_mixed;
+        fprintf(stderr, "  %-22s peer %d: %ld rounds run, %llu mixed, accuracy %.3f\n", s->name,
+                i, slot[i].res.rounds_run, (unsigned long long)slot[i].res.counters.rounds_mixed,
+                slot[i].res.local_accuracy);
+    }
+    CHECKF(mixed > 0, "%s: the swarm mixed %llu rounds", s->name, mixed);
+    free_slots(slot);
+}
+
+static void test_pick(void)
+{
+    struct {
+        rumor_strategy_choice_t c;
+        const rumor_peer_strategy_t *want;
+    } t[] = {
+        { { .allreduce = 1, .pipe = 1 }, &rumor_strategy_allreduce },
+        { { .outer = 1, .ahead = 0, .pipe = 1 }, &rumor_strategy_outer },
+        { { .balance = 1, .pipe = 1 }, &rumor_strategy_balance },
+        { { .pipe = 1, .throttle = 1 }, &rumor_strategy_stepped },
+        { { .ahead = 1, .throttle = 1 }, &rumor_strategy_stepped },
+        { { .pipe = 1, .throttle = 3 }, &rumor_strategy_gossip },
+        { { .throttle = 1 }, &rumor_strategy_gossip },
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        CHECKF(rumor_peer_strategy_pick(&t[i].c) == t[i].want, "choice %zu: %s, want %s", i,
+               rumor_peer_strategy_pick(&t[i].c)->name, t[i].want->name);
+    CHECK(rumor_strategy_outer.all_steps_before && !rumor_strategy_gossip.all_steps_before);
+}
+
+static void test_config_check(void)
+{
+    rumor_peer_config_t c;
+    rumor_peer_config_default(&c);
+    CHECK_OK(rumor_peer_config_check(&c));
+    c.outer = "sgd:lr=1";
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "--local-steps H with H >= 2");
+    c.local_steps = 2;
+    CHECK_OK(rumor_peer_config_check(&c));
+    c.mode = RUMOR_PEER_ASYNC;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs --mode dpsgd");
+    rumor_peer_config_default(&c);
+    c.mixer.keyframe_every = 4;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs --compress");
+    rumor_peer_config_default(&c);
+    c.mixer.min_round_timeout = 20;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "--min-round-timeout");
+}
+
+/* A peer stopped after its first rounds leaves at once, with a
+ * checkpoint of that round; the others go on without it (each with
+ * --allow-alone's leave) until they are stopped too. */
+static void test_stop(void)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/ckpt", tu_tmpdir());
+    CHECK(mkdir(dir, 0755) == 0);
+    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0 };
+    slot_t slot[NP];
+    memset(slot, 0, sizeof slot);
+    pthread_t th[NP];
+    for (int i = 0; i < NP; i++) {
+        slot[i].rank = i;
+        peer_config(&slot[i].cfg, &s, i);
+        slot[i].cfg.rounds = 100000; /* far longer than the test */
+        slot[i].cfg.mixer.round_timeout = 1;
+        slot[i].cfg.mixer.min_round_timeout = 0.2;
+        slot[i].cfg.allow_alone = 1;
+        slot[i].stop_at = i == 0 ? 5 : 30;
+        slot[i].cfg.observe = observe;
+        slot[i].cfg.observe_arg = &slot[i];
+        if (i == 0)
+            slot[i].cfg.checkpoint_dir = dir;
+        pthread_create(&th[i], NULL, run_peer, &slot[i]);
+    }
+    for (int i = 0; i < NP; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NP; i++) {
+        CHECKF(slot[i].rc == 0, "stop: peer %d ran", i);
+        CHECKF(slot[i].res.left_on == 15 && slot[i].res.round == slot[i].stop_at,
+               "stop: peer %d left on %d at round %ld", i, slot[i].res.left_on, slot[i].res.round);
+    }
+    CHECKF(slot[0].res.left_checkpoint == 1, "stop: peer 0's checkpoint (%d)",
+           slot[0].res.left_checkpoint);
+    /* the checkpoint holds the round it left at */
+    rumor_trainer_config_t tc;
+    trainer_config(&tc, 0);
+    tc.lockstep = 1;
+    tc.host_params = 1;
+    tc.steps = 100000;
+    rumor_trainer_t *tr = NULL;
+    CHECK_OK(rumor_trainer_create(&tc, &tr));
+    long round = -1;
+    char path[1024];
+    if (tr)
+        CHECK(rumor_trainer_resume_latest(tr, dir, "rumor", 0, &round, path, sizeof path) == 0);
+    CHECKF(round == slot[0].res.round, "stop: checkpoint at round %ld, left at %ld", round,
+           slot[0].res.round);
+    rumor_trainer_destroy(&tr);
+    free_slots(slot);
+}
+
+int main(void)
+{
+    tu_watchdog(600, "test_peer");
+    snprintf(data_spec, sizeof data_spec, "fashion-mnist:%s", tu_fashion_dir());
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/train-images-idx3-ubyte.gz", tu_fashion_dir());
+    if (access(probe, R_OK) != 0)
+        TEST_SKIP("no Fashion-MNIST at %s (dataset-fashion-mnist)", tu_fashion_dir());
+    tu_training_lock();
+    test_pick();
+    test_config_check();
+    CHECK_OK(rumor_topo_parse("complete:3", &topo));
+    for (int i = 0; i < NP; i++) {
+        snprintf(eps[i], sizeof eps[i], "tcp://127.0.0.1:%d", tu_free_port());
+        ep[i] = eps[i];
+    }
+    const scenario_t ref[] = {
+        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0 },
+        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0 },
+        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0 },
+        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5 },
+        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0 },
+    };
+    for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
+        test_against_reference(&ref[i]);
+    const scenario_t timed[] = {
+        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0 },
+        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0 },
+    };
+    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++)
+        test_runs(&timed[i]);
+    test_stop();
+    rumor_topo_destroy(&topo);
+    return tu_finish("test_peer");
+}
