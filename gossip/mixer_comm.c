@@ -398,6 +398,15 @@ static int recv_one(rumor_mixer_t *m)
         v = rumor_wire_check(&h, &e, sizes, frames - 1 > 2 ? 2 : frames - 1);
         /* a HELLO of another model size still states its terms: judged
          * (on_hello) so that the difference is said, not only counted */
+        /* a LEAVE carries no parameters: one from a peer of another model
+         * size still says that it has gone (a neighbour found incompatible
+         * whose LEAVE were dropped would be waited for until the start
+         * timeout) */
+        if (v == -RUMOR_WIRE_WRONG_SPACE && h.type == RUMOR_WIRE_LEAVE && frames == 1) {
+            rumor_wire_expect_t any = e;
+            any.space = h.space;
+            v = rumor_wire_check(&h, &any, sizes, 0);
+        }
         if (v == -RUMOR_WIRE_WRONG_SPACE && h.type == RUMOR_WIRE_HELLO &&
             h.aux < MX_HELLO_RANK_CHECK && frames == 2 && m->cfg.terms) {
             rumor_wire_expect_t any = e;
