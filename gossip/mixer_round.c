@@ -246,7 +246,10 @@ static void leave_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 {
     s->rdy[c] = 1;
     pthread_mutex_lock(&m->mu);
-    s->pub_x = s->x;
+    /* written once a round: a caller's thread mixing another cell reads it
+     * outside mu (it saw a cell READY, after this) */
+    if (s->pub_x != s->x)
+        s->pub_x = s->x;
     if (s->cstate[c] == MX_CELL_OPEN)
         s->cstate[c] = MX_CELL_READY;
     pthread_cond_broadcast(&m->cv);

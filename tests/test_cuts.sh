@@ -8,7 +8,8 @@
 #     shrinks);
 #  2. a peer whose --max-message-mb is below a neighbour's --chunk-mb drops
 #     that neighbour's larger ranges as chunk_too_large and its round log
-#     says so (not "sent 0 of N chunks" without a reason).
+#     says so (not "sent 0 of N chunks" without a reason); not under
+#     ThreadSanitizer (RUMOR_TSAN=1).
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 peer_test_setup
@@ -39,7 +40,14 @@ for r in 0 1 2; do
   expect_num_lt "${c2:-1}" "${c1:-0}" "peer $r consensus distance from epoch 1 to 2"
 done
 
-# 2. a receiver's limit below a sender's ranges
+# 2. a receiver's limit below a sender's ranges. Not under ThreadSanitizer
+# (./bootstrap tsan sets RUMOR_TSAN): its premise is a sender whose link is
+# judged fast, which sends ranges whole; TSan's slowdown makes it pace its
+# sends in 64 KiB pieces, all below the limit.
+if [ "${RUMOR_TSAN:-0}" = 1 ]; then
+  echo "part 2 (a receiver's limit) not run under ThreadSanitizer: its ranges go in pieces there"
+  finish
+fi
 ports=$(free_endpoints 2)
 for r in 0 1; do
   # peer 0: ranges of 0.25 MB, takes at most 0.5 MB; peer 1 sends 0.8 MB
