@@ -154,17 +154,17 @@ int main(int argc, char **argv)
             rumor_err_prefix(rumor_err_code(), "resume");
             return fail(&t, &metrics);
         }
-        if (first >= t->total_steps) { /* nothing to do is not a run that succeeded */
+        if (first >= rumor_trainer_total_steps(t)) { /* nothing to do is not a run that succeeded */
             char end[64];
             if (o.steps)
                 snprintf(end, sizeof end, "--steps %ld", o.steps);
             else
                 snprintf(end, sizeof end, "--epochs %d of %ld steps", o.t.epochs,
-                         t->steps_per_epoch);
+                         rumor_trainer_steps_per_epoch(t));
             rumor_err_set(RUMOR_ESTATE, "resume: %s is at step %ld, already %s this run's last "
                           "step %ld (%s): nothing to train; give --steps (or --epochs) beyond "
                           "step %ld to go on", o.resume, first,
-                          first == t->total_steps ? "at" : "past", t->total_steps, end, first);
+                          first == rumor_trainer_total_steps(t) ? "at" : "past", rumor_trainer_total_steps(t), end, first);
             return fail(&t, &metrics);
         }
         /* stderr, even with -q: which file a run continues matters */
@@ -186,7 +186,7 @@ int main(int argc, char **argv)
     rumor_run_config_t rc_run = {
         .first = first,
         /* images: at each epoch's end; text: every 100 steps */
-        .eval_every = o.eval_every ? o.eval_every : t->lm ? 100 : 0,
+        .eval_every = o.eval_every ? o.eval_every : rumor_trainer_is_lm(t) ? 100 : 0,
         .checkpoint_dir = o.checkpoint_dir,
         .keep_checkpoints = o.keep_checkpoints,
         .optimizer = o.t.optimizer,

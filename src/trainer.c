@@ -476,3 +476,53 @@ void rumor_trainer_describe_pipeline(const rumor_trainer_t *t, FILE *out, const 
                 p->st[s]->dev->name, p->cut[s], p->cut[s + 1] - 1, p->st[s]->n, pred);
     }
 }
+
+const rumor_model_t *rumor_trainer_model(const rumor_trainer_t *t)
+{
+    return t->model;
+}
+
+float *rumor_trainer_params(const rumor_trainer_t *t)
+{
+    return t->stage->params;
+}
+
+rumor_device_t *rumor_trainer_device(const rumor_trainer_t *t)
+{
+    return t->dev;
+}
+
+rumor_source_t *rumor_trainer_source(const rumor_trainer_t *t)
+{
+    return t->src;
+}
+
+int rumor_trainer_pipelined(const rumor_trainer_t *t)
+{
+    return t->pipe != NULL;
+}
+
+int rumor_trainer_is_lm(const rumor_trainer_t *t)
+{
+    return t->lm;
+}
+
+long rumor_trainer_steps_per_epoch(const rumor_trainer_t *t)
+{
+    return t->steps_per_epoch;
+}
+
+long rumor_trainer_total_steps(const rumor_trainer_t *t)
+{
+    return t->total_steps;
+}
+
+double rumor_trainer_bubble(const rumor_trainer_t *t)
+{
+    return t->bubble;
+}
+
+double rumor_trainer_step_wait(const rumor_trainer_t *t)
+{
+    return t->wait_s;
+}

@@ -76,35 +76,10 @@ typedef struct rumor_trainer_config {
     int allow_vocab_mismatch;
 } rumor_trainer_config_t;
 
-typedef struct rumor_trainer {
-    rumor_trainer_config_t cfg;
-    rumor_device_t *dev;
-    rumor_source_t *src;
-    rumor_model_t *model;
-    rumor_stage_t *stage;     /* the whole model; its optimizer unless pipelined (then
-                               * each pipeline stage has its own) */
-    rumor_step_t *step;       /* the workers */
-    rumor_optim_config_t oc;  /* the optimizer with its schedule */
-    long steps_per_epoch, total_steps;
-    int lm;                   /* a language model on token windows */
-    float *own;               /* the stage's own parameter buffer */
-    rumor_pipeline_t *pipe;   /* NULL: the data-parallel workers compute gradients */
-    int grads_bound;          /* the stages accumulate into stage->grads in place */
-    int params_bound;         /* the stages train stage->params in place (else copies) */
-    int grads_on_stages;      /* not bound: the last gradient is in the stages alone
-                               * (rumor_trainer_flat_grads copies it into stage->grads) */
-    rumor_device_t *pdevs[RUMOR_SCHED_MAX_DEVICES]; /* the pipeline's devices, opened */
-    int npdevs;
-    double bubble;            /* the pipeline's measured bubble, averaged over steps */
-    double wait_s;            /* the last rumor_trainer_grads_step: seconds after the
-                               * gradient (a pipeline's schedule), waiting for next()
-                               * and stepping */
-    size_t step_cell;         /* rumor_trainer_set_step_ranges */
-    int (*stepped)(void *ctx, const float *x, size_t upto);
-    double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
-    float *acc;               /* rumor_trainer_grads_many's sum (nparams), once needed */
-    char *owned[6];           /* copies of cfg's strings */
-} rumor_trainer_t;
+/* A trainer: the device, the data, the model with its stages or pipeline,
+ * the optimizer and its workers (opaque; what callers read has a function
+ * below). */
+typedef struct rumor_trainer rumor_trainer_t;
 
 /* A model's score on the validation data: mean loss per target (nats),
  * accuracy (images; -1 for a language model) and the targets counted. */
@@ -129,6 +104,23 @@ int rumor_trainer_config_check(const rumor_trainer_config_t *c) RUMOR_WUR;
  * is NULL on failure. */
 int rumor_trainer_create(const rumor_trainer_config_t *c, rumor_trainer_t **out) RUMOR_WUR;
 void rumor_trainer_destroy(rumor_trainer_t **tp);
+
+/* What a trainer is: its model (spec, nparameters, context), the bound
+ * parameters (the whole model's flat buffer, trained in place), its
+ * device, its data, whether it runs a pipeline of stages or a language
+ * model, the run's length, and a pipeline's measured bubble (averaged over
+ * steps) and the last rumor_trainer_grads_step's wait (seconds after the
+ * gradient: the schedule's tail, waiting for next() and stepping). */
+const rumor_model_t *rumor_trainer_model(const rumor_trainer_t *t);
+float *rumor_trainer_params(const rumor_trainer_t *t);
+rumor_device_t *rumor_trainer_device(const rumor_trainer_t *t);
+rumor_source_t *rumor_trainer_source(const rumor_trainer_t *t);
+int rumor_trainer_pipelined(const rumor_trainer_t *t);
+int rumor_trainer_is_lm(const rumor_trainer_t *t);
+long rumor_trainer_steps_per_epoch(const rumor_trainer_t *t);
+long rumor_trainer_total_steps(const rumor_trainer_t *t);
+double rumor_trainer_bubble(const rumor_trainer_t *t);
+double rumor_trainer_step_wait(const rumor_trainer_t *t);
 
 /* The training batch of `step`; valid until the next call. */
 int rumor_trainer_batch(rumor_trainer_t *t, long step, rumor_batch_t *b) RUMOR_WUR;

@@ -1,6 +1,7 @@
 /* The trainer's checkpoints: saving and resuming the whole model and its
  * optimizer state, whatever the pipeline's cut (see trainer.h). */
 #include "trainer.h"
+#include "trainer_int.h"
 
 #include <stdio.h>
 #include <string.h>

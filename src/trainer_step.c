@@ -2,6 +2,7 @@
  * workers or a pipeline), the optimizer update, stepping onto parameters a
  * gossip round hands over, and the bound parameter buffer (see trainer.h). */
 #include "trainer.h"
+#include "trainer_int.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -178,14 +178,14 @@ static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
     double t_load = rumor_now();
     RUMOR_CHECK(rumor_trainer_create(&tc, &p->tr));
     p->t_loaded = rumor_now() - t_load;
-    p->per_epoch = p->tr->steps_per_epoch / p->H;
+    p->per_epoch = rumor_trainer_steps_per_epoch(p->tr) / p->H;
     if (p->per_epoch < 1)
         p->per_epoch = 1;
-    p->total_rounds = p->tr->total_steps;
+    p->total_rounds = rumor_trainer_total_steps(p->tr);
     if (p->H > 1) /* whole rounds: --rounds, or each epoch's */
         p->total_rounds = c->rounds ? c->rounds : p->per_epoch * tc.epochs;
-    p->nparams = p->tr->model->nparams;
-    p->res.lm = p->tr->lm;
+    p->nparams = rumor_trainer_model(p->tr)->nparams;
+    p->res.lm = rumor_trainer_is_lm(p->tr);
     /* every event names its peer: peers may share the file (progress.h) */
     if (c->metrics) {
         char idhex[24];
@@ -246,7 +246,12 @@ const rumor_peer_result_t *rumor_peer_result(const rumor_peer_t *p)
 const float *rumor_peer_params(const rumor_peer_t *p, size_t *n)
 {
     *n = p->nparams;
-    return p->tr ? p->tr->stage->params : NULL;
+    return p->tr ? rumor_trainer_params(p->tr) : NULL;
+}
+
+const char *rumor_peer_strategy(const rumor_peer_t *p)
+{
+    return p->strategy ? p->strategy->name : "";
 }
 
 const char *rumor_peer_name(const rumor_peer_t *p)

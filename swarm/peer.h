@@ -178,6 +178,11 @@ const rumor_peer_result_t *rumor_peer_result(const rumor_peer_t *p);
  * left it. */
 const float *rumor_peer_params(const rumor_peer_t *p, size_t *n);
 
+/* The name of the round strategy its run picked from the mode and what
+ * its trainer is (swarm/strategy.h): "gossip", "stepped", "balance",
+ * "outer" or "allreduce"; "" before the run joined the swarm. */
+const char *rumor_peer_strategy(const rumor_peer_t *p);
+
 /* Its name in messages: "peer 3", or "peer 1a2b3c4d" in an open swarm. */
 const char *rumor_peer_name(const rumor_peer_t *p);
 

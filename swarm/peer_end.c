@@ -66,7 +66,7 @@ static int average(rumor_peer_t *p)
     const rumor_peer_config_t *c = &p->cfg;
     rumor_peer_result_t *res = &p->res;
     int tries = c->swim ? 3 : 1;
-    if (rumor_peer_average(p->mixer, p->tr->stage->params, p->avg, p->nparams, p->total_rounds,
+    if (rumor_peer_average(p->mixer, rumor_trainer_params(p->tr), p->avg, p->nparams, p->total_rounds,
                            fmax(c->mixer.round_timeout, 10.0), tries) < 0) {
         snprintf(res->average_note, sizeof res->average_note, "unavailable: %s%s",
                  rumor_err_msg(), tries > 1 ? ""
@@ -76,7 +76,7 @@ static int average(rumor_peer_t *p)
     }
     if (rumor_peer_evaluate(p, p->avg, &res->average_accuracy, &res->average_loss) < 0)
         return rumor_err_prefix(rumor_err_code(), "evaluation");
-    if (p->tr->lm)
+    if (rumor_trainer_is_lm(p->tr))
         res->average_accuracy = -1;
     if (tries > 1)
         res->average_members = rumor_mixer_allreduce_size(p->mixer);
@@ -101,7 +101,7 @@ int rumor_peer_finish(rumor_peer_t *p)
     if (!leaving && p->evaluated_at != p->k &&
         rumor_peer_evaluate(p, NULL, &res->local_accuracy, &res->local_loss) < 0)
         return rumor_err_prefix(rumor_err_code(), "evaluation");
-    if (p->tr->lm)
+    if (rumor_trainer_is_lm(p->tr))
         res->local_accuracy = -1;
     rumor_mixer_counters(p->mixer, &res->counters);
     rumor_mixer_wire_stats(p->mixer, &res->messages);

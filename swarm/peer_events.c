@@ -56,7 +56,7 @@ void rumor_peer_event_start(rumor_peer_t *p, int ready)
     cJSON_AddNumberToObject(o, "peers", p->N);
     cJSON_AddStringToObject(o, "mode", p->async ? "async" : p->dpsgd ? "dpsgd" : "allreduce");
     cJSON_AddStringToObject(o, "topology", p->spec);
-    cJSON_AddStringToObject(o, "model", p->tr->model->spec);
+    cJSON_AddStringToObject(o, "model", rumor_trainer_model(p->tr)->spec);
     cJSON_AddNumberToObject(o, "params", (double)p->nparams);
     cJSON_AddNumberToObject(o, "rounds", (double)p->total_rounds);
     cJSON_AddNumberToObject(o, "ready", ready);
@@ -87,7 +87,7 @@ void rumor_peer_event_round(rumor_peer_t *p, double loss, double el)
     cJSON_AddNumberToObject(o, "complete", st->complete);
     cJSON_AddNumberToObject(o, "rejected", (double)rumor_wire_stats_rejected(&ws));
     add_connections(p, o);
-    cJSON_AddNumberToObject(o, "bubble", p->tr->pipe ? p->tr->bubble : 0.0);
+    cJSON_AddNumberToObject(o, "bubble", rumor_trainer_pipelined(p->tr) ? rumor_trainer_bubble(p->tr) : 0.0);
     cJSON_AddNumberToObject(o, "batches", p->cfg.balance ? rumor_balance_batches(&p->bal) : 1);
     cJSON_AddNumberToObject(o, "round_wait_s", p->dpsgd ? st->wait_s : 0.0);
     cJSON_AddNumberToObject(o, "timed_out", p->dpsgd ? st->timed_out : 0);
@@ -104,7 +104,7 @@ void rumor_peer_event_epoch(rumor_peer_t *p, int epoch, double train_loss, int e
     cJSON_AddNumberToObject(o, "epoch", epoch);
     cJSON_AddNumberToObject(o, "round", (double)p->k);
     cJSON_AddNumberToObject(o, "train_loss", train_loss);
-    if (!p->tr->lm) /* a classifier's; a language model has none */
+    if (!rumor_trainer_is_lm(p->tr)) /* a classifier's; a language model has none */
         cJSON_AddNumberToObject(o, "test_accuracy", evaluated ? acc : -1.0);
     cJSON_AddNumberToObject(o, "eval_loss", evaluated ? tloss : -1.0);
     cJSON_AddNumberToObject(o, "consensus", consensus);
@@ -132,7 +132,7 @@ void rumor_peer_event_done(rumor_peer_t *p)
         return;
     const rumor_peer_result_t *r = &p->res;
     const rumor_mixer_counters_t *m = &r->counters;
-    if (!p->tr->lm) {
+    if (!rumor_trainer_is_lm(p->tr)) {
         cJSON_AddNumberToObject(o, "local_accuracy", r->local_accuracy);
         cJSON_AddNumberToObject(o, "average_accuracy", r->average_accuracy);
     }

@@ -2,7 +2,8 @@
  * swarm/strategy.c. Everything here belongs to the thread that calls
  * rumor_peer_run, except `stop` and `started` (written by rumor_peer_stop
  * from any thread or a signal handler, read by the run) and `hurry` (the
- * mixer a stop hurries: set by the run, read by rumor_peer_stop). */
+ * mixer a stop hurries: set by the run, read by rumor_peer_stop).
+ * Internal: not installed, and not exported (RUMOR_INTERNAL). */
 #ifndef RUMOR_SWARM_PEER_INT_H
 #define RUMOR_SWARM_PEER_INT_H
 
@@ -59,27 +60,28 @@ struct rumor_peer {
 };
 
 /* peer.c */
-void rumor_peer_publish(rumor_peer_t *p, rumor_peer_phase phase);
-int rumor_peer_checkpoint(rumor_peer_t *p, long round);
-int rumor_peer_evaluate(rumor_peer_t *p, float *params, double *acc, double *loss);
-void rumor_peer_sleep(rumor_peer_t *p, double s);
+RUMOR_INTERNAL void rumor_peer_publish(rumor_peer_t *p, rumor_peer_phase phase);
+RUMOR_INTERNAL int rumor_peer_checkpoint(rumor_peer_t *p, long round);
+RUMOR_INTERNAL int rumor_peer_evaluate(rumor_peer_t *p, float *params, double *acc,
+                                       double *loss);
+RUMOR_INTERNAL void rumor_peer_sleep(rumor_peer_t *p, double s);
 
 /* peer_start.c: the mixer, the start lines, the barrier, the state fetch
  * at start. 1 when a stop came before training began. */
-int rumor_peer_join(rumor_peer_t *p) RUMOR_WUR;
+RUMOR_INTERNAL int rumor_peer_join(rumor_peer_t *p) RUMOR_WUR;
 
 /* peer_end.c: the end of the run (the final evaluation, the swarm average,
  * the done event), or of a stopped one. */
-int rumor_peer_finish(rumor_peer_t *p) RUMOR_WUR;
-void rumor_peer_left_before(rumor_peer_t *p);
+RUMOR_INTERNAL int rumor_peer_finish(rumor_peer_t *p) RUMOR_WUR;
+RUMOR_INTERNAL void rumor_peer_left_before(rumor_peer_t *p);
 
 /* peer_events.c: the metrics events, as JSON objects (cJSON). */
-void rumor_peer_event_start(rumor_peer_t *p, int ready);
-void rumor_peer_event_round(rumor_peer_t *p, double loss, double el);
-void rumor_peer_event_epoch(rumor_peer_t *p, int epoch, double train_loss, int evaluated,
-                            double acc, double tloss, double consensus, double epoch_s,
-                            double epoch_cpu);
-void rumor_peer_event_leave(rumor_peer_t *p, long round, int checkpoint);
-void rumor_peer_event_done(rumor_peer_t *p);
+RUMOR_INTERNAL void rumor_peer_event_start(rumor_peer_t *p, int ready);
+RUMOR_INTERNAL void rumor_peer_event_round(rumor_peer_t *p, double loss, double el);
+RUMOR_INTERNAL void rumor_peer_event_epoch(rumor_peer_t *p, int epoch, double train_loss,
+                                           int evaluated, double acc, double tloss,
+                                           double consensus, double epoch_s, double epoch_cpu);
+RUMOR_INTERNAL void rumor_peer_event_leave(rumor_peer_t *p, long round, int checkpoint);
+RUMOR_INTERNAL void rumor_peer_event_done(rumor_peer_t *p);
 
 #endif

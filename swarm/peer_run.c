@@ -96,8 +96,8 @@ static void after_round(rumor_peer_t *p, float loss)
     rumor_mixer_traffic(p->mixer, &res->bytes_sent, &res->bytes_received);
     double el = rumor_now() - p->start;
     char bub[64] = "";
-    if (p->tr->pipe) /* the measured idle share of the pipeline's devices */
-        snprintf(bub, sizeof bub, "  bubble %.0f%%", 100.0 * p->tr->bubble);
+    if (rumor_trainer_pipelined(p->tr)) /* the measured idle share of the pipeline's devices */
+        snprintf(bub, sizeof bub, "  bubble %.0f%%", 100.0 * rumor_trainer_bubble(p->tr));
     if (p->cfg.balance) /* the batches the next round takes */
         snprintf(bub + strlen(bub), sizeof bub - strlen(bub), "  batches %d",
                  rumor_balance_batches(&p->bal));
@@ -148,7 +148,7 @@ static int end_epoch(rumor_peer_t *p)
         p->res.local_accuracy = acc;
         p->res.local_loss = tloss;
         p->stats.eval_loss = tloss;
-        if (!p->tr->lm)
+        if (!rumor_trainer_is_lm(p->tr))
             p->stats.test_accuracy = acc;
         rumor_peer_publish(p, RUMOR_PEER_NPHASES);
     }
@@ -156,7 +156,7 @@ static int end_epoch(rumor_peer_t *p)
     double consensus = p->dpsgd ? p->dis_sum / nr : 0.0;
     if (!c->quiet) {
         char accs[64] = "";
-        if (evaluated && p->tr->lm)
+        if (evaluated && rumor_trainer_is_lm(p->tr))
             snprintf(accs, sizeof accs, "  validation loss %.4f", tloss);
         else if (evaluated)
             snprintf(accs, sizeof accs, "  test accuracy %.2f%%", 100.0 * acc);

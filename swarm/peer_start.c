@@ -24,7 +24,7 @@ static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, s
     const rumor_peer_config_t *c = &p->cfg;
     char v[512];
     buf[0] = '\0';
-    snprintf(v, sizeof v, "%s", p->tr->model->spec);
+    snprintf(v, sizeof v, "%s", rumor_trainer_model(p->tr)->spec);
     char *d = strstr(v, "dropout=");
     if (d && d > v && (d[-1] == ':' || d[-1] == ','))
         d[-1] = '\0';
@@ -69,7 +69,7 @@ static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
                                                                  : (size_t)1 << 14;
     }
     mc->async = p->async;
-    mc->dev = p->tr->dev; /* the mixing arithmetic runs on the trainer's device's ops */
+    mc->dev = rumor_trainer_device(p->tr); /* the mixing arithmetic runs on the trainer's device's ops */
     /* GPU stages copy their ranges to and from page-locked buffers */
     mc->host_mem = rumor_trainer_host_mem(p->tr);
     mc->first_round = p->first_round;
@@ -112,7 +112,7 @@ static void describe(rumor_peer_t *p, const rumor_mixer_config_t *mc)
                 (unsigned long long)c->open->id, c->open->advertise,
                 c->open->join.n ? c->open->join_given : "nobody (a founder)");
     fprintf(out, "%s: %s, %zu parameters (%.2f MB), %s; %d neighbour%s in round 0\n", who,
-            p->tr->model->spec, p->nparams, p->nparams * 4.0 / 1e6, p->tr->dev->name, nb,
+            rumor_trainer_model(p->tr)->spec, p->nparams, p->nparams * 4.0 / 1e6, rumor_trainer_device(p->tr)->name, nb,
             nb == 1 ? "" : "s");
     rumor_trainer_describe_pipeline(p->tr, out, who);
     char span[64];
@@ -121,15 +121,15 @@ static void describe(rumor_peer_t *p, const rumor_mixer_config_t *mc)
     else
         snprintf(span, sizeof span, "%d epoch%s", c->trainer.epochs,
                  c->trainer.epochs == 1 ? "" : "s");
-    if (p->tr->lm)
+    if (rumor_trainer_is_lm(p->tr))
         fprintf(out, "%s: %s (loaded in %.2f s), %ld rounds of %d windows of %d tokens per "
-                     "epoch, %s\n", who, rumor_source_describe(p->tr->src), p->t_loaded,
-                p->per_epoch, c->trainer.batch, p->tr->model->ctx, span);
+                     "epoch, %s\n", who, rumor_source_describe(rumor_trainer_source(p->tr)), p->t_loaded,
+                p->per_epoch, c->trainer.batch, rumor_trainer_model(p->tr)->ctx, span);
     else
         fprintf(out, "%s: %s of %ld examples (loaded in %.2f s), %ld rounds of batch %d per "
                      "epoch, %s\n", who,
                 p->is_open ? "its own stream over a training set" : "shard",
-                rumor_source_train_size(p->tr->src), p->t_loaded, p->per_epoch,
+                rumor_source_train_size(rumor_trainer_source(p->tr)), p->t_loaded, p->per_epoch,
                 c->trainer.batch, span);
     if (p->H > 1)
         fprintf(out, "%s: local SGD: %ld optimizer steps a round, the parameters gossiped "
@@ -206,22 +206,22 @@ int rumor_peer_join(rumor_peer_t *p)
      * stage); plain synchronous rounds on a list only (mixer.h), and not
      * with local steps: x(k+1) is what they make of the mix, known only at
      * round_begin */
-    p->ahead = p->dpsgd && !p->async && c->send_ahead && !p->tr->pipe && p->H == 1 &&
+    p->ahead = p->dpsgd && !p->async && c->send_ahead && !rumor_trainer_pipelined(p->tr) && p->H == 1 &&
                mc.codec.kind == RUMOR_CODEC_NONE && !p->is_open && !mc.membership;
     if (p->ahead)
         rumor_trainer_set_step_ranges(p->tr, mc.chunk_elems, rumor_mixer_round_stepped);
     rumor_strategy_choice_t sc = { .allreduce = !p->dpsgd, .outer = c->outer != NULL,
-                                   .balance = c->balance, .pipe = p->tr->pipe != NULL,
+                                   .balance = c->balance, .pipe = rumor_trainer_pipelined(p->tr),
                                    .ahead = p->ahead, .throttle = c->throttle };
     p->strategy = rumor_peer_strategy_pick(&sc);
-    if (rumor_mixer_create(&mc, p->tr->stage->params, &p->mixer) < 0)
+    if (rumor_mixer_create(&mc, rumor_trainer_params(p->tr), &p->mixer) < 0)
         return rumor_err_prefix(rumor_err_code(), "swarm");
     p->hurry = p->mixer; /* a stop from now on leaves through the mixer */
     p->started = 1;
     RUMOR_CHECK(rumor_trainer_bind(p->tr, rumor_mixer_params(p->mixer)));
     /* a round's parameters go out once the GPU stages' copy of them landed
      * (it runs while the round's gradient is computed) */
-    if (p->tr->pipe)
+    if (rumor_trainer_pipelined(p->tr))
         rumor_mixer_set_params_ready(p->mixer, trainer_params_ready, p->tr);
     if (rumor_trainer_fills_cores(p->tr)) { /* no core to spare: mixing goes in the bubbles */
         rumor_mixer_set_caller_mixes(p->mixer, 1);
@@ -252,7 +252,7 @@ int rumor_peer_join(rumor_peer_t *p)
     if (c->outer) {
         rumor_outer_config_t ocfg;
         RUMOR_CHECK(rumor_outer_parse(c->outer, &ocfg));
-        RUMOR_CHECK(rumor_outer_create(&ocfg, p->tr->stage->params, p->nparams, &p->outer));
+        RUMOR_CHECK(rumor_outer_create(&ocfg, rumor_trainer_params(p->tr), p->nparams, &p->outer));
     }
     return 0;
 }

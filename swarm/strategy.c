@@ -64,7 +64,7 @@ static int stepped_round(rumor_peer_t *p, rumor_round_t *r)
     r->examples = r->batch.n;
     float *mixed;
     RUMOR_CHECK(end(p, r, &mixed));
-    r->wait_s += p->tr->wait_s; /* the wait for the mix came inside the step */
+    r->wait_s += rumor_trainer_step_wait(p->tr); /* the wait for the mix came inside the step */
     p->st.wait_s = r->wait_s;
     return 0;
 }

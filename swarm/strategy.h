@@ -3,7 +3,9 @@
  * range, with balanced batches, local steps under an outer optimizer, and
  * the all-reduce baseline), behind one interface. The peer's loop
  * (peer_run.c) runs the round's local steps, then the strategy's round, then
- * what every round shares: the trace, progress, catch-up, checkpoints. */
+ * what every round shares: the trace, progress, catch-up, checkpoints.
+ * Internal: not installed, and not exported (RUMOR_INTERNAL); a peer's
+ * strategy is named by rumor_peer_strategy (peer.h) and its events. */
 #ifndef RUMOR_SWARM_STRATEGY_H
 #define RUMOR_SWARM_STRATEGY_H
 
@@ -52,9 +54,9 @@ typedef struct rumor_strategy_choice {
 /* The strategy for a peer: allreduce, outer, balance, stepped (a pipeline
  * or send-ahead steps each range of the mix as it is ready, unless a
  * throttle must sleep after the whole gradient) or gossip. */
-const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c);
+RUMOR_INTERNAL const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c);
 
-extern const rumor_peer_strategy_t rumor_strategy_gossip, rumor_strategy_stepped,
+RUMOR_INTERNAL extern const rumor_peer_strategy_t rumor_strategy_gossip, rumor_strategy_stepped,
     rumor_strategy_balance, rumor_strategy_outer, rumor_strategy_allreduce;
 
 #endif

@@ -12,9 +12,9 @@
  *     anchor a, then a <- a + lr_out * (sum_j W_ij y_j - a);
  *   the all-reduce baseline: x_i(k+1) = x_i(k) - lr * step(mean_j g_j).
  * Asynchronous D-PSGD and balanced batches depend on timing: they must
- * run their rounds and mix. The strategy picked for each combination of
- * modes is checked against the rules in strategy.h, and a peer stopped
- * from another thread leaves at once with a checkpoint. */
+ * run their rounds and mix. Each run must pick the strategy the rules of
+ * swarm/strategy.h give its modes, and a peer stopped at a round leaves
+ * there with a checkpoint. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,7 +24,6 @@
 
 #include "checkpoint.h"
 #include "peer.h"
-#include "strategy.h"
 #include "testutil.h"
 #include "topology.h"
 
@@ -37,6 +36,7 @@ typedef struct {
     int local_steps, send_ahead, balance;
     const char *outer;
     double outer_lr;   /* the reference's outer step (0: none) */
+    const char *strategy; /* the round strategy the peers must pick */
 } scenario_t;
 
 typedef struct {
@@ -47,6 +47,7 @@ typedef struct {
     float *params;     /* the peer's parameters at the end */
     size_t n;
     rumor_peer_result_t res;
+    char strategy[16];
     long stop_at;      /* > 0: the peer is stopped once it reached this round */
 } slot_t;
 
@@ -117,6 +118,7 @@ static void *run_peer(void *arg)
     if (s->rc < 0)
         fprintf(stderr, "peer %d: run: %s\n", s->rank, rumor_err_msg());
     s->res = *rumor_peer_result(s->peer);
+    snprintf(s->strategy, sizeof s->strategy, "%s", rumor_peer_strategy(s->peer));
     const float *x = rumor_peer_params(s->peer, &s->n);
     s->params = malloc(s->n * sizeof(float));
     if (s->params)
@@ -137,8 +139,11 @@ static void run_swarm(const scenario_t *s, slot_t *slot)
     }
     for (int i = 0; i < NP; i++)
         pthread_join(th[i], NULL);
-    for (int i = 0; i < NP; i++)
+    for (int i = 0; i < NP; i++) {
         CHECKF(slot[i].rc == 0 && slot[i].params, "%s: peer %d ran", s->name, i);
+        CHECKF(!strcmp(slot[i].strategy, s->strategy), "%s: peer %d ran strategy '%s', not '%s'",
+               s->name, i, slot[i].strategy, s->strategy);
+    }
 }
 
 /* ------------------------------------------------ the second implementation */
@@ -160,10 +165,10 @@ static void ref_open(ref_t *r, const scenario_t *s)
         tc.host_params = 1;
         tc.steps = (long)ROUNDS * s->local_steps;
         CHECK_OK(rumor_trainer_create(&tc, &r->tr[i]));
-        r->n = r->tr[i]->model->nparams;
+        r->n = rumor_trainer_model(r->tr[i])->nparams;
         r->x[i] = malloc(r->n * sizeof(float));
         r->a[i] = malloc(r->n * sizeof(float));
-        memcpy(r->x[i], r->tr[i]->stage->params, r->n * sizeof(float));
+        memcpy(r->x[i], rumor_trainer_params(r->tr[i]), r->n * sizeof(float));
         memcpy(r->a[i], r->x[i], r->n * sizeof(float));
         CHECK_OK(rumor_trainer_bind(r->tr[i], r->x[i]));
     }
@@ -353,26 +358,6 @@ static void test_runs(const scenario_t *s)
     free_slots(slot);
 }
 
-static void test_pick(void)
-{
-    struct {
-        rumor_strategy_choice_t c;
-        const rumor_peer_strategy_t *want;
-    } t[] = {
-        { { .allreduce = 1, .pipe = 1 }, &rumor_strategy_allreduce },
-        { { .outer = 1, .ahead = 0, .pipe = 1 }, &rumor_strategy_outer },
-        { { .balance = 1, .pipe = 1 }, &rumor_strategy_balance },
-        { { .pipe = 1, .throttle = 1 }, &rumor_strategy_stepped },
-        { { .ahead = 1, .throttle = 1 }, &rumor_strategy_stepped },
-        { { .pipe = 1, .throttle = 3 }, &rumor_strategy_gossip },
-        { { .throttle = 1 }, &rumor_strategy_gossip },
-    };
-    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-        CHECKF(rumor_peer_strategy_pick(&t[i].c) == t[i].want, "choice %zu: %s, want %s", i,
-               rumor_peer_strategy_pick(&t[i].c)->name, t[i].want->name);
-    CHECK(rumor_strategy_outer.all_steps_before && !rumor_strategy_gossip.all_steps_before);
-}
-
 static void test_config_check(void)
 {
     rumor_peer_config_t c;
@@ -400,7 +385,7 @@ static void test_stop(void)
     char dir[600];
     snprintf(dir, sizeof dir, "%s/ckpt", tu_tmpdir());
     CHECK(mkdir(dir, 0755) == 0);
-    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0 };
+    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip" };
     slot_t slot[NP];
     memset(slot, 0, sizeof slot);
     pthread_t th[NP];
@@ -454,7 +439,6 @@ int main(void)
     if (access(probe, R_OK) != 0)
         TEST_SKIP("no Fashion-MNIST at %s (dataset-fashion-mnist)", tu_fashion_dir());
     tu_training_lock();
-    test_pick();
     test_config_check();
     CHECK_OK(rumor_topo_parse("complete:3", &topo));
     for (int i = 0; i < NP; i++) {
@@ -462,17 +446,18 @@ int main(void)
         ep[i] = eps[i];
     }
     const scenario_t ref[] = {
-        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0 },
-        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0 },
-        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0 },
-        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5 },
-        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0 },
+        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip" },
+        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0, "stepped" },
+        /* send-ahead is for one local step: x(k+1) is known only after H */
+        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0, "gossip" },
+        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5, "outer" },
+        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0, "allreduce" },
     };
     for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
         test_against_reference(&ref[i]);
     const scenario_t timed[] = {
-        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0 },
-        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0 },
+        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0, "gossip" },
+        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0, "balance" },
     };
     for (size_t i = 0; i < sizeof timed / sizeof *timed; i++)
         test_runs(&timed[i]);

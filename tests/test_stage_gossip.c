@@ -35,6 +35,7 @@
 #include "mixer.h"
 #include "testutil.h"
 #include "trainer.h"
+#include "trainer_int.h" /* white-box: the stages and pipeline inside */
 
 #define PEERS 3
 #define MIX_ROUNDS 3

@@ -29,6 +29,7 @@
 #include "testutil.h"
 #include "text.h"
 #include "trainer.h"
+#include "trainer_int.h" /* white-box: the stages and pipeline inside */
 
 static char fashion[4200];
 

@@ -713,10 +713,10 @@ static int ovl_pipe_child(int self, int wfd)
     c.self = self;
     c.endpoints = eps;
     c.swarm = rumor_wire_swarm_id("bench_gossip_pipe");
-    c.nparams = t->model->nparams;
+    c.nparams = rumor_trainer_model(t)->nparams;
     c.round_timeout = c.min_round_timeout = 60;
     rumor_mixer_t *mx;
-    if (rumor_mixer_create(&c, t->stage->params, &mx) < 0)
+    if (rumor_mixer_create(&c, rumor_trainer_params(t), &mx) < 0)
         die("mixer");
     if (rumor_mixer_barrier(mx, 30) < 1)
         die("mixer barrier");
@@ -736,7 +736,7 @@ static int ovl_pipe_child(int self, int wfd)
     }
     struct ovl_result res;
     memset(&res, 0, sizeof res);
-    res.nparams = t->model->nparams;
+    res.nparams = rumor_trainer_model(t)->nparams;
     struct ovl_ops ops = { pipe_grads, pipe_bind, pipe_update, t, pipe_grads_step,
                            rumor_trainer_fills_cores(t) };
     res.caller_mixes = ops.caller_mixes;
