@@ -1,11 +1,12 @@
-/* The D-PSGD mixer and its comm thread (see mixer.h).
+/* The D-PSGD mixer's API (see mixer.h), run by the caller's threads.
  *
- * Threads: the caller's thread calls the API; the comm thread owns the
- * transport and runs the loop in comm_main(). They share `struct
- * rumor_mixer` under `mu`: the caller posts a request (send round k, close
- * round k, all-reduce) and waits on `cv`; the comm thread serves it between
- * polls and signals. A PAIR socket over inproc wakes the comm thread from
- * zmq_poll when a request is posted. */
+ * The mixer is an actor: its comm thread (mixer_comm.c) owns the transport
+ * and the round state; these functions post commands to it and wait for
+ * its replies (mixer_cmd.c), or read what it published. The caller's own
+ * side of the rounds (the round begun, the close asked, x(k) held for range
+ * waiters) is kept under mu; a range waiter may mix a cell the comm thread
+ * left to the caller's threads, claiming it through the cell's atomic
+ * state. See mixer_int.h for who owns what. */
 #include "mixer.h"
 
 #include <errno.h>
@@ -202,6 +203,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         m->incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     }
     pthread_mutex_init(&m->mu, NULL);
+    pthread_mutex_init(&m->pub_mu, NULL);
     mx_cond_init(&m->cv);
     uint64_t *key_ids = NULL;
     int rc = 0;
@@ -282,8 +284,11 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         rc = m->dev->ops->copy(m->dev, m->ch.xhat, init, m->n * sizeof(float));
     for (long r = m->cur; rc == 0 && !cfg->async && r < m->cur + 2; r++)
         rc = mx_slot_open(m, &m->slot[r % m->nslots], r);
-    if (rc == 0)
+    if (rc == 0) {
+        atomic_init(&m->caller_params, m->params);
+        mx_publish(m); /* the queries' first answers */
         rc = mx_wake_open(m);
+    }
     if (rc == 0 && pthread_create(&m->thread, NULL, comm_thread, m) != 0)
         rc = rumor_err_set(RUMOR_ESYS, "mixer: cannot start the comm thread");
     else if (rc == 0)
@@ -303,19 +308,20 @@ void rumor_mixer_destroy(rumor_mixer_t **mp, double grace)
     rumor_mixer_t *m = *mp;
     if (m->thread_started) {
         pthread_mutex_lock(&m->mu);
-        if (m->early_hold) /* a caller that failed between range_wait and round_end */
-            atomic_fetch_sub(&m->early_hold->refs, 1);
-        m->early_hold = NULL;
-        m->req_stop = 1;
-        m->stop_deadline = rumor_now() + (grace > 0 ? grace : 0);
+        rumor_sendbuf_t *hold = m->caller.early_hold;
+        m->caller.early_hold = NULL; /* a caller that failed between range_wait and round_end */
+        struct mx_cmd c = { .op = MX_OP_STOP, .t = rumor_now(), .timeout = grace };
+        (void)mx_post_locked(m, &c); /* (fails only when the comm thread has ended) */
         pthread_mutex_unlock(&m->mu);
-        mx_wake(m);
+        if (hold)
+            atomic_fetch_sub_explicit(&hold->refs, 1, memory_order_release);
         pthread_join(m->thread, NULL);
     }
     mx_wake_close(m);
     rumor_transport_destroy(&m->tr);
     mx_free_state(m);
     pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->pub_mu);
     pthread_cond_destroy(&m->cv);
     rumor_device_close(&m->own_dev);
     free(m);
@@ -330,13 +336,16 @@ int rumor_mixer_members(rumor_mixer_t *m)
 {
     if (!m->cfg.membership)
         return m->npeers;
-    pthread_mutex_lock(&m->mu);
-    int n = m->vn_pub > 0 ? m->vn_pub : 1;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    int n = m->pub.members > 0 ? m->pub.members : 1;
+    pthread_mutex_unlock(&m->pub_mu);
     return n;
 }
 
-float *rumor_mixer_params(rumor_mixer_t *m) { return m->params->data; }
+float *rumor_mixer_params(rumor_mixer_t *m)
+{
+    return atomic_load_explicit(&m->caller_params, memory_order_acquire)->data;
+}
 
 void rumor_mixer_hurry(rumor_mixer_t *m)
 {
@@ -347,134 +356,37 @@ void rumor_mixer_hurry(rumor_mixer_t *m)
     }
 }
 
+/* Posts a command nobody waits for: 0, or < 0 when the comm thread ended. */
+static int post(rumor_mixer_t *m, struct mx_cmd *c)
+{
+    pthread_mutex_lock(&m->mu);
+    int rc = mx_post_locked(m, c);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 void rumor_mixer_set_timeout(rumor_mixer_t *m, double s)
 {
-    pthread_mutex_lock(&m->mu);
-    m->timeout = s > 0 ? s : m->timeout;
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* Waits on the mixer's condition for at most 50 ms (m->mu held): the
- * barriers poll what the comm thread publishes. */
-static void wait_a_little(rumor_mixer_t *m)
-{
-    mx_cond_wait_until(&m->cv, &m->mu, rumor_now() + 0.05);
-}
-
-/* Open membership: until min_members peers are alive and every one of
- * them answered (under mu). */
-
-static int open_waiting(const rumor_mixer_t *m)
-{
-    int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
-    return m->rank_state_pub >= 0 &&
-           (m->rank_state_pub != 2 || m->vn_pub < want || m->vready_pub < m->vn_pub - 1);
-}
-
-static int open_barrier(rumor_mixer_t *m, double timeout)
-{
-    double deadline = rumor_now() + timeout;
-    pthread_mutex_lock(&m->mu);
-    m->req_hello = 1;
-    m->barrier_run = 1;
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    pthread_mutex_lock(&m->mu);
-    while (open_waiting(m) && rumor_now() < deadline && !atomic_load(&m->hurry) &&
-           !m->incompat_all_pub) {
-        wait_a_little(m);
-    }
-    int alive = m->vn_pub, ready = m->vready_pub, conflict = m->rank_state_pub < 0;
-    char why[sizeof m->rank_err];
-    snprintf(why, sizeof why, "%s", m->rank_err);
-    pthread_mutex_unlock(&m->mu);
-    if (atomic_load(&m->hurry)) /* leaving before the first round: nobody to blame */
-        return ready;
-    if (mx_terms_all_incompatible(m))
-        return RUMOR_EINVAL;
-    int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
-    if (conflict)
-        return rumor_err_set(RUMOR_EINVAL, "%s", why);
-    if (alive < want) {
-        char seeds[512] = "";
-        for (int i = 0; i < m->cfg.nseeds && strlen(seeds) < 400; i++)
-            snprintf(seeds + strlen(seeds), sizeof seeds - strlen(seeds), "%s%s", i ? ", " : "",
-                     m->cfg.seeds[i]);
-        if (alive <= 1 && m->cfg.nseeds)
-            return rumor_err_set(RUMOR_ETIMEOUT,
-                                 "no peer answered at %s within %.1f s: check the address, that "
-                                 "a peer runs there%s", seeds, timeout,
-                                 rumor_transport_secure(m->tr) ? ", and that this peer's key is on its allow-list"
-                                             : "");
-        return rumor_err_set(RUMOR_ETIMEOUT, "%d peer%s alive after %.1f s, %d wanted", alive,
-                             alive == 1 ? "" : "s", timeout, want);
-    }
-    if (ready < alive - 1)
-        rumor_warn("%d of the %d peers alive did not answer within %.1f s: treated as absent "
-                   "until they do", alive - 1 - ready, alive - 1, timeout);
-    return ready;
+    struct mx_cmd c = { .op = MX_OP_TIMEOUT, .timeout = s };
+    (void)post(m, &c);
 }
 
 int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
 {
-    if (m->open)
-        return open_barrier(m, timeout);
-    double deadline = rumor_now() + timeout;
-    pthread_mutex_lock(&m->mu);
-    m->req_hello = 1;
-    m->barrier_run = 1;
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    pthread_mutex_lock(&m->mu);
-    /* until the rank check passed and everyone answered; with membership,
-     * also until SWIM's view holds everyone who answered */
-    /* a neighbour whose terms differ has answered, in its way; with none
-     * compatible, until each was told this peer's terms (then it fails) */
-    while (m->rank_state_pub >= 0 &&
-           (m->rank_state_pub != 2 || m->nready + m->nincompat_pub < m->ntalk ||
-            (m->nready == 0 && m->nincompat_pub > 0) ||
-            (m->swim && m->vn_pub < m->nready + 1)) &&
-           rumor_now() < deadline && !atomic_load(&m->hurry) && !m->incompat_all_pub) {
-        wait_a_little(m);
-    }
-    int ready = m->nready;
-    int conflict = m->rank_state_pub < 0;
-    char why[sizeof m->rank_err];
-    snprintf(why, sizeof why, "%s", m->rank_err); /* written before rank_state_pub */
-    /* who did not answer: read under mu (the comm thread sets ready[] under
-     * it), logged after */
-    struct silent {
-        int node;
-        char ep[120];
-    } *silent = ready < m->ntalk ? calloc((size_t)m->npeers, sizeof *silent) : NULL;
-    int nsilent = 0;
-    for (int j = 0; silent && j < m->npeers; j++)
-        if (m->talks_to[j] && !m->ready[j] && !m->incompatible[j]) { /* written under mu */
-            silent[nsilent].node = j;
-            snprintf(silent[nsilent++].ep, sizeof silent->ep, "%s", mx_endpoint_name(m, j));
-        }
-    pthread_mutex_unlock(&m->mu);
-    if (atomic_load(&m->hurry)) /* leaving before the first round: nobody to blame */
-        nsilent = 0;
-    if (!conflict && mx_terms_all_incompatible(m)) {
-        free(silent);
-        return RUMOR_EINVAL;
-    }
-    for (int i = 0; !conflict && i < nsilent; i++)
-        rumor_warn("peer %d (%s) did not answer within %.1f s: treated as absent until it does",
-                   silent[i].node, silent[i].ep, timeout);
-    free(silent);
-    if (conflict)
-        return rumor_err_set(RUMOR_EINVAL, "%s", why);
-    return ready;
+    struct mx_cmd c = { .op = MX_OP_BARRIER, .t = rumor_now(), .timeout = timeout };
+    struct mx_reply r;
+    int rc = mx_call(m, &c, &r);
+    if (rc < 0)
+        return rc;
+    if (r.rc < 0)
+        return rumor_err_set(r.rc, "%s", r.err);
+    return r.rc;
 }
 
 void rumor_mixer_set_params_ready(rumor_mixer_t *m, int (*ready)(void *ctx), void *ctx)
 {
-    pthread_mutex_lock(&m->mu);
-    m->params_ready = ready;
-    m->params_ready_ctx = ctx;
-    pthread_mutex_unlock(&m->mu);
+    struct mx_cmd c = { .op = MX_OP_PARAMS_READY, .ready = ready, .ready_ctx = ctx };
+    (void)post(m, &c);
 }
 
 int rumor_mixer_round_begin(rumor_mixer_t *m, long k)
@@ -482,51 +394,69 @@ int rumor_mixer_round_begin(rumor_mixer_t *m, long k)
     if (mx_terms_all_incompatible(m)) /* nothing can be mixed: say why, once more */
         return RUMOR_EINVAL;
     pthread_mutex_lock(&m->mu);
-    if (k != m->next_send) {
-        pthread_mutex_unlock(&m->mu);
-        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld begun, expected %ld", k,
-                             m->next_send);
+    long expected = m->caller.next_send;
+    int rc = 0;
+    if (k != expected) {
+        rc = RUMOR_ESTATE;
+    } else {
+        struct mx_cmd c = { .op = MX_OP_BEGIN, .round = k, .t = rumor_now(),
+                            .buf = atomic_load_explicit(&m->caller_params,
+                                                        memory_order_relaxed) };
+        rc = mx_post_locked(m, &c);
+        if (rc == 0)
+            m->caller.next_send = k + 1;
     }
-    m->req_send = k;
-    m->req_send_buf = m->params;
-    m->round_start = rumor_now();
-    m->next_send = k + 1;
     pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    return 0;
+    if (rc == RUMOR_ESTATE && k != expected)
+        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld begun, expected %ld", k, expected);
+    return rc;
 }
 
-/* Asks the comm thread to close round k (under mu): by its deadline, or as
- * soon as it is complete. */
-static void request_close(rumor_mixer_t *m, long k)
+/* Posts the close of round k (under mu), after checking it is the round
+ * begun last and no close is pending. 0, or RUMOR_ESTATE (not said). */
+static int post_close(rumor_mixer_t *m, long k)
 {
-    m->req_close = k;
-    m->cur_deadline = m->cfg.async ? 0 : mx_deadline(m);
-    m->close_deadline = m->round_start + m->cur_deadline;
-    m->closed_rc = 1; /* pending */
+    if (k != m->caller.next_send - 1 || m->caller.closing >= 0)
+        return RUMOR_ESTATE;
+    m->closed.done = 0;
+    m->closed.round = -1;
+    struct mx_cmd c = { .op = MX_OP_CLOSE, .round = k, .reply = &m->closed };
+    int rc = mx_post_locked(m, &c);
+    if (rc == 0)
+        m->caller.closing = k;
+    return rc;
+}
+
+/* Whether round k's close was answered (under mu). */
+static int closed(const rumor_mixer_t *m, long k)
+{
+    return m->closed.done && m->closed.round == k;
 }
 
 /* Round k's cells of [lo, hi) (under mu): 1 when every one is mixed
  * (*data: the round's accumulator), 2 after this thread mixed one left to
  * it (mu was let go meanwhile: look again), 0 when some are not complete
- * or another thread mixes them. */
+ * or another thread mixes them. The slot is not opened for another round
+ * while mu is held: the comm thread answers round k's close (under mu)
+ * before it reuses k's slot. */
 static int range_mixed(rumor_mixer_t *m, long k, size_t lo, size_t hi, float **data)
 {
     if (m->cfg.async || m->ch.on)
         return 0; /* the mix is made whole at the close */
     struct mx_slot *s = &m->slot[k % m->nslots];
-    if (s->pub_round != k)
+    if (atomic_load_explicit(&s->pub_round, memory_order_acquire) != k)
         return 0;
     int all = 1;
     for (size_t c = lo / m->chunk; c <= (hi - 1) / m->chunk; c++) {
-        if (s->cstate[c] == MX_CELL_READY) {
-            s->cstate[c] = MX_CELL_MIXING;
+        uint8_t st = atomic_load_explicit(&s->cstate[c], memory_order_acquire);
+        if (st == MX_CELL_READY &&
+            atomic_compare_exchange_strong(&s->cstate[c], &st, MX_CELL_MIXING)) {
             pthread_mutex_unlock(&m->mu);
             mx_caller_mix(m, s, c);
             pthread_mutex_lock(&m->mu);
             return 2;
         }
-        all &= s->cstate[c] == MX_CELL_MIXED;
+        all &= st == MX_CELL_MIXED;
     }
     if (all)
         *data = s->pub_data;
@@ -544,7 +474,7 @@ static int range_idle(rumor_mixer_t *m, long k, size_t lo, size_t hi, float **mi
 {
     pthread_mutex_lock(&m->mu);
     int rc = 0;
-    if (k == m->next_send - 1) /* (a closed round's slot is no longer published) */
+    if (k == m->caller.next_send - 1 && !closed(m, k))
         rc = range_mixed(m, k, lo, hi, mixed);
     pthread_mutex_unlock(&m->mu);
     return rc;
@@ -558,30 +488,28 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
                              m->n);
     if (wait < 0)
         return range_idle(m, k, lo, hi, mixed);
+    double until = rumor_now() + (wait > 0 ? wait : 0);
     pthread_mutex_lock(&m->mu);
-    if (m->early_round != k) {
-        if (k != m->next_send - 1 || m->req_close >= 0) {
+    if (m->caller.closing != k) {
+        int prc = post_close(m, k);
+        if (prc < 0) {
             pthread_mutex_unlock(&m->mu);
-            return rumor_err_set(RUMOR_ESTATE, "mixer: range of round %ld waited for out of "
-                                 "order", k);
+            return prc == RUMOR_ESTATE ? rumor_err_set(RUMOR_ESTATE, "mixer: range of round %ld "
+                                                       "waited for out of order", k)
+                                       : prc;
         }
         /* the caller may still read x(k) (other stages compute on it)
          * after the round closes: held until round_end */
-        m->early_round = k;
-        m->early_hold = m->params;
-        atomic_fetch_add_explicit(&m->params->refs, 1, memory_order_relaxed);
-        request_close(m, k);
-        pthread_mutex_unlock(&m->mu);
-        mx_wake(m);
-        pthread_mutex_lock(&m->mu);
+        rumor_sendbuf_t *x = atomic_load_explicit(&m->caller_params, memory_order_relaxed);
+        atomic_fetch_add_explicit(&x->refs, 1, memory_order_relaxed);
+        m->caller.early_hold = x;
     }
-    double until = rumor_now() + (wait > 0 ? wait : 0);
     int rc = 0;
     for (;;) {
-        if (m->closed_rc != 1) { /* closed: the whole mix is there */
-            rc = m->closed_rc < 0 ? m->closed_rc : 1;
+        if (closed(m, k)) { /* closed: the whole mix is there */
+            rc = m->closed.rc < 0 ? m->closed.rc : 1;
             if (rc > 0)
-                *mixed = m->closed_buf->data;
+                *mixed = m->closed.buf->data;
             break;
         }
         int r = range_mixed(m, k, lo, hi, mixed);
@@ -594,8 +522,8 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
         if (wait <= 0 || mx_cond_wait_until(&m->cv, &m->mu, until) == ETIMEDOUT)
             break;
     }
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", m->closed_err);
+    char msg[MX_ERR_LEN];
+    snprintf(msg, sizeof msg, "%s", m->closed.err);
     pthread_mutex_unlock(&m->mu);
     if (rc < 0)
         return rumor_err_set(rc, "mixer: round %ld: %s", k, msg);
@@ -605,18 +533,19 @@ int rumor_mixer_range_wait(rumor_mixer_t *m, long k, size_t lo, size_t hi, doubl
 int rumor_mixer_send_ahead(rumor_mixer_t *m, long k, const float *x, size_t upto)
 {
     pthread_mutex_lock(&m->mu);
-    if (k != m->next_send || m->early_round != k - 1) {
-        long ns = m->next_send;
-        pthread_mutex_unlock(&m->mu);
+    long ns = m->caller.next_send;
+    int rc = 0;
+    if (k != ns || m->caller.closing != k - 1 || !m->caller.early_hold) {
+        rc = RUMOR_ESTATE;
+    } else {
+        struct mx_cmd c = { .op = MX_OP_AHEAD, .round = k, .x = x, .upto = upto };
+        rc = mx_post_locked(m, &c);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc == RUMOR_ESTATE)
         return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld sent ahead while round %ld is "
                              "next and no range of its predecessor was waited for", k, ns);
-    }
-    m->req_ahead = k;
-    m->req_ahead_x = x;
-    m->req_ahead_upto = upto;
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    return 0;
+    return rc;
 }
 
 int rumor_mixer_round_range(void *round, int stage, size_t lo, size_t hi, double wait,
@@ -637,31 +566,34 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
 {
     double t0 = rumor_now();
     pthread_mutex_lock(&m->mu);
-    rumor_sendbuf_t *hold = NULL;
-    if (m->early_round == k) { /* rumor_mixer_range_wait asked for the close */
-        hold = m->early_hold;
-        m->early_round = -1;
-        m->early_hold = NULL;
-    } else if (k != m->next_send - 1 || m->req_close >= 0) {
-        pthread_mutex_unlock(&m->mu);
-        return rumor_err_set(RUMOR_ESTATE, "mixer: round %ld ended out of order", k);
-    } else {
-        request_close(m, k);
-        pthread_mutex_unlock(&m->mu);
-        mx_wake(m);
-        pthread_mutex_lock(&m->mu);
+    if (m->caller.closing != k) {
+        int prc = post_close(m, k);
+        if (prc < 0) {
+            pthread_mutex_unlock(&m->mu);
+            return prc == RUMOR_ESTATE ? rumor_err_set(RUMOR_ESTATE, "mixer: round %ld ended "
+                                                       "out of order", k)
+                                       : prc;
+        }
     }
+    rumor_sendbuf_t *hold = m->caller.early_hold; /* range_wait asked for the close */
+    m->caller.early_hold = NULL;
     float *unused;
-    while (m->closed_rc == 1)
+    while (!closed(m, k))
         /* cells left to the caller that no range_wait mixed: mixed here */
         if (!mx_caller_mixes(m) || range_mixed(m, k, 0, m->n, &unused) != 2)
             pthread_cond_wait(&m->cv, &m->mu);
-    int rc = m->closed_rc;
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", m->closed_err);
-    if (rc == 0 && st) {
-        *st = m->closed_stats;
-        st->wait_s = rumor_now() - t0;
+    m->caller.closing = -1;
+    int rc = m->closed.rc;
+    char msg[MX_ERR_LEN];
+    snprintf(msg, sizeof msg, "%s", m->closed.err);
+    rumor_sendbuf_t *out = m->closed.buf;
+    if (rc == 0) {
+        if (st) {
+            *st = m->closed.st;
+            st->wait_s = rumor_now() - t0;
+        }
+        atomic_store_explicit(&m->caller_params, m->closed.buf, memory_order_release);
+        m->caller.next_send = m->closed.next;
     }
     pthread_mutex_unlock(&m->mu);
     if (hold) { /* the caller let go of x(k) */
@@ -670,7 +602,7 @@ int rumor_mixer_round_end(rumor_mixer_t *m, long k, float **params, rumor_round_
     }
     if (rc < 0)
         return rumor_err_set(rc, "mixer: round %ld: %s", k, msg);
-    *params = m->params->data;
+    *params = out->data;
     return 0;
 }
 
@@ -682,128 +614,110 @@ int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag,
     if (coded && m->cfg.codec.kind != RUMOR_CODEC_INT8 && m->cfg.codec.kind != RUMOR_CODEC_INT4)
         return rumor_err_set(RUMOR_EINVAL, "a coded all-reduce takes int8 or int4, not this "
                                            "mixer's codec");
-    pthread_mutex_lock(&m->mu);
-    m->ar.coded = coded;
-    m->ar.buf = buf;
-    m->ar.tag = tag;
-    m->ar.timeout = timeout;
-    m->ar.rc = 1; /* pending */
-    m->ar.requested = 1;
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    pthread_mutex_lock(&m->mu);
-    while (m->ar.rc == 1)
-        pthread_cond_wait(&m->cv, &m->mu);
-    int rc = m->ar.rc;
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", m->ar.err);
-    pthread_mutex_unlock(&m->mu);
+    struct mx_cmd c = { .op = MX_OP_ALLREDUCE, .data = buf, .tag = tag, .timeout = timeout,
+                        .coded = coded };
+    struct mx_reply r;
+    int rc = mx_call(m, &c, &r);
     if (rc < 0)
-        return rumor_err_set(rc, "%s", msg);
+        return rc;
+    if (r.rc < 0)
+        return rumor_err_set(r.rc, "%s", r.err);
     return 0;
-}
-
-long rumor_mixer_swarm_round(rumor_mixer_t *m)
-{
-    pthread_mutex_lock(&m->mu);
-    long r = m->swarm_round_pub;
-    pthread_mutex_unlock(&m->mu);
-    return r;
 }
 
 int rumor_mixer_jump(rumor_mixer_t *m, long round)
 {
     pthread_mutex_lock(&m->mu);
-    if (m->req_close >= 0 || round < m->next_send) {
-        long ns = m->next_send;
-        pthread_mutex_unlock(&m->mu);
+    long ns = m->caller.next_send;
+    int busy = m->caller.closing >= 0;
+    if (!busy && round > ns)
+        m->caller.next_send = round;
+    pthread_mutex_unlock(&m->mu);
+    if (busy || round < ns)
         return rumor_err_set(RUMOR_ESTATE, "mixer: jump to round %ld from %ld", round, ns);
-    }
-    if (round == m->next_send) {
-        pthread_mutex_unlock(&m->mu);
+    if (round == ns)
         return 0;
-    }
-    m->req_jump = round;
-    m->next_send = round;
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    pthread_mutex_lock(&m->mu);
-    while (m->req_jump >= 0)
-        pthread_cond_wait(&m->cv, &m->mu);
-    pthread_mutex_unlock(&m->mu);
-    return 0;
+    struct mx_cmd c = { .op = MX_OP_JUMP, .round = round };
+    struct mx_reply r;
+    return mx_call(m, &c, &r);
 }
 
 int rumor_mixer_catch_up(rumor_mixer_t *m, long *round, float **params, double timeout)
 {
     pthread_mutex_lock(&m->mu);
-    if (m->req_close >= 0 || m->cu.active || m->cu.requested) {
-        pthread_mutex_unlock(&m->mu);
+    int busy = m->caller.closing >= 0;
+    pthread_mutex_unlock(&m->mu);
+    if (busy)
         return rumor_err_set(RUMOR_ESTATE, "mixer: catch-up during a round");
-    }
-    m->cu.deadline = rumor_now() + timeout;
-    m->cu.rc = 1;
-    m->cu.requested = 1;
-    pthread_mutex_unlock(&m->mu);
-    mx_wake(m);
-    pthread_mutex_lock(&m->mu);
-    while (m->cu.rc == 1)
-        pthread_cond_wait(&m->cv, &m->mu);
-    int rc = m->cu.rc;
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", m->cu.err);
-    if (rc == 0) {
-        m->next_send = m->cu.round;
-        *round = m->cu.round;
-        *params = m->params->data;
-    }
-    pthread_mutex_unlock(&m->mu);
+    struct mx_cmd c = { .op = MX_OP_CATCHUP, .t = rumor_now(), .timeout = timeout };
+    struct mx_reply r;
+    int rc = mx_call(m, &c, &r);
     if (rc < 0)
-        return rumor_err_set(rc, "%s", msg);
+        return rc;
+    if (r.rc < 0)
+        return rumor_err_set(r.rc, "%s", r.err);
+    pthread_mutex_lock(&m->mu);
+    m->caller.next_send = r.round;
+    atomic_store_explicit(&m->caller_params, r.buf, memory_order_release);
+    pthread_mutex_unlock(&m->mu);
+    *round = r.round;
+    *params = r.buf->data;
     return 0;
+}
+
+/* ------------------------------------------- what the comm thread published */
+
+long rumor_mixer_swarm_round(rumor_mixer_t *m)
+{
+    pthread_mutex_lock(&m->pub_mu);
+    long r = m->pub.swarm_round;
+    pthread_mutex_unlock(&m->pub_mu);
+    return r;
 }
 
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out)
 {
-    pthread_mutex_lock(&m->mu);
-    *out = m->counters_pub;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    *out = m->pub.counters;
+    pthread_mutex_unlock(&m->pub_mu);
 }
 
 int rumor_mixer_allreduce_size(rumor_mixer_t *m)
 {
-    pthread_mutex_lock(&m->mu);
-    int n = m->ar.last_rn;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    int n = m->pub.ar_size;
+    pthread_mutex_unlock(&m->pub_mu);
     return n;
 }
 
 void rumor_mixer_traffic(rumor_mixer_t *m, uint64_t *sent, uint64_t *received)
 {
-    pthread_mutex_lock(&m->mu);
-    *sent = m->pub_sent;
-    *received = m->pub_received;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    *sent = m->pub.sent;
+    *received = m->pub.received;
+    pthread_mutex_unlock(&m->pub_mu);
 }
 
 void rumor_mixer_wire_stats(rumor_mixer_t *m, rumor_wire_stats_t *out)
 {
-    pthread_mutex_lock(&m->mu);
-    *out = m->wire_stats_pub;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    *out = m->pub.wire_stats;
+    pthread_mutex_unlock(&m->pub_mu);
 }
 
 void rumor_mixer_transport_stats(rumor_mixer_t *m, rumor_transport_stats_t *out)
 {
-    pthread_mutex_lock(&m->mu);
-    *out = m->ts_pub;
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    *out = m->pub.ts;
+    pthread_mutex_unlock(&m->pub_mu);
 }
 
 /* ------------------------------------------------------ the comm thread */
 
 static void *comm_thread(void *arg)
 {
-    mx_comm_main(arg);
+    rumor_mixer_t *m = arg;
+    mx_comm_main(m);
+    mx_cmd_shutdown(m); /* whoever still waits is answered */
     return NULL;
 }

@@ -185,12 +185,7 @@ void mx_async_close(rumor_mixer_t *m)
     long k = m->cur;
     rumor_sendbuf_t *out = mx_buf_get(m);
     if (!out) {
-        pthread_mutex_lock(&m->mu);
-        snprintf(m->closed_err, sizeof m->closed_err, "%s", rumor_err_msg());
-        m->closed_rc = RUMOR_ENOMEM;
-        m->req_close = -1;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
+        mx_close_failed(m, RUMOR_ENOMEM);
         return;
     }
     const float *x = m->params->data;

@@ -1,6 +1,7 @@
 /* The mixer's comm thread: receiving, accumulating, sending, closing rounds,
  * the HELLO handshake and the ring all-reduce (see mixer.h, mixer_int.h).
- * Everything here runs on the comm thread except the wake helpers. */
+ * Everything here runs on the comm thread except the wake helpers (any
+ * thread) and mx_alloc_state / mx_free_state (create and destroy). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -119,11 +120,12 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     for (int j = 0; cfg->membership && !m->open && j < N; j++)
         mark_talk(m, j);
     m->cur = cfg->first_round > 0 ? cfg->first_round : 0;
-    m->next_send = m->cur;
-    m->req_send = -1;
-    m->req_ahead = -1;
-    m->req_close = -1;
-    m->early_round = -1;
+    m->caller.next_send = m->cur;
+    m->caller.closing = -1;
+    m->closed.round = -1;
+    m->close_round = -1;
+    m->pend_send = -1;
+    m->pub.swarm_round = -1;
     m->wake_fd[0] = m->wake_fd[1] = -1;
     atomic_init(&m->ar.ref.refs, 0);
     atomic_init(&m->caller_mixes, 0);
@@ -292,10 +294,8 @@ int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint)
         rumor_info("%s is at %s now (was %s)", name, endpoint, m->ep[node]);
     else
         rumor_info("%s is at %s", name, endpoint);
-    pthread_mutex_lock(&m->mu); /* the caller's thread reads ep[] under mu */
     free(m->ep[node]);
     m->ep[node] = e;
-    pthread_mutex_unlock(&m->mu);
     m->counters.endpoints_learned++;
     mx_drop_serves(m, node);
     if (!m->talks_to[node])
@@ -343,12 +343,9 @@ static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const
     if (h->aux < 2 && m->talks_to[node])
         (void)mx_send_control(m, node, RUMOR_WIRE_HELLO, 2);
     if (h->aux >= 1 && !m->ready[node]) {
-        pthread_mutex_lock(&m->mu);
         m->ready[node] = 1;
         if (m->talks_to[node])
             m->nready++;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
     }
     return 0;
 }
@@ -538,86 +535,6 @@ static int recv_one(rumor_mixer_t *m)
 
 /* ------------------------------------------------------- the loop */
 
-/* Makes the comm thread's counters visible to the caller. */
-static void publish(rumor_mixer_t *m)
-{
-    const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
-    pthread_mutex_lock(&m->mu);
-    m->wire_stats_pub = m->wire_stats;
-    m->pub_sent = ts->bytes_sent;
-    m->pub_received = ts->bytes_received;
-    m->swarm_round_pub = mx_swarm_round(m);
-    m->counters_pub = m->counters;
-    m->vn_pub = m->vn;
-    int vready = 0;
-    for (int i = 0; m->swim && i < m->vn; i++)
-        vready += m->vslot[i] >= 0 && m->vslot[i] != m->self && m->ready[m->vslot[i]];
-    m->vready_pub = vready;
-    m->ts_pub = *ts;
-    m->rank_state_pub = m->rank_state;
-    pthread_mutex_unlock(&m->mu);
-}
-
-/* Takes the caller's requests: copied under mu, served after (serving
- * sends, reconnects and may take mu itself). */
-static void take_requests(rumor_mixer_t *m)
-{
-    pthread_mutex_lock(&m->mu);
-    long send = m->req_send;
-    rumor_sendbuf_t *send_buf = m->req_send_buf;
-    int (*ready)(void *) = m->params_ready;
-    void *ready_ctx = m->params_ready_ctx;
-    pthread_mutex_unlock(&m->mu);
-    /* asked outside mu: a device query; round_begin sets no other request
-     * until this one started (round_end comes between) */
-    m->send_waiting = 0;
-    if (send >= 0 && ready) {
-        int r = ready(ready_ctx);
-        if (r == 0) {
-            m->send_waiting = 1;
-            send = -1;
-        } else if (r < 0) {
-            rumor_warn("mixer: round %ld: the parameters' copy failed (%s); sending them as "
-                       "they are", send, rumor_err_msg());
-        }
-    }
-    pthread_mutex_lock(&m->mu);
-    if (send >= 0)
-        m->req_send = -1;
-    long ahead = m->req_stop ? -1 : m->req_ahead;
-    const float *ahead_x = m->req_ahead_x;
-    size_t ahead_upto = m->req_ahead_upto;
-    m->req_ahead = -1;
-    int hello = m->req_hello;
-    m->req_hello = 0;
-    int ar = m->ar.requested;
-    m->ar.requested = 0;
-    long jump = m->req_jump;
-    if (m->cu.requested) {
-        m->cu.requested = 0;
-        m->cu.active = 1;
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (send >= 0) {
-        mx_start_send(m, send, send_buf);
-        if (send >= 1)
-            m->hello_active = 0; /* everyone who was coming has come */
-    }
-    if (ahead >= 0)
-        mx_send_ahead(m, ahead, ahead_x, ahead_upto);
-    if (hello)
-        m->hello_active = 1;
-    if (ar)
-        ar_start(m);
-    if (jump >= 0) {
-        mx_do_jump(m, jump);
-        pthread_mutex_lock(&m->mu);
-        m->req_jump = -1;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
-    }
-}
-
 void mx_comm_main(rumor_mixer_t *m)
 {
     zmq_pollitem_t *items = calloc((size_t)m->npeers + 2, sizeof *items);
@@ -628,16 +545,14 @@ void mx_comm_main(rumor_mixer_t *m)
     int stopping = 0;
     mx_rank_start(m); /* before this peer says anything to anyone */
     for (;;) {
-        take_requests(m);
-        pthread_mutex_lock(&m->mu);
-        int stop = m->req_stop;
+        mx_take_commands(m);
+        int stop = m->stop;
         double stop_deadline = m->stop_deadline;
-        long want_close = m->req_close;
+        long want_close = m->close_round;
         double close_deadline = m->close_deadline;
         double pace_until = m->round_start + m->pace;
         double round_deadline = m->cur_deadline;
         int pacing = 0, extended = 0;
-        pthread_mutex_unlock(&m->mu);
         /* Stopping: neighbours still need this peer's last round, so
          * queued chunks go out first (within the grace period), then LEAVE
          * (behind them: each connection is FIFO), then ZeroMQ lets go. */
@@ -713,12 +628,9 @@ void mx_comm_main(rumor_mixer_t *m)
                      !atomic_load(&m->hurry) && !expired;
             /* complete, with cells left to the caller's threads: they mix
              * them in their idle time (the deadline still holds) */
-            int left = 0;
-            if (complete && !expired && mx_caller_mixes(m)) {
-                pthread_mutex_lock(&m->mu);
-                left = s->pub_round == m->cur && s->nmixed < m->nchunks;
-                pthread_mutex_unlock(&m->mu);
-            }
+            int left = complete && !expired && mx_caller_mixes(m) &&
+                       atomic_load(&s->pub_round) == m->cur &&
+                       atomic_load(&s->nmixed) < m->nchunks;
             if (!pacing && !left && (complete || expired)) {
                 mx_close_round(m, !complete);
                 continue;
@@ -751,6 +663,8 @@ void mx_comm_main(rumor_mixer_t *m)
             wait = pace_until - now;
         if (m->swim && m->rank_state == 2 && rumor_swim_next_deadline(m->swim) - now < wait)
             wait = rumor_swim_next_deadline(m->swim) - now;
+        if (m->barrier_reply && m->barrier_deadline - now < wait)
+            wait = m->barrier_deadline - now;
         if (stopping)
             wait = 0.01;
         if (m->send_waiting)
@@ -765,7 +679,8 @@ void mx_comm_main(rumor_mixer_t *m)
         /* Drain what arrived, bounded so sends and closes are not starved. */
         for (int k = 0; k < 256 && recv_one(m); k++)
             ;
-        publish(m);
+        mx_publish(m);
+        mx_barrier_progress(m);
     }
     free(items);
 }

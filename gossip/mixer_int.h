@@ -1,5 +1,13 @@
-/* The mixer's internals, shared by mixer.c (the API, run by the caller's
- * thread) and mixer_comm.c (the comm thread). Not installed. */
+/* The mixer's internals. Not installed.
+ *
+ * The mixer is an actor (as CZMQ's zactor): its comm thread owns the round
+ * state, the transport and everything in struct rumor_mixer past the
+ * "comm thread's" line; the caller's threads (mixer.c's API) talk to it
+ * only through commands (mixer_cmd.c): a command is queued under mu, the
+ * comm thread is woken through a pipe, serves the commands in order between
+ * polls and answers through a reply the caller waits on. What else both
+ * sides touch is listed in struct rumor_mixer by owner: atomics, and one
+ * published struct of counters. */
 #ifndef RUMOR_MIXER_INT_H
 #define RUMOR_MIXER_INT_H
 
@@ -26,7 +34,7 @@ enum { BUF_FREE = 0, BUF_USED, BUF_RETIRED };
 /* The receive state of one round. Neighbours send (offset, length) ranges
  * cut as they like; this peer accumulates and mixes in cells, its own chunk
  * grid (m->chunk elements each, the last one shorter). */
-struct mx_slot {
+struct mx_slot {                /* the comm thread's, but where said */
     long round;
     rumor_sendbuf_t *buf;      /* accumulator: sum of W_ij x_j over the ranges
                                 * received; a cell not touched yet is garbage */
@@ -50,16 +58,23 @@ struct mx_slot {
     double first_arrival, last_arrival; /* of those: the rate they come at */
     uint8_t *rdy;              /* (nchunks) complete, left for the caller to mix
                                 * (rumor_mixer_set_caller_mixes) */
-    /* under mu, for rumor_mixer_range_wait on the caller's threads */
-    long pub_round;            /* the round cstate describes (-1 none) */
-    uint8_t *cstate;           /* (nchunks) cell c: MX_CELL_* */
-    size_t nmixed;             /* cells in MX_CELL_MIXED */
+    /* Shared with the caller's threads (rumor_mixer_range_wait, caller
+     * mixes). pub_round is stored (release) by the comm thread once the rest
+     * is reset for a round, and -1 at its close; a cell is claimed by moving
+     * its cstate READY -> MIXING (compare-exchange) and handed over by
+     * storing MIXED (release) after its results below; pub_x is written
+     * once a round, before its first READY. The thread that mixed cell c
+     * wrote tmix[c], and a caller's thread cd2[c], csw[c] and cby[c]. */
+    _Atomic long pub_round;    /* the round cstate describes (-1 none) */
+    _Atomic uint8_t *cstate;   /* (nchunks) cell c: MX_CELL_* */
+    atomic_size_t nmixed;      /* cells in MX_CELL_MIXED */
     float *pub_data;           /* the accumulator's memory */
     const float *pub_x;        /* x(round), once known */
-    double cdis, cselfw;       /* what the caller's mixes added to dis and selfw */
-    int cmixed_any;
-    size_t ncaller;            /* cells the caller mixed */
-    double mix_t0, mix_t1;     /* when the first and the last cell were mixed (0 none) */
+    double *tmix;              /* (nchunks) when cell c was mixed */
+    double *cd2, *csw;         /* (nchunks) a caller's mix of c: its sum (mix - x)^2
+                                * and self-weight over the cell */
+    uint8_t *cby;              /* (nchunks) 0: the comm thread mixed c; 1 a caller's
+                                * thread did, 2 and mixed neighbours' data in */
     uint8_t *outlier;          /* (npeers) j left out of this round: its parameters are
                                 * an outlier's (mixer_terms.c) */
     double *od2, *on2;         /* (npeers) over j's ranges so far: sum (x_j - x)^2, sum x^2 */
@@ -71,13 +86,11 @@ enum { MX_CELL_OPEN, MX_CELL_READY, MX_CELL_MIXING, MX_CELL_MIXED };
 
 /* The ring all-reduce in progress (served by the comm thread). */
 struct mx_allreduce {
-    int requested;             /* posted by the caller, not yet started */
     int active;
-    float *buf;
+    float *buf;                /* the caller's (ALLREDUCE command) */
     long tag;
     double timeout;
-    int rc;                    /* 1 pending, 0 done, < 0 failed */
-    char err[256];
+    char err[256];             /* why it failed */
     /* progress */
     int step;                  /* 0 .. 2(N-1)-1: reduce-scatter then all-gather */
     size_t send_off;           /* next element of this step's segment to send */
@@ -92,7 +105,7 @@ struct mx_allreduce {
     int result;
     long last_tag;             /* wire tag of the last finished call (-1 none) */
     long wire;                 /* this call's tag on the wire (mixer_ring.c) */
-    int last_rn;               /* the ring of the last finished call (under mu) */
+    int last_rn;               /* the ring of the last finished call (published) */
     /* coded (int8, int4): each chunk encoded once, sent from here */
     int coded;                 /* this call's ranges go coded (the mixer's codec) */
     uint8_t *cbytes;           /* (2N x seg_chunks x stride) this call's encodings */
@@ -160,11 +173,9 @@ struct mx_part {
 };
 
 struct mx_catchup {
-    int requested, active;
+    int active;
     double deadline;
-    int rc;                    /* 1 pending, 0 done, < 0 failed */
     long round;                /* result: the round to begin next */
-    char err[256];
     rumor_sendbuf_t *buf;      /* the state being assembled */
     int nparts;
     struct mx_part part[MX_MAX_PARTS];
@@ -236,7 +247,93 @@ struct mx_held {
     int node;                  /* its sender's slot */
 };
 
+/* ------------------------------------------------------------------------
+ * The command path (mixer_cmd.c). The caller's threads never touch the comm
+ * thread's state: they post commands, and a command that has an answer
+ * names a reply, which the comm thread fills and marks done under mu.
+ * Commands are served in the order they were posted. */
+enum mx_op {
+    MX_OP_BEGIN,        /* round `round` begins: buf goes out; t: when (rumor_now) */
+    MX_OP_AHEAD,        /* x[0, upto) of round `round` is final (send_ahead) */
+    MX_OP_CLOSE,        /* close round `round`: reply when mixed (m->closed) */
+    MX_OP_JUMP,         /* move to round `round`; reply when done */
+    MX_OP_CATCHUP,      /* fetch the state within timeout s of t; reply: round, buf */
+    MX_OP_ALLREDUCE,    /* the mean of data over the ring; reply when done */
+    MX_OP_BARRIER,      /* reply (peers ready, or an error) once the barrier holds */
+    MX_OP_TIMEOUT,      /* round_timeout = timeout */
+    MX_OP_PARAMS_READY, /* the set_params_ready hook */
+    MX_OP_STOP          /* leave within timeout s of t */
+};
+
+#define MX_ERR_LEN 2048
+
+/* A command's answer. Written by the comm thread, then done = 1, under mu;
+ * read by the caller's threads under mu once done. */
+struct mx_reply {
+    int done;
+    int rc;                    /* 0 or a rumor_rc (BARRIER: peers ready, >= 0) */
+    char err[MX_ERR_LEN];      /* the comm thread's message when rc < 0 */
+    long round;                /* CLOSE: the round closed; CATCHUP: the round to begin */
+    long next;                 /* CLOSE: the round to begin next */
+    rumor_sendbuf_t *buf;      /* CLOSE, CATCHUP: the caller's parameters from now on */
+    rumor_round_stats_t st;    /* CLOSE */
+};
+
+struct mx_cmd {
+    int op;                    /* enum mx_op */
+    long round, tag;
+    rumor_sendbuf_t *buf;      /* BEGIN */
+    const float *x;            /* AHEAD */
+    size_t upto;
+    float *data;               /* ALLREDUCE */
+    int coded;
+    double t, timeout;         /* see enum mx_op */
+    int (*ready)(void *ctx);   /* PARAMS_READY */
+    void *ready_ctx;
+    struct mx_reply *reply;    /* NULL: nobody waits for an answer */
+};
+
+#define MX_CMDQ 32
+
+/* What the comm thread publishes for the caller's queries, copied whole
+ * under pub_mu (a lock around one struct: one copy in, one copy out). */
+struct mx_pub {
+    rumor_wire_stats_t wire_stats;
+    uint64_t sent, received;   /* transport bytes */
+    rumor_transport_stats_t ts;
+    rumor_mixer_counters_t counters;
+    long swarm_round;
+    int members;               /* the membership view's size (0: none yet) */
+    int ar_size;               /* the ring of the last finished all-reduce */
+    int incompat_all;          /* every peer talked to is incompatible (and was told) */
+    char incompat_err[1600];   /* the first difference found */
+};
+
+/* The caller's side of the rounds: read and written by the caller's threads
+ * under mu (range_wait may run on several at once); the comm thread never
+ * touches it. */
+struct mx_caller {
+    long next_send;            /* the round round_begin expects next */
+    long closing;              /* the round whose close was posted and not yet taken
+                                * by round_end (-1 none) */
+    rumor_sendbuf_t *early_hold; /* range_wait posted the close: the caller's x(closing),
+                                * held (a reference) until round_end */
+};
+
+/* ------------------------------------------------------------------------
+ * The mixer. Who owns what:
+ *   - fixed at create: written before the comm thread starts, read by all;
+ *   - the command path: under mu (the mailbox, replies, the caller's side);
+ *   - shared atomics: documented where they are (hurry, caller_mixes,
+ *     caller_params, each slot's cell states);
+ *   - published: under pub_mu, written by the comm thread only;
+ *   - everything else belongs to the comm thread, which runs every function
+ *     of mixer_*.c but mixer.c's API, mixer_cmd.c's caller side and
+ *     mx_caller_mix (mixer_round.c).
+ * Create and destroy run before the comm thread starts and after it ended:
+ * they touch everything. */
 struct rumor_mixer {
+    /* ---- fixed at create */
     rumor_mixer_config_t cfg;
     rumor_device_t *dev;       /* the mixing arithmetic's ops (cfg.dev or own_dev) */
     rumor_device_t *own_dev;
@@ -244,12 +341,61 @@ struct rumor_mixer {
     int self, npeers;
     size_t n, chunk, nchunks;
     uint64_t swarm, incarnation;
-    uint64_t *ids;             /* (npeers) peer ids (0: a free slot, open membership) */
+    int open;                  /* open membership (mixer_open.c) */
+    size_t max_recv;           /* the most elements one message may carry here */
+    int nslots;                /* receive slots: a directed or time-varying graph lets
+                                * a peer run up to a period ahead of one it sends to */
+    rumor_transport_t *tr;     /* the pointer; the transport is the comm thread's */
+    pthread_t thread;
+    int thread_started;
+    int wake_fd[2];            /* pipe: the caller's threads wake the comm thread
+                                * (write: any thread, even a signal handler) */
+
+    /* ---- the command path (mixer_cmd.c), under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* broadcast: a reply is done, the queue has room, a
+                                * cell became ready or mixed */
+    struct mx_cmd cmdq[MX_CMDQ]; /* posted, not yet taken */
+    int cmd_head, cmd_n;
+    int comm_gone;             /* the comm thread ended: posts fail */
+    struct mx_caller caller;
+    struct mx_reply closed;    /* the reply of the last round's close */
+
+    /* ---- shared atomics */
+    atomic_int hurry;          /* rumor_mixer_hurry: rounds end at once */
+    atomic_int caller_mixes;   /* rumor_mixer_set_caller_mixes */
+    _Atomic(rumor_sendbuf_t *) caller_params; /* the buffer the caller was handed last
+                                * (create, round_end, catch_up): rumor_mixer_params */
+
+    /* ---- published by the comm thread */
+    pthread_mutex_t pub_mu;
+    struct mx_pub pub;
+
+    /* ---- the comm thread's, from here on */
+    /* commands in progress: their replies (on the waiting caller's stack, or
+     * m->closed), answered when done; NULL none */
+    struct mx_reply *close_reply, *cu_reply, *ar_reply, *barrier_reply;
+    long close_round;          /* the round asked to close (-1 none) */
+    long pend_send;            /* a round begun whose send waits for the params_ready
+                                * hook (-1 none) */
+    rumor_sendbuf_t *pend_send_buf;
+    int (*params_ready)(void *ctx); /* rumor_mixer_set_params_ready */
+    void *params_ready_ctx;
+    int send_waiting;          /* pend_send waits for the hook */
+    double barrier_deadline, barrier_timeout;
+    int stop;                  /* STOP taken */
+    double stop_deadline;
+    double close_deadline, round_start, timeout;
+    double closing_mix[2];     /* the closing round's first and last mix */
+    double closing_recv[2];    /* the closing round's first_arrival, last_arrival */
+    size_t closing_caller;     /* the closing round's cells mixed by the caller */
+
+    uint64_t *ids;             /* (npeers) peer ids (0: a free slot, open membership);
+                                * ids[self] is fixed at create */
     char **ep;                 /* (npeers) where each peer listens (owned); NULL: not
                                 * known yet (membership learns it) */
     rumor_idmap_t idmap;       /* id -> slot, sorted by id */
     /* open membership (mixer_open.c): slots given to members as they come */
-    int open;
     uint8_t *seed_slot;        /* (npeers) a seed's address whose id is not known yet */
     uint64_t *trial_id;        /* (npeers) secure seeds: the id of the key this slot's
                                 * connection tries (0: not a trial) */
@@ -261,7 +407,6 @@ struct rumor_mixer {
     uint64_t refused_ids[8];   /* members said to have no slot (said once) */
     int nrefused;
     rumor_topo_t *own_topo;    /* open: the one-node graph before the first view */
-    int vready_pub;            /* view members (self aside) that answered, under mu */
     uint64_t *known_inc;       /* (npeers) newest incarnation seen */
     uint8_t *talks_to;         /* (npeers) exchanges with j in some round */
     int ntalk;
@@ -275,7 +420,6 @@ struct rumor_mixer {
     uint8_t *left;             /* (npeers) said LEAVE; cleared when it speaks again */
     double *behind_since;      /* (npeers) since when it is > MX_WAIT_LAG rounds behind; 0 not */
     float *scratch;            /* (MX_SCRATCH) aligned copy of an unaligned payload */
-    size_t max_recv;           /* the most elements one message may carry here */
     int *part_scratch;         /* (npeers) mix_cell: neighbours that covered part of a cell */
     /* per peer: rejections in the current round, for the round's log line */
     long *rej_round;           /* (npeers) round of the last rejection */
@@ -284,7 +428,6 @@ struct rumor_mixer {
     double *asked_round;       /* (npeers) when j was last asked its round */
     /* the rank check (mixer_rank.c): is another process this peer? */
     int rank_state;            /* 0 not started, 1 probing, 2 passed, < 0 conflict */
-    int rank_state_pub;        /* rank_state, published under mu */
     uint64_t rank_nonce;
     double rank_started, rank_handshake;
     char rank_err[512];
@@ -292,24 +435,20 @@ struct rumor_mixer {
     int nready;
     int *tmp_nbrs;
     double *tmp_w;
-    rumor_transport_t *tr;
-    int wake_fd[2];            /* pipe: the caller wakes the comm thread */
-    atomic_int hurry;          /* rumor_mixer_hurry: rounds end at once */
 
     rumor_sendbuf_t *bufs[MX_MAX_BUFS];
     int buf_state[MX_MAX_BUFS];
     int nbufs;
-    rumor_sendbuf_t *params;   /* current x_i(k): the caller's */
+    rumor_sendbuf_t *params;   /* x_i(k) as the comm thread knows it: the buffer the
+                                * last close or catch-up handed over */
 
     struct mx_slot *slot;      /* (nslots) rounds cur .. cur + nslots - 1 */
-    int nslots;                /* a directed or time-varying graph lets a peer
-                                * run up to a period ahead of one it sends to */
     long cur;                  /* the round being received into slot[cur % nslots] */
 
-    /* sending (comm thread): per peer, the rounds still to send, oldest
-     * first; a round stays queued while the peer may still use it (until
-     * the round after next is queued), so a slow neighbour gets every
-     * chunk of round k even after this peer moved on to k + 1. */
+    /* sending: per peer, the rounds still to send, oldest first; a round
+     * stays queued while the peer may still use it (until the round after
+     * next is queued), so a slow neighbour gets every chunk of round k even
+     * after this peer moved on to k + 1. */
     struct mx_sendq *sendq;    /* (npeers) */
     long sent_round;           /* the newest round round_begin handed over */
     rumor_sendbuf_t *sent_buf; /* its parameters, x(sent_round) */
@@ -319,44 +458,7 @@ struct rumor_mixer {
     int *out_nbrs;             /* scratch (npeers) */
     int barrier_run;           /* rumor_mixer_barrier was called */
 
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* requests from the caller (under mu) */
-    long next_send;            /* the round round_begin expects next */
-    long req_send;             /* -1 none */
-    rumor_sendbuf_t *req_send_buf;
-    long req_ahead;            /* rumor_mixer_send_ahead: round, or -1 none */
-    const float *req_ahead_x;  /* its parameters (the buffer round_end hands over) */
-    size_t req_ahead_upto;
-    /* rumor_mixer_set_params_ready's hook (read by the comm thread), and
-     * whether a requested send waits for it (comm thread only) */
-    int (*params_ready)(void *ctx);
-    void *params_ready_ctx;
-    int send_waiting;
-    long req_close;            /* -1 none */
-    long early_round;          /* rumor_mixer_range_wait started round k's close before
-                                * round_end (-1 none); early_hold: the caller's x(k),
-                                * kept (a reference) until round_end */
-    rumor_sendbuf_t *early_hold;
-    double closing_mix[2];     /* the closing round's mix_t0, mix_t1 (comm thread) */
-    double closing_recv[2];    /* the closing round's first_arrival, last_arrival */
-    size_t closing_caller;     /* the closing round's cells mixed by the caller */
-    atomic_int caller_mixes;   /* rumor_mixer_set_caller_mixes */
-    double close_deadline, round_start, timeout;
-    int req_hello, req_stop;
-    double stop_deadline;
-    /* results to the caller (under mu) */
-    int closed_rc;
-    char closed_err[256];      /* the comm thread's message when closed_rc < 0 */
-    rumor_sendbuf_t *closed_buf;
-    rumor_round_stats_t closed_stats;
-    rumor_wire_stats_t wire_stats_pub;
-    uint64_t pub_sent, pub_received; /* transport counters, published */
-    rumor_transport_stats_t ts_pub;  /* the transport's counters, published */
-
-    rumor_wire_stats_t wire_stats; /* comm thread's own */
+    rumor_wire_stats_t wire_stats;
     struct mx_allreduce ar;
     struct mx_held *hold;      /* (MX_HOLD_MAX) */
     int nhold;
@@ -368,21 +470,18 @@ struct rumor_mixer {
     long *peer_round;          /* (npeers) newest round heard from j, -1 none */
     long *said_round;          /* (npeers) newest round j said (HELLO) it is in, -1 none */
     double *stale_reply;       /* (npeers) when j was last told it is behind */
-    long req_jump;             /* -1 none (under mu) */
-    long swarm_round_pub;      /* mx_swarm_round, published under mu */
     long told_behind;          /* newest round a "you are behind" HELLO named, -1 none */
     double *last_heard;        /* (npeers) when j's last valid message came */
     double *last_redial;       /* (npeers) when j's connection was last remade */
     struct mx_catchup cu;
     struct mx_serve serve[MX_MAX_SERVES];
-    rumor_mixer_counters_t counters; /* comm thread's own; published under mu */
-    rumor_mixer_counters_t counters_pub;
+    rumor_mixer_counters_t counters;
     uint32_t next_req_id;
-    /* adaptive deadline: round times seen (under mu) */
+    /* adaptive deadline: round times seen */
     double samples[MX_DEADLINE_SAMPLES];
     int nsamples;
     double cur_deadline;
-    double pace;               /* median round time (under mu); 0 unknown */
+    double pace;               /* median round time; 0 unknown */
     /* membership (mixer_view.c) */
     rumor_swim_t *swim;
     rumor_topo_t *vtopo;       /* the family over the view; NULL: cfg.topo */
@@ -394,10 +493,9 @@ struct rumor_mixer {
     int vcap;                  /* npeers, or SWIM's table in open membership */
     uint64_t vversion;
     uint64_t view_changes;
-    int vn_pub;                /* view size, published under mu */
     /* asynchronous mode (mixer_async.c) */
     struct mx_async as;
-    struct mx_choco ch;        /* --compress (mixer_choco.c) */
+    struct mx_choco ch;        /* --compress (mixer_choco.c); ch.on is fixed at create */
     double recv_rate;          /* elements/s the last round's ranges arrived at (0 unknown) */
     int round_staleness;       /* of the round being closed */
     int round_sample;          /* its time is a deadline sample */
@@ -406,10 +504,9 @@ struct rumor_mixer {
                                 * data are dropped and it is not waited for */
     uint8_t *incompat_told;    /* (npeers) it was sent this peer's terms since */
     int nincompat;             /* of the peers talked to, how many are incompatible */
-    int nincompat_pub, incompat_all_pub; /* published under mu: that count, and
-                                * whether every peer talked to is incompatible and
-                                * was told this peer's terms or left */
-    char incompat_err[1600];    /* the first difference found (under mu) */
+    int incompat_all;          /* every peer talked to is incompatible and was told
+                                * this peer's terms or left */
+    char incompat_err[1600];   /* the first difference found */
     double *outlier_said;      /* (npeers) when j was last said to be an outlier */
 };
 
@@ -421,6 +518,31 @@ void mx_cond_init(pthread_cond_t *cv);
 int mx_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
 rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m);
 void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b);
+
+/* mixer_cmd.c: the command path.
+ * The caller's side: mx_call posts c and waits for its reply (0 posted and
+ * answered: the reply's rc is r->rc; < 0 the comm thread has ended). Under
+ * mu (the _locked forms; mx_call takes it): mx_post_locked queues c (it
+ * waits while the queue is full) and wakes the comm thread. */
+int mx_call(rumor_mixer_t *m, struct mx_cmd *c, struct mx_reply *r);
+int mx_post_locked(rumor_mixer_t *m, struct mx_cmd *c);
+/* The comm thread's side: takes every queued command and serves it in
+ * order; replies r (rc, and err when rc < 0, from fmt) and wakes who waits
+ * (r NULL: nothing). mx_reply_locked: the same with mu held, for replies
+ * that carry more (the caller fills the rest first). */
+void mx_take_commands(rumor_mixer_t *m);
+void mx_reply(rumor_mixer_t *m, struct mx_reply *r, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void mx_reply_locked(struct mx_reply *r, int rc, const char *msg);
+/* The barrier command (mx_call BARRIER): answered once it holds. */
+void mx_barrier_progress(rumor_mixer_t *m);
+/* The comm thread ends: every command pending or queued is answered with
+ * an error and later posts fail. */
+void mx_cmd_shutdown(rumor_mixer_t *m);
+/* Wakes the caller's threads that wait on cv (a cell's state changed). */
+void mx_cmd_broadcast(rumor_mixer_t *m);
+/* Copies the comm thread's counters, round and view into m->pub. */
+void mx_publish(rumor_mixer_t *m);
 
 /* mixer_comm.c: the comm thread's loop, receiving, sending.
  *
@@ -480,8 +602,8 @@ int mx_ensure_slot(rumor_mixer_t *m, long r);
 void mx_slot_x_known(rumor_mixer_t *m, struct mx_slot *s); /* x(round) set: mix what is ready */
 /* Whether complete cells are left to the caller's threads to mix */
 int mx_caller_mixes(const rumor_mixer_t *m);
-/* A caller's thread mixes cell c of slot s, which it claimed (MX_CELL_MIXING,
- * under mu); takes mu to publish it. */
+/* A caller's thread mixes cell c of slot s, which it claimed (READY ->
+ * MIXING), and hands it over (MIXED); mu not held. */
 void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c);
 int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data,
                  size_t nbytes);
@@ -489,6 +611,9 @@ void mx_refresh_absent(rumor_mixer_t *m, double deadline);
 int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s);
 int mx_round_flowing(const rumor_mixer_t *m, const struct mx_slot *s, double now);
 void mx_close_round(rumor_mixer_t *m, int timed_out);
+/* The close asked for failed (rc, the last error's message): said to the
+ * caller; the round stays open. */
+void mx_close_failed(rumor_mixer_t *m, int rc);
 /* Hands the mixed parameters of round k to the caller (both modes). */
 void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
                       int timed_out, double dis, double selfw, int mixed_any);
@@ -524,11 +649,11 @@ int mx_on_state_chunk(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, zmq
                       zmq_msg_t *body, int nbody);
 void mx_state_progress(rumor_mixer_t *m);
 int mx_state_wants_pollout(const rumor_mixer_t *m, int node);
-void mx_record_round_time(rumor_mixer_t *m, double seconds); /* under mu */
+void mx_record_round_time(rumor_mixer_t *m, double seconds);
 int mx_learn_endpoint(rumor_mixer_t *m, int node, const char *endpoint);
 void mx_drop_serves(rumor_mixer_t *m, int node);
 const char *mx_endpoint_name(const rumor_mixer_t *m, int node);
-double mx_deadline(rumor_mixer_t *m);                        /* under mu */
+double mx_deadline(rumor_mixer_t *m);
 
 /* mixer_open.c: open membership */
 int mx_open_alloc(rumor_mixer_t *m);
@@ -586,13 +711,16 @@ void mx_terms_free(rumor_mixer_t *m);
 int mx_terms_judge(rumor_mixer_t *m, int node, const void *body, size_t len, uint64_t space);
 /* A HELLO with this peer's terms went to node. */
 void mx_terms_told(rumor_mixer_t *m, int node);
-/* Publishes the incompatible count and whether all are (after a LEAVE). */
+/* Works out whether all are incompatible (after a LEAVE too) and
+ * publishes it. */
 void mx_terms_publish(rumor_mixer_t *m);
 /* Slot j got another member (open membership): forget what was known. */
 void mx_terms_forget(rumor_mixer_t *m, int node);
-/* The caller's side: 1 when every peer talked to is incompatible (the
- * first difference as the last error), else 0. */
+/* The caller's side (what was published): 1 when every peer talked to is
+ * incompatible (the first difference as the last error), else 0. */
 int mx_terms_all_incompatible(rumor_mixer_t *m);
+/* The comm thread's: the same message, written to msg (cap bytes). */
+void mx_terms_all_msg(const rumor_mixer_t *m, char *msg, size_t cap);
 /* Judges an f32 PARAMS range of slot s from node against this peer's own
  * parameters (cfg.outlier_ratio): 0, or -OUTLIER with node left out of
  * the round. */

@@ -102,10 +102,8 @@ static int free_slot(const rumor_mixer_t *m)
 static void release(rumor_mixer_t *m, int j)
 {
     rumor_transport_disconnect(m->tr, j);
-    pthread_mutex_lock(&m->mu);
     free(m->ep[j]);
     m->ep[j] = NULL;
-    pthread_mutex_unlock(&m->mu);
     m->seed_slot[j] = 0;
     m->trial_of[j] = -1;
     m->trial_id[j] = 0;
@@ -124,7 +122,6 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
         free(e);
         return RUMOR_EINVAL;
     }
-    pthread_mutex_lock(&m->mu); /* the caller's thread reads these under mu */
     m->ids[j] = id;
     if (e) {
         free(m->ep[j]);
@@ -133,7 +130,6 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
     m->ready[j] = 0;
     m->talks_to[j] = 1;
     m->ntalk++;
-    pthread_mutex_unlock(&m->mu);
     m->seed_slot[j] = 0;
     m->trial_of[j] = -1;
     m->trial_id[j] = 0;
@@ -223,9 +219,7 @@ static void trial_batch(rumor_mixer_t *m, int i)
             free(e);
             break;
         }
-        pthread_mutex_lock(&m->mu);
         m->ep[j] = e;
-        pthread_mutex_unlock(&m->mu);
         m->trial_of[j] = i;
         m->trial_id[j] = rumor_curve_id(pk);
         /* a wrong key is refused, and retried only once the batch closes */
@@ -274,9 +268,7 @@ int mx_open_seeds(rumor_mixer_t *m)
             char *e = strdup(ep);
             if (!e)
                 return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-            pthread_mutex_lock(&m->mu);
             m->ep[j] = e;
-            pthread_mutex_unlock(&m->mu);
             m->seed_slot[j] = 1;
             RUMOR_CHECK(rumor_transport_connect(m->tr, j, ep));
         }

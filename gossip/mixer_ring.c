@@ -462,13 +462,13 @@ void ar_progress(rumor_mixer_t *m)
             return;
         if (a->result == 0)
             m->dev->ops->scale(m->dev, a->buf, 1.0f / (float)a->rn, m->n);
-        pthread_mutex_lock(&m->mu);
-        a->rc = a->result;
         a->active = 0;
         a->last_tag = a->wire;
         a->last_rn = a->rn;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
+        mx_publish(m); /* its ring's size, before the reply */
+        struct mx_reply *r = m->ar_reply;
+        m->ar_reply = NULL;
+        mx_reply(m, r, a->result, "%s", a->err);
         return;
     }
     if (!a->replayed) {

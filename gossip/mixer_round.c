@@ -1,7 +1,7 @@
 /* Synchronous D-PSGD rounds, the receiving side (see mixer.h): judging a
  * neighbour's PARAMS range, accumulating it, mixing the cells that are
  * complete, deciding when a round is done, and closing it. Runs on the comm
- * thread.
+ * thread, but mx_caller_mix (a caller's thread, on a cell it claimed).
  *
  * Neighbours cut the flat space as they like (their own chunk size, their
  * own pipeline stages): a range is any [offset, offset + length) inside the
@@ -25,9 +25,14 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->wfull = calloc(m->nchunks, sizeof *s->wfull);
     s->touched = calloc(m->nchunks, 1);
     s->done = calloc(m->nchunks, 1);
-    s->cstate = calloc(m->nchunks, 1);
+    s->cstate = calloc(m->nchunks, sizeof *s->cstate);
+    s->tmix = calloc(m->nchunks, sizeof *s->tmix);
+    s->cd2 = calloc(m->nchunks, sizeof *s->cd2);
+    s->csw = calloc(m->nchunks, sizeof *s->csw);
+    s->cby = calloc(m->nchunks, 1);
     s->rdy = calloc(m->nchunks, 1);
-    s->pub_round = -1;
+    atomic_init(&s->pub_round, -1);
+    atomic_init(&s->nmixed, 0);
     s->full = calloc(N * m->nchunks, 1);
     s->cov = calloc(N, sizeof *s->cov);
     s->w_of = calloc(N, sizeof *s->w_of);
@@ -36,9 +41,12 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->od2 = calloc(N, sizeof *s->od2);
     s->on2 = calloc(N, sizeof *s->on2);
     s->olen = calloc(N, sizeof *s->olen);
-    if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->rdy || !s->full || !s->cov ||
-        !s->w_of || !s->in || !s->outlier || !s->od2 || !s->on2 || !s->olen)
+    if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->tmix || !s->cd2 || !s->csw ||
+        !s->cby || !s->rdy || !s->full || !s->cov || !s->w_of || !s->in || !s->outlier ||
+        !s->od2 || !s->on2 || !s->olen)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    for (size_t c = 0; c < m->nchunks; c++)
+        atomic_init(&s->cstate[c], MX_CELL_OPEN);
     return 0;
 }
 
@@ -51,6 +59,10 @@ void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
     free(s->touched);
     free(s->done);
     free(s->cstate);
+    free(s->tmix);
+    free(s->cd2);
+    free(s->csw);
+    free(s->cby);
     free(s->rdy);
     free(s->full);
     free(s->w_of);
@@ -92,17 +104,18 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
     s->max_range = 0;
     s->first_arrival = s->last_arrival = 0;
     memset(s->rdy, 0, m->nchunks);
-    pthread_mutex_lock(&m->mu);
-    s->mix_t0 = s->mix_t1 = 0;
-    memset(s->cstate, MX_CELL_OPEN, m->nchunks);
-    s->nmixed = 0;
-    s->pub_round = r;
+    /* what the caller's threads see: nobody holds a cell of this slot (its
+     * last round's close mixed every one), and a thread that still reads
+     * the old round's pub_round finds no READY cell until it is stored */
+    atomic_store_explicit(&s->pub_round, -1, memory_order_relaxed);
+    memset(s->tmix, 0, m->nchunks * sizeof *s->tmix);
+    memset(s->cby, 0, m->nchunks);
+    for (size_t c = 0; c < m->nchunks; c++)
+        atomic_store_explicit(&s->cstate[c], MX_CELL_OPEN, memory_order_relaxed);
+    atomic_store_explicit(&s->nmixed, 0, memory_order_relaxed);
     s->pub_data = s->buf->data;
     s->pub_x = s->x;
-    s->cdis = s->cselfw = 0;
-    s->cmixed_any = 0;
-    s->ncaller = 0;
-    pthread_mutex_unlock(&m->mu);
+    atomic_store_explicit(&s->pub_round, r, memory_order_release);
     return mx_slot_reweigh(m, s);
 }
 
@@ -163,18 +176,37 @@ static int mix_whole(rumor_mixer_t *m, float *acc, const float *x, size_t len, i
     return 1;
 }
 
-/* Cell c of slot s is mixed (under mu): rumor_mixer_range_wait's callers
- * see it, woken when `wake` (a thread may wait for it). */
-static void publish_mixed(rumor_mixer_t *m, struct mx_slot *s, size_t c, int wake)
+/* Cell c of slot s is mixed (its results written): the caller's threads
+ * see it; those waiting on cv are woken when `wake` (a thread may wait for
+ * it). Returns how many cells are mixed now. */
+static size_t publish_mixed(rumor_mixer_t *m, struct mx_slot *s, size_t c, int wake)
 {
-    double now = rumor_now();
-    if (s->mix_t0 == 0)
-        s->mix_t0 = now;
-    s->mix_t1 = now;
-    s->cstate[c] = MX_CELL_MIXED;
-    s->nmixed++;
+    s->tmix[c] = rumor_now();
+    size_t n = atomic_fetch_add_explicit(&s->nmixed, 1, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->cstate[c], MX_CELL_MIXED, memory_order_release);
     if (wake)
-        pthread_cond_broadcast(&m->cv);
+        mx_cmd_broadcast(m);
+    return n;
+}
+
+/* Claims cell c for the comm thread (OPEN or READY -> MIXING), waiting for a
+ * caller's thread that mixes it: 0 claimed, 1 mixed already (by a caller). */
+static int claim_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
+{
+    for (;;) {
+        uint8_t st = atomic_load_explicit(&s->cstate[c], memory_order_acquire);
+        if (st == MX_CELL_MIXED)
+            return 1;
+        if (st == MX_CELL_MIXING) { /* its mix ends with a broadcast under mu */
+            pthread_mutex_lock(&m->mu);
+            while (atomic_load_explicit(&s->cstate[c], memory_order_acquire) == MX_CELL_MIXING)
+                pthread_cond_wait(&m->cv, &m->mu);
+            pthread_mutex_unlock(&m->mu);
+            continue;
+        }
+        if (atomic_compare_exchange_strong(&s->cstate[c], &st, MX_CELL_MIXING))
+            return 0;
+    }
 }
 
 /* Mixes cell c: x = acc + (1 - w) x where w is the weight that arrived for
@@ -185,14 +217,7 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 {
     /* the caller's threads may mix a cell left to them: the comm thread
      * claims it first, or waits for the caller's mix to end */
-    pthread_mutex_lock(&m->mu);
-    while (s->cstate[c] == MX_CELL_MIXING)
-        pthread_cond_wait(&m->cv, &m->mu);
-    int theirs = s->cstate[c] == MX_CELL_MIXED;
-    if (!theirs)
-        s->cstate[c] = MX_CELL_MIXING;
-    pthread_mutex_unlock(&m->mu);
-    if (theirs) {
+    if (claim_cell(m, s, c)) {
         s->done[c] = 1;
         s->ndone++;
         return;
@@ -233,10 +258,9 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     s->done[c] = 1;
     s->ndone++;
     /* a caller's stage may step on its range once every cell of it is mixed
-     * (rumor_mixer_range_wait: it waits only once it started the close) */
-    pthread_mutex_lock(&m->mu);
-    publish_mixed(m, s, c, m->early_round == s->round);
-    pthread_mutex_unlock(&m->mu);
+     * (rumor_mixer_range_wait waits only once it posted the close, and
+     * looks again when the close is taken) */
+    publish_mixed(m, s, c, m->close_round == s->round);
 }
 
 /* Cell c is complete but left to the caller's threads to mix, in their idle
@@ -245,15 +269,13 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 static void leave_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 {
     s->rdy[c] = 1;
-    pthread_mutex_lock(&m->mu);
-    /* written once a round: a caller's thread mixing another cell reads it
-     * outside mu (it saw a cell READY, after this) */
+    /* written once a round, before the first READY: a caller's thread
+     * mixing another cell reads it */
     if (s->pub_x != s->x)
         s->pub_x = s->x;
-    if (s->cstate[c] == MX_CELL_OPEN)
-        s->cstate[c] = MX_CELL_READY;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
+    uint8_t open = MX_CELL_OPEN;
+    atomic_compare_exchange_strong(&s->cstate[c], &open, MX_CELL_READY);
+    mx_cmd_broadcast(m);
 }
 
 int mx_caller_mixes(const rumor_mixer_t *m)
@@ -270,15 +292,11 @@ void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     double d2 = 0, selfw = 0;
     /* touched and wfull are final: nothing comes for a complete cell */
     int mixed = mix_whole(m, acc, x, len, s->touched[c], s->wfull[c], &d2, &selfw);
-    pthread_mutex_lock(&m->mu);
-    s->cdis += d2;
-    s->cselfw += selfw;
-    s->cmixed_any |= mixed;
-    s->ncaller++;
-    publish_mixed(m, s, c, 1); /* the comm thread may wait for it */
-    int all = s->nmixed == m->nchunks;
-    pthread_mutex_unlock(&m->mu);
-    if (all)
+    s->cd2[c] = d2;
+    s->csw[c] = selfw;
+    s->cby[c] = (uint8_t)(1 + mixed);
+    /* the comm thread may wait for it */
+    if (publish_mixed(m, s, c, 1) == m->nchunks)
         mx_wake(m); /* the round may close now */
 }
 
@@ -575,12 +593,7 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
 {
     long k = m->cur;
     if (mx_ensure_slot(m, k) < 0) {
-        pthread_mutex_lock(&m->mu);
-        snprintf(m->closed_err, sizeof m->closed_err, "%s", rumor_err_msg());
-        m->closed_rc = rumor_err_code() ? rumor_err_code() : RUMOR_ENOMEM;
-        m->req_close = -1;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
+        mx_close_failed(m, rumor_err_code() ? rumor_err_code() : RUMOR_ENOMEM);
         return;
     }
     struct mx_slot *s = &m->slot[k % m->nslots];
@@ -589,16 +602,30 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
     for (size_t c = 0; c < m->nchunks; c++)
         if (!s->done[c])
             mix_cell(m, s, c);
-    pthread_mutex_lock(&m->mu); /* with what the caller's threads mixed */
-    double dis = s->dis + s->cdis, selfw = s->selfw + s->cselfw;
-    s->mixed_any |= s->cmixed_any;
-    m->closing_mix[0] = s->mix_t0;
-    m->closing_mix[1] = s->mix_t1;
+    /* with what the caller's threads mixed: every cell is MIXED, and its
+     * results were written before (mix_cell read its state, acquire) */
+    double dis = s->dis, selfw = s->selfw;
+    double t0 = 0, t1 = 0;
+    size_t ncaller = 0;
+    for (size_t c = 0; c < m->nchunks; c++) {
+        if (s->cby[c]) {
+            dis += s->cd2[c];
+            selfw += s->csw[c];
+            s->mixed_any |= s->cby[c] == 2;
+            ncaller++;
+        }
+        if (t0 == 0 || s->tmix[c] < t0)
+            t0 = s->tmix[c];
+        if (s->tmix[c] > t1)
+            t1 = s->tmix[c];
+    }
+    m->closing_mix[0] = t0;
+    m->closing_mix[1] = t1;
     m->closing_recv[0] = s->first_arrival;
     m->closing_recv[1] = s->last_arrival;
-    m->closing_caller = s->ncaller;
-    s->pub_round = -1; /* the caller's threads use the closed buffer now */
-    pthread_mutex_unlock(&m->mu);
+    m->closing_caller = ncaller;
+    /* the caller's threads use the closed buffer now (the close's reply) */
+    atomic_store_explicit(&s->pub_round, -1, memory_order_release);
     if (m->ch.on) /* the mix becomes x + gamma (s - x_hat) */
         mx_choco_finish(m, s, k, s->buf, &dis);
     for (int i = 0; i < s->nin; i++) {
@@ -633,9 +660,27 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
                      s->mixed_any);
 }
 
-/* Hands the mixed parameters of round k to the caller and moves on to
- * round k + 1 (or later: an asynchronous peer follows its neighbours'
- * clock, see mixer_async.c, which sets m->cur itself beforehand). */
+void mx_close_failed(rumor_mixer_t *m, int rc)
+{
+    char msg[MX_ERR_LEN];
+    snprintf(msg, sizeof msg, "%s", rumor_err_msg());
+    struct mx_reply *r = m->close_reply;
+    long k = m->close_round;
+    m->close_reply = NULL;
+    m->close_round = -1;
+    if (!r)
+        return;
+    pthread_mutex_lock(&m->mu);
+    r->round = k;
+    mx_reply_locked(r, rc, msg);
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Hands the mixed parameters of round k to the caller (the close's reply)
+ * and moves on to round k + 1 (or later: an asynchronous peer follows its
+ * neighbours' clock, see mixer_async.c, which sets m->cur itself
+ * beforehand). */
 void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, int complete,
                       int timed_out, double dis, double selfw, int mixed_any)
 {
@@ -644,11 +689,10 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
         m->cur = k + 1;
     if (mixed_any)
         m->counters.rounds_mixed++;
-    pthread_mutex_lock(&m->mu);
     double elapsed = rumor_now() - m->round_start;
     if (!m->cfg.async && !atomic_load(&m->hurry) && m->round_sample)
         mx_record_round_time(m, elapsed);
-    rumor_round_stats_t *st = &m->closed_stats;
+    rumor_round_stats_t stats, *st = &stats;
     memset(st, 0, sizeof *st);
     st->round = k;
     st->in_neighbors = nin;
@@ -676,17 +720,22 @@ void mx_publish_close(rumor_mixer_t *m, long k, rumor_sendbuf_t *out, int nin, i
     m->closing_caller = 0;
     m->told_behind = -1;
     st->max_staleness = m->round_staleness;
-    st->bytes_sent = m->pub_sent = ts->bytes_sent;
-    st->bytes_received = m->pub_received = ts->bytes_received;
+    st->bytes_sent = ts->bytes_sent;
+    st->bytes_received = ts->bytes_received;
     mx_buf_retire(m, m->params); /* may still be sending: recycled when done */
     m->params = out;
-    m->closed_buf = out;
-    m->closed_rc = 0;
-    m->req_close = -1;
-    m->next_send = m->cur;
-    m->wire_stats_pub = m->wire_stats;
-    m->counters_pub = m->counters;
-    m->ts_pub = *ts;
+    mx_publish(m); /* the counters as of this round, before its reply */
+    struct mx_reply *r = m->close_reply;
+    m->close_reply = NULL;
+    m->close_round = -1;
+    if (!r)
+        return;
+    pthread_mutex_lock(&m->mu);
+    r->st = stats;
+    r->round = k;
+    r->next = m->cur;
+    r->buf = out;
+    mx_reply_locked(r, 0, NULL);
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
 }

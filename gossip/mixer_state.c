@@ -1,9 +1,8 @@
 /* The mixer's round tracking and state transfer (see mixer.h): what round
  * each neighbour is at, telling a neighbour that fell behind, jumping this
  * peer's round forward, adaptive deadlines, and serving and fetching the
- * parameters for a late joiner or a restarted peer. Runs on the comm thread
- * except mx_record_round_time and mx_deadline (caller or comm thread, under
- * mu).
+ * parameters for a late joiner or a restarted peer. Runs on the comm
+ * thread.
  *
  * State transfer: the joiner cuts the space into contiguous parts, one per
  * neighbour that is at least at its round, and asks each for its part
@@ -51,8 +50,6 @@ int mx_state_alloc(rumor_mixer_t *m)
             return RUMOR_ENOMEM;
     for (int i = 0; i < MX_MAX_SERVES; i++)
         m->serve[i].node = -1;
-    m->req_jump = -1;
-    m->swarm_round_pub = -1;
     m->told_behind = -1;
     m->cur_deadline = m->timeout;
     m->next_req_id = (uint32_t)(m->incarnation ^ (m->incarnation >> 32)) | 1u;
@@ -343,15 +340,23 @@ static void serve_progress(rumor_mixer_t *m)
 
 /* ------------------------------------------------------ fetching */
 
+/* Answers the catch-up: rc, why it failed, or the round to begin and the
+ * parameters installed. */
 static void cu_finish(rumor_mixer_t *m, int rc, const char *why)
 {
-    pthread_mutex_lock(&m->mu);
-    m->cu.rc = rc;
-    if (why)
-        snprintf(m->cu.err, sizeof m->cu.err, "%s", why);
     m->cu.active = 0;
     m->cu.nparts = 0;
-    m->counters_pub = m->counters;
+    mx_publish(m); /* the counters with this fetch, before the reply */
+    struct mx_reply *r = m->cu_reply;
+    m->cu_reply = NULL;
+    if (!r)
+        return;
+    pthread_mutex_lock(&m->mu);
+    if (rc == 0) {
+        r->round = m->cu.round;
+        r->buf = m->params;
+    }
+    mx_reply_locked(r, rc, why);
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
 }
@@ -421,7 +426,6 @@ static void cu_install(rumor_mixer_t *m)
     for (int i = 0; i < m->cu.nparts; i++)
         if (m->cu.part[i].round > newest)
             newest = m->cu.part[i].round;
-    pthread_mutex_lock(&m->mu);
     mx_buf_retire(m, m->params);
     m->params = m->cu.buf;
     m->cu.buf = NULL;
@@ -435,7 +439,6 @@ static void cu_install(rumor_mixer_t *m)
     m->cu.round = m->cur;
     m->counters.state_fetches++;
     m->counters.state_bytes_fetched += m->n * sizeof(float);
-    pthread_mutex_unlock(&m->mu);
     rumor_info("state of %zu parameters from %d neighbour%s (round %ld): joining at round %ld",
                m->n, m->cu.nparts, m->cu.nparts == 1 ? "" : "s", newest, m->cur);
     cu_finish(m, 0, NULL);

@@ -2,7 +2,7 @@
  * differ (cfg.terms, terms.h), said once and for good while they run so,
  * and outliers (cfg.outlier_ratio), whose parameters are implausibly far
  * from this peer's, left out round by round. Runs on the comm thread; what
- * the caller reads is published under mu. */
+ * the caller reads is published (m->pub, under pub_mu). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,9 +35,7 @@ void mx_terms_forget(rumor_mixer_t *m, int node)
 {
     if (!m->incompatible[node])
         return;
-    pthread_mutex_lock(&m->mu); /* the barrier reads it */
     m->incompatible[node] = 0;
-    pthread_mutex_unlock(&m->mu);
     m->incompat_told[node] = 0;
     if (m->talks_to[node])
         m->nincompat--;
@@ -55,12 +53,13 @@ void mx_terms_publish(rumor_mixer_t *m)
     for (int j = 0; j < m->npeers; j++)
         if (m->talks_to[j] && !(m->incompatible[j] && (m->incompat_told[j] || m->left[j])))
             all = 0;
-    pthread_mutex_lock(&m->mu);
-    m->nincompat_pub = m->nincompat;
-    m->incompat_all_pub = all;
-    m->counters_pub.incompatible = m->nincompat;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
+    m->incompat_all = all;
+    pthread_mutex_lock(&m->pub_mu);
+    m->pub.incompat_all = all;
+    m->pub.counters.incompatible = m->nincompat;
+    if (!m->pub.incompat_err[0])
+        snprintf(m->pub.incompat_err, sizeof m->pub.incompat_err, "%s", m->incompat_err);
+    pthread_mutex_unlock(&m->pub_mu);
 }
 
 /* node's terms differ as `what` says: left out from now on, said once. */
@@ -68,9 +67,7 @@ static void mark_incompatible(rumor_mixer_t *m, int node, const char *what)
 {
     if (m->incompatible[node])
         return;
-    pthread_mutex_lock(&m->mu); /* the barrier reads it */
     m->incompatible[node] = 1;
-    pthread_mutex_unlock(&m->mu);
     if (m->talks_to[node])
         m->nincompat++;
     m->counters.incompatible = m->nincompat;
@@ -78,10 +75,8 @@ static void mark_incompatible(rumor_mixer_t *m, int node, const char *what)
     snprintf(msg, sizeof msg, "%s (%s) runs %s; this peer does not mix with it",
              mx_peer_name(m, node, name, sizeof name), mx_endpoint_name(m, node), what);
     rumor_error("%s", msg);
-    pthread_mutex_lock(&m->mu);
     if (!m->incompat_err[0]) /* the first difference: the one a failure names */
         snprintf(m->incompat_err, sizeof m->incompat_err, "%s", msg);
-    pthread_mutex_unlock(&m->mu);
     mx_terms_publish(m);
 }
 
@@ -133,14 +128,20 @@ void mx_terms_told(rumor_mixer_t *m, int node)
 
 int mx_terms_all_incompatible(rumor_mixer_t *m)
 {
-    pthread_mutex_lock(&m->mu);
-    int all = m->incompat_all_pub;
-    char msg[sizeof m->incompat_err];
-    snprintf(msg, sizeof msg, "%s", m->incompat_err);
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_lock(&m->pub_mu);
+    int all = m->pub.incompat_all;
+    char msg[sizeof m->pub.incompat_err];
+    if (all)
+        snprintf(msg, sizeof msg, "%s", m->pub.incompat_err);
+    pthread_mutex_unlock(&m->pub_mu);
     if (all)
         rumor_err_set(RUMOR_EINVAL, "%s; no neighbour is left to mix with", msg);
     return all;
+}
+
+void mx_terms_all_msg(const rumor_mixer_t *m, char *msg, size_t cap)
+{
+    snprintf(msg, cap, "%s; no neighbour is left to mix with", m->incompat_err);
 }
 
 int rumor_mixer_incompatible(rumor_mixer_t *m)
