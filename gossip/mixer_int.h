@@ -442,7 +442,9 @@ struct rumor_mixer {
     rumor_sendbuf_t *params;   /* x_i(k) as the comm thread knows it: the buffer the
                                 * last close or catch-up handed over */
 
-    struct mx_slot *slot;      /* (nslots) rounds cur .. cur + nslots - 1 */
+    struct mx_slot *slot;      /* (nslots) rounds cur .. cur + nslots - 1; the array is
+                                * fixed at create, and the caller's threads read the
+                                * shared part of a slot (struct mx_slot) */
     long cur;                  /* the round being received into slot[cur % nslots] */
 
     /* sending: per peer, the rounds still to send, oldest first; a round
