@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,9 @@
 #include <time.h>
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static int level_set;
-static rumor_log_level level = RUMOR_LOG_INFO;
+/* the level: RUMOR_LOG's until rumor_log_set_level; read by every thread
+ * that logs, so atomic (-1: not read from the environment yet) */
+static _Atomic int level = -1;
 static char tag[64];
 
 int rumor_log_parse_level(const char *name, rumor_log_level *out)
@@ -29,20 +31,23 @@ int rumor_log_parse_level(const char *name, rumor_log_level *out)
 
 rumor_log_level rumor_log_get_level(void)
 {
-    if (!level_set) {
-        rumor_log_level l;
+    int l = atomic_load(&level);
+    if (l < 0) {
+        /* the first call: threads that race here read the same value */
+        rumor_log_level e = RUMOR_LOG_INFO;
         const char *env = getenv("RUMOR_LOG");
-        if (env && rumor_log_parse_level(env, &l) == 0)
-            level = l;
-        level_set = 1;
+        if (env && rumor_log_parse_level(env, &e) < 0)
+            e = RUMOR_LOG_INFO;
+        int expected = -1;
+        atomic_compare_exchange_strong(&level, &expected, (int)e);
+        l = atomic_load(&level);
     }
-    return level;
+    return (rumor_log_level)l;
 }
 
 void rumor_log_set_level(rumor_log_level l)
 {
-    level = l;
-    level_set = 1;
+    atomic_store(&level, (int)l);
 }
 
 void rumor_log_set_tag(const char *t)
