@@ -375,12 +375,7 @@ int rumor_mixer_barrier(rumor_mixer_t *m, double timeout)
 {
     struct mx_cmd c = { .op = MX_OP_BARRIER, .t = rumor_now(), .timeout = timeout };
     struct mx_reply r;
-    int rc = mx_call(m, &c, &r);
-    if (rc < 0)
-        return rc;
-    if (r.rc < 0)
-        return rumor_err_set(r.rc, "%s", r.err);
-    return r.rc;
+    return mx_call(m, &c, &r);
 }
 
 void rumor_mixer_set_params_ready(rumor_mixer_t *m, int (*ready)(void *ctx), void *ctx)
@@ -618,11 +613,7 @@ int rumor_mixer_allreduce_mean(rumor_mixer_t *m, float *buf, size_t n, long tag,
                         .coded = coded };
     struct mx_reply r;
     int rc = mx_call(m, &c, &r);
-    if (rc < 0)
-        return rc;
-    if (r.rc < 0)
-        return rumor_err_set(r.rc, "%s", r.err);
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 int rumor_mixer_jump(rumor_mixer_t *m, long round)
@@ -654,8 +645,6 @@ int rumor_mixer_catch_up(rumor_mixer_t *m, long *round, float **params, double t
     int rc = mx_call(m, &c, &r);
     if (rc < 0)
         return rc;
-    if (r.rc < 0)
-        return rumor_err_set(r.rc, "%s", r.err);
     pthread_mutex_lock(&m->mu);
     m->caller.next_send = r.round;
     atomic_store_explicit(&m->caller_params, r.buf, memory_order_release);

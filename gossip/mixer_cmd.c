@@ -46,7 +46,11 @@ int mx_call(rumor_mixer_t *m, struct mx_cmd *c, struct mx_reply *r)
     while (rc == 0 && !r->done)
         pthread_cond_wait(&m->cv, &m->mu);
     pthread_mutex_unlock(&m->mu);
-    return rc;
+    if (rc < 0)
+        return rc;
+    if (r->rc < 0)
+        return rumor_err_set(r->rc, "%s", r->err);
+    return r->rc;
 }
 
 /* --------------------------------------------------- replies */

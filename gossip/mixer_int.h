@@ -522,8 +522,9 @@ rumor_sendbuf_t *mx_buf_get(rumor_mixer_t *m);
 void mx_buf_retire(rumor_mixer_t *m, rumor_sendbuf_t *b);
 
 /* mixer_cmd.c: the command path.
- * The caller's side: mx_call posts c and waits for its reply (0 posted and
- * answered: the reply's rc is r->rc; < 0 the comm thread has ended). Under
+ * The caller's side: mx_call posts c and waits for its reply, and returns
+ * the reply's rc (>= 0), or its error (the reply's message set as this
+ * thread's error), or < 0 when the comm thread has ended. Under
  * mu (the _locked forms; mx_call takes it): mx_post_locked queues c (it
  * waits while the queue is full) and wakes the comm thread. */
 int mx_call(rumor_mixer_t *m, struct mx_cmd *c, struct mx_reply *r);
