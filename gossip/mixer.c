@@ -278,6 +278,12 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         else
             rc = m->dev->ops->copy(m->dev, m->params->data, init, m->n * sizeof(float));
     }
+    if (rc == 0 && cfg->outlier_ratio > 0 && !cfg->async) {
+        m->outlier_own0 = malloc(m->n * sizeof(float));
+        rc = m->outlier_own0 ? m->dev->ops->copy(m->dev, m->outlier_own0, init,
+                                                 m->n * sizeof(float))
+                             : rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    }
     if (rc == 0)
         rc = mx_choco_alloc(m);
     if (rc == 0 && m->ch.on) /* a resumed peer's copy until its first keyframe */

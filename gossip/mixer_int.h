@@ -510,6 +510,10 @@ struct rumor_mixer {
                                 * this peer's terms or left */
     char incompat_err[1600];   /* the first difference found */
     double *outlier_said;      /* (npeers) when j was last said to be an outlier */
+    float *outlier_own0;       /* the parameters the mixer was made with, which the
+                                * outlier check judges ranges by until this peer's
+                                * first round goes out (the caller may step its own
+                                * meanwhile: local steps); freed then */
 };
 
 /* mixer.c */

@@ -2,6 +2,7 @@
  * messages, queueing each round's parameters for the out-neighbours and
  * handing their ranges to ZeroMQ, HELLOs (see mixer.h, mixer_int.h). */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -135,6 +136,8 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
      * of round k that are complete can be mixed */
     m->sent_round = k;
     m->sent_buf = buf ? buf : x;
+    free(m->outlier_own0); /* the outlier check judges by what was sent now */
+    m->outlier_own0 = NULL;
     /* a round queued ahead (rumor_mixer_send_ahead) is whole now; any other
      * one queued ahead (the caller jumped past it) was final as far as it
      * went: its rest goes too, x does not change over a jump */

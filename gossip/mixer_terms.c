@@ -29,6 +29,7 @@ void mx_terms_free(rumor_mixer_t *m)
     free(m->incompatible);
     free(m->incompat_told);
     free(m->outlier_said);
+    free(m->outlier_own0);
 }
 
 void mx_terms_forget(rumor_mixer_t *m, int node)
@@ -196,12 +197,13 @@ int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t
     }
     /* this peer's own x(round) once it began the round, else the round
      * before's (a range sent ahead): a step apart, the same scale; before
-     * its first round went out, the parameters it was made with (nobody
-     * writes them until then, unless a device copies them in: then none) */
+     * its first round went out, a copy of the parameters it was made with
+     * (the caller steps its own meanwhile; none when a device copies them
+     * in) */
     const float *own = s->x          ? s->x
                        : m->sent_buf ? m->sent_buf->data
-                       : m->sent_round < 0 && !m->params_ready && m->params ? m->params->data
-                                                                           : NULL;
+                       : m->sent_round < 0 && !m->params_ready ? m->outlier_own0
+                                                               : NULL;
     if (!own)
         return 0;
     struct dist_ctx c = { own + h->offset, 0, 0 };
