@@ -328,6 +328,37 @@ static int build_gpt(builder_t *b, const char *spec, int data_vocab)
     return 0;
 }
 
+/* GPT-2's sizes by name (OpenAI's 124M, 350M and 774M models: vocabulary
+ * 50257, context 1024), optionally followed by ":" and gpt: fields that
+ * replace the preset's (gpt2:ctx=256,dropout=0.1). Writes the gpt: spec to
+ * full and returns 1; 0 when spec names no preset; an error when its
+ * fields do not fit. */
+static int gpt_preset(const char *spec, char *full, size_t cap)
+{
+    static const struct {
+        const char *name, *fields;
+    } presets[] = {
+        {"gpt2", "layers=12,dim=768,heads=12"},
+        {"gpt2-medium", "layers=24,dim=1024,heads=16"},
+        {"gpt2-large", "layers=36,dim=1280,heads=20"},
+    };
+    size_t n = strcspn(spec, ":");
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (strlen(presets[i].name) != n || strncmp(spec, presets[i].name, n) != 0)
+            continue;
+        const char *more = spec[n] == ':' ? spec + n + 1 : "";
+        if (spec[n] == ':' && !*more)
+            return rumor_err_set(RUMOR_EINVAL, "model '%s': nothing after ':' (expected "
+                                 "fields such as ctx=256)", spec);
+        int w = snprintf(full, cap, "gpt:%s,ctx=1024,vocab=50257%s%s", presets[i].fields,
+                         *more ? "," : "", more);
+        if (w < 0 || (size_t)w >= cap)
+            return rumor_err_set(RUMOR_EINVAL, "model '%s': too long", spec);
+        return 1;
+    }
+    return 0;
+}
+
 int rumor_model_create(const char *spec, int data_vocab, rumor_model_t **out)
 {
     *out = NULL;
@@ -338,15 +369,19 @@ int rumor_model_create(const char *spec, int data_vocab, rumor_model_t **out)
     if (!m)
         return rumor_err_set(RUMOR_ENOMEM, "model: out of memory");
     builder_t b = {.m = m};
+    char full[RUMOR_MODEL_SPEC];
     int rc;
     if (strncmp(spec, "mlp:", 4) == 0)
         rc = build_mlp(&b, spec);
     else if (strncmp(spec, "gpt:", 4) == 0)
         rc = build_gpt(&b, spec, data_vocab);
-    else
+    else if ((rc = gpt_preset(spec, full, sizeof full)) == 1)
+        rc = build_gpt(&b, full, data_vocab);
+    else if (rc == 0)
         rc = rumor_err_set(RUMOR_EINVAL,
-                           "model '%s': unknown kind (expected mlp:D0-D1-...-Dn or "
-                           "gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P])",
+                           "model '%s': unknown kind (expected mlp:D0-D1-...-Dn, "
+                           "gpt:layers=L,dim=D,heads=H,ctx=T[,vocab=V][,dropout=P] or a preset: "
+                           "gpt2, gpt2-medium, gpt2-large[:FIELD=VALUE,...])",
                            spec);
     if (rc < 0) {
         rumor_model_destroy(&m);

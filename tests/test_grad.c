@@ -309,6 +309,39 @@ static void check_canonical_specs(void)
     }
 }
 
+/* GPT-2's presets have the parameter counts of OpenAI's checkpoints as
+ * transformers loads them (tied output weights): 124,439,808, 354,823,168
+ * and 774,030,080. */
+static void check_presets(void)
+{
+    static const struct {
+        const char *spec, *canon;
+        size_t nparams;
+    } p[] = {
+        { "gpt2", "gpt:layers=12,dim=768,heads=12,ctx=1024,vocab=50257,dropout=0", 124439808 },
+        { "gpt2-medium", "gpt:layers=24,dim=1024,heads=16,ctx=1024,vocab=50257,dropout=0",
+          354823168 },
+        { "gpt2-large", "gpt:layers=36,dim=1280,heads=20,ctx=1024,vocab=50257,dropout=0",
+          774030080 },
+        { "gpt2:ctx=256,dropout=0.1",
+          "gpt:layers=12,dim=768,heads=12,ctx=256,vocab=50257,dropout=0.1",
+          124439808 - 768 * 768 },
+    };
+    for (size_t i = 0; i < sizeof p / sizeof *p; i++) {
+        rumor_model_t *m = NULL;
+        CHECK_OK(rumor_model_create(p[i].spec, 0, &m));
+        CHECKF(m && !strcmp(m->spec, p[i].canon) && m->nparams == p[i].nparams,
+               "'%s': '%s' with %zu parameters, expected '%s' with %zu", p[i].spec,
+               m ? m->spec : "(none)", m ? m->nparams : 0, p[i].canon, p[i].nparams);
+        rumor_model_destroy(&m);
+    }
+    rumor_model_t *m = NULL;
+    CHECK_ERR(rumor_model_create("gpt2:", 0, &m), RUMOR_EINVAL, "nothing after ':'");
+    CHECK_ERR(rumor_model_create("gpt2:ctx=x", 0, &m), RUMOR_EINVAL, "ctx must be");
+    CHECK_ERR(rumor_model_create("gpt2-xxl", 0, &m), RUMOR_EINVAL, "gpt2-medium");
+    CHECK(m == NULL);
+}
+
 static void check_bad_specs(void)
 {
     rumor_model_t *m = NULL;
@@ -376,6 +409,7 @@ int main(void)
     check_model("gpt:layers=1,dim=16,heads=2,ctx=6,vocab=7,dropout=0.2", 2, 6, 1, 1, 1e-2f);
     check_layout();
     check_canonical_specs();
+    check_presets();
     check_bad_specs();
     rumor_device_close(&dev);
     return tu_finish("test_grad");
