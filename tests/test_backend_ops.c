@@ -175,6 +175,53 @@ static void op_gemm(rumor_precision prec)
     CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
 }
 
+/* x rounded to bf16 (8 bits of mantissa, to nearest, ties to even) */
+static float round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* bf16 products are the fp32 products of the inputs rounded to bf16: the
+ * CPU's GEMM over rounded copies, to fp32's tolerance, with leading
+ * dimensions wider than the rows (operands inside larger matrices) */
+static void op_gemm_bf16_exact(void)
+{
+    CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_BF16));
+    for (int pad = 0; pad < 2; pad++) /* packed operands of 4s (vector loads), padded ones */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int m = pad ? 37 : 36, n = pad ? 53 : 52, k = pad ? 29 : 28;
+            int lda = (ta ? m : k) + 3 * pad, ldb = (tb ? k : n) + 5 * pad, ldc = n + 2 * pad;
+            size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb,
+                   nc = (size_t)m * ldc;
+            float *a = host_rand(na, 1), *b = host_rand(nb, 1), *c = host_rand(nc, 1);
+            float *ra = malloc(na * 4), *rb = malloc(nb * 4), *ref = malloc(nc * 4);
+            for (size_t i = 0; i < na; i++)
+                ra[i] = round_bf16(a[i]);
+            for (size_t i = 0; i < nb; i++)
+                rb[i] = round_bf16(b[i]);
+            memcpy(ref, c, nc * 4);
+            cpu->ops->gemm(cpu, ta, tb, m, n, k, 0.7f, ra, lda, rb, ldb, 0.3f, ref, ldc);
+            gbuf A = gput(a, na), B = gput(b, nb), C = gput(c, nc);
+            gpu->ops->gemm(gpu, ta, tb, m, n, k, 0.7f, gdata(&A), lda, gdata(&B), ldb, 0.3f,
+                           gdata(&C), ldc);
+            char what[64];
+            snprintf(what, sizeof what, "gemm %c%c bf16 inputs, %s", ta ? 'T' : 'N',
+                     tb ? 'T' : 'N', pad ? "strided" : "packed");
+            float *got = gtake(&C, what);
+            compare(what, ref, got, nc, 1e-10);
+            free(gtake(&A, "gemm A"));
+            free(gtake(&B, "gemm B"));
+            free(a), free(b), free(c), free(ra), free(rb), free(ref), free(got);
+        }
+    CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
+}
+
 /* inputs with a NaN, +Inf and -Inf among them */
 static float *host_special(size_t n, float scale)
 {
@@ -505,8 +552,10 @@ static void run_backend(void)
     op_gemm(RUMOR_PREC_FP32);
     if (gpu->ops->supports(gpu, RUMOR_CAP_TF32))
         op_gemm(RUMOR_PREC_TF32);
-    if (gpu->ops->supports(gpu, RUMOR_CAP_BF16))
+    if (gpu->ops->supports(gpu, RUMOR_CAP_BF16)) {
         op_gemm(RUMOR_PREC_BF16);
+        op_gemm_bf16_exact();
+    }
     static const struct {
         const char *name;
         unary_fn f;

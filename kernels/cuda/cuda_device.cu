@@ -501,6 +501,7 @@ static void ctx_free(cu_ctx *c)
         cudaFree(c->red);
     if (c->ones)
         cudaFree(c->ones);
+    cu_matmul_free(c);
     if (c->red_host)
         cudaFreeHost(c->red_host);
     if (c->stream)

@@ -35,6 +35,8 @@ typedef struct cu_ctx {
     double *red_host;      /* 2 doubles, page-locked */
     float *ones;           /* (nones) 1.0f: sum_rows is a GEMV against it */
     size_t nones;
+    uint16_t *bf16;        /* (bf16_cap) bf16 inputs of a GEMM (cuda_matmul.cu) */
+    size_t bf16_cap;
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
@@ -131,6 +133,7 @@ int cu_copy(rumor_device_t *d, void *dst, const void *src, size_t bytes);
 int cu_sync(rumor_device_t *d);
 
 /* cuda_matmul.cu */
+void cu_matmul_free(cu_ctx *x); /* the GEMMs' scratch */
 void cu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void cu_gemm_batched(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,

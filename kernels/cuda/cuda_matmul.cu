@@ -8,8 +8,21 @@
  * The device's precision (ops.h) picks cuBLAS's compute type: fp32
  * (CUBLAS_COMPUTE_32F), tf32 or bf16 tensor cores (..._FAST_TF32,
  * ..._FAST_16BF: inputs rounded on the fly, fp32 accumulation, fp32 in and
- * out, so parameters and activations stay fp32 in memory). */
+ * out, so parameters and activations stay fp32 in memory).
+ *
+ * bf16: cu_gemm rounds both inputs to bf16 (to nearest, ties to even, as
+ * the tensor cores round) into the device's scratch and multiplies bf16
+ * matrices with fp32 accumulation into the fp32 output: cuBLAS's bf16
+ * kernels read half the bytes and run at the tensor cores' bf16 rate, where
+ * fp32 inputs under ..._FAST_16BF are converted inside slower kernels. The
+ * scratch grows to the largest pair of inputs seen (in the first steps),
+ * up to CU_BF16_SCRATCH elements; larger products keep ..._FAST_16BF. */
+#include <string.h>
+
 #include "cuda_int.h"
+
+#define CU_BF16_SCRATCH ((size_t)512 << 20) /* elements: 1 GiB */
+#define CUDA_BF16_TYPE CUDA_R_16BF
 
 static cublasComputeType_t compute_type(const rumor_device_t *d)
 {
@@ -20,6 +33,97 @@ static cublasComputeType_t compute_type(const rumor_device_t *d)
     }
 }
 
+static __device__ __forceinline__ uint16_t bf16_rn(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN stays a (quiet) NaN */
+        return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* dst (rows, cols) packed = bf16(src (rows, cols) with leading dimension
+ * ld); four elements a thread where rows are contiguous and aligned */
+static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld)
+{
+    size_t n = (size_t)rows * (size_t)cols, stride = (size_t)gridDim.x * blockDim.x;
+    size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (ld == cols && n % 4 == 0 && ((uintptr_t)src & 15) == 0) {
+        for (size_t i = i0; i < n / 4; i += stride) {
+            float4 v = ((const float4 *)src)[i];
+            uint2 o;
+            o.x = (uint32_t)bf16_rn(v.x) | ((uint32_t)bf16_rn(v.y) << 16);
+            o.y = (uint32_t)bf16_rn(v.z) | ((uint32_t)bf16_rn(v.w) << 16);
+            ((uint2 *)dst)[i] = o;
+        }
+        return;
+    }
+    for (size_t i = i0; i < n; i += stride) {
+        size_t r = i / (size_t)cols, c = i % (size_t)cols;
+        dst[i] = bf16_rn(src[r * (size_t)ld + c]);
+    }
+}
+
+/* The device's bf16 scratch holds `need` elements (grown outside the
+ * stream's work in flight: it may still be read); NULL on a failure
+ * (kept). */
+static uint16_t *bf16_scratch(rumor_device_t *d, size_t need)
+{
+    cu_ctx *x = cu_of(d);
+    if (need <= x->bf16_cap)
+        return x->bf16;
+    if (x->bf16) {
+        CU_KEEP(d, cudaStreamSynchronize(x->cur));
+        cudaFree(x->bf16);
+        x->bf16 = NULL;
+        x->bf16_cap = 0;
+    }
+    cudaError_t e = cudaMalloc((void **)&x->bf16, need * sizeof(uint16_t));
+    if (e != cudaSuccess) {
+        x->bf16 = NULL;
+        cudaGetLastError(); /* not a failure of the op: the slower path runs */
+        return NULL;
+    }
+    x->bf16_cap = need;
+    return x->bf16;
+}
+
+void cu_matmul_free(cu_ctx *x)
+{
+    if (x->bf16)
+        cudaFree(x->bf16);
+    x->bf16 = NULL;
+    x->bf16_cap = 0;
+}
+
+/* C = alpha op(A) op(B) + beta C with A and B rounded to bf16 first; 0, or
+ * -1 when the scratch cannot hold them (the caller multiplies as fp32) */
+static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc)
+{
+    /* as stored, row-major: A is (m, k), or (k, m) transposed; B (k, n) or
+     * (n, k) */
+    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    size_t na = (size_t)ar * ac, nb = (size_t)br * bc, na_pad = (na + 7) & ~(size_t)7;
+    if (na_pad + nb > CU_BF16_SCRATCH)
+        return -1;
+    uint16_t *s = bf16_scratch(d, na_pad + nb);
+    if (!s)
+        return -1;
+    cu_ctx *x = cu_of(d);
+    CU_LAUNCH(to_bf16_kernel, cu_blocks(na / 4 + 1, 256), 256, 0, x->cur, s, a, ar, ac, lda);
+    CU_LAUNCH(to_bf16_kernel, cu_blocks(nb / 4 + 1, 256), 256, 0, x->cur, s + na_pad, b, br, bc,
+              ldb);
+    CU_LAUNCHED(d, "gemm: inputs to bf16");
+    CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, s + na_pad,
+                                CUDA_BF16_TYPE, bc, s, CUDA_BF16_TYPE, ac, &beta, c, CUDA_R_32F,
+                                ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
 void cu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
@@ -27,6 +131,9 @@ void cu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha
         return;
     CU_ENTER(d);
     cu_ctx *x = cu_of(d);
+    if (d->precision == RUMOR_PREC_BF16 && k > 0 &&
+        gemm_bf16(d, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)
+        return;
     CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_32F,
                                 ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc,

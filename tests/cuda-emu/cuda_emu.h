@@ -111,7 +111,7 @@ typedef enum {
     CUBLAS_STATUS_NOT_SUPPORTED = 15
 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
-typedef enum { CUDA_R_32F = 0 } cudaDataType;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
 typedef enum {
     CUBLAS_COMPUTE_32F = 68,
     CUBLAS_COMPUTE_32F_FAST_16BF = 75,
@@ -169,6 +169,19 @@ static inline const float *emu_rounded(const float *a, int rows, int cols, int l
     return buf.data();
 }
 
+/* a column-major (rows, cols) bf16 operand with leading dimension ld, as
+ * floats */
+static inline void emu_widen(const void *a, int rows, int cols, int ld, std::vector<float> &buf)
+{
+    const uint16_t *h = (const uint16_t *)a;
+    buf.assign((size_t)ld * cols, 0.0f);
+    for (int j = 0; j < cols; j++)
+        for (int i = 0; i < rows; i++) {
+            uint32_t u = (uint32_t)h[(size_t)j * ld + i] << 16;
+            memcpy(&buf[(size_t)j * ld + i], &u, 4);
+        }
+}
+
 static inline cublasStatus_t emu_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
                                       int m, int n, int k, const float *alpha, const float *a,
                                       int lda, const float *b, int ldb, const float *beta, float *c,
@@ -188,10 +201,16 @@ static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta
                                           void *c, cudaDataType ct_, int ldc,
                                           cublasComputeType_t ct, cublasGemmAlgo_t algo)
 {
-    (void)at, (void)bt, (void)ct_, (void)algo;
-    if (m < 0 || n < 0 || k < 0)
+    (void)ct_, (void)algo;
+    if (m < 0 || n < 0 || k < 0 || at != bt)
         return CUBLAS_STATUS_INVALID_VALUE;
     hipStreamSynchronize(h->stream);
+    std::vector<float> fa, fb;
+    if (at == CUDA_R_16BF) { /* bf16 inputs, widened: the products are exact in fp32 */
+        emu_widen(a, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda, fa);
+        emu_widen(b, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb, fb);
+        a = fa.data(), b = fb.data();
+    }
     return emu_gemm(h, ta, tb, m, n, k, (const float *)alpha, (const float *)a, lda,
                     (const float *)b, ldb, (const float *)beta, (float *)c, ldc, ct);
 }
