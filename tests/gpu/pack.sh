@@ -22,7 +22,7 @@ if [ ! -f build-gpu/Makefile ] || [ configure -nt build-gpu/Makefile ]; then
     --with-cuda-arch="$arch")
 fi
 bins="rumor-train rumor-peer tests/gpt_ref tests/test_ops tests/test_ops_tf tests/test_backend_ops
-  tests/test_cuda_train tests/bench/bench_cuda tests/bench/bench_pipeline tests/bench/bench_gossip"
+  tests/test_cuda_train tests/test_cuda_parity tests/bench/bench_cuda tests/bench/bench_pipeline tests/bench/bench_gossip"
 # shellcheck disable=SC2086
 make -C build-gpu -j"$(nproc)" $bins >/dev/null
 rm -rf .gpu/build

@@ -3,7 +3,8 @@
 # can tell, in one run, from what tests/gpu/pack.sh packed into .gpu/:
 #   check  rumor-train devices; every op on the GPU against the CPU
 #          (test_backend_ops, test_ops, test_ops_tf); GPT steps, bf16,
-#          pipelines on the GPU, links and NCCL (test_cuda_train); rumor's
+#          pipelines on the GPU, links and NCCL (test_cuda_train); 50 bf16
+#          steps against the CPU's fp32 (test_cuda_parity); rumor's
 #          GPT against PyTorch and its Hugging Face export against
 #          transformers (test_gpt_torch.sh); a GPU peer in a CPU swarm
 #          (test_gpu_swarm.sh); test_backend_ops under compute-sanitizer
@@ -19,6 +20,8 @@
 #          peer, then test_ops_tf and test_backend_ops while time is left
 #   quick  the GPU's op and step tests and the swarm with a GPU peer (a
 #          short call to recheck a change)
+#   kernels the GPU's op and step tests, bench_cuda, the op profile and
+#          rumor's GPT against PyTorch (a call after the kernels changed)
 #   all    both, the most telling first (the GPU's op and step tests, its
 #          benchmarks, the rest), so a call cut at its limit keeps the most
 # Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
@@ -113,6 +116,7 @@ check_first() { # the GPU's own checks, fast, most telling first
   step test_ops 60 "$B/tests/test_ops"
   step test_ops_tf 60 "$B/tests/test_ops_tf"
   step test_cuda_train 120 "$B/tests/test_cuda_train"
+  step test_cuda_parity 60 "$B/tests/test_cuda_parity"
 }
 check_rest() {
   step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh"
@@ -120,7 +124,7 @@ check_rest() {
   step memcheck 120 sanitize
 }
 bench_gpu() {
-  step bench_cuda 240 "$B/tests/bench/bench_cuda"
+  step bench_cuda 330 "$B/tests/bench/bench_cuda"
   step profile_124m 90 profile
 }
 # the main job's mixed swarm, peer 0 pipelined on the GPU (the corpus
@@ -147,8 +151,9 @@ case $what in
     step test_ops_tf 60 "$B/tests/test_ops_tf"
     step test_backend_ops 90 "$B/tests/test_backend_ops" ;;
   quick) check_first; step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh" ;;
+  kernels) check_first; bench_gpu; step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh" ;;
   all) check_first; bench_gpu; check_rest; bench_cores; step demo 200 demo ;;
-  *) note "run: '$what': expected check, bench, cores, quick, swarm or all"; exit 2 ;;
+  *) note "run: '$what': expected check, bench, cores, quick, kernels, swarm or all"; exit 2 ;;
 esac
 note ""
 note "== summary"
