@@ -449,8 +449,7 @@ static const rumor_ops_t rumor_cuda_ops = {
     .gelu_backward = cu_gelu_backward,
     .dropout_forward = cu_dropout_forward,
     .dropout_backward = cu_dropout_backward,
-    .softmax_xent_forward = cu_softmax_xent_forward,
-    .softmax_xent_backward = cu_softmax_xent_backward,
+    .softmax_xent = cu_softmax_xent,
     .sgd_step = cu_sgd_step,
     .adamw_step = cu_adamw_step,
     .fill = cu_fill,
@@ -501,6 +500,8 @@ static void ctx_free(cu_ctx *c)
         cudaFree(c->red);
     if (c->ones)
         cudaFree(c->ones);
+    if (c->ln_part)
+        cudaFree(c->ln_part);
     if (c->red_host)
         cudaFreeHost(c->red_host);
     if (c->stream)

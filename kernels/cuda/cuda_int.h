@@ -35,6 +35,8 @@ typedef struct cu_ctx {
     double *red_host;      /* 2 doubles, page-locked */
     float *ones;           /* (nones) 1.0f: sum_rows is a GEMV against it */
     size_t nones;
+    float *ln_part;        /* (nln_part) layernorm_backward_w's per-chunk column sums */
+    size_t nln_part;
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
@@ -165,10 +167,8 @@ void cu_adamw_step(rumor_device_t *d, float *p, float *m, float *v, const float 
                    float lr, float b1, float b2, float eps, float wd, float bc1, float bc2);
 
 /* cuda_xent.cu */
-void cu_softmax_xent_forward(rumor_device_t *d, float *probs, float *losses, const float *logits,
-                             const int32_t *labels, int batch, int classes);
-void cu_softmax_xent_backward(rumor_device_t *d, float *dlogits, const float *probs,
-                              const int32_t *labels, int batch, int classes, float scale);
+void cu_softmax_xent(rumor_device_t *d, float *logits, float *losses, const int32_t *labels,
+                     int rows, int classes, float scale, int grad);
 
 /* cuda_layernorm.cu */
 void cu_layernorm_forward(rumor_device_t *d, float *y, float *mean, float *rstd, const float *x,
@@ -189,7 +189,7 @@ void cu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const fl
 void cu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,
                       const float *wpe, int B, int T, int C);
 void cu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
-                       const int32_t *tok, int B, int T, int C);
+                       const int32_t *tok, int B, int T, int C, int V);
 
 /* cuda_nccl.cu (built with NCCL): cliques of GPUs, one communicator a GPU */
 int cu_clique_open(rumor_device_t *const *devs, int n, rumor_clique_t **out);
