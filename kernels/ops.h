@@ -83,6 +83,16 @@ typedef struct rumor_ops {
     /* GELU, tanh approximation (as in GPT-2). */
     void (*gelu_forward)(rumor_device_t *d, float *y, const float *x, size_t n);
     void (*gelu_backward)(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n);
+    /* A dense layer and its GELU, as GPT-2's MLP has them; all row-major and
+     * contiguous, W (in, out). Forward: pre (rows, out) = x (rows, in) W +
+     * bias (out), y = gelu(pre) (pre kept for backward). Backward: dx (rows,
+     * in) = (dy (rows, out) W^T) * gelu'(pre (rows, in)). The same as gemm,
+     * add_bias and gelu_forward / gemm and gelu_backward in turn; CUDA fuses
+     * them into cuBLASLt epilogues. */
+    void (*gemm_bias_gelu)(rumor_device_t *d, float *y, float *pre, const float *x,
+                           const float *w, const float *bias, int rows, int in, int out);
+    void (*gemm_dgelu)(rumor_device_t *d, float *dx, const float *dy, const float *w,
+                       const float *pre, int rows, int in, int out);
     /* Inverted dropout: y = x * keep / (1-p), keep drawn from a counter-based
      * generator keyed by (seed, index), so backward recomputes the mask
      * instead of storing it and every backend draws the same mask. */

@@ -174,8 +174,9 @@ static int gpt_forward(const rumor_block_t *b, const rumor_call_t *c, const floa
     ops->add(d, v.r1, v.r1, x, n);
     ops->layernorm_forward(d, v.ln2, v.mean2, v.rstd2, v.r1, rumor_call_param(c, o[LN2_W]),
                            rumor_call_param(c, o[LN2_B]), R, C, LN_EPS);
-    conv1d(c, v.fch, v.ln2, o[FC_W], o[FC_B], R, C, 4 * C);
-    ops->gelu_forward(d, v.fcg, v.fch, 4 * n);
+    /* fch = ln2 Wfc + bfc, fcg = gelu(fch): one call (a cuBLASLt epilogue on CUDA) */
+    ops->gemm_bias_gelu(d, v.fcg, v.fch, v.ln2, rumor_call_param(c, o[FC_W]),
+                        rumor_call_param(c, o[FC_B]), R, C, 4 * C);
     /* y = r1 + dropout(gelu(fch) Wfp + bfp) */
     conv1d(c, y, v.fcg, o[FPROJ_W], o[FPROJ_B], R, 4 * C, C);
     dropout_fwd(c, b->dropout, y, n, rumor_mix64(c->key ^ 2));
@@ -195,8 +196,8 @@ static int gpt_backward_b(const rumor_block_t *b, const rumor_call_t *c, const f
     const size_t *o = b->sub;
     /* MLP branch */
     dropout_bwd(c, b->dropout, v.d2, dy, n, rumor_mix64(c->key ^ 2));
-    conv1d_dx(c, v.dfch, v.d2, o[FPROJ_W], R, 4 * C, C);
-    ops->gelu_backward(d, v.dfch, v.fch, v.dfch, 4 * n);
+    /* dfch = (d2 Wfp^T) * gelu'(fch): one call */
+    ops->gemm_dgelu(d, v.dfch, v.d2, rumor_call_param(c, o[FPROJ_W]), v.fch, R, 4 * C, C);
     conv1d_dx(c, v.dln2, v.dfch, o[FC_W], R, C, 4 * C);
     ops->layernorm_backward_x(d, v.dr1, v.dln2, v.r1, rumor_call_param(c, o[LN2_W]), v.mean2,
                               v.rstd2, R, C, 0);

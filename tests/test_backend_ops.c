@@ -175,6 +175,50 @@ static void op_gemm(rumor_precision prec)
     CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
 }
 
+/* the MLP's fused dense + GELU (cuBLASLt epilogues on a GPU) against the
+ * CPU's gemm, add_bias and GELU: widths that are multiples of 8 (the
+ * epilogue's) and odd ones (the separate ops) */
+static void op_gemm_gelu(rumor_precision prec)
+{
+    static const double lim[] = { 1e-10, 5e-4, 5e-3 };
+    static const int shapes[3][3] = { { 67, 48, 136 }, { 67, 45, 129 }, { 5, 8, 8 } };
+    CHECK_OK(rumor_device_set_precision(gpu, prec));
+    for (int s = 0; s < 3; s++) {
+        int rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        size_t nx = (size_t)rows * in, ny = (size_t)rows * out;
+        float *x = host_rand(nx, 1), *w = host_rand((size_t)in * out, 0.5f),
+              *b = host_rand((size_t)out, 0.5f), *dy = host_rand(ny, 1);
+        float *pre = malloc(ny * 4), *y = malloc(ny * 4), *dx = malloc(nx * 4);
+        float *xpre = host_rand(nx, 2); /* the backward's pre-GELU input, (rows, in) */
+        cpu->ops->gemm_bias_gelu(cpu, y, pre, x, w, b, rows, in, out);
+        cpu->ops->gemm_dgelu(cpu, dx, dy, w, xpre, rows, in, out);
+        gbuf X = gput(x, nx), W = gput(w, (size_t)in * out), Bb = gput(b, (size_t)out),
+             P = gput(NULL, ny), Y = gput(NULL, ny), DY = gput(dy, ny), XP = gput(xpre, nx),
+             DX = gput(NULL, nx);
+        gpu->ops->gemm_bias_gelu(gpu, gdata(&Y), gdata(&P), gdata(&X), gdata(&W), gdata(&Bb), rows,
+                                 in, out);
+        gpu->ops->gemm_dgelu(gpu, gdata(&DX), gdata(&DY), gdata(&W), gdata(&XP), rows, in, out);
+        char what[96];
+        float *gp = gtake(&P, "gemm_bias_gelu pre"), *gy = gtake(&Y, "gemm_bias_gelu y"),
+              *gdx = gtake(&DX, "gemm_dgelu dx");
+        snprintf(what, sizeof what, "gemm_bias_gelu pre (%d, %d, %d) %s", rows, in, out,
+                 rumor_precision_name(prec));
+        compare(what, pre, gp, ny, lim[prec]);
+        snprintf(what, sizeof what, "gemm_bias_gelu y (%d, %d, %d) %s", rows, in, out,
+                 rumor_precision_name(prec));
+        compare(what, y, gy, ny, lim[prec]);
+        snprintf(what, sizeof what, "gemm_dgelu dx (%d, %d, %d) %s", rows, in, out,
+                 rumor_precision_name(prec));
+        compare(what, dx, gdx, nx, lim[prec]);
+        gbuf *rest[] = { &X, &W, &Bb, &DY, &XP };
+        for (int i = 0; i < 5; i++)
+            free(gtake(rest[i], "gemm_gelu inputs"));
+        free(x), free(w), free(b), free(dy), free(pre), free(y), free(dx), free(xpre), free(gp),
+            free(gy), free(gdx);
+    }
+    CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
+}
+
 /* inputs with a NaN, +Inf and -Inf among them */
 static float *host_special(size_t n, float scale)
 {
@@ -524,7 +568,7 @@ static int table_complete(const rumor_ops_t *o)
     const void *need[] = {
         o->alloc, o->free, o->upload, o->download, o->copy, o->sync, o->gemm, o->add_bias,
         o->sum_rows, o->axpy, o->scale, o->relu_forward, o->relu_backward, o->gelu_forward,
-        o->gelu_backward, o->dropout_forward, o->dropout_backward, o->softmax_xent,
+        o->gelu_backward, o->gemm_bias_gelu, o->gemm_dgelu, o->dropout_forward, o->dropout_backward, o->softmax_xent,
         o->sgd_step, o->adamw_step, o->fill, o->add, o->axpby,
         o->axpy_dist, o->sumsq, o->gemm_batched, o->layernorm_forward, o->layernorm_backward_x,
         o->layernorm_backward_w, o->attention_forward, o->attention_backward, o->embed_forward,
@@ -548,10 +592,15 @@ static void run_backend(void)
     if (missing)
         return;
     op_gemm(RUMOR_PREC_FP32);
-    if (gpu->ops->supports(gpu, RUMOR_CAP_TF32))
+    op_gemm_gelu(RUMOR_PREC_FP32);
+    if (gpu->ops->supports(gpu, RUMOR_CAP_TF32)) {
         op_gemm(RUMOR_PREC_TF32);
-    if (gpu->ops->supports(gpu, RUMOR_CAP_BF16))
+        op_gemm_gelu(RUMOR_PREC_TF32);
+    }
+    if (gpu->ops->supports(gpu, RUMOR_CAP_BF16)) {
         op_gemm(RUMOR_PREC_BF16);
+        op_gemm_gelu(RUMOR_PREC_BF16);
+    }
     static const struct {
         const char *name;
         unary_fn f;

@@ -742,6 +742,7 @@ static void test_table_complete(const rumor_device_t *d)
     HAS(name); HAS(alloc); HAS(free); HAS(upload); HAS(download); HAS(copy); HAS(sync);
     HAS(gemm); HAS(add_bias); HAS(sum_rows); HAS(axpy); HAS(scale);
     HAS(relu_forward); HAS(relu_backward); HAS(gelu_forward); HAS(gelu_backward);
+    HAS(gemm_bias_gelu); HAS(gemm_dgelu);
     HAS(dropout_forward); HAS(dropout_backward);
     HAS(softmax_xent);
     HAS(sgd_step); HAS(adamw_step);

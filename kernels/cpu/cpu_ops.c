@@ -178,6 +178,21 @@ static void cpu_dropout_backward(rumor_device_t *d, float *dx, const float *dy, 
     cpu_dropout_forward(d, dx, dy, n, p, seed);
 }
 
+static void cpu_gemm_bias_gelu(rumor_device_t *d, float *y, float *pre, const float *x,
+                               const float *w, const float *bias, int rows, int in, int out)
+{
+    d->ops->gemm(d, 0, 0, rows, out, in, 1.0f, x, in, w, out, 0.0f, pre, out);
+    d->ops->add_bias(d, pre, bias, rows, out);
+    cpu_gelu_forward(d, y, pre, (size_t)rows * (size_t)out);
+}
+
+static void cpu_gemm_dgelu(rumor_device_t *d, float *dx, const float *dy, const float *w,
+                           const float *pre, int rows, int in, int out)
+{
+    d->ops->gemm(d, 0, 1, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+    cpu_gelu_backward(d, dx, pre, dx, (size_t)rows * (size_t)in);
+}
+
 static void cpu_softmax_xent(rumor_device_t *d, float *logits, float *losses,
                              const int32_t *labels, int rows, int classes, float scale, int grad)
 {
@@ -248,6 +263,8 @@ const rumor_ops_t rumor_cpu_ops = {
     .relu_backward = cpu_relu_backward,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
+    .gemm_bias_gelu = cpu_gemm_bias_gelu,
+    .gemm_dgelu = cpu_gemm_dgelu,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
     .softmax_xent = cpu_softmax_xent,

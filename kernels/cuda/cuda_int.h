@@ -37,6 +37,10 @@ typedef struct cu_ctx {
     size_t nones;
     float *ln_part;        /* (nln_part) layernorm_backward_w's per-chunk column sums */
     size_t nln_part;
+    /* cuda_lt.cu: the cuBLASLt handle and workspace, made at the first use;
+     * lt_off: none (RUMOR_CUDA_NO_LT=1, or they could not be made) */
+    void *lt, *lt_ws;
+    int lt_off;
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
@@ -140,6 +144,13 @@ void cu_gemm_batched(rumor_device_t *d, int ta, int tb, int m, int n, int k, flo
                      float beta, float *c, int ldc, long long sc, int batch);
 void cu_add_bias(rumor_device_t *d, float *y, const float *bias, int rows, int cols);
 void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int cols, float beta);
+
+/* cuda_lt.cu: GEMMs with cuBLASLt epilogues */
+void cu_gemm_bias_gelu(rumor_device_t *d, float *y, float *pre, const float *x, const float *w,
+                       const float *bias, int rows, int in, int out);
+void cu_gemm_dgelu(rumor_device_t *d, float *dx, const float *dy, const float *w, const float *pre,
+                   int rows, int in, int out);
+void cu_lt_free(cu_ctx *x);
 
 /* cuda_eltwise.cu */
 void cu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n);
