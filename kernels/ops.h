@@ -83,6 +83,16 @@ typedef struct rumor_ops {
     /* GELU, tanh approximation (as in GPT-2). */
     void (*gelu_forward)(rumor_device_t *d, float *y, const float *x, size_t n);
     void (*gelu_backward)(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n);
+    /* A dense layer and its GELU, as GPT-2's MLP has them; all row-major and
+     * contiguous, W (in, out). Forward: pre (rows, out) = x (rows, in) W +
+     * bias (out), y = gelu(pre) (pre kept for backward). Backward: dx (rows,
+     * in) = (dy (rows, out) W^T) * gelu'(pre (rows, in)). The same as gemm,
+     * add_bias and gelu_forward / gemm and gelu_backward in turn; CUDA fuses
+     * them into cuBLASLt epilogues. */
+    void (*gemm_bias_gelu)(rumor_device_t *d, float *y, float *pre, const float *x,
+                           const float *w, const float *bias, int rows, int in, int out);
+    void (*gemm_dgelu)(rumor_device_t *d, float *dx, const float *dy, const float *w,
+                       const float *pre, int rows, int in, int out);
     /* Inverted dropout: y = x * keep / (1-p), keep drawn from a counter-based
      * generator keyed by (seed, index), so backward recomputes the mask
      * instead of storing it and every backend draws the same mask. */
@@ -91,14 +101,14 @@ typedef struct rumor_ops {
     void (*dropout_backward)(rumor_device_t *d, float *dx, const float *dy, size_t n, float p,
                              uint64_t seed);
 
-    /* ---- loss. probs (B,C) = softmax(logits); losses (B) = -log probs[label].
-     * Labels must be in [0, C): callers validate them (data.c does). */
-    void (*softmax_xent_forward)(rumor_device_t *d, float *probs, float *losses,
-                                 const float *logits, const int32_t *labels, int batch,
-                                 int classes);
-    /* dlogits = scale * (probs - onehot(labels)) */
-    void (*softmax_xent_backward)(rumor_device_t *d, float *dlogits, const float *probs,
-                                  const int32_t *labels, int batch, int classes, float scale);
+    /* ---- loss, fused with its gradient. Each row r of logits (rows, classes):
+     * losses[r] = -log softmax(logits[r])[labels[r]] (from the log-sum-exp;
+     * losses NULL: not written); grad != 0: then logits[r] = scale *
+     * (softmax(logits[r]) - onehot(labels[r])), written in place over the
+     * logits; grad 0 leaves the logits intact. Labels must be in [0, classes):
+     * callers validate them (data.c does). */
+    void (*softmax_xent)(rumor_device_t *d, float *logits, float *losses, const int32_t *labels,
+                         int rows, int classes, float scale, int grad);
 
     /* ---- optimizer updates over a contiguous range of the flat buffers.
      * SGD (PyTorch semantics): g' = g + wd*p; m = mu*m + g'; step = nesterov ?
@@ -164,11 +174,13 @@ typedef struct rumor_ops {
 
     /* ---- token and position embeddings. out (B,T,C) = wte[tok[b,t]] +
      * wpe[t]; tokens must be in [0, V) (callers validate). backward adds:
-     * dwte[tok] += dout, dwpe[t] += dout summed over b (dwpe may be NULL). */
+     * dwte[tok] += dout, dwpe[t] += dout summed over b (dwpe may be NULL),
+     * each element's terms in the order of (b, t): deterministic, on every
+     * backend. dwte is (V, C). */
     void (*embed_forward)(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,
                           const float *wpe, int B, int T, int C);
     void (*embed_backward)(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
-                           const int32_t *tok, int B, int T, int C);
+                           const int32_t *tok, int B, int T, int C, int V);
 
     /* ---- device plumbing. A NULL stream is the device's default stream;
      * the math ops run on the current stream (set_stream). */

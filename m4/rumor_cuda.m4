@@ -52,6 +52,10 @@ AC_DEFUN([RUMOR_CHECK_CUDA], [
       [AC_CHECK_HEADER([cublas_v2.h], [], [rumor_cuda_ok="no (cublas_v2.h not found)"])])
     AS_IF([test "x$rumor_cuda_ok" = xyes],
       [AC_CHECK_LIB([cublas], [cublasCreate_v2], [], [rumor_cuda_ok="no (libcublas not found)"])])
+    AS_IF([test "x$rumor_cuda_ok" = xyes],
+      [AC_CHECK_HEADER([cublasLt.h], [], [rumor_cuda_ok="no (cublasLt.h not found)"])])
+    AS_IF([test "x$rumor_cuda_ok" = xyes],
+      [AC_CHECK_LIB([cublasLt], [cublasLtCreate], [], [rumor_cuda_ok="no (libcublasLt not found)"])])
     CPPFLAGS=$save_CPPFLAGS; LDFLAGS=$save_LDFLAGS; LIBS=$save_LIBS
     AS_IF([test "x$rumor_cuda_ok" = xyes], [rumor_have_cuda=yes],
       [AS_IF([test "x$with_cuda" != xguess],
@@ -63,7 +67,7 @@ AC_DEFUN([RUMOR_CHECK_CUDA], [
     CUDA_LDFLAGS="-L$CUDA_HOME/lib64 -Wl,-rpath,$CUDA_HOME/lib64"
     dnl The static runtime keeps the binary free of libcudart.so; with no GPU
     dnl or driver, device discovery reports zero devices and the CPU is used.
-    CUDA_LIBS="-lcublas -lcudart_static -ldl -lrt -lstdc++"
+    CUDA_LIBS="-lcublas -lcublasLt -lcudart_static -ldl -lrt -lstdc++"
     AC_ARG_VAR([NVCCFLAGS], [flags for nvcc (default: -O3 and a fat binary for --with-cuda-arch)])
     AS_IF([test -z "$NVCCFLAGS"], [
       NVCCFLAGS="-O3 -lineinfo"

@@ -124,22 +124,24 @@ static int cmd_fail(const char *what, rumor_device_t **dev, rumor_model_t **m, r
 
 /* Greedy decoding (temperature 0): the most likely byte, the first of
  * equals. */
-static int argmax(const float *probs, int V)
+static int argmax(const float *logits, int V)
 {
     int best = 0;
     for (int v = 1; v < V; v++)
-        if (probs[v] > probs[best])
+        if (logits[v] > logits[best])
             best = v;
     return best;
 }
 
-/* A byte drawn from softmax(logits / temperature) = p^(1/temperature),
- * renormalized (q: V doubles of scratch). */
-static int draw(const float *probs, int V, double temperature, double *q, uint64_t *rng)
+/* A byte drawn from softmax(logits / temperature) (q: V doubles of
+ * scratch). */
+static int draw(const float *logits, int V, double temperature, double *q, uint64_t *rng)
 {
-    double sum = 0.0;
+    double sum = 0.0, mx = logits[0];
+    for (int v = 1; v < V; v++)
+        mx = logits[v] > mx ? logits[v] : mx;
     for (int v = 0; v < V; v++)
-        sum += q[v] = pow((double)probs[v], 1.0 / temperature);
+        sum += q[v] = exp(((double)logits[v] - mx) / temperature);
     double u = (double)(rumor_splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum;
     for (int v = 0; v < V; v++) {
         if (u < q[v])
@@ -150,7 +152,7 @@ static int draw(const float *probs, int V, double temperature, double *q, uint64
 }
 
 static int sample(const rumor_stage_t *st, const struct sample_opts *o, int32_t *ctx, int len,
-                  float *probs, double *q)
+                  float *logits, double *q)
 {
     const rumor_model_t *m = st->model;
     int V = m->vocab, T = m->ctx;
@@ -167,14 +169,14 @@ static int sample(const rumor_stage_t *st, const struct sample_opts *o, int32_t 
         if (rc == 0)
             rc = rumor_stage_forward(s, 0, NULL, 0, 0, 0);
         if (rc == 0)
-            rc = st->dev->ops->download(st->dev, probs, rumor_stage_probs(st, 0) + (size_t)(w - 1) * V,
+            rc = st->dev->ops->download(st->dev, logits, rumor_stage_logits(st, 0) + (size_t)(w - 1) * V,
                                         (size_t)V * sizeof(float));
         if (rc < 0) {
             free(zeros);
             return rc;
         }
-        int pick = o->temperature == 0 ? argmax(probs, V)
-                                       : draw(probs, V, o->temperature, q, &rng);
+        int pick = o->temperature == 0 ? argmax(logits, V)
+                                       : draw(logits, V, o->temperature, q, &rng);
         ctx[len++] = pick;
         fputc(pick, stdout);
         fflush(stdout);
@@ -233,18 +235,18 @@ static int cmd_sample(int argc, char **argv)
     if (plen == 0)
         plen = 1, o.prompt = "\n";
     int32_t *ctx = malloc((plen + (size_t)o.tokens) * sizeof *ctx);
-    float *probs = malloc((size_t)m->vocab * sizeof *probs);
+    float *logits = malloc((size_t)m->vocab * sizeof *logits);
     double *q = malloc((size_t)m->vocab * sizeof *q);
-    if (!ctx || !probs || !q) {
-        free(ctx), free(probs), free(q);
+    if (!ctx || !logits || !q) {
+        free(ctx), free(logits), free(q);
         rumor_err_set(RUMOR_ENOMEM, "out of memory");
         return cmd_fail("sample", &dev, &m, &st);
     }
     for (size_t i = 0; i < plen; i++)
         ctx[i] = (unsigned char)o.prompt[i];
     fputs(o.prompt, stdout);
-    rc = sample(st, &o, ctx, (int)plen, probs, q);
-    free(ctx), free(probs), free(q);
+    rc = sample(st, &o, ctx, (int)plen, logits, q);
+    free(ctx), free(logits), free(q);
     if (rc < 0)
         return cmd_fail("sample", &dev, &m, &st);
     fputc('\n', stdout);

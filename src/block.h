@@ -8,9 +8,12 @@
  * Tensors flow between blocks as (rows, width) floats, rows = B*T (T = 1 for
  * models of images). The first block of a token model reads the tokens of
  * the call instead of a float input; the last block is the head: it turns
- * its input and the targets into each row's loss (out_width 1) and keeps the
- * probabilities (for accuracy and sampling), so the loss is a block like any
- * other, not part of every forward.
+ * its input and the targets into each row's loss (out_width 1), so the loss
+ * is a block like any other, not part of every forward. A head's forward
+ * with training set may leave the gradient of its logits (unscaled, the
+ * seed without loss_scale) where the logits were; an eval forward (training
+ * 0) leaves the logits, for accuracy and sampling, and B after it computes
+ * the gradient then.
  *
  * Backward is split in two, as zero-bubble schedules need:
  *   B (backward_b): the gradient of the block's input, dx, from dy; it also
@@ -89,8 +92,10 @@ typedef struct rumor_block_type {
     /* grads += d loss / d weights; NULL when the block has no weights */
     int (*backward_w)(const rumor_block_t *b, const rumor_call_t *c, const float *x,
                       const float *dy, void *saved);
-    /* heads: the (rows, V) probabilities of the last forward, in saved */
-    const float *(*probs)(const rumor_block_t *b, const rumor_call_t *c, const void *saved);
+    /* heads: the (rows, V) logits of the last forward when it was an eval
+     * forward (training 0), in saved or x (the head's input) */
+    const float *(*logits)(const rumor_block_t *b, const rumor_call_t *c, const float *x,
+                           const void *saved);
 } rumor_block_type_t;
 
 struct rumor_block {

@@ -95,7 +95,7 @@ static int embed_backward_w(const rumor_block_t *b, const rumor_call_t *c, const
     (void)x;
     (void)dy;
     c->dev->ops->embed_backward(c->dev, rumor_call_grad(c, b->w_off), rumor_call_grad(c, b->b_off),
-                                saved, c->tok, c->B, c->T, b->C);
+                                saved, c->tok, c->B, c->T, b->C, b->V);
     return 0;
 }
 
@@ -174,8 +174,9 @@ static int gpt_forward(const rumor_block_t *b, const rumor_call_t *c, const floa
     ops->add(d, v.r1, v.r1, x, n);
     ops->layernorm_forward(d, v.ln2, v.mean2, v.rstd2, v.r1, rumor_call_param(c, o[LN2_W]),
                            rumor_call_param(c, o[LN2_B]), R, C, LN_EPS);
-    conv1d(c, v.fch, v.ln2, o[FC_W], o[FC_B], R, C, 4 * C);
-    ops->gelu_forward(d, v.fcg, v.fch, 4 * n);
+    /* fch = ln2 Wfc + bfc, fcg = gelu(fch): one call (a cuBLASLt epilogue on CUDA) */
+    ops->gemm_bias_gelu(d, v.fcg, v.fch, v.ln2, rumor_call_param(c, o[FC_W]),
+                        rumor_call_param(c, o[FC_B]), R, C, 4 * C);
     /* y = r1 + dropout(gelu(fch) Wfp + bfp) */
     conv1d(c, y, v.fcg, o[FPROJ_W], o[FPROJ_B], R, 4 * C, C);
     dropout_fwd(c, b->dropout, y, n, rumor_mix64(c->key ^ 2));
@@ -195,8 +196,8 @@ static int gpt_backward_b(const rumor_block_t *b, const rumor_call_t *c, const f
     const size_t *o = b->sub;
     /* MLP branch */
     dropout_bwd(c, b->dropout, v.d2, dy, n, rumor_mix64(c->key ^ 2));
-    conv1d_dx(c, v.dfch, v.d2, o[FPROJ_W], R, 4 * C, C);
-    ops->gelu_backward(d, v.dfch, v.fch, v.dfch, 4 * n);
+    /* dfch = (d2 Wfp^T) * gelu'(fch): one call */
+    ops->gemm_dgelu(d, v.dfch, v.d2, rumor_call_param(c, o[FPROJ_W]), v.fch, R, 4 * C, C);
     conv1d_dx(c, v.dln2, v.dfch, o[FC_W], R, C, 4 * C);
     ops->layernorm_backward_x(d, v.dr1, v.dln2, v.r1, rumor_call_param(c, o[LN2_W]), v.mean2,
                               v.rstd2, R, C, 0);
@@ -245,7 +246,7 @@ const rumor_block_type_t rumor_block_gpt = {
 /* ---------------------------------------------------------------- head */
 
 typedef struct {
-    float *lnf, *mean, *rstd, *logits, *probs, *dlnf;
+    float *lnf, *mean, *rstd, *logits, *dlnf;
 } head_views;
 
 static size_t head_carve(const rumor_block_t *b, int B, int T, const void *saved, head_views *v)
@@ -258,8 +259,7 @@ static size_t head_carve(const rumor_block_t *b, int B, int T, const void *saved
     v->lnf = take(&p, R * C);
     v->mean = take(&p, R);
     v->rstd = take(&p, R);
-    v->logits = take(&p, R * V); /* dlogits after B */
-    v->probs = take(&p, R * V);
+    v->logits = take(&p, R * V); /* unscaled dlogits after a training forward or B */
     v->dlnf = take(&p, R * C);
     return (size_t)(p - start);
 }
@@ -282,7 +282,10 @@ static int head_forward(const rumor_block_t *b, const rumor_call_t *c, const flo
     /* logits (R,V) = lnf (R,C) wte^T, wte (V,C) */
     ops->gemm(d, 0, 1, R, V, C, 1.0f, v.lnf, C, rumor_call_tied(c, b), C, 0.0f,
               v.logits, V);
-    ops->softmax_xent_forward(d, v.probs, y, v.logits, c->targets, R, V);
+    /* training: the loss and, over the logits, their gradient softmax -
+     * onehot (B and W scale it by loss_scale, known only then); eval: the
+     * loss, the logits left for accuracy and sampling */
+    ops->softmax_xent(d, v.logits, y, c->targets, R, V, 1.0f, c->training);
     return 0;
 }
 
@@ -295,9 +298,10 @@ static int head_backward_b(const rumor_block_t *b, const rumor_call_t *c, const 
     head_views v;
     head_carve(b, c->B, c->T, saved, &v);
     int R = c->B * c->T, C = b->C, V = b->V;
-    ops->softmax_xent_backward(d, v.logits, v.probs, c->targets, R, V, c->loss_scale);
-    /* dlnf (R,C) = dlogits (R,V) wte (V,C) */
-    ops->gemm(d, 0, 0, R, C, V, 1.0f, v.logits, V, rumor_call_tied(c, b), C, 0.0f,
+    if (!c->training) /* after an eval forward the logits are still there */
+        ops->softmax_xent(d, v.logits, NULL, c->targets, R, V, 1.0f, 1);
+    /* dlnf (R,C) = loss_scale dlogits (R,V) wte (V,C) */
+    ops->gemm(d, 0, 0, R, C, V, c->loss_scale, v.logits, V, rumor_call_tied(c, b), C, 0.0f,
               v.dlnf, C);
     if (dx)
         ops->layernorm_backward_x(d, dx, v.dlnf, x, rumor_call_param(c, b->w_off), v.mean, v.rstd,
@@ -314,19 +318,21 @@ static int head_backward_w(const rumor_block_t *b, const rumor_call_t *c, const 
     head_views v;
     head_carve(b, c->B, c->T, saved, &v);
     int R = c->B * c->T, C = b->C, V = b->V;
-    /* dwte (V,C) += dlogits^T (V,R) lnf (R,C): the tied embedding's gradient */
-    ops->gemm(d, 1, 0, V, C, R, 1.0f, v.logits, V, v.lnf, C, 1.0f,
+    /* dwte (V,C) += loss_scale dlogits^T (V,R) lnf (R,C): the tied embedding's gradient */
+    ops->gemm(d, 1, 0, V, C, R, c->loss_scale, v.logits, V, v.lnf, C, 1.0f,
               rumor_call_tied_grad(c, b), C);
     ops->layernorm_backward_w(d, rumor_call_grad(c, b->w_off), rumor_call_grad(c, b->b_off),
                               v.dlnf, x, v.mean, v.rstd, R, C);
     return 0;
 }
 
-static const float *head_probs(const rumor_block_t *b, const rumor_call_t *c, const void *saved)
+static const float *head_logits(const rumor_block_t *b, const rumor_call_t *c, const float *x,
+                               const void *saved)
 {
+    (void)x;
     head_views v;
     head_carve(b, c->B, c->T, saved, &v);
-    return v.probs;
+    return v.logits;
 }
 
 const rumor_block_type_t rumor_block_lm_head = {
@@ -335,5 +341,5 @@ const rumor_block_type_t rumor_block_lm_head = {
     .forward = head_forward,
     .backward_b = head_backward_b,
     .backward_w = head_backward_w,
-    .probs = head_probs,
+    .logits = head_logits,
 };

@@ -109,35 +109,45 @@ const rumor_block_type_t rumor_block_dense = {
 
 /* ----------------------------------------------------------------- xent */
 
-/* saved: probs (rows, V). y (rows): each row's loss. */
+/* saved: nothing (x holds the logits). y (rows): each row's loss. */
 static size_t xent_saved_bytes(const rumor_block_t *b, int B, int T)
 {
-    return rumor_align64((size_t)B * (size_t)T * (size_t)b->V * sizeof(float));
+    (void)b;
+    (void)B;
+    (void)T;
+    return 0;
 }
 
 static int xent_forward(const rumor_block_t *b, const rumor_call_t *c, const float *x, float *y,
                         void *saved)
 {
-    c->dev->ops->softmax_xent_forward(c->dev, saved, y, x, c->targets, c->B * c->T, b->V);
+    (void)saved;
+    /* grad 0: the op writes no logit, x stays the previous block's output */
+    c->dev->ops->softmax_xent(c->dev, (float *)x, y, c->targets, c->B * c->T, b->V, 1.0f, 0);
     return 0;
 }
 
+/* dx = loss_scale * (softmax(x) - onehot(targets)), over a copy of x */
 static int xent_backward_b(const rumor_block_t *b, const rumor_call_t *c, const float *x,
                            const float *dy, float *dx, void *saved)
 {
-    (void)x;
     (void)dy;
-    if (dx)
-        c->dev->ops->softmax_xent_backward(c->dev, dx, saved, c->targets, c->B * c->T, b->V,
-                                           c->loss_scale);
+    (void)saved;
+    if (!dx)
+        return 0;
+    size_t n = (size_t)c->B * c->T * (size_t)b->V;
+    RUMOR_CHECK(c->dev->ops->copy(c->dev, dx, x, n * sizeof(float)));
+    c->dev->ops->softmax_xent(c->dev, dx, NULL, c->targets, c->B * c->T, b->V, c->loss_scale, 1);
     return 0;
 }
 
-static const float *xent_probs(const rumor_block_t *b, const rumor_call_t *c, const void *saved)
+static const float *xent_logits(const rumor_block_t *b, const rumor_call_t *c, const float *x,
+                                const void *saved)
 {
     (void)b;
     (void)c;
-    return saved;
+    (void)saved;
+    return x;
 }
 
 const rumor_block_type_t rumor_block_xent = {
@@ -146,5 +156,5 @@ const rumor_block_type_t rumor_block_xent = {
     .forward = xent_forward,
     .backward_b = xent_backward_b,
     .backward_w = NULL,
-    .probs = xent_probs,
+    .logits = xent_logits,
 };

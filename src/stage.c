@@ -454,14 +454,16 @@ int rumor_stage_sync_tied(rumor_stage_t *s, const float *src, rumor_device_t *sr
 
 float *rumor_stage_input_buffer(rumor_stage_t *s, int slot) { return s->slots[slot].in; }
 
-const float *rumor_stage_probs(const rumor_stage_t *s, int slot)
+const float *rumor_stage_logits(const rumor_stage_t *s, int slot)
 {
     const rumor_block_t *h = &s->model->blocks[s->last - 1];
     rumor_call_t c;
-    if (!s->is_last || !h->type->probs)
+    if (!s->is_last || !h->type->logits)
         return NULL;
-    make_call(s, &s->slots[slot], s->last - 1, &c);
-    return h->type->probs(h, &c, s->slots[slot].saved[s->last - s->first - 1]);
+    const rumor_stage_slot_t *sl = &s->slots[slot];
+    int i = s->last - s->first - 1;
+    make_call(s, sl, s->last - 1, &c);
+    return h->type->logits(h, &c, block_input(sl, i), sl->saved[i]);
 }
 
 int rumor_stage_loss(rumor_stage_t *s, int slot, double *sum, long *correct)
@@ -482,6 +484,9 @@ int rumor_stage_loss(rumor_stage_t *s, int slot, double *sum, long *correct)
     free(h);
     RUMOR_CHECK(rc);
     *sum = t;
+    if (correct && sl->training)
+        return rumor_err_set(RUMOR_ESTATE, "stage: accuracy needs an eval forward (a training "
+                                           "forward leaves the gradient over the logits)");
     if (correct) {
         const rumor_block_t *k = &s->model->blocks[s->last - 1];
         int V = k->V;
@@ -490,7 +495,7 @@ int rumor_stage_loss(rumor_stage_t *s, int slot, double *sum, long *correct)
         if (!p || !y)
             rc = rumor_err_set(RUMOR_ENOMEM, "stage: out of memory");
         if (rc == 0)
-            rc = d->ops->download(d, p, rumor_stage_probs(s, slot), rows * (size_t)V * sizeof(float));
+            rc = d->ops->download(d, p, rumor_stage_logits(s, slot), rows * (size_t)V * sizeof(float));
         if (rc == 0)
             rc = d->ops->download(d, y, sl->targets, rows * sizeof(int32_t));
         long ok = 0;

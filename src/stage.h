@@ -168,12 +168,14 @@ float *rumor_stage_input_buffer(rumor_stage_t *s, int slot);
 int rumor_stage_zero_grad(rumor_stage_t *s) RUMOR_WUR;
 
 /* Last stage: the sum of the slot's per-row losses, and when correct is not
- * NULL how many rows' argmax equals the target (from the head's
- * probabilities; downloads them). */
+ * NULL how many rows' argmax equals the target (from the head's logits;
+ * downloads them; after an eval forward only). */
 int rumor_stage_loss(rumor_stage_t *s, int slot, double *sum, long *correct) RUMOR_WUR;
 
-/* The head's (rows, V) probabilities of the slot's last forward, on the device. */
-const float *rumor_stage_probs(const rumor_stage_t *s, int slot);
+/* The head's (rows, V) logits of the slot's last forward, on the device,
+ * when that was an eval forward (training 0): a training forward leaves the
+ * gradient of the loss there instead. */
+const float *rumor_stage_logits(const rumor_stage_t *s, int slot);
 
 /* One optimizer step over the stage's range at the schedule's rate (o->t += 1). */
 int rumor_stage_step(rumor_stage_t *s) RUMOR_WUR;

@@ -104,7 +104,22 @@ int main(int argc, char **argv)
      * (st2 holds the same parameters), for the logits comparison */
     if (rumor_stage_load(st2, 0, &b, 0, B) < 0 || rumor_stage_forward(st2, 0, NULL, 0, 0, 0) < 0)
         die("forward");
-    write_f32(dir, "probs.f32", rumor_stage_probs(st2, 0), (size_t)B * T * V);
+    const float *z = rumor_stage_logits(st2, 0); /* the CPU's: host memory */
+    float *pr = malloc((size_t)B * T * V * sizeof *pr);
+    if (!pr)
+        die("out of memory");
+    for (size_t row = 0; row < (size_t)B * T; row++) { /* softmax of each row, in double */
+        const float *zr = z + row * V;
+        double mx = zr[0], sum = 0;
+        for (int v = 1; v < V; v++)
+            mx = zr[v] > mx ? zr[v] : mx;
+        for (int v = 0; v < V; v++)
+            sum += exp(zr[v] - mx);
+        for (int v = 0; v < V; v++)
+            pr[row * V + v] = (float)(exp(zr[v] - mx) / sum);
+    }
+    write_f32(dir, "probs.f32", pr, (size_t)B * T * V);
+    free(pr);
     float loss, loss2, losses[K];
     if (rumor_step_grads(s1, &b, 0, &loss) < 0 || rumor_step_grads(s2, &b, 0, &loss2) < 0)
         die("gradient");

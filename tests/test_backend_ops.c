@@ -222,6 +222,50 @@ static void op_gemm_bf16_exact(void)
     CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
 }
 
+/* the MLP's fused dense + GELU (cuBLASLt epilogues on a GPU) against the
+ * CPU's gemm, add_bias and GELU: widths that are multiples of 8 (the
+ * epilogue's) and odd ones (the separate ops) */
+static void op_gemm_gelu(rumor_precision prec)
+{
+    static const double lim[] = { 1e-10, 5e-4, 5e-3 };
+    static const int shapes[3][3] = { { 67, 48, 136 }, { 67, 45, 129 }, { 5, 8, 8 } };
+    CHECK_OK(rumor_device_set_precision(gpu, prec));
+    for (int s = 0; s < 3; s++) {
+        int rows = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        size_t nx = (size_t)rows * in, ny = (size_t)rows * out;
+        float *x = host_rand(nx, 1), *w = host_rand((size_t)in * out, 0.5f),
+              *b = host_rand((size_t)out, 0.5f), *dy = host_rand(ny, 1);
+        float *pre = malloc(ny * 4), *y = malloc(ny * 4), *dx = malloc(nx * 4);
+        float *xpre = host_rand(nx, 2); /* the backward's pre-GELU input, (rows, in) */
+        cpu->ops->gemm_bias_gelu(cpu, y, pre, x, w, b, rows, in, out);
+        cpu->ops->gemm_dgelu(cpu, dx, dy, w, xpre, rows, in, out);
+        gbuf X = gput(x, nx), W = gput(w, (size_t)in * out), Bb = gput(b, (size_t)out),
+             P = gput(NULL, ny), Y = gput(NULL, ny), DY = gput(dy, ny), XP = gput(xpre, nx),
+             DX = gput(NULL, nx);
+        gpu->ops->gemm_bias_gelu(gpu, gdata(&Y), gdata(&P), gdata(&X), gdata(&W), gdata(&Bb), rows,
+                                 in, out);
+        gpu->ops->gemm_dgelu(gpu, gdata(&DX), gdata(&DY), gdata(&W), gdata(&XP), rows, in, out);
+        char what[96];
+        float *gp = gtake(&P, "gemm_bias_gelu pre"), *gy = gtake(&Y, "gemm_bias_gelu y"),
+              *gdx = gtake(&DX, "gemm_dgelu dx");
+        snprintf(what, sizeof what, "gemm_bias_gelu pre (%d, %d, %d) %s", rows, in, out,
+                 rumor_precision_name(prec));
+        compare(what, pre, gp, ny, lim[prec]);
+        snprintf(what, sizeof what, "gemm_bias_gelu y (%d, %d, %d) %s", rows, in, out,
+                 rumor_precision_name(prec));
+        compare(what, y, gy, ny, lim[prec]);
+        snprintf(what, sizeof what, "gemm_dgelu dx (%d, %d, %d) %s", rows, in, out,
+                 rumor_precision_name(prec));
+        compare(what, dx, gdx, nx, lim[prec]);
+        gbuf *rest[] = { &X, &W, &Bb, &DY, &XP };
+        for (int i = 0; i < 5; i++)
+            free(gtake(rest[i], "gemm_gelu inputs"));
+        free(x), free(w), free(b), free(dy), free(pre), free(y), free(dx), free(xpre), free(gp),
+            free(gy), free(gdx);
+    }
+    CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
+}
+
 /* inputs with a NaN, +Inf and -Inf among them */
 static float *host_special(size_t n, float scale)
 {
@@ -381,36 +425,55 @@ static void op_reductions(void)
 
 static void op_xent(void)
 {
-    /* a vocabulary far wider than a block, and a small one */
-    static const int shapes[2][2] = { { 37, 50257 }, { 129, 10 } };
-    for (int s = 0; s < 2; s++) {
+    /* a vocabulary far wider than a block (odd: rows start off float4
+     * boundaries), small ones, one narrower than a float4 */
+    static const int shapes[4][2] = { { 37, 50257 }, { 129, 10 }, { 9, 3 }, { 6, 1030 } };
+    for (int s = 0; s < 4; s++) {
         int B = shapes[s][0], V = shapes[s][1];
         if (emulated && V > 10000)
             V = 5003;
         size_t n = (size_t)B * V;
-        float *z = host_rand(n, 8), *ref_p = malloc(n * 4), *ref_l = malloc((size_t)B * 4);
+        float *z = host_rand(n, 8), *ref_g = malloc(n * 4), *ref_l = malloc((size_t)B * 4),
+              *ref_l2 = malloc((size_t)B * 4);
         int32_t *lab = malloc((size_t)B * 4);
         for (int b = 0; b < B; b++)
             lab[b] = (int32_t)((b * 7919u) % (unsigned)V);
-        z[1] = 80.0f; /* a large logit: the max must be taken out */
-        cpu->ops->softmax_xent_forward(cpu, ref_p, ref_l, z, lab, B, V);
-        gbuf Z = gput(z, n), P = gput(NULL, n), L = gput(NULL, (size_t)B);
+        z[1 % n] = 80.0f; /* a large logit: the max must be taken out */
+        memcpy(ref_g, z, n * 4);
+        cpu->ops->softmax_xent(cpu, ref_g, ref_l, lab, B, V, 0.125f, 0);
+        CHECKF(!memcmp(ref_g, z, n * 4), "cpu: softmax_xent without grad changed the logits");
+        cpu->ops->softmax_xent(cpu, ref_g, ref_l2, lab, B, V, 0.125f, 1);
+        CHECKF(!memcmp(ref_l, ref_l2, (size_t)B * 4), "cpu: softmax_xent losses with grad differ");
         int32_t *dl = iput(lab, (size_t)B);
-        gpu->ops->softmax_xent_forward(gpu, gdata(&P), gdata(&L), gdata(&Z), dl, B, V);
-        float *gl = gtake(&L, "xent losses");
+        /* loss only: the logits stay, bit for bit */
+        gbuf Z = gput(z, n), L = gput(NULL, (size_t)B);
+        gpu->ops->softmax_xent(gpu, gdata(&Z), gdata(&L), dl, B, V, 0.125f, 0);
+        float *gl = gtake(&L, "xent losses"), *gz = gtake(&Z, "xent logits");
         compare("softmax_xent losses", ref_l, gl, (size_t)B, ELT);
-        /* backward from the CPU's probabilities on both */
-        float *ref_g = malloc(n * 4);
-        cpu->ops->softmax_xent_backward(cpu, ref_g, ref_p, lab, B, V, 0.125f);
-        gbuf G = gput(NULL, n), Pc = gput(ref_p, n);
-        gpu->ops->softmax_xent_backward(gpu, gdata(&G), gdata(&Pc), dl, B, V, 0.125f);
-        float *gp = gtake(&P, "xent probs"), *gg = gtake(&G, "xent backward");
-        compare("softmax_xent probs", ref_p, gp, n, ELT);
-        compare("softmax_xent backward", ref_g, gg, n, ELT);
-        free(gtake(&Z, "xent logits"));
-        free(gtake(&Pc, "xent probs in"));
+        CHECKF(!memcmp(gz, z, n * 4), "%s: softmax_xent without grad changed the logits (V %d)",
+               gpu->name, V);
+        /* with the gradient, in place; twice: the same bits */
+        float *gg[2], *gl2[2];
+        for (int k = 0; k < 2; k++) {
+            gbuf Zg = gput(z, n), Lg = gput(NULL, (size_t)B);
+            gpu->ops->softmax_xent(gpu, gdata(&Zg), gdata(&Lg), dl, B, V, 0.125f, 1);
+            gl2[k] = gtake(&Lg, "xent losses (grad)");
+            gg[k] = gtake(&Zg, "xent dlogits");
+        }
+        compare("softmax_xent losses (grad)", ref_l, gl2[0], (size_t)B, ELT);
+        compare("softmax_xent dlogits", ref_g, gg[0], n, ELT);
+        CHECKF(!memcmp(gg[0], gg[1], n * 4) && !memcmp(gl2[0], gl2[1], (size_t)B * 4),
+               "%s: softmax_xent: two runs differ (V %d)", gpu->name, V);
+        /* losses NULL: the gradient alone */
+        gbuf Zn = gput(z, n);
+        gpu->ops->softmax_xent(gpu, gdata(&Zn), NULL, dl, B, V, 0.125f, 1);
+        float *gn = gtake(&Zn, "xent dlogits (no losses)");
+        CHECKF(!memcmp(gn, gg[0], n * 4), "%s: softmax_xent without losses differs (V %d)",
+               gpu->name, V);
         gpu->ops->free(gpu, dl);
-        free(z), free(ref_p), free(ref_l), free(lab), free(gl), free(ref_g), free(gp), free(gg);
+        free(z), free(ref_g), free(ref_l), free(ref_l2), free(lab), free(gl), free(gz), free(gn);
+        for (int k = 0; k < 2; k++)
+            free(gg[k]), free(gl2[k]);
     }
 }
 
@@ -456,6 +519,14 @@ static void op_layernorm(void)
     float *gw = gtake(&DW, "layernorm dw"), *gb = gtake(&DB, "layernorm db");
     compare("layernorm_backward_w dw", rw, gw, (size_t)C, ELT);
     compare("layernorm_backward_w db", rb, gb, (size_t)C, ELT);
+    /* no atomics: a second run gives the same bits */
+    DW = gput(dw, (size_t)C), DB = gput(db, (size_t)C);
+    gpu->ops->layernorm_backward_w(gpu, gdata(&DW), gdata(&DB), gdata(&DY), gdata(&X), gdata(&M),
+                                   gdata(&R), rows, C);
+    float *gw2 = gtake(&DW, "layernorm dw"), *gb2 = gtake(&DB, "layernorm db");
+    CHECKF(!memcmp(gw, gw2, (size_t)C * 4) && !memcmp(gb, gb2, (size_t)C * 4),
+           "%s: layernorm_backward_w: two runs differ", gpu->name);
+    free(gw2), free(gb2);
     gbuf *rest[] = { &X, &W, &Bb, &M, &R, &DY };
     for (int i = 0; i < 6; i++)
         free(gtake(rest[i], "layernorm inputs"));
@@ -488,35 +559,53 @@ static void op_attention(void)
     free(qkv), free(dout), free(out), free(att), free(dqkv), free(datt), free(go), free(ga), free(gq);
 }
 
-static void op_embed(void)
+/* embed_backward sums each element's terms in the CPU's order: the same
+ * bits as the CPU, and the same on every run */
+static void embed_case(int B, int T, int C, int V)
 {
-    int B = 3, T = 17, C = 40, V = 61;
-    size_t n = (size_t)B * T * C;
-    int32_t tok[3 * 17];
-    for (int i = 0; i < B * T; i++)
-        tok[i] = i % 5 == 0 ? 7 : (int32_t)((i * 31u) % (unsigned)V); /* 7 repeats */
+    size_t n = (size_t)B * T * C, nt = (size_t)B * T;
+    int32_t *tok = malloc(nt * sizeof *tok);
+    for (size_t i = 0; i < nt; i++) /* token 7 repeats, the last row is used */
+        tok[i] = i % 5 == 0 ? 7 : i % 11 == 0 ? V - 1 : (int32_t)((i * 31u) % (unsigned)V);
     float *wte = host_rand((size_t)V * C, 1), *wpe = host_rand((size_t)T * C, 1),
           *out = malloc(n * 4), *dout = host_rand(n, 1);
     cpu->ops->embed_forward(cpu, out, tok, wte, wpe, B, T, C);
     gbuf WT = gput(wte, (size_t)V * C), WP = gput(wpe, (size_t)T * C), O = gput(NULL, n),
          DO = gput(dout, n);
-    int32_t *dt = iput(tok, (size_t)B * T);
+    int32_t *dt = iput(tok, nt);
     gpu->ops->embed_forward(gpu, gdata(&O), dt, gdata(&WT), gdata(&WP), B, T, C);
     float *go = gtake(&O, "embed out");
     compare("embed_forward", out, go, n, ELT);
     float *dwte = host_rand((size_t)V * C, 1), *dwpe = host_rand((size_t)T * C, 1);
-    gbuf DWT = gput(dwte, (size_t)V * C), DWP = gput(dwpe, (size_t)T * C);
-    cpu->ops->embed_backward(cpu, dwte, dwpe, dout, tok, B, T, C);
-    gpu->ops->embed_backward(gpu, gdata(&DWT), gdata(&DWP), gdata(&DO), dt, B, T, C);
-    float *gwt = gtake(&DWT, "embed dwte"), *gwp = gtake(&DWP, "embed dwpe");
-    compare("embed_backward dwte", dwte, gwt, (size_t)V * C, ELT);
-    compare("embed_backward dwpe", dwpe, gwp, (size_t)T * C, ELT);
+    float *gwt[2], *gwp[2];
+    for (int k = 0; k < 2; k++) {
+        gbuf DWT = gput(dwte, (size_t)V * C), DWP = gput(dwpe, (size_t)T * C);
+        gpu->ops->embed_backward(gpu, gdata(&DWT), gdata(&DWP), gdata(&DO), dt, B, T, C, V);
+        gwt[k] = gtake(&DWT, "embed dwte");
+        gwp[k] = gtake(&DWP, "embed dwpe");
+    }
+    cpu->ops->embed_backward(cpu, dwte, dwpe, dout, tok, B, T, C, V);
+    compare("embed_backward dwte", dwte, gwt[0], (size_t)V * C, ELT);
+    compare("embed_backward dwpe", dwpe, gwp[0], (size_t)T * C, ELT);
+    CHECKF(!memcmp(gwt[0], gwt[1], (size_t)V * C * 4) && !memcmp(gwp[0], gwp[1], (size_t)T * C * 4),
+           "%s: embed_backward: two runs differ (B %d, T %d, C %d, V %d)", gpu->name, B, T, C, V);
+    CHECKF(!memcmp(gwt[0], dwte, (size_t)V * C * 4) && !memcmp(gwp[0], dwpe, (size_t)T * C * 4),
+           "%s: embed_backward: not the CPU's bits (B %d, T %d, C %d, V %d)", gpu->name, B, T, C,
+           V);
     free(gtake(&WT, "embed wte"));
     free(gtake(&WP, "embed wpe"));
     free(gtake(&DO, "embed dout"));
     gpu->ops->free(gpu, dt);
-    free(wte), free(wpe), free(out), free(dout), free(go), free(dwte), free(dwpe), free(gwt),
-        free(gwp);
+    free(tok), free(wte), free(wpe), free(out), free(dout), free(go), free(dwte), free(dwpe);
+    for (int k = 0; k < 2; k++)
+        free(gwt[k]), free(gwp[k]);
+}
+
+static void op_embed(void)
+{
+    embed_case(3, 17, 40, 61);
+    /* past a tile of tokens, a block's rows and its 256 columns */
+    embed_case(3, 371, 300, 1100);
 }
 
 /* ---- the table itself */
@@ -526,8 +615,8 @@ static int table_complete(const rumor_ops_t *o)
     const void *need[] = {
         o->alloc, o->free, o->upload, o->download, o->copy, o->sync, o->gemm, o->add_bias,
         o->sum_rows, o->axpy, o->scale, o->relu_forward, o->relu_backward, o->gelu_forward,
-        o->gelu_backward, o->dropout_forward, o->dropout_backward, o->softmax_xent_forward,
-        o->softmax_xent_backward, o->sgd_step, o->adamw_step, o->fill, o->add, o->axpby,
+        o->gelu_backward, o->gemm_bias_gelu, o->gemm_dgelu, o->dropout_forward, o->dropout_backward, o->softmax_xent,
+        o->sgd_step, o->adamw_step, o->fill, o->add, o->axpby,
         o->axpy_dist, o->sumsq, o->gemm_batched, o->layernorm_forward, o->layernorm_backward_x,
         o->layernorm_backward_w, o->attention_forward, o->attention_backward, o->embed_forward,
         o->embed_backward, o->stream_create, o->stream_destroy, o->set_stream, o->stream_sync,
@@ -550,11 +639,15 @@ static void run_backend(void)
     if (missing)
         return;
     op_gemm(RUMOR_PREC_FP32);
-    if (gpu->ops->supports(gpu, RUMOR_CAP_TF32))
+    op_gemm_gelu(RUMOR_PREC_FP32);
+    if (gpu->ops->supports(gpu, RUMOR_CAP_TF32)) {
         op_gemm(RUMOR_PREC_TF32);
+        op_gemm_gelu(RUMOR_PREC_TF32);
+    }
     if (gpu->ops->supports(gpu, RUMOR_CAP_BF16)) {
         op_gemm(RUMOR_PREC_BF16);
         op_gemm_bf16_exact();
+        op_gemm_gelu(RUMOR_PREC_BF16);
     }
     static const struct {
         const char *name;

@@ -538,31 +538,19 @@ static void test_dropout(rumor_device_t *d, rumor_device_t *cpu)
 
 /* ------------------------------------------------------------ softmax/xent */
 
+/* softmax_xent on d: the losses, and the logits after the op (grad: the
+ * gradient written over them) */
 static void run_xent(rumor_device_t *d, const float *logits, const int32_t *labels, int batch,
-                     int classes, float **probs, float **losses)
+                     int classes, float scale, int grad, float **out, float **losses)
 {
     size_t bc = (size_t)batch * classes;
     float *dz = dput(d, logits, bc * sizeof(float));
     int32_t *dl = dput(d, labels, batch * sizeof(int32_t));
-    float *dp = dput(d, NULL, bc * sizeof(float)), *dloss = dput(d, NULL, batch * sizeof(float));
-    d->ops->softmax_xent_forward(d, dp, dloss, dz, dl, batch, classes);
-    *probs = dtake(d, dp, bc * sizeof(float));
+    float *dloss = dput(d, NULL, batch * sizeof(float));
+    d->ops->softmax_xent(d, dz, dloss, dl, batch, classes, scale, grad);
+    *out = dtake(d, dz, bc * sizeof(float));
     *losses = dtake(d, dloss, batch * sizeof(float));
-    d->ops->free(d, dz);
     d->ops->free(d, dl);
-}
-
-static float *run_xent_bwd(rumor_device_t *d, const float *probs, const int32_t *labels,
-                           int batch, int classes, float scale)
-{
-    size_t bc = (size_t)batch * classes;
-    float *dp = dput(d, probs, bc * sizeof(float));
-    int32_t *dl = dput(d, labels, batch * sizeof(int32_t));
-    float *dg = dput(d, NULL, bc * sizeof(float));
-    d->ops->softmax_xent_backward(d, dg, dp, dl, batch, classes, scale);
-    d->ops->free(d, dp);
-    d->ops->free(d, dl);
-    return dtake(d, dg, bc * sizeof(float));
 }
 
 static void test_xent(rumor_device_t *d, rumor_device_t *cpu)
@@ -580,10 +568,15 @@ static void test_xent(rumor_device_t *d, rumor_device_t *cpu)
         z[8 * C + c] = -1e4f;
         z[9 * C + c] = (c - 4.5f) * 2.2e3f;
     }
-    float *probs, *losses;
-    run_xent(d, z, labels, B, C, &probs, &losses);
+    const float scale = 1.0f / B;
+    float *same, *l0, *g, *losses;
+    run_xent(d, z, labels, B, C, scale, 0, &same, &l0);
+    CHECKF(!memcmp(same, z, sizeof z), "%s softmax_xent without grad changed the logits",
+           d->name);
+    run_xent(d, z, labels, B, C, scale, 1, &g, &losses);
+    CHECKF(!memcmp(l0, losses, B * sizeof(float)), "%s xent losses differ with grad", d->name);
 
-    double wp[B * C], wl[B];
+    double wg[B * C], wl[B];
     for (int b = 0; b < B; b++) {
         const float *zr = z + b * C;
         double mx = zr[0], s = 0;
@@ -593,41 +586,31 @@ static void test_xent(rumor_device_t *d, rumor_device_t *cpu)
             s += exp((double)zr[c] - mx);
         double lse = mx + log(s);
         for (int c = 0; c < C; c++)
-            wp[b * C + c] = exp((double)zr[c] - lse);
+            wg[b * C + c] = (double)scale * (exp((double)zr[c] - lse) - (c == labels[b]));
         wl[b] = lse - zr[labels[b]];
     }
-    cmp(d->name, "softmax probs", probs, wp, B * C, 1e-6, 1e-5);
+    cmp(d->name, "xent gradient", g, wg, B * C, 1e-7, 1e-5);
     cmp(d->name, "xent losses", losses, wl, B, 2e-6, 2e-6);
     for (int b = 0; b < B; b++) {
         double s = 0;
         for (int c = 0; c < C; c++)
-            s += probs[b * C + c];
-        CHECKF(fabs(s - 1.0) <= 1e-5, "%s softmax row %d sums to %.9g", d->name, b, s);
+            s += g[b * C + c];
+        CHECKF(fabs(s) <= 1e-6, "%s xent gradient row %d sums to %.9g", d->name, b, s);
     }
     CHECK_CLOSE(losses[7], log(10.0), 1e-6, 1e-6);
     CHECK_CLOSE(losses[5], 2e4, 1.0, 0); /* label at -1e4, max 1e4: ~2e4, and finite */
 
-    const float scale = 1.0f / B;
-    float *g = run_xent_bwd(d, probs, labels, B, C, scale);
-    double wg[B * C];
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++)
-            wg[b * C + c] = (double)scale * ((double)probs[b * C + c] - (c == labels[b]));
-    cmp(d->name, "xent backward", g, wg, B * C, 1e-7, 1e-6);
-
     if (d != cpu) {
-        float *pc, *lc;
-        run_xent(cpu, z, labels, B, C, &pc, &lc);
-        cmp_cpu(d->name, "softmax probs", probs, pc, B * C, 1e-6, 1e-5);
+        float *gc, *lc;
+        run_xent(cpu, z, labels, B, C, scale, 1, &gc, &lc);
+        cmp_cpu(d->name, "xent gradient", g, gc, B * C, 1e-7, 1e-5);
         cmp_cpu(d->name, "xent losses", losses, lc, B, 2e-6, 2e-6);
-        float *gc = run_xent_bwd(cpu, probs, labels, B, C, scale);
-        cmp_cpu(d->name, "xent backward", g, gc, B * C, 1e-7, 1e-6);
-        free(pc);
-        free(lc);
         free(gc);
+        free(lc);
     }
+    free(same);
+    free(l0);
     free(g);
-    free(probs);
     free(losses);
 }
 
@@ -759,8 +742,9 @@ static void test_table_complete(const rumor_device_t *d)
     HAS(name); HAS(alloc); HAS(free); HAS(upload); HAS(download); HAS(copy); HAS(sync);
     HAS(gemm); HAS(add_bias); HAS(sum_rows); HAS(axpy); HAS(scale);
     HAS(relu_forward); HAS(relu_backward); HAS(gelu_forward); HAS(gelu_backward);
+    HAS(gemm_bias_gelu); HAS(gemm_dgelu);
     HAS(dropout_forward); HAS(dropout_backward);
-    HAS(softmax_xent_forward); HAS(softmax_xent_backward);
+    HAS(softmax_xent);
     HAS(sgd_step); HAS(adamw_step);
 #undef HAS
 }

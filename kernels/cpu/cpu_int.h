@@ -27,7 +27,7 @@ void cpu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const f
 void cpu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,
                        const float *wpe, int B, int T, int C);
 void cpu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
-                        const int32_t *tok, int B, int T, int C);
+                        const int32_t *tok, int B, int T, int C, int V);
 int cpu_stream_create(rumor_device_t *d, rumor_stream_t **out);
 void cpu_stream_destroy(rumor_device_t *d, rumor_stream_t *s);
 int cpu_set_stream(rumor_device_t *d, rumor_stream_t *s);

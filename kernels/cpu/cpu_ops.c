@@ -178,39 +178,42 @@ static void cpu_dropout_backward(rumor_device_t *d, float *dx, const float *dy, 
     cpu_dropout_forward(d, dx, dy, n, p, seed);
 }
 
-static void cpu_softmax_xent_forward(rumor_device_t *d, float *probs, float *losses,
-                                     const float *logits, const int32_t *labels, int batch,
-                                     int classes)
+static void cpu_gemm_bias_gelu(rumor_device_t *d, float *y, float *pre, const float *x,
+                               const float *w, const float *bias, int rows, int in, int out)
+{
+    d->ops->gemm(d, 0, 0, rows, out, in, 1.0f, x, in, w, out, 0.0f, pre, out);
+    d->ops->add_bias(d, pre, bias, rows, out);
+    cpu_gelu_forward(d, y, pre, (size_t)rows * (size_t)out);
+}
+
+static void cpu_gemm_dgelu(rumor_device_t *d, float *dx, const float *dy, const float *w,
+                           const float *pre, int rows, int in, int out)
+{
+    d->ops->gemm(d, 0, 1, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+    cpu_gelu_backward(d, dx, pre, dx, (size_t)rows * (size_t)in);
+}
+
+static void cpu_softmax_xent(rumor_device_t *d, float *logits, float *losses,
+                             const int32_t *labels, int rows, int classes, float scale, int grad)
 {
     (void)d;
-    for (int b = 0; b < batch; b++) {
-        const float *z = logits + (size_t)b * classes;
-        float *p = probs + (size_t)b * classes;
+    for (int b = 0; b < rows; b++) {
+        float *z = logits + (size_t)b * classes;
+        int lab = labels[b];
         float mx = z[0];
         for (int c = 1; c < classes; c++)
             mx = z[c] > mx ? z[c] : mx;
         double sum = 0.0;
-        for (int c = 0; c < classes; c++) {
-            p[c] = expf(z[c] - mx);
-            sum += p[c];
-        }
+        for (int c = 0; c < classes; c++)
+            sum += expf(z[c] - mx);
+        /* -log softmax computed from the logits, not from a rounded prob. */
+        if (losses)
+            losses[b] = (float)(log(sum) - (double)(z[lab] - mx));
+        if (!grad)
+            continue;
         float inv = (float)(1.0 / sum);
         for (int c = 0; c < classes; c++)
-            p[c] *= inv;
-        /* -log softmax computed from the logits, not from a rounded prob. */
-        losses[b] = (float)(log(sum) - (double)(z[labels[b]] - mx));
-    }
-}
-
-static void cpu_softmax_xent_backward(rumor_device_t *d, float *dlogits, const float *probs,
-                                      const int32_t *labels, int batch, int classes, float scale)
-{
-    (void)d;
-    for (int b = 0; b < batch; b++) {
-        const float *p = probs + (size_t)b * classes;
-        float *g = dlogits + (size_t)b * classes;
-        for (int c = 0; c < classes; c++)
-            g[c] = scale * (p[c] - (c == labels[b] ? 1.0f : 0.0f));
+            z[c] = scale * (expf(z[c] - mx) * inv - (c == lab ? 1.0f : 0.0f));
     }
 }
 
@@ -260,10 +263,11 @@ const rumor_ops_t rumor_cpu_ops = {
     .relu_backward = cpu_relu_backward,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
+    .gemm_bias_gelu = cpu_gemm_bias_gelu,
+    .gemm_dgelu = cpu_gemm_dgelu,
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
-    .softmax_xent_forward = cpu_softmax_xent_forward,
-    .softmax_xent_backward = cpu_softmax_xent_backward,
+    .softmax_xent = cpu_softmax_xent,
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
     .fill = cpu_fill,

@@ -274,9 +274,10 @@ void cpu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const 
 }
 
 void cpu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
-                        const int32_t *tok, int B, int T, int C)
+                        const int32_t *tok, int B, int T, int C, int V)
 {
     (void)d;
+    (void)V; /* tokens are in [0, V): callers validate */
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *g = dout + ((size_t)b * T + t) * C;

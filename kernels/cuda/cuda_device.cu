@@ -447,10 +447,11 @@ static const rumor_ops_t rumor_cuda_ops = {
     .relu_backward = cu_relu_backward,
     .gelu_forward = cu_gelu_forward,
     .gelu_backward = cu_gelu_backward,
+    .gemm_bias_gelu = cu_gemm_bias_gelu,
+    .gemm_dgelu = cu_gemm_dgelu,
     .dropout_forward = cu_dropout_forward,
     .dropout_backward = cu_dropout_backward,
-    .softmax_xent_forward = cu_softmax_xent_forward,
-    .softmax_xent_backward = cu_softmax_xent_backward,
+    .softmax_xent = cu_softmax_xent,
     .sgd_step = cu_sgd_step,
     .adamw_step = cu_adamw_step,
     .fill = cu_fill,
@@ -502,6 +503,9 @@ static void ctx_free(cu_ctx *c)
     if (c->ones)
         cudaFree(c->ones);
     cu_matmul_free(c);
+    if (c->ln_part)
+        cudaFree(c->ln_part);
+    cu_lt_free(c);
     if (c->red_host)
         cudaFreeHost(c->red_host);
     if (c->stream)

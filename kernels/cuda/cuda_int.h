@@ -37,6 +37,12 @@ typedef struct cu_ctx {
     size_t nones;
     uint16_t *bf16;        /* (bf16_cap) bf16 inputs of a GEMM (cuda_matmul.cu) */
     size_t bf16_cap;
+    float *ln_part;        /* (nln_part) layernorm_backward_w's per-chunk column sums */
+    size_t nln_part;
+    /* cuda_lt.cu: the cuBLASLt handle and workspace, made at the first use;
+     * lt_off: none (RUMOR_CUDA_NO_LT=1, or they could not be made) */
+    void *lt, *lt_ws;
+    int lt_off;
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
@@ -142,6 +148,13 @@ void cu_gemm_batched(rumor_device_t *d, int ta, int tb, int m, int n, int k, flo
 void cu_add_bias(rumor_device_t *d, float *y, const float *bias, int rows, int cols);
 void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int cols, float beta);
 
+/* cuda_lt.cu: GEMMs with cuBLASLt epilogues */
+void cu_gemm_bias_gelu(rumor_device_t *d, float *y, float *pre, const float *x, const float *w,
+                       const float *bias, int rows, int in, int out);
+void cu_gemm_dgelu(rumor_device_t *d, float *dx, const float *dy, const float *w, const float *pre,
+                   int rows, int in, int out);
+void cu_lt_free(cu_ctx *x);
+
 /* cuda_eltwise.cu */
 void cu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n);
 void cu_scale(rumor_device_t *d, float *y, float a, size_t n);
@@ -168,10 +181,8 @@ void cu_adamw_step(rumor_device_t *d, float *p, float *m, float *v, const float 
                    float lr, float b1, float b2, float eps, float wd, float bc1, float bc2);
 
 /* cuda_xent.cu */
-void cu_softmax_xent_forward(rumor_device_t *d, float *probs, float *losses, const float *logits,
-                             const int32_t *labels, int batch, int classes);
-void cu_softmax_xent_backward(rumor_device_t *d, float *dlogits, const float *probs,
-                              const int32_t *labels, int batch, int classes, float scale);
+void cu_softmax_xent(rumor_device_t *d, float *logits, float *losses, const int32_t *labels,
+                     int rows, int classes, float scale, int grad);
 
 /* cuda_layernorm.cu */
 void cu_layernorm_forward(rumor_device_t *d, float *y, float *mean, float *rstd, const float *x,
@@ -192,7 +203,7 @@ void cu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const fl
 void cu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,
                       const float *wpe, int B, int T, int C);
 void cu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,
-                       const int32_t *tok, int B, int T, int C);
+                       const int32_t *tok, int B, int T, int C, int V);
 
 /* cuda_nccl.cu (built with NCCL): cliques of GPUs, one communicator a GPU */
 int cu_clique_open(rumor_device_t *const *devs, int n, rumor_clique_t **out);

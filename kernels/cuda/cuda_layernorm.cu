@@ -100,14 +100,17 @@ void cu_layernorm_backward_x(rumor_device_t *d, float *dx, const float *dy, cons
 
 /* Column sums over the rows: block (32, STRIP_ROWS) owns 32 columns (a
  * warp reads 128 contiguous bytes of a row) and a chunk of the rows; its
- * threads fold their partial sums through shared memory and one atomicAdd
- * a column adds the chunk's sum to dw and db. The chunks split the rows so
- * that the grid fills the GPU (C = 768 is only 24 strips); the order of the
- * chunks' atomic adds varies from run to run, so dw and db may differ in
- * their last bits between runs. */
+ * threads fold their partial sums through shared memory in a fixed order
+ * and write the chunk's sums (dw's and db's) to the device's scratch
+ * (cu_ctx.ln_part, chunks x 2C). The chunks split the rows so that the grid
+ * fills the GPU (C = 768 is only 24 strips). A second kernel adds each
+ * column's chunk sums in chunk order into dw and db: no atomics, the same
+ * bits on every run of the same GPU (the chunking follows its SM count).
+ * The scratch is the device's, as sum_rows's ones are: the op must not run
+ * on two of the device's streams at once. */
 #define STRIP_ROWS 8
 
-static __global__ void ln_bwd_w_kernel(float *dw, float *db, const float *dy, const float *x,
+static __global__ void ln_bwd_w_kernel(float *part, const float *dy, const float *x,
                                        const float *mean, const float *rstd, int rows, int C,
                                        int chunk)
 {
@@ -130,8 +133,24 @@ static __global__ void ln_bwd_w_kernel(float *dw, float *db, const float *dy, co
             aw += sw[i][tx];
             ab += sb[i][tx];
         }
-        atomicAdd(dw + c, aw);
-        atomicAdd(db + c, ab);
+        float *p = part + (size_t)blockIdx.y * 2 * C;
+        p[c] = aw;
+        p[C + c] = ab;
+    }
+}
+
+/* dw (C) += the chunks' dw sums, db (C) += theirs, each in chunk order */
+static __global__ void ln_bwd_w_sum_kernel(float *dw, float *db, const float *part, int C,
+                                           int chunks)
+{
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < 2 * C; j += gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int k = 0; k < chunks; k++)
+            acc += part[(size_t)k * 2 * C + j];
+        if (j < C)
+            dw[j] += acc;
+        else
+            db[j - C] += acc;
     }
 }
 
@@ -150,7 +169,24 @@ void cu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const floa
     chunks = chunks < 65535 ? chunks : 65535;
     int chunk = (rows + chunks - 1) / chunks;
     chunks = (rows + chunk - 1) / chunk;
+    size_t need = (size_t)chunks * 2 * (size_t)C;
+    if (ctx->nln_part < need) { /* grown once to the largest call, as sum_rows's ones */
+        float *part = NULL;
+        if (ctx->ln_part)
+            CU_KEEP(d, cudaStreamSynchronize(ctx->cur)); /* the old one may be in use */
+        cudaError_t e = cudaMalloc((void **)&part, need * sizeof(float));
+        CU_KEEP(d, e);
+        if (e != cudaSuccess)
+            return;
+        if (ctx->ln_part)
+            cudaFree(ctx->ln_part);
+        ctx->ln_part = part;
+        ctx->nln_part = need;
+    }
     CU_LAUNCH(ln_bwd_w_kernel, dim3((unsigned)strips, (unsigned)chunks), dim3(32, STRIP_ROWS), 0,
-              ctx->cur, dw, db, dy, x, mean, rstd, rows, C, chunk);
+              ctx->cur, ctx->ln_part, dy, x, mean, rstd, rows, C, chunk);
     CU_LAUNCHED(d, "layernorm_backward_w");
+    CU_LAUNCH(ln_bwd_w_sum_kernel, cu_blocks(2 * (size_t)C, 256), 256, 0, ctx->cur, dw, db,
+              ctx->ln_part, C, chunks);
+    CU_LAUNCHED(d, "layernorm_backward_w: sum");
 }

@@ -152,7 +152,7 @@ enum { OP_COPY, OP_AXPY, OP_ADD, OP_AXPBY, OP_SCALE, OP_FILL, OP_GELU, OP_ADAMW,
        OP_AXPY_DIST, OP_LAYERNORM, OP_XENT, NOPS };
 static const char *const op_names[NOPS] = {
     "copy", "axpy", "add", "axpby", "scale", "fill", "gelu_forward", "adamw_step", "sumsq",
-    "axpy_dist", "layernorm_forward", "softmax_xent_forward"
+    "axpy_dist", "layernorm_forward", "softmax_xent"
 };
 
 typedef struct {
@@ -172,8 +172,8 @@ static double op_bytes(int k, const op_bufs *b)
     static const double per_n[NOPS] = { 2, 3, 3, 3, 2, 1, 2, 7, 1, 3, 0, 0 };
     if (k == OP_LAYERNORM) /* x, w, b in; y, mean, rstd out */
         return 4.0 * (2 * R * C + 2 * C + 2 * R);
-    if (k == OP_XENT) /* logits, labels in; probs, losses out */
-        return 4.0 * (2 * X * V + 2 * X);
+    if (k == OP_XENT) /* logits read twice, their gradient written over them; labels, losses */
+        return 4.0 * (3 * X * V + 2 * X);
     return 4.0 * per_n[k] * n;
 }
 
@@ -201,7 +201,8 @@ static int run_op(rumor_device_t *d, int k, op_bufs *b)
                              b->ln_C, 1e-5f);
         return 0;
     case OP_XENT:
-        o->softmax_xent_forward(d, b->y, b->losses, b->x, b->labels, b->xe_rows, b->xe_V);
+        /* the gradient over x: later calls run on earlier gradients (finite) */
+        o->softmax_xent(d, b->x, b->losses, b->labels, b->xe_rows, b->xe_V, 1.0f, 1);
         return 0;
     }
     return -1;

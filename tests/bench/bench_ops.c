@@ -41,7 +41,7 @@ static void op_ln_fwd(void) { d->ops->layernorm_forward(d, y, mean, rstd, x, w, 
 static void op_ln_bx(void) { d->ops->layernorm_backward_x(d, dx, dy, x, w, mean, rstd, R, C, 0); }
 static void op_ln_bw(void) { d->ops->layernorm_backward_w(d, w, b, dy, x, mean, rstd, R, C); }
 static void op_emb_fwd(void) { d->ops->embed_forward(d, y, tok, wte, wpe, B, T, C); }
-static void op_emb_bwd(void) { d->ops->embed_backward(d, wte, wpe, dy, tok, B, T, C); }
+static void op_emb_bwd(void) { d->ops->embed_backward(d, wte, wpe, dy, tok, B, T, C, V); }
 static void op_add(void) { d->ops->add(d, y, x, dy, (size_t)R * C); }
 static void op_fill(void) { d->ops->fill(d, y, 0.0f, (size_t)R * C); }
 static void op_gelu(void) { d->ops->gelu_forward(d, h4, h4 + (size_t)R * C, (size_t)R * C); }
