@@ -33,8 +33,11 @@ typedef struct cu_ctx {
      * host memory */
     double *red;           /* (CU_RED_BLOCKS + 1) x 2 doubles */
     double *red_host;      /* 2 doubles, page-locked */
-    float *ones;           /* (nones) 1.0f: sum_rows is a GEMV against it */
-    size_t nones;
+    float *ones;           /* (CU_ONES) 1.0f: sum_rows is a GEMV against it, a
+                            * chunk of CU_ONES rows at a time (made at open) */
+    /* what stalled the host or the GPU (rumor_dev_counters_t; atomics: a
+     * link may wait on a device's stream from another stage's thread) */
+    long n_malloc, n_free, n_device_sync, n_host_wait;
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
@@ -48,6 +51,12 @@ typedef struct cu_ctx {
     int failed;
     char why[320];
 } cu_ctx;
+
+/* Rows of sum_rows' vector of ones: one GEMV a chunk of this many rows. */
+#define CU_ONES 65536
+
+/* Counts a stall of d (cu_ctx's n_* fields) */
+#define CU_COUNT(d, field) __atomic_fetch_add(&cu_of(d)->field, 1L, __ATOMIC_RELAXED)
 
 /* Grid of the reductions (axpy_dist, sumsq): enough blocks to fill a GPU,
  * few enough that one block adds their partial sums. */
