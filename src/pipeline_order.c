@@ -79,13 +79,14 @@ void pipe_events_free(rumor_pipeline_t *p)
     free(r->pev);
     r->pev = NULL;
     rumor_stage_t *last = p->st ? p->st[p->S - 1] : NULL;
+    if (last && r->loss_ev) /* no download may still land in the losses' buffer */
+        RUMOR_IGNORE(last->dev->ops->event_sync(last->dev, r->loss_ev));
+    if (last && r->loss_host)
+        last->dev->ops->host_free(last->dev, r->loss_host);
     if (last && r->loss_ev)
         last->dev->ops->event_destroy(last->dev, r->loss_ev);
-    if (last && r->loss_host) {
-        if (r->loss_ev) /* no download may still land in it */
-            RUMOR_IGNORE(last->dev->ops->event_sync(last->dev, r->loss_ev));
-        last->dev->ops->host_free(last->dev, r->loss_host);
-    }
+    r->loss_host = NULL;
+    r->loss_ev = NULL;
     free(r->loss_rows);
 }
 
