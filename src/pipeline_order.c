@@ -156,5 +156,12 @@ int pipe_loss_read(rumor_pipeline_t *p)
             t += h[i];
         r->loss[m] = t;
     }
+    /* a GPU stage's kept failure (a launch refused) is this step's, where
+     * its work is done by now: without waiting, the queries report it */
+    for (int s = 0; s < p->S; s++) {
+        rumor_stage_t *st = p->st[s];
+        if (gpu(st) && r->pev[s].n > 0)
+            RUMOR_CHECK(st->dev->ops->event_query(st->dev, r->pev[s].done[0]));
+    }
     return 0;
 }
