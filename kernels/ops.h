@@ -54,6 +54,16 @@ typedef enum {
  * softmax and reductions compute in fp32. The CPU computes in fp32 only. */
 typedef enum { RUMOR_PREC_FP32 = 0, RUMOR_PREC_TF32, RUMOR_PREC_BF16 } rumor_precision;
 
+/* What a device did that stalls its host or its GPU, counted since it was
+ * opened (ops->counters; CUDA): a step that allocates, frees or waits for
+ * the whole device shows here, as do the host's waits for its streams. */
+typedef struct rumor_dev_counters {
+    long mallocs;      /* device or page-locked allocations */
+    long frees;
+    long device_syncs; /* waits for all of the GPU's streams */
+    long host_waits;   /* the host waited for a stream or an event */
+} rumor_dev_counters_t;
+
 typedef struct rumor_ops {
     const char *name;
 
@@ -211,6 +221,8 @@ typedef struct rumor_ops {
     void *(*host_alloc)(rumor_device_t *d, size_t bytes);
     void (*host_free)(rumor_device_t *d, void *p);
     int (*supports)(const rumor_device_t *d, rumor_cap cap);
+    /* the device's counters (NULL where it keeps none: the CPU) */
+    void (*counters)(const rumor_device_t *d, rumor_dev_counters_t *out);
 
     /* ---- a clique of devices of this table's kind (distinct devices; one
      * alone sends to itself), for copies by the backend's collective

@@ -10,9 +10,11 @@
  * streams carry nothing but its copies, so a copy never waits for the
  * compute either stage has queued since.
  *
- * The source must be complete (the stage that wrote it synced its device);
- * rumor_link_copy returns when the destination holds the bytes. One thread
- * uses a link at a time. */
+ * rumor_link_copy's source must be complete (the stage that wrote it synced
+ * its device) and it returns when the destination holds the bytes;
+ * rumor_link_copy_ordered orders the copy with events instead, so a step's
+ * copies between GPUs leave the host free. One thread uses a link at a
+ * time. */
 #ifndef RUMOR_LINK_H
 #define RUMOR_LINK_H
 
@@ -47,6 +49,17 @@ const char *rumor_link_kind_name(rumor_link_kind k);
  * when forward is 1, backward (b -> a) when 0. */
 int rumor_link_copy(rumor_link_t *l, int forward, void *dst, const void *src,
                     size_t bytes) RUMOR_WUR;
+
+/* The copy of rumor_link_copy, ordered by events: it starts once the work
+ * before after_src (an event of the source's device) and after_dst (of the
+ * destination's device) is done, either NULL for none; `done` (an event of
+ * the destination's device, NULL: none) is recorded when dst holds the bytes
+ * and src has been read: readers of dst and writers of src wait for it.
+ * Between two GPUs it returns once queued; with a CPU end it returns when
+ * the bytes have landed (a CPU stage waits for nothing). */
+int rumor_link_copy_ordered(rumor_link_t *l, int forward, void *dst, const void *src,
+                            size_t bytes, rumor_event_t *after_src, rumor_event_t *after_dst,
+                            rumor_event_t *done) RUMOR_WUR;
 
 #ifdef __cplusplus
 }

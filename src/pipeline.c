@@ -1,6 +1,7 @@
-/* Pipelines: creating one (cuts, schedule, stages, links) and running a
- * step: a worker thread a device, started and joined here
- * (pipeline_worker.c runs them). See pipeline.h and pipeline_int.h. */
+/* Pipelines: creating one (cuts, schedule, stages, links, a worker thread
+ * a device that lives as long as the pipeline) and running a step: the
+ * workers woken and waited for here (pipeline_worker.c runs them). See
+ * pipeline.h and pipeline_int.h. */
 #include "pipeline.h"
 
 #include <pthread.h>
@@ -28,11 +29,68 @@ rumor_stage_t *pipe_tied_owner(const rumor_pipeline_t *p, const rumor_stage_t *s
     return NULL;
 }
 
+/* A worker thread: one step of its device each time the generation moves,
+ * until the pipeline goes. */
+static void *worker_main(void *arg)
+{
+    struct pipeline_worker *w = arg;
+    struct pipeline_run *r = w->p->run;
+    long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->wmu);
+        while (r->gen == seen && !r->quit)
+            pthread_cond_wait(&r->go, &r->wmu);
+        int quit = r->quit;
+        seen = r->gen;
+        pthread_mutex_unlock(&r->wmu);
+        if (quit)
+            return NULL;
+        pipe_work(w);
+        pthread_mutex_lock(&r->wmu);
+        r->ndone++;
+        pthread_cond_signal(&r->fin);
+        pthread_mutex_unlock(&r->wmu);
+    }
+}
+
+static void workers_stop(rumor_pipeline_t *p)
+{
+    struct pipeline_run *r = p->run;
+    pthread_mutex_lock(&r->wmu);
+    r->quit = 1;
+    pthread_cond_broadcast(&r->go);
+    pthread_mutex_unlock(&r->wmu);
+    for (int d = 0; d < r->nthreads; d++)
+        pthread_join(r->th[d], NULL);
+    r->nthreads = 0;
+}
+
+static int workers_start(rumor_pipeline_t *p)
+{
+    struct pipeline_run *r = p->run;
+    if (!(r->w = calloc((size_t)p->P, sizeof *r->w)))
+        return rumor_err_set(RUMOR_ENOMEM, "pipeline: out of memory");
+    for (int d = 0; d < p->P; d++) {
+        r->w[d].p = p;
+        r->w[d].d = d;
+        if (pthread_create(&r->th[d], NULL, worker_main, &r->w[d]) != 0)
+            return rumor_err_set(RUMOR_ESYS, "pipeline: cannot start the worker of device %d",
+                                 d);
+        r->nthreads++;
+    }
+    return 0;
+}
+
 void rumor_pipeline_destroy(rumor_pipeline_t **pp)
 {
     if (!pp || !*pp)
         return;
     rumor_pipeline_t *p = *pp;
+    if (p->run && p->run->w) {
+        workers_stop(p);
+        free(p->run->w);
+    }
+    pipe_events_free(p);
     if (p->pio) { /* copies still landing in the caller's buffer finish first */
         RUMOR_IGNORE(rumor_pipeline_params_sync(p));
         pipe_pio_free(p);
@@ -60,6 +118,9 @@ void rumor_pipeline_destroy(rumor_pipeline_t **pp)
     if (p->run) {
         pthread_mutex_destroy(&p->run->mu);
         pthread_cond_destroy(&p->run->cv);
+        pthread_mutex_destroy(&p->run->wmu);
+        pthread_cond_destroy(&p->run->go);
+        pthread_cond_destroy(&p->run->fin);
         free(p->run->done_f);
         free(p->run->done_b);
         free(p->run->slot_of);
@@ -169,6 +230,9 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&p->run->cv, &ca);
         pthread_condattr_destroy(&ca);
+        pthread_mutex_init(&p->run->wmu, NULL);
+        pthread_cond_init(&p->run->go, NULL);
+        pthread_cond_init(&p->run->fin, NULL);
         size_t cells = (size_t)p->S * p->M;
         struct pipeline_run *r = p->run;
         r->done_f = calloc(cells, 1);
@@ -220,6 +284,10 @@ int rumor_pipeline_create(const rumor_pipeline_config_t *cfg, rumor_pipeline_t *
     }
     if (rc == 0)
         rc = make_links(p);
+    if (rc == 0)
+        rc = pipe_events_make(p);
+    if (rc == 0)
+        rc = workers_start(p);
     if (rc < 0) {
         rumor_pipeline_destroy(&p);
         return rumor_err_trace_add(__FILE__, __LINE__, rc);
@@ -274,6 +342,9 @@ int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long 
     r->host = host;
     long targets = rumor_batch_targets(b);
     r->loss_scale = 1.0f / (float)targets;
+    RUMOR_CHECK(pipe_events_make(p)); /* stages that grew slots (re-planned) */
+    r->timed = p->timed || (p->steps < 2 && (p->sched->kind == RUMOR_SCHED_ZBH1 ||
+                                             p->sched->kind == RUMOR_SCHED_ZBV));
     for (int s = 0; s < p->S; s++) {
         RUMOR_CHECK(rumor_stage_zero_grad(p->st[s]));
         /* a stage that shares a tensor it does not hold (a GPT head's token
@@ -283,27 +354,23 @@ int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long 
             RUMOR_CHECK(rumor_stage_sync_tied(p->st[s], o->params + (p->st[s]->tied_lo - o->lo),
                                               o->dev));
     }
-    pthread_t th[RUMOR_SCHED_MAX_DEVICES];
-    struct pipeline_worker w[RUMOR_SCHED_MAX_DEVICES];
-    int started = 0;
+    /* the workers (made with the pipeline) run the step */
+    struct pipeline_worker *w = r->w;
     double t0 = rumor_now();
     p->t0 = t0;
     for (int d = 0; d < p->P; d++) {
         w[d] = (struct pipeline_worker){ p, d, 0.0, 0.0, 0, 0.0 };
         for (int s = 0; s < p->S; s++)
             w[d].todo += rumor_schedule_device(p->sched, s, NULL) == d;
-        if (pthread_create(&th[d], NULL, pipe_work, &w[d]) != 0) {
-            pthread_mutex_lock(&r->mu);
-            r->failed = 1;
-            snprintf(r->err, sizeof r->err, "cannot start the worker of device %d", d);
-            pthread_cond_broadcast(&r->cv);
-            pthread_mutex_unlock(&r->mu);
-            break;
-        }
-        started++;
     }
-    for (int d = 0; d < started; d++)
-        pthread_join(th[d], NULL);
+    pthread_mutex_lock(&r->wmu);
+    r->ndone = 0;
+    r->gen++;
+    pthread_cond_broadcast(&r->go);
+    while (r->ndone < p->P)
+        pthread_cond_wait(&r->fin, &r->wmu);
+    pthread_mutex_unlock(&r->wmu);
+    int started = p->P;
     /* the schedule's span: until the last list ended (steps after it wait
      * for gossip, not for the pipeline) */
     double end = t0;
@@ -318,6 +385,8 @@ int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long 
             p->early_w += r->early[d][i];
     if (r->failed)
         return rumor_err_set(RUMOR_ESTATE, "pipeline step %ld: %s", step, r->err);
+    /* the host waits for the GPU here alone: the losses, once */
+    RUMOR_CHECK(pipe_loss_read(p));
     double sum = 0.0;
     for (int m = 0; m < p->M; m++)
         sum += r->loss[m];

@@ -97,6 +97,12 @@ typedef struct rumor_pipeline {
     int *tied_of;                 /* (S) the stage holding the tensor stage s keeps a
                                    * copy of, or -1 */
     struct pipeline_run *run;     /* the step under way (pipeline.c) */
+    int timed;                    /* GPU stages' actions are waited for, one at a time,
+                                   * so that ev (a trace, the costs a re-plan reads)
+                                   * measures the GPU rather than the queueing; the
+                                   * first two steps of a zero-bubble schedule are
+                                   * timed so (its re-plan). 0: the host waits for
+                                   * the losses alone */
     struct pipeline_param_io *pio; /* (S) the copies of stages whose parameters are
                                    * not the caller's buffer (pipeline.c) */
 } rumor_pipeline_t;

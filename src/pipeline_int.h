@@ -1,6 +1,11 @@
 /* The pipeline's internals, shared by its sources (not installed):
- *   pipeline.c         creating and destroying a pipeline, and a step's run:
- *                      the workers started, joined and their results read
+ *   pipeline.c         creating and destroying a pipeline (its worker
+ *                      threads, one a device, live as long as it), and a
+ *                      step's run: the workers woken, waited for and their
+ *                      results read
+ *   pipeline_order.c   the events ordering GPU stages' work and their links'
+ *                      copies on their streams (the host waits for none of
+ *                      it in a step but for the losses, once)
  *   pipeline_worker.c  a device's worker thread: its action list, the waits
  *                      between stages, each stage's finish (gradient complete,
  *                      optimizer step on the range next() hands it)
@@ -15,7 +20,17 @@
  * flags (done_f, done_b, acted) and `failed` are read and written under
  * run->mu by every worker; a stage's slots, pool, left and finished belong
  * to the worker of the stage's device alone; the rest of the pipeline is
- * read-only until the workers are joined. */
+ * read-only until the workers are done.
+ *
+ * On GPU stages a step's work is queued, and ordered by events on the
+ * streams, not by the host (pipeline_order.c): after each action on a slot
+ * the stage records done[slot] on its stream; a link copy into a slot (its
+ * input, its output's gradient) waits for the source stage's done and the
+ * destination slot's done (its last reader, the W of the micro-batch that
+ * held it before) and records in[slot], which the stage's stream waits for
+ * before it reads the slot; a slot whose input gradient a link read is taken
+ * again only after that copy's event (read[slot]). The worker's flags say
+ * what has been queued, the events when it ran. */
 #ifndef RUMOR_PIPELINE_INT_H
 #define RUMOR_PIPELINE_INT_H
 
@@ -48,6 +63,30 @@ struct pipeline_run {
     rumor_pipeline_next_fn next;  /* NULL: no step */
     void *next_ctx;
     rumor_device_t *host;         /* the memory next() hands ranges of */
+    struct pipeline_events *pev;  /* (S) GPU stages' events (CPU: none) */
+    int timed;                    /* this step waits for each GPU action (p->timed) */
+    float *loss_host;             /* (M x loss_stride) per-row losses, downloaded as
+                                   * each micro-batch's F ends (page-locked on a GPU) */
+    size_t loss_stride;
+    int *loss_rows;               /* (M) rows of each micro-batch's losses */
+    rumor_event_t *loss_ev;       /* after the last download (GPU) */
+    /* the worker threads, created with the pipeline: woken for a step (gen
+     * moves), each says when done (ndone) */
+    pthread_mutex_t wmu;
+    pthread_cond_t go, fin;
+    long gen;
+    int ndone, quit, nthreads;
+    pthread_t th[RUMOR_SCHED_MAX_DEVICES];
+    struct pipeline_worker *w;    /* (P) */
+};
+
+/* A GPU stage's events (pipeline_order.c); n slots covered. */
+struct pipeline_events {
+    rumor_event_t **done; /* (n) after the stage's last action on the slot */
+    rumor_event_t **in;   /* (n) a link's copy into the slot landed */
+    rumor_event_t **read; /* (n) not owned: the event after which a link has read
+                           * the slot's input gradient (NULL: none pending) */
+    int n;
 };
 
 /* A device's worker thread of one step (pipeline_worker.c). */
@@ -60,9 +99,31 @@ struct pipeline_worker {
     double list_end; /* when its action list ended */
 };
 
-/* The thread of a pipeline_worker: runs device w->d's action list, then
+/* One step of a pipeline_worker: runs device w->d's action list, then
  * finishes its stages (pipeline_worker.c). */
-void *pipe_work(void *arg);
+void pipe_work(struct pipeline_worker *w);
+
+/* ---- events between GPU stages (pipeline_order.c) */
+
+/* Makes the events for the stages' slots (more when a stage grew slots) and
+ * the losses' buffer; frees them. */
+int pipe_events_make(rumor_pipeline_t *p);
+void pipe_events_free(rumor_pipeline_t *p);
+/* Stage s's events of slot k: NULL on a CPU stage. */
+rumor_event_t *pipe_ev_done(const rumor_pipeline_t *p, int s, int k);
+rumor_event_t *pipe_ev_in(const rumor_pipeline_t *p, int s, int k);
+/* After an action of stage s on slot k: records done[k] on its stream. */
+int pipe_acted_on(rumor_pipeline_t *p, int s, int k);
+/* Stage s's stream waits for what a link copied into slot k. */
+int pipe_wait_in(rumor_pipeline_t *p, int s, int k);
+/* Stage s takes slot k for a micro-batch: its stream waits for a link's
+ * pending read of the slot's input gradient. */
+int pipe_take_slot(rumor_pipeline_t *p, int s, int k);
+/* The last stage queues the download of slot's per-row losses of
+ * micro-batch m; pipe_loss_read waits for them all (once a step) and sums
+ * each micro-batch's into run->loss. */
+int pipe_loss_queue(rumor_pipeline_t *p, int slot, int m);
+int pipe_loss_read(rumor_pipeline_t *p);
 
 /* The stage holding the tensor st keeps a copy of (NULL: none). */
 rumor_stage_t *pipe_tied_owner(const rumor_pipeline_t *p, const rumor_stage_t *st);

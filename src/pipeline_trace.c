@@ -115,8 +115,13 @@ int rumor_pipeline_replan(rumor_pipeline_t *p, const double *given, double *befo
 void rumor_pipeline_trace_rows(const rumor_pipeline_t *p, rumor_trace_t *t)
 {
     for (int d = 0; d < p->P; d++) {
-        char name[96];
-        snprintf(name, sizeof name, "device %d: %s", d, p->dev[d]->name);
+        char name[160];
+        size_t bytes = 0; /* its stages' peak memory: a step allocates none */
+        for (int s = 0; s < p->S; s++)
+            if (rumor_schedule_device(p->sched, s, NULL) == d)
+                bytes += rumor_stage_device_bytes(p->st[s]);
+        snprintf(name, sizeof name, "device %d: %s, stages' peak memory %.1f MiB", d,
+                 p->dev[d]->name, (double)bytes / (1 << 20));
         rumor_trace_row(t, d, name);
     }
 }

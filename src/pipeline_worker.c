@@ -13,9 +13,9 @@
 #include "log.h"
 #include "pipeline_int.h"
 
-/* Finishes what a stage on a GPU queued (its F, B or W): the stage waiting
- * on its result is told only then, and a slot goes back to the pool only
- * when nothing queued still reads it. */
+/* Waits for the work a GPU stage queued (CPU: done already): the
+ * optimizer step's end, where the caller's buffer is not written back on a
+ * stream of its own. */
 static int stage_done(rumor_stage_t *st)
 {
     return st->dev->kind == RUMOR_DEV_CPU ? 0 : st->dev->ops->sync(st->dev);
@@ -57,7 +57,8 @@ static void fail_run(struct pipeline_run *r, int d, const rumor_action_t *a, int
 }
 
 /* One action of worker w's list: 0 done, < 0 an error, 1 the step failed
- * elsewhere. */
+ * elsewhere. On a GPU stage the action is queued, ordered by events
+ * (pipeline_int.h); its flag is posted once it is. */
 static int act(struct pipeline_worker *w, const rumor_action_t *a)
 {
     rumor_pipeline_t *p = w->p;
@@ -77,21 +78,28 @@ static int act(struct pipeline_worker *w, const rumor_action_t *a)
             return rumor_err_set(RUMOR_ESTATE, "stage %d: no free activation slot (the "
                                  "schedule's peak is %d)", s, p->sched->peak_stage[s]);
         slot = r->slot_of[c] = r->pool[s][--r->npool[s]];
+        RUMOR_CHECK(pipe_take_slot(p, s, slot));
         int row0, rows;
         rumor_pipeline_micro_rows(r->b->n, p->M, m, &row0, &rows);
         RUMOR_CHECK(rumor_stage_load(st, slot, r->b, row0, rows));
         const float *in = s > 0 ? rumor_stage_output(p->st[s - 1], r->slot_of[c - p->M]) : NULL;
-        if (s > 0 && p->link[s - 1]) { /* from another device: over the link */
+        if (s > 0 && p->link[s - 1]) {
+            /* from another device, over the link: after the stage before's
+             * F and this slot's last reader (the W of the micro-batch that
+             * held it), and this stage's forward after the copy */
             float *buf = rumor_stage_input_buffer(st, slot);
             size_t bytes = (size_t)st->slots[slot].B * st->slots[slot].T *
                            (size_t)st->model->blocks[st->first].in_width * sizeof(float);
-            RUMOR_CHECK(rumor_link_copy(p->link[s - 1], 1, buf, in, bytes));
+            RUMOR_CHECK(rumor_link_copy_ordered(p->link[s - 1], 1, buf, in, bytes,
+                                                pipe_ev_done(p, s - 1, r->slot_of[c - p->M]),
+                                                pipe_ev_done(p, s, slot), pipe_ev_in(p, s, slot)));
+            RUMOR_CHECK(pipe_wait_in(p, s, slot));
             in = buf;
         }
         RUMOR_CHECK(rumor_stage_forward(st, slot, in, 1, r->step, m));
-        RUMOR_CHECK(stage_done(st));
-        if (s == p->S - 1) /* the loss now: the slot is reused after W */
-            RUMOR_CHECK(rumor_stage_loss(st, slot, &r->loss[m], NULL));
+        RUMOR_CHECK(pipe_acted_on(p, s, slot));
+        if (s == p->S - 1) /* the losses, read once the step is over */
+            RUMOR_CHECK(pipe_loss_queue(p, slot, m));
         w->end = rumor_now(); /* before the next stage may start on it */
         post(r, &r->done_f[c]);
         return 0;
@@ -102,27 +110,38 @@ static int act(struct pipeline_worker *w, const rumor_action_t *a)
          * into the slot (below) */
         if (s < p->S - 1 && wait_for(r, &r->done_b[c + p->M], &w->idle) < 0)
             return 1;
+        if (s < p->S - 1 && p->link[s])
+            RUMOR_CHECK(pipe_wait_in(p, s, slot));
         const float *dy = s < p->S - 1 ? rumor_stage_output_grad(st, slot) : NULL;
         RUMOR_CHECK(rumor_stage_backward_b(st, slot, dy, r->loss_scale));
-        RUMOR_CHECK(stage_done(st));
+        RUMOR_CHECK(pipe_acted_on(p, s, slot));
         if (s > 0) {
             /* send the input gradient into the stage before's slot of this
              * micro-batch (held until its W, which follows its B, which
-             * waits for this), so this slot is free after this stage's W */
+             * waits for this) */
             rumor_stage_t *up = p->st[s - 1];
+            int upslot = r->slot_of[c - p->M];
             size_t bytes = (size_t)st->slots[slot].B * st->slots[slot].T *
                            (size_t)st->model->blocks[st->first].in_width * sizeof(float);
-            float *dst = rumor_stage_output_grad(up, r->slot_of[c - p->M]);
-            if (p->link[s - 1])
-                RUMOR_CHECK(rumor_link_copy(p->link[s - 1], 0, dst,
-                                            rumor_stage_input_grad(st, slot), bytes));
-            else
+            float *dst = rumor_stage_output_grad(up, upslot);
+            if (p->link[s - 1]) {
+                /* after this B and the slot's F up there; this slot is
+                 * taken again only once the copy has read it */
+                rumor_event_t *landed = pipe_ev_in(p, s - 1, upslot);
+                RUMOR_CHECK(rumor_link_copy_ordered(p->link[s - 1], 0, dst,
+                                                    rumor_stage_input_grad(st, slot), bytes,
+                                                    pipe_ev_done(p, s, slot),
+                                                    pipe_ev_done(p, s - 1, upslot), landed));
+                if (st->dev->kind != RUMOR_DEV_CPU)
+                    r->pev[s].read[slot] = landed;
+            } else { /* one device, one stream */
                 RUMOR_CHECK(up->dev->ops->copy(up->dev, dst, rumor_stage_input_grad(st, slot),
                                                bytes));
+            }
         }
         if (a->kind == RUMOR_ACT_BW) {
             RUMOR_CHECK(rumor_stage_backward_w(st, slot));
-            RUMOR_CHECK(stage_done(st)); /* before a link may write into the slot again */
+            RUMOR_CHECK(pipe_acted_on(p, s, slot)); /* a link writing into the slot waits */
             r->pool[s][r->npool[s]++] = slot;
         }
         w->end = rumor_now();
@@ -133,8 +152,8 @@ static int act(struct pipeline_worker *w, const rumor_action_t *a)
         RUMOR_CHECK(rumor_stage_backward_w(st, slot));
         /* the slot's buffers are read until W is done on the device: the
          * next micro-batch's input or gradient comes into them over a link,
-         * off this stage's stream */
-        RUMOR_CHECK(stage_done(st));
+         * off this stage's stream, after this event */
+        RUMOR_CHECK(pipe_acted_on(p, s, slot));
         r->pool[s][r->npool[s]++] = slot;
         w->end = rumor_now();
         return 0;
@@ -391,9 +410,8 @@ static int waits_for_copy(const struct pipeline_worker *w)
     return 0;
 }
 
-void *pipe_work(void *arg)
+void pipe_work(struct pipeline_worker *w)
 {
-    struct pipeline_worker *w = arg;
     rumor_pipeline_t *p = w->p;
     const rumor_schedule_t *sc = p->sched;
     double t0 = rumor_now(), *ev = p->ev[w->d];
@@ -445,5 +463,4 @@ void *pipe_work(void *arg)
             nap(p->run, NULL, 2000000);
         }
     }
-    return NULL;
 }

@@ -22,7 +22,15 @@ static int out_width(const rumor_stage_t *s) { return s->model->blocks[s->last -
 
 static void slot_free(rumor_stage_t *s, rumor_stage_slot_t *sl)
 {
-    (void)s;
+    const rumor_ops_t *ops = s->dev->ops;
+    if (sl->loaded) { /* the last upload from the copies is done first */
+        RUMOR_IGNORE(ops->event_sync(s->dev, sl->loaded));
+        ops->event_destroy(s->dev, sl->loaded);
+    }
+    if (sl->host_in)
+        ops->host_free(s->dev, sl->host_in);
+    if (sl->host_targets)
+        ops->host_free(s->dev, sl->host_targets);
     rumor_arena_free(&sl->arena);
     free(sl->out);
     free(sl->dout);
@@ -45,6 +53,20 @@ static int slot_init(rumor_stage_t *s, rumor_stage_slot_t *sl)
         return rumor_err_set(RUMOR_ENOMEM, "stage: out of memory");
     RUMOR_CHECK(rumor_arena_init(&sl->arena, s->dev, bytes));
     rumor_arena_t *a = &sl->arena;
+    if (s->dev->kind != RUMOR_DEV_CPU && s->dev->ops->supports(s->dev, RUMOR_CAP_PINNED) &&
+        s->dev->ops->supports(s->dev, RUMOR_CAP_ASYNC_COPY)) {
+        /* the batch's rows go up asynchronously from copies of their own */
+        size_t in_bytes = m->input == RUMOR_BATCH_TOKENS ? rows * sizeof(int32_t)
+                                                         : rows * iw * sizeof(float);
+        RUMOR_CHECK(s->dev->ops->event_create(s->dev, &sl->loaded));
+        /* recorded once, so that it may be waited for before the first load */
+        RUMOR_CHECK(s->dev->ops->event_record(s->dev, sl->loaded, NULL));
+        if (s->is_first && !(sl->host_in = s->dev->ops->host_alloc(s->dev, in_bytes)))
+            return rumor_err_trace_add(__FILE__, __LINE__, RUMOR_ENOMEM);
+        if (s->is_last &&
+            !(sl->host_targets = s->dev->ops->host_alloc(s->dev, rows * sizeof(int32_t))))
+            return rumor_err_trace_add(__FILE__, __LINE__, RUMOR_ENOMEM);
+    }
     if (iw) {
         sl->in = rumor_arena_take(a, rows * iw * sizeof(float));
         if (!s->is_first)
@@ -260,6 +282,21 @@ static int check_slot(const rumor_stage_t *s, int slot)
     return 0;
 }
 
+/* bytes of host memory src to dst of the slot's device memory: on a GPU
+ * through the slot's page-locked copy `pinned` (queued on the device's
+ * stream once the last upload from it is done: a step waits for nothing),
+ * else at once */
+static int load_rows(rumor_stage_t *s, rumor_stage_slot_t *sl, void *dst, void *pinned,
+                     const void *src, size_t bytes)
+{
+    rumor_device_t *d = s->dev;
+    if (!pinned)
+        return d->ops->upload(d, dst, src, bytes);
+    RUMOR_CHECK(d->ops->event_sync(d, sl->loaded));
+    memcpy(pinned, src, bytes);
+    return d->ops->upload_async(d, dst, pinned, bytes, NULL);
+}
+
 int rumor_stage_load(rumor_stage_t *s, int slot, const rumor_batch_t *b, int row0, int n)
 {
     RUMOR_CHECK(check_slot(s, slot));
@@ -288,10 +325,11 @@ int rumor_stage_load(rumor_stage_t *s, int slot, const rumor_batch_t *b, int row
                     return rumor_err_set(RUMOR_EINVAL,
                                          "stage: token %d at row %zu out of the vocabulary [0, %d)",
                                          (int)b->tok[r0 + i], r0 + i, V);
-            RUMOR_CHECK(d->ops->upload(d, sl->tok, b->tok + r0, rows * sizeof(int32_t)));
+            RUMOR_CHECK(load_rows(s, sl, sl->tok, sl->host_in, b->tok + r0,
+                                  rows * sizeof(int32_t)));
         } else {
-            RUMOR_CHECK(d->ops->upload(d, sl->in, b->x + r0 * (size_t)b->width,
-                                       rows * (size_t)b->width * sizeof(float)));
+            RUMOR_CHECK(load_rows(s, sl, sl->in, sl->host_in, b->x + r0 * (size_t)b->width,
+                                  rows * (size_t)b->width * sizeof(float)));
         }
     }
     if (s->is_last) {
@@ -300,8 +338,11 @@ int rumor_stage_load(rumor_stage_t *s, int slot, const rumor_batch_t *b, int row
                 return rumor_err_set(RUMOR_EINVAL, "stage: %s %d at row %zu out of range [0, %d)",
                                      b->kind == RUMOR_BATCH_TOKENS ? "target" : "label",
                                      (int)b->y[r0 + i], r0 + i, V);
-        RUMOR_CHECK(d->ops->upload(d, sl->targets, b->y + r0, rows * sizeof(int32_t)));
+        RUMOR_CHECK(load_rows(s, sl, sl->targets, sl->host_targets, b->y + r0,
+                              rows * sizeof(int32_t)));
     }
+    if (sl->loaded) /* the copies are free again once this is done */
+        RUMOR_CHECK(d->ops->event_record(d, sl->loaded, NULL));
     sl->B = n;
     sl->T = T;
     return 0;
@@ -453,6 +494,22 @@ int rumor_stage_sync_tied(rumor_stage_t *s, const float *src, rumor_device_t *sr
 }
 
 float *rumor_stage_input_buffer(rumor_stage_t *s, int slot) { return s->slots[slot].in; }
+
+size_t rumor_stage_device_bytes(const rumor_stage_t *s)
+{
+    size_t b = 0;
+    if (s->owns_params)
+        b += s->n * sizeof(float);
+    if (s->owns_grads)
+        b += s->n * sizeof(float);
+    if (s->opt)
+        b += ((s->opt->m ? s->opt->n : 0) + (s->opt->v ? s->opt->n : 0)) * sizeof(float);
+    if (s->tied)
+        b += 2 * s->tied_n * sizeof(float);
+    for (int i = 0; i < s->nslots; i++)
+        b += s->slots[i].arena.size;
+    return b;
+}
 
 const float *rumor_stage_logits(const rumor_stage_t *s, int slot)
 {

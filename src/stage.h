@@ -66,6 +66,11 @@ typedef struct rumor_stage_slot {
     float **out, **dout;        /* per block of the stage: (rows, out_width) */
     void **saved;               /* per block */
     float loss_scale;
+    /* a GPU stage's page-locked copies of the rows rumor_stage_load
+     * uploads (asynchronously, on the device's stream), reused once the
+     * event `loaded` says the last upload from them is done; NULL on the CPU */
+    void *host_in, *host_targets;
+    rumor_event_t *loaded;
 } rumor_stage_slot_t;
 
 typedef struct rumor_stage {
@@ -118,7 +123,9 @@ void rumor_stage_bind_params(rumor_stage_t *s, float *params);
 void rumor_stage_bind_grads(rumor_stage_t *s, float *grads);
 
 /* Copies rows [row0, row0 + n) of batch b's inputs (first stage) and targets
- * (last stage) to slot's device buffers and sets the slot's shape; b's kind
+ * (last stage) to slot's device buffers and sets the slot's shape (a GPU
+ * stage: queued on its stream from page-locked copies, b may be reused on
+ * return); b's kind
  * must match the model's input, tokens and labels must be in [0, V) (checked
  * here: RUMOR_EINVAL names the row). */
 int rumor_stage_load(rumor_stage_t *s, int slot, const rumor_batch_t *b, int row0, int n) RUMOR_WUR;
@@ -149,6 +156,11 @@ float *rumor_stage_output_grad(rumor_stage_t *s, int slot);
 
 /* The device bytes one slot (a micro-batch's activations) takes. */
 size_t rumor_stage_slot_bytes(const rumor_stage_t *s);
+
+/* The device bytes the stage holds: parameters it owns, gradients it owns,
+ * optimizer state, a tied copy and its gradient, and its slots: its peak
+ * (a step allocates nothing). */
+size_t rumor_stage_device_bytes(const rumor_stage_t *s);
 
 /* W: grads += the weight gradients of the slot's micro-batch (after its B). */
 int rumor_stage_backward_w(rumor_stage_t *s, int slot) RUMOR_WUR;

@@ -472,8 +472,10 @@ void rumor_trainer_describe_pipeline(const rumor_trainer_t *t, FILE *out, const 
         char pred[64] = "";
         if (t->stage_pred)
             snprintf(pred, sizeof pred, ", predicted %.1f ms a step", 1e3 * t->stage_pred[s]);
-        fprintf(out, "%s:   stage %d on %s: blocks %d-%d, %zu parameters%s\n", prog, s,
-                p->st[s]->dev->name, p->cut[s], p->cut[s + 1] - 1, p->st[s]->n, pred);
+        /* its peak: a step allocates nothing on the device */
+        fprintf(out, "%s:   stage %d on %s: blocks %d-%d, %zu parameters%s, %.1f MiB of device "
+                     "memory\n", prog, s, p->st[s]->dev->name, p->cut[s], p->cut[s + 1] - 1,
+                p->st[s]->n, pred, (double)rumor_stage_device_bytes(p->st[s]) / (1 << 20));
     }
 }
 

@@ -122,6 +122,7 @@ int rumor_trainer_trace_rows(const rumor_trainer_t *t, rumor_trace_t *tr)
 {
     if (t->pipe) {
         rumor_pipeline_trace_rows(t->pipe, tr);
+        t->pipe->timed = 1; /* the trace shows when the GPU ran each action */
         return t->pipe->P;
     }
     char name[96];

@@ -128,8 +128,27 @@ static void check_step(void)
     su_stage_free(&g);
 }
 
+/* The sum of the counters of the GPUs among devs (P). */
+static rumor_dev_counters_t gpu_counters(rumor_device_t **devs, int P)
+{
+    rumor_dev_counters_t sum = { 0 };
+    for (int d = 0; d < P; d++) {
+        rumor_dev_counters_t c = { 0 };
+        if (devs[d]->ops->counters)
+            devs[d]->ops->counters(devs[d], &c);
+        sum.mallocs += c.mallocs;
+        sum.frees += c.frees;
+        sum.device_syncs += c.device_syncs;
+        sum.host_waits += c.host_waits;
+    }
+    return sum;
+}
+
 /* A pipeline over devs (P ranks) against one whole-model stage on ref_dev,
- * micro-batches run one after another there. */
+ * micro-batches run one after another there. After the first step, a step
+ * allocates, frees and waits for no GPU, and where every stage is on a GPU
+ * the host waits for their streams a few times a step, not once an action
+ * (the losses once, the tied embedding's copies). */
 static void check_pipeline(const char *what, rumor_device_t **devs, int P, const char *schedule,
                            int M)
 {
@@ -154,7 +173,26 @@ static void check_pipeline(const char *what, rumor_device_t **devs, int P, const
     float *gp = malloc(n * 4), *gr = malloc(n * 4), *pp = malloc(n * 4), *pr = malloc(n * 4);
     for (int step = 0; step < 3; step++) {
         float lp, lr = 0;
+        rumor_dev_counters_t c0 = gpu_counters(devs, P);
         CHECK_OK(rumor_pipeline_grads(p, &batch, step, &lp));
+        rumor_dev_counters_t c1 = gpu_counters(devs, P);
+        int all_gpu = 1;
+        for (int d = 0; d < P; d++)
+            all_gpu &= devs[d]->kind == RUMOR_DEV_CUDA;
+        long waits = c1.host_waits - c0.host_waits;
+        /* the first two steps of a zero-bubble schedule wait for each
+         * action (timed for its re-plan) */
+        int queued = step >= 2 || (strcmp(schedule, "zb-h1") && strcmp(schedule, "zbv"));
+        if (step > 0)
+            CHECKF(c1.mallocs == c0.mallocs && c1.frees == c0.frees &&
+                   c1.device_syncs == c0.device_syncs &&
+                   (!all_gpu || !queued || waits <= 2 * P + 2),
+                   "%s step %d: %ld allocations, %ld frees, %ld device syncs, %ld host waits "
+                   "in a step", what, step, c1.mallocs - c0.mallocs, c1.frees - c0.frees,
+                   c1.device_syncs - c0.device_syncs, waits);
+        if (step == 2)
+            fprintf(stderr, "# %s: %ld host waits in a step of %d micro-batches\n", what, waits,
+                    M);
         /* the reference: the same micro-batches one after another */
         double sum = 0;
         CHECK_OK(rumor_stage_zero_grad(ref));

@@ -184,6 +184,7 @@ void *cu_alloc(rumor_device_t *d, size_t bytes)
     cu_ctx *c = cu_of(d);
     void *p = NULL;
     size_t n = bytes ? bytes : 64;
+    CU_COUNT(d, n_malloc);
     cudaError_t e = cudaMalloc(&p, n);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -193,6 +194,7 @@ void *cu_alloc(rumor_device_t *d, size_t bytes)
     }
     /* zeroed before any stream may use it */
     e = cudaMemsetAsync(p, 0, n, c->stream);
+    CU_COUNT(d, n_host_wait);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess) {
@@ -209,7 +211,11 @@ void cu_free(rumor_device_t *d, void *p)
     if (!p)
         return;
     cu_enter(d);
-    /* nothing queued may still read it */
+    /* nothing queued may still read it, on any stream of the GPU (another
+     * stage's, a link's): cudaFree waits for the whole device anyway. Not
+     * in a step: a step allocates and frees nothing (test_cuda_train counts) */
+    CU_COUNT(d, n_free);
+    CU_COUNT(d, n_device_sync);
     CU_KEEP(d, cudaDeviceSynchronize());
     CU_KEEP(d, cudaFree(p));
 }
@@ -221,6 +227,7 @@ int cu_upload(rumor_device_t *d, void *dst, const void *src, size_t bytes)
     CU_ENTER(d);
     cu_ctx *c = cu_of(d);
     RUMOR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->cur));
+    CU_COUNT(d, n_host_wait);
     RUMOR_CUDA_CHECK(cudaStreamSynchronize(c->cur));
     return cu_report(d);
 }
@@ -232,6 +239,7 @@ int cu_download(rumor_device_t *d, void *dst, const void *src, size_t bytes)
     CU_ENTER(d);
     cu_ctx *c = cu_of(d);
     RUMOR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->cur));
+    CU_COUNT(d, n_host_wait);
     RUMOR_CUDA_CHECK(cudaStreamSynchronize(c->cur));
     return cu_report(d);
 }
@@ -249,6 +257,7 @@ int cu_sync(rumor_device_t *d)
 {
     cu_enter(d);
     cu_ctx *c = cu_of(d);
+    CU_COUNT(d, n_host_wait);
     cudaError_t e = cudaStreamSynchronize(c->cur);
     if (e == cudaSuccess && c->cur != c->stream)
         e = cudaStreamSynchronize(c->stream);
@@ -298,6 +307,7 @@ static int cu_set_stream(rumor_device_t *d, rumor_stream_t *s)
 static int cu_stream_sync(rumor_device_t *d, rumor_stream_t *s)
 {
     cu_enter(d);
+    CU_COUNT(d, n_host_wait);
     RUMOR_CUDA_CHECK(cudaStreamSynchronize(stream_of(d, s)));
     return cu_report(d);
 }
@@ -336,6 +346,9 @@ static int cu_stream_wait(rumor_device_t *d, rumor_stream_t *s, rumor_event_t *e
 static int cu_event_sync(rumor_device_t *d, rumor_event_t *e)
 {
     cu_enter(d);
+    if (cudaEventQuery((cudaEvent_t)e) == cudaSuccess) /* done: no wait */
+        return cu_report(d);
+    CU_COUNT(d, n_host_wait);
     RUMOR_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)e));
     return cu_report(d);
 }
@@ -394,6 +407,7 @@ static void *cu_host_alloc(rumor_device_t *d, size_t bytes)
 {
     cu_enter(d);
     void *p = NULL;
+    CU_COUNT(d, n_malloc);
     cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 64);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -410,6 +424,8 @@ static void cu_host_free(rumor_device_t *d, void *p)
     if (!p)
         return;
     cu_enter(d);
+    CU_COUNT(d, n_free);
+    CU_COUNT(d, n_device_sync);
     CU_KEEP(d, cudaDeviceSynchronize()); /* no copy may still read it */
     CU_KEEP(d, cudaFreeHost(p));
 }
@@ -428,6 +444,15 @@ static int cu_supports(const rumor_device_t *d, rumor_cap cap)
     default:
         return 0;
     }
+}
+
+static void cu_counters(const rumor_device_t *d, rumor_dev_counters_t *out)
+{
+    cu_ctx *c = cu_of(d);
+    out->mallocs = __atomic_load_n(&c->n_malloc, __ATOMIC_RELAXED);
+    out->frees = __atomic_load_n(&c->n_free, __ATOMIC_RELAXED);
+    out->device_syncs = __atomic_load_n(&c->n_device_sync, __ATOMIC_RELAXED);
+    out->host_waits = __atomic_load_n(&c->n_host_wait, __ATOMIC_RELAXED);
 }
 
 static const rumor_ops_t rumor_cuda_ops = {
@@ -483,6 +508,7 @@ static const rumor_ops_t rumor_cuda_ops = {
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
     .supports = cu_supports,
+    .counters = cu_counters,
 #ifdef HAVE_NCCL
     .clique_open = cu_clique_open,
     .clique_close = cu_clique_close,
@@ -531,6 +557,19 @@ static int ctx_open(rumor_device_t *d, int index, cu_ctx *c)
     RUMOR_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     RUMOR_CUDA_CHECK(cudaMalloc((void **)&c->red, (CU_RED_BLOCKS + 1) * 2 * sizeof(double)));
     RUMOR_CUDA_CHECK(cudaMallocHost((void **)&c->red_host, 2 * sizeof(double)));
+    /* sum_rows' ones, once: no step allocates */
+    float *ones = (float *)malloc(CU_ONES * sizeof(float));
+    if (!ones)
+        return rumor_err_set(RUMOR_ENOMEM, "cuda:%d: out of memory", index);
+    for (int i = 0; i < CU_ONES; i++)
+        ones[i] = 1.0f;
+    cudaError_t e = cudaMalloc((void **)&c->ones, CU_ONES * sizeof(float));
+    if (e == cudaSuccess)
+        e = cudaMemcpy(c->ones, ones, CU_ONES * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) /* landed before any stream reads it */
+        e = cudaDeviceSynchronize();
+    free(ones);
+    RUMOR_CUDA_CHECK(e);
     return 0;
 }
 

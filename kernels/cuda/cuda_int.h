@@ -33,8 +33,8 @@ typedef struct cu_ctx {
      * host memory */
     double *red;           /* (CU_RED_BLOCKS + 1) x 2 doubles */
     double *red_host;      /* 2 doubles, page-locked */
-    float *ones;           /* (nones) 1.0f: sum_rows is a GEMV against it */
-    size_t nones;
+    float *ones;           /* (CU_ONES) 1.0f: sum_rows is a GEMV against it, a
+                            * chunk of CU_ONES rows at a time (made at open) */
     uint16_t *bf16;        /* (bf16_cap) bf16 inputs of a GEMM (cuda_matmul.cu) */
     size_t bf16_cap;
     float *ln_part;        /* (nln_part) layernorm_backward_w's per-chunk column sums */
@@ -43,6 +43,9 @@ typedef struct cu_ctx {
      * lt_off: none (RUMOR_CUDA_NO_LT=1, or they could not be made) */
     void *lt, *lt_ws;
     int lt_off;
+    /* what stalled the host or the GPU (rumor_dev_counters_t; atomics: a
+     * link may wait on a device's stream from another stage's thread) */
+    long n_malloc, n_free, n_device_sync, n_host_wait;
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
@@ -56,6 +59,12 @@ typedef struct cu_ctx {
     int failed;
     char why[320];
 } cu_ctx;
+
+/* Rows of sum_rows' vector of ones: one GEMV a chunk of this many rows. */
+#define CU_ONES 65536
+
+/* Counts a stall of d (cu_ctx's n_* fields) */
+#define CU_COUNT(d, field) __atomic_fetch_add(&cu_of(d)->field, 1L, __ATOMIC_RELAXED)
 
 /* Grid of the reductions (axpy_dist, sumsq): enough blocks to fill a GPU,
  * few enough that one block adds their partial sums. */

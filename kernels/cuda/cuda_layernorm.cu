@@ -175,6 +175,7 @@ void cu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const floa
         if (ctx->ln_part)
             CU_KEEP(d, cudaStreamSynchronize(ctx->cur)); /* the old one may be in use */
         cudaError_t e = cudaMalloc((void **)&part, need * sizeof(float));
+        CU_COUNT(d, n_malloc);
         CU_KEEP(d, e);
         if (e != cudaSuccess)
             return;

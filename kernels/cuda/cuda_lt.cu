@@ -64,6 +64,7 @@ static int lt_ready(rumor_device_t *d)
     cublasLtHandle_t h = NULL;
     if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
         return 0;
+    CU_COUNT(d, n_malloc);
     if (cudaMalloc(&x->lt_ws, LT_WORKSPACE) != cudaSuccess) {
         (void)cudaGetLastError();
         cublasLtDestroy(h);

@@ -80,6 +80,7 @@ static uint16_t *bf16_scratch(rumor_device_t *d, size_t need)
         x->bf16_cap = 0;
     }
     cudaError_t e = cudaMalloc((void **)&x->bf16, need * sizeof(uint16_t));
+    CU_COUNT(d, n_malloc);
     if (e != cudaSuccess) {
         x->bf16 = NULL;
         cudaGetLastError(); /* not a failure of the op: the slower path runs */
@@ -207,22 +208,6 @@ void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int co
         return;
     CU_ENTER(d);
     cu_ctx *x = cu_of(d);
-    if (x->nones < (size_t)rows) {
-        size_t n = (size_t)rows < 4096 ? 4096 : (size_t)rows;
-        float *ones = NULL;
-        if (x->ones)
-            CU_KEEP(d, cudaStreamSynchronize(x->cur)); /* the old one may be in use */
-        cudaError_t e = cudaMalloc((void **)&ones, n * sizeof(float));
-        CU_KEEP(d, e);
-        if (e != cudaSuccess)
-            return;
-        CU_LAUNCH(fill_kernel, cu_blocks(n, 256), 256, 0, x->cur, ones, 1.0f, n);
-        CU_LAUNCHED(d, "sum_rows: ones");
-        if (x->ones)
-            cudaFree(x->ones);
-        x->ones = ones;
-        x->nones = n;
-    }
     const float one = 1.0f;
     if (rows <= 0) { /* an empty sum: db = beta db (0 clears a NaN, as BLAS's beta 0 does) */
         if (beta == 0.0f) {
@@ -234,6 +219,12 @@ void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int co
         }
         return;
     }
-    CUBLAS_KEEP(d, cublasSgemv(x->blas, CUBLAS_OP_N, cols, rows, &one, dy, cols, x->ones, 1, &beta,
-                               db, 1));
+    /* a chunk of CU_ONES rows at a time against the vector of ones made at
+     * open (nothing allocated here: sum_rows runs inside a step) */
+    for (int r0 = 0; r0 < rows; r0 += CU_ONES) {
+        int n = rows - r0 < CU_ONES ? rows - r0 : CU_ONES;
+        float b = r0 == 0 ? beta : 1.0f;
+        CUBLAS_KEEP(d, cublasSgemv(x->blas, CUBLAS_OP_N, cols, n, &one, dy + (size_t)r0 * cols,
+                                   cols, x->ones, 1, &b, db, 1));
+    }
 }

@@ -77,6 +77,7 @@ static int finish(rumor_device_t *d, int nb, double *sum, double *count)
     CU_LAUNCHED(d, "reduction");
     RUMOR_CUDA_CHECK(cudaMemcpyAsync(x->red_host, x->red + 2 * CU_RED_BLOCKS, 2 * sizeof(double),
                                      cudaMemcpyDeviceToHost, x->cur));
+    CU_COUNT(d, n_host_wait); /* a host result */
     RUMOR_CUDA_CHECK(cudaStreamSynchronize(x->cur));
     RUMOR_CHECK(cu_report(d));
     *sum = x->red_host[0];
