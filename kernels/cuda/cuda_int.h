@@ -149,6 +149,11 @@ int cu_sync(rumor_device_t *d);
 
 /* cuda_matmul.cu */
 void cu_matmul_free(cu_ctx *x); /* the GEMMs' scratch */
+/* Rounds row-major a (ar, ac; lda) and b (br, bc; ldb) to bf16, packed (ld
+ * ac and bc), into the device's GEMM scratch, on its stream: 0 with *a16
+ * and *b16 set (valid until the next call), -1 when they do not fit. */
+int cu_bf16_pair(rumor_device_t *d, const float *a, int ar, int ac, int lda, const float *b,
+                 int br, int bc, int ldb, const uint16_t **a16, const uint16_t **b16);
 void cu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void cu_gemm_batched(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,

@@ -29,8 +29,11 @@
 
 #define LT_WORKSPACE (32u << 20)
 
-static cublasComputeType_t lt_compute(const rumor_device_t *d)
+/* bf16: the inputs rounded first (cu_bf16_pair), as cu_gemm multiplies */
+static cublasComputeType_t lt_compute(const rumor_device_t *d, int bf)
 {
+    if (bf)
+        return CUBLAS_COMPUTE_32F;
     switch (d->precision) {
     case RUMOR_PREC_TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
     case RUMOR_PREC_BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
@@ -80,13 +83,38 @@ static int lt_ready(rumor_device_t *d)
  * am x ak, ld lda), B (k x n, ld ldb); bias (m) and aux (m x n, ld ldd) as
  * the epilogue needs. 1: queued; 0: no algorithm (nothing queued; the
  * caller falls back); failures of a queued call are kept on the device. */
+static int lt_matmul_as(rumor_device_t *d, int bf, cublasLtEpilogue_t epi, int transa, int m,
+                        int n, int k, const void *a, int lda, const void *b, int ldb, float *dst,
+                        int ldd, const float *bias, const float *aux);
+
+/* D (m, n; ldd, column-major) = epi(op(A) B) with A (m x k, or k x m
+ * transposed; lda) and B (k x n; ldb); 1 when queued, 0 when cuBLASLt
+ * cannot (the caller runs the separate ops). In bf16 the inputs are
+ * rounded first, as cu_gemm's (fp32 inputs under ..._FAST_16BF where no
+ * bf16 algorithm is offered). */
 static int lt_matmul(rumor_device_t *d, cublasLtEpilogue_t epi, int transa, int m, int n, int k,
                      const float *a, int lda, const float *b, int ldb, float *dst, int ldd,
                      const float *bias, const float *aux)
 {
-    cu_ctx *x = cu_of(d);
     if (!lt_ready(d) || ldd % 8 != 0)
         return 0;
+    const uint16_t *a16, *b16;
+    /* column-major (r, c; ld) is row-major (c, r; ld): A's stored columns
+     * are the rows cu_bf16_pair sees */
+    int acols = transa ? m : k, arows = transa ? k : m;
+    if (d->precision == RUMOR_PREC_BF16 &&
+        cu_bf16_pair(d, a, acols, arows, lda, b, n, k, ldb, &a16, &b16) == 0 &&
+        lt_matmul_as(d, 1, epi, transa, m, n, k, a16, arows, b16, k, dst, ldd, bias, aux))
+        return 1;
+    return lt_matmul_as(d, 0, epi, transa, m, n, k, a, lda, b, ldb, dst, ldd, bias, aux);
+}
+
+static int lt_matmul_as(rumor_device_t *d, int bf, cublasLtEpilogue_t epi, int transa, int m,
+                        int n, int k, const void *a, int lda, const void *b, int ldb, float *dst,
+                        int ldd, const float *bias, const float *aux)
+{
+    cu_ctx *x = cu_of(d);
+    cudaDataType_t in = bf ? CUDA_R_16BF : CUDA_R_32F;
     cublasLtHandle_t h = (cublasLtHandle_t)x->lt;
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
@@ -99,7 +127,7 @@ static int lt_matmul(rumor_device_t *d, cublasLtEpilogue_t epi, int transa, int 
     uint32_t al_a = lt_align(a), al_b = lt_align(b), al_d = lt_align(dst);
     cublasLtMatmulHeuristicResult_t heur;
     memset(&heur, 0, sizeof heur);
-    if (cublasLtMatmulDescCreate(&desc, lt_compute(d), CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
+    if (cublasLtMatmulDescCreate(&desc, lt_compute(d, bf), CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
         goto out;
     if (cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &scale,
                                        sizeof scale) != CUBLAS_STATUS_SUCCESS ||
@@ -117,9 +145,9 @@ static int lt_matmul(rumor_device_t *d, cublasLtEpilogue_t epi, int transa, int 
     if (bias && cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                sizeof bias) != CUBLAS_STATUS_SUCCESS)
         goto out;
-    if (cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, transa ? k : m, transa ? m : k, lda) !=
+    if (cublasLtMatrixLayoutCreate(&la, in, transa ? k : m, transa ? m : k, lda) !=
             CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, ldb) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&lb, in, k, n, ldb) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd) != CUBLAS_STATUS_SUCCESS)
         goto out;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS ||

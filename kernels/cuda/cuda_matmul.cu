@@ -98,15 +98,9 @@ void cu_matmul_free(cu_ctx *x)
     x->bf16_cap = 0;
 }
 
-/* C = alpha op(A) op(B) + beta C with A and B rounded to bf16 first; 0, or
- * -1 when the scratch cannot hold them (the caller multiplies as fp32) */
-static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
-                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                     int ldc)
+int cu_bf16_pair(rumor_device_t *d, const float *a, int ar, int ac, int lda, const float *b,
+                 int br, int bc, int ldb, const uint16_t **a16, const uint16_t **b16)
 {
-    /* as stored, row-major: A is (m, k), or (k, m) transposed; B (k, n) or
-     * (n, k) */
-    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
     size_t na = (size_t)ar * ac, nb = (size_t)br * bc, na_pad = (na + 7) & ~(size_t)7;
     if (na_pad + nb > CU_BF16_SCRATCH)
         return -1;
@@ -118,9 +112,26 @@ static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, flo
     CU_LAUNCH(to_bf16_kernel, cu_blocks(nb / 4 + 1, 256), 256, 0, x->cur, s + na_pad, b, br, bc,
               ldb);
     CU_LAUNCHED(d, "gemm: inputs to bf16");
-    CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, s + na_pad,
-                                CUDA_BF16_TYPE, bc, s, CUDA_BF16_TYPE, ac, &beta, c, CUDA_R_32F,
+    *a16 = s;
+    *b16 = s + na_pad;
+    return 0;
+}
+
+/* C = alpha op(A) op(B) + beta C with A and B rounded to bf16 first; 0, or
+ * -1 when the scratch cannot hold them (the caller multiplies as fp32) */
+static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc)
+{
+    /* as stored, row-major: A is (m, k), or (k, m) transposed; B (k, n) or
+     * (n, k) */
+    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    const uint16_t *a16, *b16;
+    if (cu_bf16_pair(d, a, ar, ac, lda, b, br, bc, ldb, &a16, &b16) < 0)
+        return -1;
+    CUBLAS_KEEP(d, cublasGemmEx(cu_of(d)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16,
+                                CUDA_BF16_TYPE, bc, a16, CUDA_BF16_TYPE, ac, &beta, c, CUDA_R_32F,
                                 ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
