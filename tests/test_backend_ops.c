@@ -7,7 +7,7 @@
  * (a the CPU's), under 1e-7 for element-wise and row ops, and for matrix
  * products by precision: 1e-10 in fp32 (cuBLAS and OpenBLAS differ only in
  * the order of their sums), 5e-4 in tf32, 5e-3 in bf16; fused attention
- * 1e-10 in fp32, 5e-3 in bf16 (tensor cores). Where the CPU gives
+ * 1e-10 in fp32, 1e-3 in bf16 (tensor cores). Where the CPU gives
  * NaN or an infinity (inputs with NaN and Inf in them) the GPU must give the
  * same at the same place. Every output buffer has 64 floats of canary on
  * each side, a NaN payload no kernel computes, checked bit for bit after
@@ -421,11 +421,12 @@ static void op_layernorm(void)
  * exact op. fp32 and tf32 run the GPU's fp32 kernel (1e-10: only the order
  * of the sums differs); bf16 its tensor-core kernel where hs is 32, 64 or
  * 128 (q, k, v, p and the gradients rounded to bf16 before each product:
- * 5e-3, as bf16 GEMMs). T is off every tile's multiple; more than one query
- * block and key tile, so the causal skipping and the tile's mask run. */
+ * 1e-3; a functional stand-in for wmma measured 1e-5 at these sizes). T is
+ * off every tile's multiple; on a GPU (T 203) more than one query block and
+ * key tile, so the causal skipping and the tile's mask run. */
 static void op_attention(rumor_precision prec, int hs)
 {
-    static const double lim[] = { 1e-10, 1e-10, 5e-3 };
+    static const double lim[] = { 1e-10, 1e-10, 1e-3 };
     CHECK_OK(rumor_device_set_precision(gpu, prec));
     int B = emulated ? 1 : 2, T = emulated ? 37 : 203, NH = emulated ? 2 : 3, C = NH * hs;
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
