@@ -12,7 +12,7 @@
  * Two paths. The fp32 kernels (any head size up to 256) compute in fp32 on
  * the SIMT cores: the device's fp32 and tf32 precisions, and the only one
  * the emulation runs. At bf16 precision, head sizes 32, 64 and 128 take the
- * tensor-core kernels (cuda_attention_tc.cuh): q, k, v, dout and the
+ * tensor-core kernels (cuda_attention_tc.h): q, k, v, dout and the
  * probabilities rounded to bf16 in shared memory, products accumulated in
  * fp32 (wmma 16x16x16), the softmax and its statistics in fp32.
  *
@@ -290,7 +290,7 @@ static __global__ void __launch_bounds__(256)
 }
 
 #ifndef RUMOR_CUDA_EMU
-#include "cuda_attention_tc.cuh"
+#include "cuda_attention_tc.h"
 #endif
 
 /* ------------------------------------------------------------- launchers */
