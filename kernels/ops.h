@@ -171,16 +171,19 @@ typedef struct rumor_ops {
                                  const float *x, const float *mean, const float *rstd, int rows,
                                  int C);
 
-    /* ---- causal multi-head self-attention (GPT-2 layout).
-     * qkv (B,T,3C): q, k and v side by side in each row, head h using columns
-     * [h*hs, (h+1)*hs) of each, hs = C/NH. out (B,T,C): head outputs side by
-     * side. att (B,NH,T,T): the softmax probabilities, saved for backward
-     * (entries above the diagonal are 0). Scores scaled by 1/sqrt(hs).
-     * backward writes dqkv (=) from dout; datt (B,NH,T,T) is scratch. */
-    void (*attention_forward)(rumor_device_t *d, float *out, float *att, const float *qkv, int B,
+    /* ---- causal multi-head self-attention (GPT-2 layout), fused: no
+     * (T, T) matrix is kept. qkv (B,T,3C): q, k and v side by side in each
+     * row, head h using columns [h*hs, (h+1)*hs) of each, hs = C/NH. out
+     * (B,T,C): head outputs side by side. Scores scaled by 1/sqrt(hs), key
+     * u visible from query t when u <= t. forward also writes lse
+     * (B,NH,T): each query row's log-sum-exp of its scaled scores, which
+     * backward needs with qkv and out to recompute the probabilities.
+     * backward writes dqkv (=) from dout (B,T,C). */
+    void (*attention_forward)(rumor_device_t *d, float *out, float *lse, const float *qkv, int B,
                               int T, int C, int NH);
-    void (*attention_backward)(rumor_device_t *d, float *dqkv, float *datt, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH);
+    void (*attention_backward)(rumor_device_t *d, float *dqkv, const float *dout,
+                               const float *qkv, const float *out, const float *lse, int B, int T,
+                               int C, int NH);
 
     /* ---- token and position embeddings. out (B,T,C) = wte[tok[b,t]] +
      * wpe[t]; tokens must be in [0, V) (callers validate). backward adds:

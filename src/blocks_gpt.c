@@ -113,14 +113,14 @@ enum { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B,
 
 typedef struct {
     /* forward */
-    float *ln1, *mean1, *rstd1, *qkv, *att, *atty, *r1, *ln2, *mean2, *rstd2, *fch, *fcg;
+    float *ln1, *mean1, *rstd1, *qkv, *lse, *atty, *r1, *ln2, *mean2, *rstd2, *fch, *fcg;
     /* kept by B for W */
-    float *d2, *dfch, *dln2, *dr1, *d1, *datty, *dqkv, *datt, *dln1;
+    float *d2, *dfch, *dln2, *dr1, *d1, *datty, *dqkv, *dln1;
 } gpt_views;
 
 static size_t gpt_carve(const rumor_block_t *b, int B, int T, void *saved, gpt_views *v)
 {
-    size_t R = (size_t)B * T, C = (size_t)b->C, A = (size_t)B * b->NH * T * T;
+    size_t R = (size_t)B * T, C = (size_t)b->C, L = (size_t)B * b->NH * T;
     char *p = saved, *start = saved;
     gpt_views dummy;
     if (!v)
@@ -129,7 +129,7 @@ static size_t gpt_carve(const rumor_block_t *b, int B, int T, void *saved, gpt_v
     v->mean1 = take(&p, R);
     v->rstd1 = take(&p, R);
     v->qkv = take(&p, R * 3 * C);
-    v->att = take(&p, A);
+    v->lse = take(&p, L); /* (B,NH,T): attention's log-sum-exp per query row */
     v->atty = take(&p, R * C);
     v->r1 = take(&p, R * C);
     v->ln2 = take(&p, R * C);
@@ -144,7 +144,6 @@ static size_t gpt_carve(const rumor_block_t *b, int B, int T, void *saved, gpt_v
     v->d1 = take(&p, R * C);
     v->datty = take(&p, R * C);
     v->dqkv = take(&p, R * 3 * C);
-    v->datt = take(&p, A);
     v->dln1 = take(&p, R * C);
     return (size_t)(p - start);
 }
@@ -167,7 +166,7 @@ static int gpt_forward(const rumor_block_t *b, const rumor_call_t *c, const floa
     ops->layernorm_forward(d, v.ln1, v.mean1, v.rstd1, x, rumor_call_param(c, o[LN1_W]),
                            rumor_call_param(c, o[LN1_B]), R, C, LN_EPS);
     conv1d(c, v.qkv, v.ln1, o[ATTN_W], o[ATTN_B], R, C, 3 * C);
-    ops->attention_forward(d, v.atty, v.att, v.qkv, c->B, c->T, C, b->NH);
+    ops->attention_forward(d, v.atty, v.lse, v.qkv, c->B, c->T, C, b->NH);
     /* r1 = x + dropout(atty Wp + bp) */
     conv1d(c, v.r1, v.atty, o[APROJ_W], o[APROJ_B], R, C, C);
     dropout_fwd(c, b->dropout, v.r1, n, rumor_mix64(c->key ^ 1));
@@ -205,7 +204,7 @@ static int gpt_backward_b(const rumor_block_t *b, const rumor_call_t *c, const f
     /* attention branch */
     dropout_bwd(c, b->dropout, v.d1, v.dr1, n, rumor_mix64(c->key ^ 1));
     conv1d_dx(c, v.datty, v.d1, o[APROJ_W], R, C, C);
-    ops->attention_backward(d, v.dqkv, v.datt, v.datty, v.qkv, v.att, c->B, c->T, C, b->NH);
+    ops->attention_backward(d, v.dqkv, v.datty, v.qkv, v.atty, v.lse, c->B, c->T, C, b->NH);
     conv1d_dx(c, v.dln1, v.dqkv, o[ATTN_W], R, C, 3 * C);
     if (dx) {
         ops->layernorm_backward_x(d, dx, v.dln1, x, rumor_call_param(c, o[LN1_W]), v.mean1,

@@ -6,7 +6,8 @@
  * by their normalized mean squared error NMSE = sum (a - b)^2 / sum a^2
  * (a the CPU's), under 1e-7 for element-wise and row ops, and for matrix
  * products by precision: 1e-10 in fp32 (cuBLAS and OpenBLAS differ only in
- * the order of their sums), 5e-4 in tf32, 5e-3 in bf16. Where the CPU gives
+ * the order of their sums), 5e-4 in tf32, 5e-3 in bf16; fused attention
+ * 1e-10 in fp32, 1e-3 in bf16 (tensor cores). Where the CPU gives
  * NaN or an infinity (inputs with NaN and Inf in them) the GPU must give the
  * same at the same place. Every output buffer has 64 floats of canary on
  * each side, a NaN payload no kernel computes, checked bit for bit after
@@ -534,29 +535,44 @@ static void op_layernorm(void)
     free(gr), free(dw), free(db), free(rw), free(rb), free(gw), free(gb);
 }
 
-static void op_attention(void)
+/* Fused attention at head size hs: out, lse and dqkv against the CPU's
+ * exact op. fp32 and tf32 run the GPU's fp32 kernel (1e-10: only the order
+ * of the sums differs); bf16 its tensor-core kernel where hs is 32, 64 or
+ * 128 (q, k, v, p and the gradients rounded to bf16 before each product:
+ * 1e-3; a functional stand-in for wmma measured 1e-5 at these sizes). T is
+ * off every tile's multiple; on a GPU (T 203) more than one query block and
+ * key tile, so the causal skipping and the tile's mask run. */
+static void op_attention(rumor_precision prec, int hs)
 {
-    int B = 2, T = emulated ? 19 : 67, C = 48, NH = 4;
-    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    static const double lim[] = { 1e-10, 1e-10, 1e-3 };
+    CHECK_OK(rumor_device_set_precision(gpu, prec));
+    int B = emulated ? 1 : 2, T = emulated ? 37 : 203, NH = emulated ? 2 : 3, C = NH * hs;
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = host_rand(nq, 1.5f), *dout = host_rand(no, 1);
-    float *out = malloc(no * 4), *att = malloc(na * 4), *dqkv = malloc(nq * 4),
-          *datt = malloc(na * 4);
-    cpu->ops->attention_forward(cpu, out, att, qkv, B, T, C, NH);
-    cpu->ops->attention_backward(cpu, dqkv, datt, dout, qkv, att, B, T, C, NH);
-    gbuf Q = gput(qkv, nq), O = gput(NULL, no), A = gput(NULL, na), DO = gput(dout, no),
-         DQ = gput(NULL, nq), DA = gput(NULL, na);
-    gpu->ops->attention_forward(gpu, gdata(&O), gdata(&A), gdata(&Q), B, T, C, NH);
-    gpu->ops->attention_backward(gpu, gdata(&DQ), gdata(&DA), gdata(&DO), gdata(&Q), gdata(&A), B,
+    float *out = malloc(no * 4), *lse = malloc(nl * 4), *dqkv = malloc(nq * 4);
+    cpu->ops->attention_forward(cpu, out, lse, qkv, B, T, C, NH);
+    cpu->ops->attention_backward(cpu, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    gbuf Q = gput(qkv, nq), O = gput(NULL, no), L = gput(NULL, nl), DO = gput(dout, no),
+         DQ = gput(NULL, nq);
+    gpu->ops->attention_forward(gpu, gdata(&O), gdata(&L), gdata(&Q), B, T, C, NH);
+    gpu->ops->attention_backward(gpu, gdata(&DQ), gdata(&DO), gdata(&Q), gdata(&O), gdata(&L), B,
                                  T, C, NH);
-    float *go = gtake(&O, "attention out"), *ga = gtake(&A, "attention att"),
+    float *go = gtake(&O, "attention out"), *gl = gtake(&L, "attention lse"),
           *gq = gtake(&DQ, "attention dqkv");
-    compare("attention_forward out", out, go, no, 1e-10);
-    compare("attention_forward att", att, ga, na, 1e-10);
-    compare("attention_backward dqkv", dqkv, gq, nq, 1e-10);
+    char what[80];
+    snprintf(what, sizeof what, "attention_forward out (hs %d, %s)", hs,
+             rumor_precision_name(prec));
+    compare(what, out, go, no, lim[prec]);
+    snprintf(what, sizeof what, "attention_forward lse (hs %d, %s)", hs,
+             rumor_precision_name(prec));
+    compare(what, lse, gl, nl, lim[prec]);
+    snprintf(what, sizeof what, "attention_backward dqkv (hs %d, %s)", hs,
+             rumor_precision_name(prec));
+    compare(what, dqkv, gq, nq, lim[prec]);
     free(gtake(&Q, "attention qkv"));
     free(gtake(&DO, "attention dout"));
-    free(gtake(&DA, "attention datt"));
-    free(qkv), free(dout), free(out), free(att), free(dqkv), free(datt), free(go), free(ga), free(gq);
+    free(qkv), free(dout), free(out), free(lse), free(dqkv), free(go), free(gl), free(gq);
+    CHECK_OK(rumor_device_set_precision(gpu, RUMOR_PREC_FP32));
 }
 
 /* embed_backward sums each element's terms in the CPU's order: the same
@@ -669,7 +685,12 @@ static void run_backend(void)
     op_reductions();
     op_xent();
     op_layernorm();
-    op_attention();
+    static const int hs[] = { 12, 32, 64, 128 };
+    for (int i = 0; i < 4; i++) {
+        op_attention(RUMOR_PREC_FP32, hs[i]);
+        if (i > 0 && gpu->ops->supports(gpu, RUMOR_CAP_BF16))
+            op_attention(RUMOR_PREC_BF16, hs[i]);
+    }
     op_embed();
     CHECK_OK(gpu->ops->sync(gpu));
 }

@@ -20,10 +20,10 @@ void cpu_layernorm_backward_x(rumor_device_t *d, float *dx, const float *dy, con
 void cpu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const float *dy,
                               const float *x, const float *mean, const float *rstd, int rows,
                               int C);
-void cpu_attention_forward(rumor_device_t *d, float *out, float *att, const float *qkv, int B,
+void cpu_attention_forward(rumor_device_t *d, float *out, float *lse, const float *qkv, int B,
                            int T, int C, int NH);
-void cpu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int C, int NH);
+void cpu_attention_backward(rumor_device_t *d, float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int B, int T, int C, int NH);
 void cpu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,
                        const float *wpe, int B, int T, int C);
 void cpu_embed_backward(rumor_device_t *d, float *dwte, float *dwpe, const float *dout,

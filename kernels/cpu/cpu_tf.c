@@ -1,9 +1,9 @@
 /* The CPU ops for transformers and the device plumbing (see ops.h).
  *
- * Attention runs as batched GEMMs over (batch, head) through CBLAS with the
+ * Attention runs tile by tile over (batch, head), through CBLAS with the
  * strided views of q, k and v inside the qkv rows (leading dimension 3C),
- * and a causal masked softmax in between. The element-wise ops are plain
- * loops the compiler vectorizes. */
+ * keeping only a log-sum-exp per row for backward (no (T, T) matrix). The
+ * element-wise ops are plain loops the compiler vectorizes. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -183,78 +183,145 @@ void cpu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const flo
 
 /* ------------------------------------------------------------- attention */
 
-void cpu_attention_forward(rumor_device_t *d, float *out, float *att, const float *qkv, int B,
+/* Tiled over (query block, key tile) so that no (T, T) matrix exists: the
+ * scores of one tile live on the stack and the products are CBLAS calls on
+ * the strided views. Tiles wholly above the diagonal are skipped. */
+#define ATT_QB 64  /* query rows per block */
+#define ATT_KB 128 /* keys per tile */
+
+/* keys of tile [j0, j0 + kn) that row i may see (causal): 0..kn */
+static int att_visible(int i, int j0, int kn)
+{
+    int n = i - j0 + 1;
+    return n < 0 ? 0 : n > kn ? kn : n;
+}
+
+/* out (B,T,C) and lse (B,NH,T): an online softmax over the key tiles; each
+ * row keeps its max m and its sum l (in double), out holds the unnormalized
+ * sum of p v until the row's last tile */
+void cpu_attention_forward(rumor_device_t *d, float *out, float *lse, const float *qkv, int B,
                            int T, int C, int NH)
 {
     (void)d;
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
+    float s[ATT_QB * ATT_KB];
+    float m[ATT_QB];
+    double l[ATT_QB];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
             const float *k = q + C, *v = q + 2 * C;
-            float *a = att + ((size_t)b * NH + h) * T * T;
-            /* scores (T,T) = q k^T * scale; only the lower triangle is used */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3,
-                        0.0f, a, T);
-            for (int t = 0; t < T; t++) {
-                float *ar = a + (size_t)t * T;
-                float mx = ar[0];
-                for (int u = 1; u <= t; u++)
-                    mx = ar[u] > mx ? ar[u] : mx;
-                double s = 0.0;
-                for (int u = 0; u <= t; u++) {
-                    ar[u] = expf(ar[u] - mx);
-                    s += ar[u];
+            float *o = out + (size_t)b * T * C + (size_t)h * hs;
+            float *ls = lse + ((size_t)b * NH + h) * T;
+            for (int i0 = 0; i0 < T; i0 += ATT_QB) {
+                int qn = T - i0 < ATT_QB ? T - i0 : ATT_QB;
+                float *ob = o + (size_t)i0 * C;
+                for (int r = 0; r < qn; r++) {
+                    m[r] = -3.402823466e38f;
+                    l[r] = 0.0;
+                    memset(ob + (size_t)r * C, 0, hs * sizeof *ob);
                 }
-                float inv = (float)(1.0 / s);
-                for (int u = 0; u <= t; u++)
-                    ar[u] *= inv;
-                for (int u = t + 1; u < T; u++)
-                    ar[u] = 0.0f;
+                for (int j0 = 0; j0 < i0 + qn; j0 += ATT_KB) {
+                    int kn = i0 + qn - j0 < ATT_KB ? i0 + qn - j0 : ATT_KB;
+                    /* s (qn, kn) = scale * q k^T */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                                q + (size_t)i0 * C3, C3, k + (size_t)j0 * C3, C3, 0.0f, s, ATT_KB);
+                    for (int r = 0; r < qn; r++) {
+                        float *sr = s + (size_t)r * ATT_KB;
+                        int n = att_visible(i0 + r, j0, kn);
+                        float mx = m[r];
+                        for (int u = 0; u < n; u++)
+                            mx = sr[u] > mx ? sr[u] : mx;
+                        double sum = 0.0;
+                        for (int u = 0; u < n; u++) {
+                            sr[u] = expf(sr[u] - mx);
+                            sum += sr[u];
+                        }
+                        for (int u = n; u < kn; u++)
+                            sr[u] = 0.0f;
+                        if (mx != m[r]) {
+                            float alpha = expf(m[r] - mx);
+                            float *orow = ob + (size_t)r * C;
+                            for (int i = 0; i < hs; i++)
+                                orow[i] *= alpha;
+                            l[r] *= alpha;
+                            m[r] = mx;
+                        }
+                        l[r] += sum;
+                    }
+                    /* o (qn, hs) += p (qn, kn) v (kn, hs) */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f, s,
+                                ATT_KB, v + (size_t)j0 * C3, C3, 1.0f, ob, C);
+                }
+                for (int r = 0; r < qn; r++) {
+                    float inv = (float)(1.0 / l[r]), *orow = ob + (size_t)r * C;
+                    for (int i = 0; i < hs; i++)
+                        orow[i] *= inv;
+                    ls[i0 + r] = m[r] + (float)log(l[r]);
+                }
             }
-            /* out (T,hs) = att v */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, v, C3,
-                        0.0f, out + (size_t)b * T * C + (size_t)h * hs, C);
         }
 }
 
-void cpu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int C, int NH)
+/* dqkv (=) from dout: each tile's p = exp(s - lse) is recomputed from q and
+ * k; dpre = p * (dout v^T - D) with D_i = dout_i . out_i (the row's sum of
+ * p * dp); dv += p^T dout, dq += scale dpre k, dk += scale dpre^T q. */
+void cpu_attention_backward(rumor_device_t *d, float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int B, int T, int C, int NH)
 {
     (void)d;
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
+    float p[ATT_QB * ATT_KB], dp[ATT_QB * ATT_KB];
+    float D[ATT_QB];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t base = (size_t)b * T * C3 + (size_t)h * hs;
             const float *q = qkv + base, *k = q + C, *v = q + 2 * C;
             float *dq = dqkv + base, *dk = dq + C, *dv = dq + 2 * C;
-            const float *a = att + ((size_t)b * NH + h) * T * T;
-            float *da = datt + ((size_t)b * NH + h) * T * T;
             const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-            /* datt (T,T) = dy v^T; dv (T,hs) = att^T dy */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3,
-                        0.0f, da, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, dy, C, 0.0f,
-                        dv, C3);
-            /* softmax backward on the causal part: dpre = a * (da - sum(a * da)) */
-            for (int t = 0; t < T; t++) {
-                const float *ar = a + (size_t)t * T;
-                float *dr = da + (size_t)t * T;
-                double s = 0.0;
-                for (int u = 0; u <= t; u++)
-                    s += (double)ar[u] * dr[u];
-                for (int u = 0; u <= t; u++)
-                    dr[u] = ar[u] * (dr[u] - (float)s);
-                for (int u = t + 1; u < T; u++)
-                    dr[u] = 0.0f;
+            const float *o = out + (size_t)b * T * C + (size_t)h * hs;
+            const float *ls = lse + ((size_t)b * NH + h) * T;
+            for (int t = 0; t < T; t++)
+                for (int part = 0; part < 3; part++)
+                    memset(dq + (size_t)t * C3 + (size_t)part * C, 0, hs * sizeof *dq);
+            for (int i0 = 0; i0 < T; i0 += ATT_QB) {
+                int qn = T - i0 < ATT_QB ? T - i0 : ATT_QB;
+                for (int r = 0; r < qn; r++) {
+                    const float *g = dy + (size_t)(i0 + r) * C, *orow = o + (size_t)(i0 + r) * C;
+                    double s = 0.0;
+                    for (int i = 0; i < hs; i++)
+                        s += (double)g[i] * orow[i];
+                    D[r] = (float)s;
+                }
+                for (int j0 = 0; j0 < i0 + qn; j0 += ATT_KB) {
+                    int kn = i0 + qn - j0 < ATT_KB ? i0 + qn - j0 : ATT_KB;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, scale,
+                                q + (size_t)i0 * C3, C3, k + (size_t)j0 * C3, C3, 0.0f, p, ATT_KB);
+                    /* dp (qn, kn) = dout v^T */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, qn, kn, hs, 1.0f,
+                                dy + (size_t)i0 * C, C, v + (size_t)j0 * C3, C3, 0.0f, dp, ATT_KB);
+                    for (int r = 0; r < qn; r++) {
+                        float *pr = p + (size_t)r * ATT_KB, *dr = dp + (size_t)r * ATT_KB;
+                        int n = att_visible(i0 + r, j0, kn);
+                        float li = ls[i0 + r];
+                        for (int u = 0; u < n; u++) {
+                            pr[u] = expf(pr[u] - li);
+                            dr[u] = pr[u] * (dr[u] - D[r]) * scale;
+                        }
+                        for (int u = n; u < kn; u++)
+                            pr[u] = dr[u] = 0.0f;
+                    }
+                    /* dv (kn, hs) += p^T dout; dq (qn, hs) += dpre k; dk (kn, hs) += dpre^T q */
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, qn, 1.0f, p,
+                                ATT_KB, dy + (size_t)i0 * C, C, 1.0f, dv + (size_t)j0 * C3, C3);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, qn, hs, kn, 1.0f, dp,
+                                ATT_KB, k + (size_t)j0 * C3, C3, 1.0f, dq + (size_t)i0 * C3, C3);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, qn, 1.0f, dp,
+                                ATT_KB, q + (size_t)i0 * C3, C3, 1.0f, dk + (size_t)j0 * C3, C3);
+                }
             }
-            /* dq = dpre k * scale; dk = dpre^T q * scale */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, da, T, k, C3,
-                        0.0f, dq, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, da, T, q, C3,
-                        0.0f, dk, C3);
         }
 }
 

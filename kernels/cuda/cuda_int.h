@@ -208,10 +208,10 @@ void cu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const floa
                              const float *x, const float *mean, const float *rstd, int rows, int C);
 
 /* cuda_attention.cu */
-void cu_attention_forward(rumor_device_t *d, float *out, float *att, const float *qkv, int B,
+void cu_attention_forward(rumor_device_t *d, float *out, float *lse, const float *qkv, int B,
                           int T, int C, int NH);
-void cu_attention_backward(rumor_device_t *d, float *dqkv, float *datt, const float *dout,
-                           const float *qkv, const float *att, int B, int T, int C, int NH);
+void cu_attention_backward(rumor_device_t *d, float *dqkv, const float *dout, const float *qkv,
+                           const float *out, const float *lse, int B, int T, int C, int NH);
 
 /* cuda_embed.cu */
 void cu_embed_forward(rumor_device_t *d, float *out, const int32_t *tok, const float *wte,

@@ -83,15 +83,15 @@ static void random_tokens(int32_t *t, size_t n, int V, uint64_t seed)
 /* ---------------------------------------------------------- GPT step */
 
 /* A stage's activation bytes for one example as blocks_gpt.c lays them out
- * (fp32): a block saves 28 C + 4 floats a row, its output and output
- * gradient 2 C more, and the attention's probabilities and their gradient
- * (NH, T, T) each; the head its logits and probabilities (V each) and 2 C +
- * 3; the embedding 3 C. GPT-2 124M: 2.76 GB an example, 0.42 GB of it the
- * head's. */
+ * (fp32): a block saves 28 C + 4 floats a row and the attention's
+ * log-sum-exp (NH a row), its output and output gradient 2 C more; the head
+ * its logits and probabilities (V each) and 2 C + 3; the embedding 3 C.
+ * GPT-2 124M: 1.56 GB an example (2.77 GB with the (T, T) probabilities
+ * kept), 0.43 GB of it the head's. */
 static double example_bytes(const bc_sizes *z)
 {
     double T = z->T, C = z->C;
-    return 4.0 * T * (z->L * (30 * C + 4) + 2.0 * z->V + 5 * C + 3) + 8.0 * z->L * z->NH * T * T;
+    return 4.0 * T * (z->L * (30 * C + 4 + z->NH) + 2.0 * z->V + 5 * C + 3);
 }
 
 static int gpt_step(rumor_stage_t *st, const rumor_batch_t *b, long step)

@@ -1,7 +1,7 @@
 /* Benchmark: the CPU ops of a GPT step against the machine's own limits,
  * measured in the same run: memory-bound ops (layernorm, embeddings, add,
  * fill, GELU) in GB/s and as a ratio to memcpy of the same bytes; attention
- * (batched GEMMs and the masked softmax) in GFLOP/s and as a ratio to one
+ * (tiled GEMMs and the online softmax; counted as the full T x T products) in GFLOP/s and as a ratio to one
  * cblas_sgemm of the same FLOP count. One thread (cpu:1), GPT-like shapes
  * (B 8, T 128, C 128, 4 heads); medians of repeated timings. */
 #include <cblas.h>
@@ -18,7 +18,7 @@ enum { B = 8, T = 128, C = 128, NH = 4, V = 256, REPS = 15 };
 #define R (B * T)
 
 static rumor_device_t *d;
-static float *x, *y, *w, *b, *mean, *rstd, *dy, *dx, *qkv, *att, *datt, *dqkv, *wte, *wpe, *h4;
+static float *x, *y, *w, *b, *mean, *rstd, *dy, *dx, *qkv, *lse, *dqkv, *wte, *wpe, *h4;
 static int32_t *tok;
 
 typedef void (*op_fn)(void);
@@ -45,8 +45,8 @@ static void op_emb_bwd(void) { d->ops->embed_backward(d, wte, wpe, dy, tok, B, T
 static void op_add(void) { d->ops->add(d, y, x, dy, (size_t)R * C); }
 static void op_fill(void) { d->ops->fill(d, y, 0.0f, (size_t)R * C); }
 static void op_gelu(void) { d->ops->gelu_forward(d, h4, h4 + (size_t)R * C, (size_t)R * C); }
-static void op_att_fwd(void) { d->ops->attention_forward(d, y, att, qkv, B, T, C, NH); }
-static void op_att_bwd(void) { d->ops->attention_backward(d, dqkv, datt, dy, qkv, att, B, T, C, NH); }
+static void op_att_fwd(void) { d->ops->attention_forward(d, y, lse, qkv, B, T, C, NH); }
+static void op_att_bwd(void) { d->ops->attention_backward(d, dqkv, dy, qkv, y, lse, B, T, C, NH); }
 static int sg_m, sg_n, sg_k;
 static float *sa, *sb, *sc;
 static void op_sgemm(void)
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     /* x and dx are twice the size: memcpy copies up to 1.5 n floats */
     x = buf(2 * n), y = buf(n), dy = buf(n), dx = buf(2 * n), w = buf(C), b = buf(C);
     mean = buf(R), rstd = buf(R), qkv = buf(3 * n), dqkv = buf(3 * n), h4 = buf(2 * n);
-    att = buf((size_t)B * NH * T * T), datt = buf((size_t)B * NH * T * T);
+    lse = buf((size_t)B * NH * T);
     wte = buf((size_t)V * C), wpe = buf((size_t)T * C);
     tok = malloc(sizeof(int32_t) * R);
     for (int i = 0; i < R; i++)
