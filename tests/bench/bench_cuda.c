@@ -8,8 +8,21 @@
  *                            bf16 through the stage API, random tokens, the
  *                            device synced around rounds of steps after two
  *                            warm-up steps; gpt124m_batch the batch (16, or
- *                            less where its fp32 activations, 2.76 GB an
- *                            example, would pass 70% of the GPU's memory)
+ *                            less where its activations would pass 70% of
+ *                            the GPU's memory);
+ *                            gpt124m_activation_mb_per_example what a stage
+ *                            of the model carves for one example, and
+ *                            gpt124m_max_batch_80gb the batch that fits in
+ *                            90% of 80 GB beside the parameters, gradients
+ *                            and AdamW's moments
+ *   gpt124m_lt_vs_separate   tokens/s with the MLP's fc GEMM, bias and GELU
+ *                            fused in cuBLASLt's epilogues / with them as
+ *                            separate ops (RUMOR_CUDA_NO_LT=1)
+ *   gpt350m_*, gpt774m_*     the same for GPT-2 medium and large
+ *   cuda_attention_ms        the attention op's forward + backward (B 16, T
+ *                            1024, 12 heads of 64, bf16); _vs_torch_sdpa
+ *                            PyTorch's flash SDPA on the same shapes / it
+ *                            (bench_cuda_attn.c)
  *   gpt124m_mfu              (6 N + 12 L T C) flops a token x tokens/s / the
  *                            peak above (N: parameters less the position
  *                            embedding; the attention's QK^T and AV forward
@@ -19,19 +32,23 @@
  *                            buffers: GB/s / a device-to-device copy's
  *                            (bench_cuda_ops.c)
  *   cuda_gemm_table_vs_cublas_<fp32|tf32|bf16>  the ops table's GEMM / the
- *                            same cuBLAS call made here, on the GPT's shapes
+ *                            same cuBLAS call made here on fp32 inputs (bf16:
+ *                            CUBLAS_COMPUTE_32F_FAST_16BF), on the GPT's
+ *                            shapes; _bf16_inputs: / cuBLAS multiplying
+ *                            inputs already in bf16 (the table rounds its
+ *                            fp32 inputs first: the ceiling)
  *   cuda_pipe4_<1f1b|zbh1>_bubble_vs_theory  a 4-stage pipeline, every stage
  *                            on cuda:0: measured bubble / the schedule's with
  *                            unit costs (_vs_costed: / its simulation at the
  *                            step's measured costs)
- *   gpt124m_vs_torch_eager, _eager_math, _compile  rumor's tokens/s / PyTorch's
- *                            on the same model, batch and AdamW in bf16
- *                            autocast (tests/bench/torch_gpt_cuda.py, run last
- *                            under a timeout: torch.compile's compile counts);
- *                            eager and compile attend through PyTorch's
+ *   gpt124m_vs_torch_eager, _compile  rumor's tokens/s / PyTorch's on the
+ *                            same model, batch and AdamW in bf16 autocast
+ *                            (tests/bench/torch_gpt_cuda.py, run last under a
+ *                            timeout: torch.compile's compile counts), both
+ *                            attending through PyTorch's
  *                            scaled_dot_product_attention (flash, as its users
- *                            run it), eager_math writes the (T, T) scores out
- *                            as rumor does
+ *                            run it); gpt124m_torch_eager_peak_gib PyTorch's
+ *                            peak device memory there
  * Without a GPU it prints why and exits 0 (make bench runs it everywhere).
  * Under the HIP-CPU emulation (tests/cuda-emu) every part runs at tiny
  * sizes: the code paths are checked, the figures mean nothing. */
@@ -82,18 +99,6 @@ static void random_tokens(int32_t *t, size_t n, int V, uint64_t seed)
 
 /* ---------------------------------------------------------- GPT step */
 
-/* A stage's activation bytes for one example as blocks_gpt.c lays them out
- * (fp32): a block saves 28 C + 4 floats a row and the attention's
- * log-sum-exp (NH a row), its output and output gradient 2 C more; the head
- * its logits and probabilities (V each) and 2 C + 3; the embedding 3 C.
- * GPT-2 124M: 1.56 GB an example (2.77 GB with the (T, T) probabilities
- * kept), 0.43 GB of it the head's. */
-static double example_bytes(const bc_sizes *z)
-{
-    double T = z->T, C = z->C;
-    return 4.0 * T * (z->L * (30 * C + 4 + z->NH) + 2.0 * z->V + 5 * C + 3);
-}
-
 static int gpt_step(rumor_stage_t *st, const rumor_batch_t *b, long step)
 {
     if (rumor_stage_zero_grad(st) < 0 || rumor_stage_load(st, 0, b, 0, b->n) < 0 ||
@@ -104,19 +109,32 @@ static int gpt_step(rumor_stage_t *st, const rumor_batch_t *b, long step)
     return 0;
 }
 
-/* rumor's tokens/s; *batch the batch it ran, *flops_tok the flops a token
- * the MFU counts. 0 when no batch fit. */
-static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *batch,
-                        double *flops_tok)
+/* A stage's activation bytes for one example, as the stage carves them:
+ * a stage of batch 1 made and measured. */
+static double example_bytes(rumor_model_t *m, rumor_device_t *d, int T)
 {
-    char spec[128];
-    snprintf(spec, sizeof spec, "gpt:layers=%d,dim=%d,heads=%d,ctx=%d,vocab=%d", z->L, z->C,
-             z->NH, z->T, z->V);
+    rumor_stage_config_t sc = { .model = m, .dev = d, .first = 0, .last = m->nblocks,
+                                .max_B = 1, .T = T, .slots = 1, .seed = 1 };
+    rumor_stage_t *st = NULL;
+    if (rumor_stage_create(&sc, &st) < 0)
+        bc_die("a stage of one example");
+    double b = (double)rumor_stage_slot_bytes(st);
+    rumor_stage_destroy(&st);
+    return b;
+}
+
+/* rumor's tokens/s on the GPT `spec` (figures named NAME_...); *batch the
+ * batch it ran, *flops_tok the flops a token the MFU counts. 0 when no
+ * batch fit. */
+static double bench_gpt(rumor_device_t *d, const bc_sizes *z, const char *spec, const char *name,
+                        double peak, int *batch, double *flops_tok)
+{
     rumor_model_t *m = NULL;
     if (rumor_model_create(spec, 0, &m) < 0)
         bc_die(spec);
+    int T = m->ctx, L = m->layers, C = m->dim;
     /* parameters, gradients and AdamW's two moments, fp32 */
-    double fixed = 16.0 * (double)m->nparams, per = example_bytes(z), mem = 0;
+    double fixed = 16.0 * (double)m->nparams, per = example_bytes(m, d, T), mem = 0;
     rumor_device_info_t info;
     if (rumor_device_info(RUMOR_DEV_CUDA, d->index, &info) == 0)
         mem = (double)info.memory;
@@ -135,27 +153,31 @@ static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *
         if (mem > 0 && fixed + B * per > 0.7 * mem && z->batches[i + 1])
             continue;
         rumor_stage_config_t sc = { .model = m, .dev = d, .first = 0, .last = m->nblocks,
-                                    .max_B = B, .T = z->T, .slots = 1, .seed = 1, .optim = &oc };
+                                    .max_B = B, .T = T, .slots = 1, .seed = 1, .optim = &oc };
         if (rumor_stage_create(&sc, &st) < 0)
             printf("# batch %d: %s\n", B, rumor_err_msg());
     }
     if (!st) {
-        printf("bench_cuda: no batch of the GPT fits %s\n", d->name);
+        printf("bench_cuda: no batch of %s fits %s\n", spec, d->name);
         rumor_model_destroy(&m);
         return 0;
     }
     printf("# %s, %zu parameters, batch %d x %d tokens, %s: activations %.4g GiB, %.4g MB an "
-           "example (predicted %.4g), parameters + gradients + AdamW %.4g GiB, of %.4g GiB\n",
-           spec, m->nparams, B, z->T, rumor_precision_name(d->precision),
-           rumor_stage_slot_bytes(st) / 1073741824.0, rumor_stage_slot_bytes(st) / 1e6 / B,
-           per / 1e6, fixed / 1073741824.0, mem / 1073741824.0);
-    size_t ntok = (size_t)B * z->T;
+           "example, parameters + gradients + AdamW %.4g GiB, of %.4g GiB\n",
+           spec, m->nparams, B, T, rumor_precision_name(d->precision),
+           rumor_stage_slot_bytes(st) / 1073741824.0, per / 1e6, fixed / 1073741824.0,
+           mem / 1073741824.0);
+    printf("bench: %s_activation_mb_per_example = %.1f MB\n", name, per / 1e6);
+    /* the largest batch an 80 GB GPU holds, 90% of it usable */
+    printf("bench: %s_max_batch_80gb = %.0f examples\n", name,
+           floor((0.9 * 80e9 - fixed) / per));
+    size_t ntok = (size_t)B * T;
     int32_t *tok = malloc(ntok * sizeof *tok), *y = malloc(ntok * sizeof *y);
     if (!tok || !y)
         bc_die("out of memory");
-    random_tokens(tok, ntok, z->V, 7);
-    random_tokens(y, ntok, z->V, 8);
-    rumor_batch_t b = { .kind = RUMOR_BATCH_TOKENS, .n = B, .width = z->T, .tok = tok, .y = y };
+    random_tokens(tok, ntok, m->vocab, 7);
+    random_tokens(y, ntok, m->vocab, 8);
+    rumor_batch_t b = { .kind = RUMOR_BATCH_TOKENS, .n = B, .width = T, .tok = tok, .y = y };
     double rate[16], loss = 0;
     long step = 0;
     for (int w = 0; w < 2; w++) /* warm-up: cuBLAS's heuristics, first touches */
@@ -175,16 +197,16 @@ static double bench_gpt(rumor_device_t *d, const bc_sizes *z, double peak, int *
     if (rumor_stage_loss(st, 0, &loss, NULL) < 0)
         bc_die("loss");
     double tps = bench_median(rate, z->rounds < 16 ? z->rounds : 16);
-    double n = (double)m->nparams - (double)z->T * z->C; /* less wpe */
-    double flops = 6.0 * n + 12.0 * z->L * (double)z->T * z->C;
+    double n = (double)m->nparams - (double)T * C; /* less wpe */
+    double flops = 6.0 * n + 12.0 * L * (double)T * C;
     printf("# %.1f ms a step; loss %.3f after %ld AdamW steps (ln V = %.3f)\n",
-           1e3 * ntok / tps, loss / (double)ntok, step, log((double)z->V));
-    printf("bench: gpt124m_batch = %d examples\n", B);
-    printf("bench: gpt124m_tokens_per_s = %.0f tokens/s\n", tps);
-    printf("# %.4g flops a token (6 x %.0f + 12 x %d x %d x %d): %.4g TFLOP/s\n", flops, n, z->L,
-           z->T, z->C, flops * tps / 1e12);
+           1e3 * ntok / tps, loss / (double)ntok, step, log((double)m->vocab));
+    printf("bench: %s_batch = %d examples\n", name, B);
+    printf("bench: %s_tokens_per_s = %.0f tokens/s\n", name, tps);
+    printf("# %.4g flops a token (6 x %.0f + 12 x %d x %d x %d): %.4g TFLOP/s\n", flops, n, L, T,
+           C, flops * tps / 1e12);
     if (peak > 0)
-        printf("bench: gpt124m_mfu = %.3f x\n", flops * tps / (peak * 1e12));
+        printf("bench: %s_mfu = %.3f x\n", name, flops * tps / (peak * 1e12));
     fflush(stdout);
     free(tok), free(y);
     rumor_stage_destroy(&st);
@@ -237,6 +259,7 @@ static int bench_pipe(const bc_sizes *z, rumor_precision prec)
                                        .T = z->pipe_T, .seed = 1 };
         if (rumor_pipeline_create(&pc, &p[k]) < 0)
             goto done;
+        p[k]->timed = 1; /* each GPU action waited for: busy times are the GPU's */
     }
     printf("# pipeline: %s cut %s, %d stages on cuda:0 (%s), %d micro-batches of %d x %d tokens\n",
            spec, cut, P, rumor_precision_name(prec), M, z->pipe_B / M, z->pipe_T);
@@ -283,16 +306,16 @@ done:
 
 /* ------------------------------------------------------------ PyTorch */
 
-enum { T_EAGER, T_EAGER_MATH, T_COMPILE, NT };
-static const char *const torch_mode[NT] = { "eager_sdpa", "eager_math", "compile_sdpa" };
-static const char *const torch_name[NT] = { "eager", "eager_math", "compile" };
+enum { T_EAGER, T_COMPILE, NT };
+static const char *const torch_mode[NT] = { "eager_sdpa", "compile_sdpa" };
+static const char *const torch_name[NT] = { "eager", "compile" };
 
 /* Runs torch_gpt_cuda.py under `timeout` with each Python in turn (RUMOR_PYTHON,
  * else python3 and Debian's /usr/bin/python3) until one reports a figure:
  * the one with torch and CUDA. Its output goes to a file read once it
  * exits, so that no process it leaves behind (torch.compile's workers)
  * holds a pipe open. rate[k]: tokens/s of torch_mode[k], 0 if none. */
-static void run_torch(const bc_sizes *z, int B, double rate[NT])
+static void run_torch(const bc_sizes *z, int B, double rate[NT], double peak_gib[NT])
 {
     const char *src = getenv("RUMOR_SRCDIR"), *env_py = getenv("RUMOR_PYTHON");
     const char *pys[3] = { "python3", "/usr/bin/python3", NULL };
@@ -301,7 +324,7 @@ static void run_torch(const bc_sizes *z, int B, double rate[NT])
     if (!src)
         src = BENCH_SRCDIR;
     for (int k = 0; k < NT; k++)
-        rate[k] = 0;
+        rate[k] = peak_gib[k] = 0;
     char out[] = "/tmp/bench_cuda_torch.XXXXXX";
     int fd = mkstemp(out);
     if (fd < 0) {
@@ -312,7 +335,7 @@ static void run_torch(const bc_sizes *z, int B, double rate[NT])
     for (int i = 0; pys[i]; i++) {
         char cmd[4096], line[1024];
         snprintf(cmd, sizeof cmd, "%stimeout -k 10 %.0f %s '%s/tests/bench/torch_gpt_cuda.py' "
-                 "%d %d %d %d %d %d %d > %s", z->emu ? "RUMOR_TORCH_DEVICE=cpu " : "",
+                 "%d %d %d %d %d %d %d eager_sdpa compile_sdpa > %s", z->emu ? "RUMOR_TORCH_DEVICE=cpu " : "",
                  z->torch_timeout_s, pys[i], src, z->L, z->C, z->NH, z->T, z->V, B,
                  z->emu ? 2 : 10, out);
         int st = system(cmd), got = 0;
@@ -322,12 +345,15 @@ static void run_torch(const bc_sizes *z, int B, double rate[NT])
                 continue;
             printf("# torch: %s", line);
             const char *mo = strstr(line, "\"mode\": \""), *tp = strstr(line, "\"tokens_per_s\": ");
+            const char *pk = strstr(line, "\"peak_gib\": ");
             for (int k = 0; mo && k < NT; k++)
                 if (!strncmp(mo + 9, torch_mode[k], strlen(torch_mode[k])) &&
                     mo[9 + strlen(torch_mode[k])] == '"') {
                     got = 1;
                     if (tp)
                         rate[k] = strtod(tp + 16, NULL);
+                    if (pk)
+                        peak_gib[k] = strtod(pk + 12, NULL);
                 }
         }
         if (f)
@@ -344,8 +370,8 @@ static void run_torch(const bc_sizes *z, int B, double rate[NT])
 
 static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok, double peak)
 {
-    double rate[NT];
-    run_torch(z, B, rate);
+    double rate[NT], peak_gib[NT];
+    run_torch(z, B, rate, peak_gib);
     for (int k = 0; k < NT; k++) {
         if (rate[k] <= 0 || tps <= 0) {
             printf("bench_cuda: PyTorch %s gave no figure: gpt124m_vs_torch_%s skipped\n",
@@ -354,6 +380,8 @@ static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok,
         }
         printf("bench: gpt124m_torch_%s_tokens_per_s = %.0f tokens/s\n", torch_name[k], rate[k]);
         printf("bench: gpt124m_vs_torch_%s = %.3f x\n", torch_name[k], tps / rate[k]);
+        if (peak_gib[k] > 0)
+            printf("bench: gpt124m_torch_%s_peak_gib = %.2f GiB\n", torch_name[k], peak_gib[k]);
         if (peak > 0) /* the same count of flops, whatever PyTorch skips */
             printf("# PyTorch %s: MFU %.3f\n", torch_mode[k], flops_tok * rate[k] / (peak * 1e12));
     }
@@ -375,9 +403,36 @@ int main(void)
     if (rumor_device_set_precision(d, prec) < 0)
         bc_die("precision");
     int B = 0, rc = 0;
-    double flops_tok = 0, tps = bench_gpt(d, z, peak, &B, &flops_tok);
+    char spec[128];
+    snprintf(spec, sizeof spec, "gpt:layers=%d,dim=%d,heads=%d,ctx=%d,vocab=%d", z->L, z->C,
+             z->NH, z->T, z->V);
+    double flops_tok = 0, tps = bench_gpt(d, z, spec, "gpt124m", peak, &B, &flops_tok);
     if (tps <= 0)
         rc = 1;
+    /* the same steps with the MLP's GEMM, bias and GELU as separate ops
+     * (RUMOR_CUDA_NO_LT=1 on a device opened now): what the cuBLASLt
+     * epilogues give */
+    rumor_device_t *sep = NULL;
+    setenv("RUMOR_CUDA_NO_LT", "1", 1);
+    if (tps > 0 && rumor_device_open("cuda:0", &sep) == 0 &&
+        rumor_device_set_precision(sep, prec) == 0) {
+        int bs;
+        double fs, tsep = bench_gpt(sep, z, spec, "gpt124m_separate", peak, &bs, &fs);
+        if (tsep > 0)
+            printf("bench: gpt124m_lt_vs_separate = %.3f x\n", tps / tsep);
+    }
+    rumor_device_close(&sep);
+    unsetenv("RUMOR_CUDA_NO_LT");
+    bc_attention(d, z);
+    /* GPT-2's larger sizes on one GPU (not emulated: minutes on a CPU) */
+    static const char *const big[][2] = { { "gpt2-medium", "gpt350m" },
+                                          { "gpt2-large", "gpt774m" } };
+    for (int i = 0; !z->emu && i < 2; i++) {
+        int bb;
+        double ft;
+        if (bench_gpt(d, z, big[i][0], big[i][1], peak, &bb, &ft) <= 0)
+            rc = 1;
+    }
     if (rumor_device_set_precision(d, RUMOR_PREC_FP32) < 0)
         bc_die("precision");
     bc_eltwise(d, z);

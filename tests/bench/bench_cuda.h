@@ -35,4 +35,8 @@ void bc_eltwise(rumor_device_t *d, const bc_sizes *z);
  * shapes with R = rows, in fp32, tf32 and bf16 */
 void bc_gemm_vs_cublas(rumor_device_t *d, const bc_sizes *z, int rows);
 
+/* bench_cuda_attn.c: the attention op, forward and backward, against
+ * PyTorch's flash SDPA on the same shapes */
+void bc_attention(rumor_device_t *d, const bc_sizes *z);
+
 #endif

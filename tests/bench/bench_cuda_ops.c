@@ -295,6 +295,9 @@ static cublasComputeType_t compute_of(rumor_precision p)
  * cublasGemmEx that kernels/cuda/cuda_matmul.cu makes (row-major C = A B
  * as column-major C^T = B^T A^T) on our own handle and stream; -1 on a
  * failure. */
+/* (direct == 2: bf16 copies of a and b, set by gemm_bf16_inputs, multiplied
+ * as bf16 with fp32 accumulation: the ceiling of a bf16 product) */
+static const void *a16, *b16;
 static double gemm_time(rumor_device_t *d, int direct, cublasHandle_t h, cudaStream_t s,
                         const gemm_shape *g, const float *a, const float *b, float *c, int reps)
 {
@@ -306,7 +309,13 @@ static double gemm_time(rumor_device_t *d, int direct, cublasHandle_t h, cudaStr
     for (int i = 0; i < reps; i++) {
         if (!direct)
             d->ops->gemm(d, 0, g->tb, g->m, g->n, g->k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-        else if (cublasGemmEx(h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m,
+        else if (direct == 2) {
+            if (cublasGemmEx(h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m, g->k,
+                             &one, b16, CUDA_R_16BF, ldb, a16, CUDA_R_16BF, lda, &zero, c,
+                             CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+                return -1;
+        } else if (cublasGemmEx(h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m,
                               g->k, &one, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &zero, c,
                               CUDA_R_32F, ldc, compute_of(d->precision),
                               CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
@@ -345,6 +354,24 @@ static int upload_random(rumor_device_t *d, float *dst, float *host, size_t n, u
     }
     return d->ops->upload(d, dst, host, n * 4);
 }
+
+/* *dst16 = a new device copy of host's n floats in bf16 (to nearest even) */
+static int bf16_copy(void **dst16, const float *host, size_t n)
+{
+    uint16_t *h = malloc(n * 2);
+    if (!h || cudaMalloc(dst16, n * 2) != cudaSuccess) {
+        free(h);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &host[i], 4);
+        h[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+    int rc = cudaMemcpy(*dst16, h, n * 2, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+    free(h);
+    return rc;
+}
 #endif
 
 void bc_gemm_vs_cublas(rumor_device_t *d, const bc_sizes *z, int R)
@@ -373,7 +400,8 @@ void bc_gemm_vs_cublas(rumor_device_t *d, const bc_sizes *z, int R)
         cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
         cublasCreate(&h) != CUBLAS_STATUS_SUCCESS ||
         cublasSetStream(h, s) != CUBLAS_STATUS_SUCCESS ||
-        upload_random(d, a, host, na, 3) < 0 || upload_random(d, b, host, nb, 4) < 0)
+        upload_random(d, a, host, na, 3) < 0 || bf16_copy((void **)&a16, host, na) < 0 ||
+        upload_random(d, b, host, nb, 4) < 0 || bf16_copy((void **)&b16, host, nb) < 0)
         bc_die("GEMM buffers and handle");
     printf("# GEMM: R = %d rows (the step's batch x T), C = %d, V = %d; the table's gemm and "
            "the same cublasGemmEx on a handle of our own\n", R, C, V);
@@ -384,7 +412,8 @@ void bc_gemm_vs_cublas(rumor_device_t *d, const bc_sizes *z, int R)
                    rumor_err_msg());
             continue;
         }
-        double per_shape[NSH];
+        double per_shape[NSH], per_shape16[NSH];
+        int bf = precs[p] == RUMOR_PREC_BF16;
         for (int k = 0; k < NSH; k++) {
             const gemm_shape *g = &shapes[k];
             double flops = 2.0 * g->m * (double)g->n * g->k, ratio[ROUNDS], ttab[ROUNDS];
@@ -399,20 +428,31 @@ void bc_gemm_vs_cublas(rumor_device_t *d, const bc_sizes *z, int R)
                        "the largest entry: not the same product\n",
                        rumor_precision_name(precs[p]), g->what, off);
             int reps = t1 > 0.02 ? 1 : (int)(0.02 / t1) + 1;
+            double ratio16[ROUNDS], t16[ROUNDS];
             for (int r = 0; r < ROUNDS; r++) {
                 double tt = gemm_time(d, 0, h, s, g, a, b, c, reps);
                 double td = gemm_time(d, 1, h, s, g, a, b, c, reps);
-                if (tt < 0 || td < 0)
+                double tb16 = bf ? gemm_time(d, 2, h, s, g, a, b, c, reps) : 1;
+                if (tt < 0 || td < 0 || tb16 < 0)
                     goto failed;
                 ratio[r] = td / tt, ttab[r] = tt;
+                ratio16[r] = tb16 / tt, t16[r] = tb16;
             }
             per_shape[k] = bench_median(ratio, ROUNDS);
+            per_shape16[k] = bench_median(ratio16, ROUNDS);
             printf("# %s %s: table %.4g TFLOP/s, %.3f of cuBLAS (products %.2g apart)\n",
                    rumor_precision_name(precs[p]), g->what,
                    flops / bench_median(ttab, ROUNDS) / 1e12, per_shape[k], off);
+            if (bf)
+                printf("# bf16 %s: cuBLAS on bf16 inputs %.4g TFLOP/s: the table (rounding its "
+                       "fp32 inputs first) at %.3f of it\n", g->what,
+                       flops / bench_median(t16, ROUNDS) / 1e12, per_shape16[k]);
         }
         printf("bench: cuda_gemm_table_vs_cublas_%s = %.3f x\n", rumor_precision_name(precs[p]),
                bench_median(per_shape, NSH));
+        if (bf)
+            printf("bench: cuda_gemm_table_vs_cublas_bf16_inputs = %.3f x\n",
+                   bench_median(per_shape16, NSH));
         fflush(stdout);
     }
     goto done;
@@ -425,6 +465,7 @@ done:
         bc_die("precision");
     cublasDestroy(h);
     cudaStreamDestroy(s);
+    cudaFree((void *)a16), cudaFree((void *)b16);
     o->free(d, a), o->free(d, b), o->free(d, c);
     free(host), free(h1), free(h2);
 #endif

@@ -13,6 +13,9 @@ that a slow torch.compile cannot cost the eager figures:
   eager_math    eager, attention written out (the (B, NH, T, T) scores
                 materialized, masked, softmaxed: rumor's own algorithm)
   compile_sdpa  torch.compile of the eager_sdpa module (default mode)
+  attn_sdpa     the attention alone: F.scaled_dot_product_attention(is_causal)
+                forward and backward on bf16 q, k, v of (BATCH, HEADS, CTX,
+                DIM / HEADS), as the GPT calls it (not a default mode)
 Each mode prints one JSON line as soon as it is measured:
   {"mode": "eager_sdpa", "tokens_per_s": 123456.7, "step_ms": 12.34,
    "peak_gib": 10.2}
@@ -108,7 +111,36 @@ def adamw(params):
         return torch.optim.AdamW(params, **kw)
 
 
+def run_attn(mode, D, H, T, B, steps):
+    """SDPA forward + backward alone: its median ms, and the forward's."""
+    if not hasattr(F, "scaled_dot_product_attention"):
+        return {"mode": mode, "skipped": "torch %s has no scaled_dot_product_attention" %
+                torch.__version__}
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, D // H, device=DEV, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    dy = torch.randn(B, H, T, D // H, device=DEV, dtype=torch.bfloat16)
+    both, fwd = [], []
+    for s in range(WARMUP + steps):
+        sync()
+        t0 = time.perf_counter()
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        sync()
+        t1 = time.perf_counter()
+        y.backward(dy)
+        sync()
+        if s >= WARMUP:
+            both.append(time.perf_counter() - t0)
+            fwd.append(t1 - t0)
+    both.sort()
+    fwd.sort()
+    return {"mode": mode, "ms": round(1e3 * both[len(both) // 2], 4),
+            "fwd_ms": round(1e3 * fwd[len(fwd) // 2], 4)}
+
+
 def run(mode, L, D, H, T, V, B, steps):
+    if mode == "attn_sdpa":
+        return run_attn(mode, D, H, T, B, steps)
     sdpa = mode.endswith("_sdpa")
     if sdpa and not hasattr(F, "scaled_dot_product_attention"):
         return {"mode": mode, "skipped": "torch %s has no scaled_dot_product_attention" %

@@ -20,8 +20,9 @@
 #          peer, then test_ops_tf and test_backend_ops while time is left
 #   quick  the GPU's op and step tests and the swarm with a GPU peer (a
 #          short call to recheck a change)
-#   kernels the GPU's op and step tests, bench_cuda, the op profile and
-#          rumor's GPT against PyTorch (a call after the kernels changed)
+#   kernels the GPU's op and step tests, bench_cuda, the op profile,
+#          test_backend_ops under compute-sanitizer and rumor's GPT against
+#          PyTorch (a call after the kernels changed)
 #   all    both, the most telling first (the GPU's op and step tests, its
 #          benchmarks, the rest), so a call cut at its limit keeps the most
 # Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
@@ -151,7 +152,8 @@ case $what in
     step test_ops_tf 60 "$B/tests/test_ops_tf"
     step test_backend_ops 90 "$B/tests/test_backend_ops" ;;
   quick) check_first; step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh" ;;
-  kernels) check_first; bench_gpu; step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh" ;;
+  kernels) check_first; bench_gpu; step memcheck 120 sanitize
+    step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh" ;;
   all) check_first; bench_gpu; check_rest; bench_cores; step demo 200 demo ;;
   *) note "run: '$what': expected check, bench, cores, quick, kernels, swarm or all"; exit 2 ;;
 esac
