@@ -369,21 +369,27 @@ static void op_bias_rows(void)
     float *got = gtake(&Y, "add_bias");
     compare("add_bias", ref, got, n, ELT);
     free(got);
+    /* column sums: odd widths (a column a thread), widths of 4s (float4) */
+    for (int w = 0; w < 2; w++)
     for (int k = 0; k < 3; k++) {
         static const float betas[] = { 0.0f, 1.0f, 0.5f };
-        float *db = host_rand((size_t)cols, 1), *r = malloc((size_t)cols * 4);
+        int sc = w ? 132 : cols;
+        float *sy = w ? host_rand((size_t)rows * sc, 1) : y;
+        float *db = host_rand((size_t)sc, 1), *r = malloc((size_t)sc * 4);
         if (k == 0)
             db[5] = NAN; /* beta 0 forgets it */
-        memcpy(r, db, (size_t)cols * 4);
-        cpu->ops->sum_rows(cpu, r, y, rows, cols, betas[k]);
-        gbuf D = gput(db, (size_t)cols), Yin = gput(y, n);
-        gpu->ops->sum_rows(gpu, gdata(&D), gdata(&Yin), rows, cols, betas[k]);
-        char what[32];
-        snprintf(what, sizeof what, "sum_rows beta %g", (double)betas[k]);
+        memcpy(r, db, (size_t)sc * 4);
+        cpu->ops->sum_rows(cpu, r, sy, rows, sc, betas[k]);
+        gbuf D = gput(db, (size_t)sc), Yin = gput(sy, (size_t)rows * sc);
+        gpu->ops->sum_rows(gpu, gdata(&D), gdata(&Yin), rows, sc, betas[k]);
+        char what[48];
+        snprintf(what, sizeof what, "sum_rows (%d, %d) beta %g", rows, sc, (double)betas[k]);
         got = gtake(&D, what);
-        compare(what, r, got, (size_t)cols, 1e-10);
+        compare(what, r, got, (size_t)sc, 1e-10);
         free(gtake(&Yin, what));
         free(got), free(db), free(r);
+        if (w)
+            free(sy);
     }
     free(gtake(&Bi, "add_bias"));
     free(y), free(bias), free(ref);

@@ -8,8 +8,7 @@
  * together as training moves the loss from ln 256 down. Head size 32
  * takes the GPU's tensor-core attention where it has one. The text: the
  * project's README (RUMOR_SRCDIR) or else a licence text every Debian
- * system has. Without a GPU: exit 77. The emulation (tests/cuda-emu) runs
- * a smaller model. */
+ * system has. Without a GPU: exit 77. */
 #include "config.h"
 
 #include <math.h>
@@ -62,10 +61,12 @@ int main(void)
     unsigned char *text = read_text(&ntext);
     if (!text)
         TEST_SKIP("no English text (RUMOR_SRCDIR/README.md, /usr/share/common-licenses/GPL-3)");
-    int emu = strstr(gpu->name, "emulation") != NULL;
-    int T = emu ? 64 : 128;
-    const char *spec = emu ? "gpt:layers=2,dim=64,heads=2,ctx=64,vocab=256"
-                           : "gpt:layers=4,dim=128,heads=4,ctx=128,vocab=256";
+    /* a model small enough for the emulation, trained where AdamW without
+     * warm-up stays smooth (4 layers of 128 at this rate spiked to 7 nats
+     * at step 9 on the CPU and the GPU alike, and runs that chaotic drift
+     * apart by more than rounding) */
+    int T = 64;
+    const char *spec = "gpt:layers=2,dim=64,heads=2,ctx=64,vocab=256";
     rumor_optim_config_t oc;
     rumor_optim_config_default(&oc);
     oc.kind = RUMOR_OPT_ADAMW;

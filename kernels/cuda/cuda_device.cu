@@ -526,8 +526,8 @@ static void ctx_free(cu_ctx *c)
         cublasDestroy(c->blas);
     if (c->red)
         cudaFree(c->red);
-    if (c->ones)
-        cudaFree(c->ones);
+    if (c->sr_part)
+        cudaFree(c->sr_part);
     cu_matmul_free(c);
     if (c->ln_part)
         cudaFree(c->ln_part);
@@ -557,18 +557,9 @@ static int ctx_open(rumor_device_t *d, int index, cu_ctx *c)
     RUMOR_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     RUMOR_CUDA_CHECK(cudaMalloc((void **)&c->red, (CU_RED_BLOCKS + 1) * 2 * sizeof(double)));
     RUMOR_CUDA_CHECK(cudaMallocHost((void **)&c->red_host, 2 * sizeof(double)));
-    /* sum_rows' ones, once: no step allocates */
-    float *ones = (float *)malloc(CU_ONES * sizeof(float));
-    if (!ones)
-        return rumor_err_set(RUMOR_ENOMEM, "cuda:%d: out of memory", index);
-    for (int i = 0; i < CU_ONES; i++)
-        ones[i] = 1.0f;
-    cudaError_t e = cudaMalloc((void **)&c->ones, CU_ONES * sizeof(float));
-    if (e == cudaSuccess)
-        e = cudaMemcpy(c->ones, ones, CU_ONES * sizeof(float), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) /* landed before any stream reads it */
-        e = cudaDeviceSynchronize();
-    free(ones);
+    /* sum_rows' partial column sums, once: no step allocates */
+    RUMOR_CUDA_CHECK(cudaMalloc((void **)&c->sr_part, CU_SR_PART * sizeof(float)));
+    cudaError_t e = cudaSuccess;
     RUMOR_CUDA_CHECK(e);
     return 0;
 }

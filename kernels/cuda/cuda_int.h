@@ -33,8 +33,8 @@ typedef struct cu_ctx {
      * host memory */
     double *red;           /* (CU_RED_BLOCKS + 1) x 2 doubles */
     double *red_host;      /* 2 doubles, page-locked */
-    float *ones;           /* (CU_ONES) 1.0f: sum_rows is a GEMV against it, a
-                            * chunk of CU_ONES rows at a time (made at open) */
+    float *sr_part;        /* (CU_SR_PART) sum_rows' column sums of row chunks
+                            * (made at open) */
     uint16_t *bf16;        /* (bf16_cap) bf16 inputs of a GEMM (cuda_matmul.cu) */
     size_t bf16_cap;
     float *ln_part;        /* (nln_part) layernorm_backward_w's per-chunk column sums */
@@ -61,7 +61,7 @@ typedef struct cu_ctx {
 } cu_ctx;
 
 /* Rows of sum_rows' vector of ones: one GEMV a chunk of this many rows. */
-#define CU_ONES 65536
+#define CU_SR_PART ((size_t)4 << 20) /* floats: 16 MiB */
 
 /* Counts a stall of d (cu_ctx's n_* fields) */
 #define CU_COUNT(d, field) __atomic_fetch_add(&cu_of(d)->field, 1L, __ATOMIC_RELAXED)

@@ -211,15 +211,72 @@ static __global__ void fill_kernel(float *y, float v, size_t n)
         y[i] = v;
 }
 
-/* db (cols) = beta db + dy^T 1: the column sums as a GEMV against a vector
- * of ones (cuBLAS reads dy once, at its bandwidth) */
+/* sum_rows, deterministic in two passes: part[k][c] = the sum of dy's
+ * column c over row chunk k (a block per 32 columns, or 32 float4 columns,
+ * and a chunk; its 8 rows of threads stride the chunk and are added in row
+ * order), then db[c] = beta db[c] + the chunks' sums in chunk order. */
+#define SR_Y 8
+static __global__ void sum_rows_part4(float4 *part, const float4 *dy, int rows, int cols4,
+                                      int chunk)
+{
+    __shared__ float4 sh[SR_Y][32];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * chunk, r1 = rows < r0 + chunk ? rows : r0 + chunk;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < cols4)
+        for (int r = r0 + threadIdx.y; r < r1; r += SR_Y) {
+            float4 v = dy[(size_t)r * cols4 + c];
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        }
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols4) {
+        for (int y = 1; y < SR_Y; y++) {
+            float4 v = sh[y][threadIdx.x];
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        }
+        part[(size_t)blockIdx.y * cols4 + c] = acc;
+    }
+}
+
+static __global__ void sum_rows_part(float *part, const float *dy, int rows, int cols, int chunk)
+{
+    __shared__ float sh[SR_Y][32];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * chunk, r1 = rows < r0 + chunk ? rows : r0 + chunk;
+    float acc = 0.0f;
+    if (c < cols)
+        for (int r = r0 + threadIdx.y; r < r1; r += SR_Y)
+            acc += dy[(size_t)r * cols + c];
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        for (int y = 1; y < SR_Y; y++)
+            acc += sh[y][threadIdx.x];
+        part[(size_t)blockIdx.y * cols + c] = acc;
+    }
+}
+
+static __global__ void sum_rows_final(float *db, const float *part, int cols, int chunks,
+                                      float beta)
+{
+    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < (size_t)cols;
+         c += (size_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < chunks; k++)
+            s += part[(size_t)k * cols + c];
+        /* beta 0 clears what was there (a NaN too), as the CPU's memset */
+        db[c] = beta == 0.0f ? s : beta == 1.0f ? db[c] + s : beta * db[c] + s;
+    }
+}
+
+/* db (cols) = beta db + the column sums of dy (rows, cols) */
 void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int cols, float beta)
 {
     if (cols <= 0)
         return;
     CU_ENTER(d);
     cu_ctx *x = cu_of(d);
-    const float one = 1.0f;
     if (rows <= 0) { /* an empty sum: db = beta db (0 clears a NaN, as BLAS's beta 0 does) */
         if (beta == 0.0f) {
             CU_LAUNCH(fill_kernel, cu_blocks((size_t)cols, 256), 256, 0, x->cur, db, 0.0f,
@@ -230,12 +287,28 @@ void cu_sum_rows(rumor_device_t *d, float *db, const float *dy, int rows, int co
         }
         return;
     }
-    /* a chunk of CU_ONES rows at a time against the vector of ones made at
-     * open (nothing allocated here: sum_rows runs inside a step) */
-    for (int r0 = 0; r0 < rows; r0 += CU_ONES) {
-        int n = rows - r0 < CU_ONES ? rows - r0 : CU_ONES;
-        float b = r0 == 0 ? beta : 1.0f;
-        CUBLAS_KEEP(d, cublasSgemv(x->blas, CUBLAS_OP_N, cols, n, &one, dy + (size_t)r0 * cols,
-                                   cols, x->ones, 1, &b, db, 1));
-    }
+    int vec = cols % 4 == 0 && ((uintptr_t)dy & 15) == 0;
+    int width = vec ? cols / 4 : cols, colblocks = (width + 31) / 32;
+    /* enough chunks for four blocks a multiprocessor, each at least 64 rows,
+     * their sums within the device's scratch */
+    long want = ((long)x->sm_count * 4 + colblocks - 1) / colblocks;
+    long most = (long)(CU_SR_PART / (size_t)cols);
+    long chunks = want < (rows + 63) / 64 ? want : (rows + 63) / 64;
+    if (chunks > most)
+        chunks = most;
+    if (chunks > 65535)
+        chunks = 65535;
+    if (chunks < 1)
+        chunks = 1;
+    int chunk = (int)((rows + chunks - 1) / chunks);
+    chunks = (rows + chunk - 1) / chunk;
+    dim3 grid((unsigned)colblocks, (unsigned)chunks), block(32, SR_Y);
+    if (vec)
+        CU_LAUNCH(sum_rows_part4, grid, block, 0, x->cur, (float4 *)x->sr_part,
+                  (const float4 *)dy, rows, width, chunk);
+    else
+        CU_LAUNCH(sum_rows_part, grid, block, 0, x->cur, x->sr_part, dy, rows, cols, chunk);
+    CU_LAUNCH(sum_rows_final, cu_blocks((size_t)cols, 256), 256, 0, x->cur, db, x->sr_part, cols,
+              (int)chunks, beta);
+    CU_LAUNCHED(d, "sum_rows");
 }
