@@ -196,7 +196,7 @@ static void op_gemm_bf16_exact(void)
     for (int pad = 0; pad < 2; pad++) /* packed operands of 4s (vector loads), padded ones */
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
-            int m = pad ? 37 : 36, n = pad ? 53 : 52, k = pad ? 29 : 28;
+            int m = pad ? 157 : 156, n = pad ? 53 : 52, k = pad ? 29 : 28;
             int lda = (ta ? m : k) + 3 * pad, ldb = (tb ? k : n) + 5 * pad, ldc = n + 2 * pad;
             size_t na = (size_t)(ta ? k : m) * lda, nb = (size_t)(tb ? n : k) * ldb,
                    nc = (size_t)m * ldc;

@@ -15,8 +15,13 @@
  * matrices with fp32 accumulation into the fp32 output: cuBLAS's bf16
  * kernels read half the bytes and run at the tensor cores' bf16 rate, where
  * fp32 inputs under ..._FAST_16BF are converted inside slower kernels. The
- * scratch grows to the largest pair of inputs seen (in the first steps),
- * up to CU_BF16_SCRATCH elements; larger products keep ..._FAST_16BF. */
+ * scratch's rows start on 16 bytes whatever the caller's leading
+ * dimensions (a GPT's logits over 50257 words do not: cuBLAS then falls
+ * back to kernels several times slower), and an output whose rows do not is
+ * made there and copied out. The scratch grows to what the largest product
+ * needs (in the first steps), up to CU_BF16_SCRATCH elements, rows of C
+ * going through it in chunks; products where not even 64 rows fit keep
+ * ..._FAST_16BF. */
 #include <string.h>
 
 #include "cuda_int.h"
@@ -43,25 +48,41 @@ static __device__ __forceinline__ uint16_t bf16_rn(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* dst (rows, cols) packed = bf16(src (rows, cols) with leading dimension
- * ld); four elements a thread where rows are contiguous and aligned */
-static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, int rows, int cols, int ld)
+/* dst (rows, cols; ldd) = bf16(src (rows, cols; ld)); four elements a
+ * thread where rows start and end on 16 bytes */
+static __global__ void to_bf16_kernel(uint16_t *dst, int ldd, const float *src, int rows, int cols,
+                                      int ld)
 {
-    size_t n = (size_t)rows * (size_t)cols, stride = (size_t)gridDim.x * blockDim.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (ld == cols && n % 4 == 0 && ((uintptr_t)src & 15) == 0) {
-        for (size_t i = i0; i < n / 4; i += stride) {
-            float4 v = ((const float4 *)src)[i];
+    if (cols % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 && ((uintptr_t)src & 15) == 0 &&
+        ((uintptr_t)dst & 7) == 0) {
+        size_t c4 = (size_t)cols / 4, n4 = (size_t)rows * c4;
+        for (size_t i = i0; i < n4; i += stride) {
+            size_t r = i / c4, c = i % c4;
+            float4 v = ((const float4 *)src)[r * (size_t)(ld / 4) + c];
             uint2 o;
             o.x = (uint32_t)bf16_rn(v.x) | ((uint32_t)bf16_rn(v.y) << 16);
             o.y = (uint32_t)bf16_rn(v.z) | ((uint32_t)bf16_rn(v.w) << 16);
-            ((uint2 *)dst)[i] = o;
+            ((uint2 *)dst)[r * (size_t)(ldd / 4) + c] = o;
         }
         return;
     }
+    size_t n = (size_t)rows * (size_t)cols;
     for (size_t i = i0; i < n; i += stride) {
         size_t r = i / (size_t)cols, c = i % (size_t)cols;
-        dst[i] = bf16_rn(src[r * (size_t)ld + c]);
+        dst[r * (size_t)ldd + c] = bf16_rn(src[r * (size_t)ld + c]);
+    }
+}
+
+/* dst (rows, cols; ldd) = src (rows, cols; lds), fp32 */
+static __global__ void copy2d_kernel(float *dst, int ldd, const float *src, int lds, int rows,
+                                     int cols)
+{
+    size_t n = (size_t)rows * (size_t)cols, stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+        size_t r = i / (size_t)cols, c = i % (size_t)cols;
+        dst[r * (size_t)ldd + c] = src[r * (size_t)lds + c];
     }
 }
 
@@ -108,31 +129,78 @@ int cu_bf16_pair(rumor_device_t *d, const float *a, int ar, int ac, int lda, con
     if (!s)
         return -1;
     cu_ctx *x = cu_of(d);
-    CU_LAUNCH(to_bf16_kernel, cu_blocks(na / 4 + 1, 256), 256, 0, x->cur, s, a, ar, ac, lda);
-    CU_LAUNCH(to_bf16_kernel, cu_blocks(nb / 4 + 1, 256), 256, 0, x->cur, s + na_pad, b, br, bc,
-              ldb);
+    CU_LAUNCH(to_bf16_kernel, cu_blocks(na / 4 + 1, 256), 256, 0, x->cur, s, ac, a, ar, ac, lda);
+    CU_LAUNCH(to_bf16_kernel, cu_blocks(nb / 4 + 1, 256), 256, 0, x->cur, s + na_pad, bc, b, br,
+              bc, ldb);
     CU_LAUNCHED(d, "gemm: inputs to bf16");
     *a16 = s;
     *b16 = s + na_pad;
     return 0;
 }
 
-/* C = alpha op(A) op(B) + beta C with A and B rounded to bf16 first; 0, or
- * -1 when the scratch cannot hold them (the caller multiplies as fp32) */
+static size_t round8(size_t v) { return (v + 7) & ~(size_t)7; }
+
+/* C = alpha op(A) op(B) + beta C with A and B rounded to bf16 first, into
+ * the scratch with leading dimensions of 8s (cuBLAS's fast kernels want
+ * rows on 16 bytes: a vocabulary of 50257 is not); an output whose rows
+ * are not on 16 bytes is made in the scratch (fp32) and copied out. Rows of
+ * C (and of op(A)) go in chunks that fit the scratch with B. 0, or -1 when
+ * not even 64 rows fit (the caller multiplies as fp32). */
 static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc)
 {
+    cu_ctx *x = cu_of(d);
     /* as stored, row-major: A is (m, k), or (k, m) transposed; B (k, n) or
      * (n, k) */
-    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-    const uint16_t *a16, *b16;
-    if (cu_bf16_pair(d, a, ar, ac, lda, b, br, bc, ldb, &a16, &b16) < 0)
+    int br = tb ? n : k, bc = tb ? k : n;
+    size_t bld = round8((size_t)bc), nb = round8((size_t)br * bld);
+    int pad_out = ldc % 4 != 0;
+    size_t old = round8((size_t)n);
+    /* bf16 elements a row of C needs: its row of op(A), its row of the
+     * fp32 output */
+    size_t per_row = (ta ? (size_t)k : round8((size_t)k)) + (pad_out ? 2 * old : 0);
+    if (nb + 64 * per_row + 64 > CU_BF16_SCRATCH)
         return -1;
-    CUBLAS_KEEP(d, cublasGemmEx(cu_of(d)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b16,
-                                CUDA_BF16_TYPE, bc, a16, CUDA_BF16_TYPE, ac, &beta, c, CUDA_R_32F,
-                                ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    size_t mc = (CU_BF16_SCRATCH - nb - 64) / per_row;
+    if (mc > (size_t)m)
+        mc = (size_t)m;
+    if (ta && mc < (size_t)m) /* a column block of stored A: its packed width a multiple of 8 */
+        mc &= ~(size_t)7;
+    size_t ald = ta ? round8(mc) : round8((size_t)k);
+    size_t na = round8((ta ? (size_t)k : mc) * ald);
+    uint16_t *s = bf16_scratch(d, nb + na + (pad_out ? 2 * mc * old : 0));
+    if (!s)
+        return -1;
+    uint16_t *b16 = s, *a16 = s + nb;
+    float *out = pad_out ? (float *)(s + nb + na) : NULL;
+    CU_LAUNCH(to_bf16_kernel, cu_blocks((size_t)br * bc / 4 + 1, 256), 256, 0, x->cur, b16,
+              (int)bld, b, br, bc, ldb);
+    for (int m0 = 0; m0 < m; m0 += (int)mc) {
+        int rows = m - m0 < (int)mc ? m - m0 : (int)mc;
+        if (ta) /* columns m0.. of the stored (k, m) A */
+            CU_LAUNCH(to_bf16_kernel, cu_blocks((size_t)k * rows / 4 + 1, 256), 256, 0, x->cur,
+                      a16, (int)ald, a + m0, k, rows, lda);
+        else
+            CU_LAUNCH(to_bf16_kernel, cu_blocks((size_t)rows * k / 4 + 1, 256), 256, 0, x->cur,
+                      a16, (int)ald, a + (size_t)m0 * lda, rows, k, lda);
+        float *cc = c + (size_t)m0 * ldc, *dst = pad_out ? out : cc;
+        int ldd = pad_out ? (int)old : ldc;
+        if (pad_out && beta != 0.0f)
+            CU_LAUNCH(copy2d_kernel, cu_blocks((size_t)rows * n, 256), 256, 0, x->cur, out, ldd,
+                      cc, ldc, rows, n);
+        CU_LAUNCHED(d, "gemm: inputs to bf16");
+        CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, rows, k, &alpha, b16,
+                                    CUDA_BF16_TYPE, (int)bld, a16, CUDA_BF16_TYPE, (int)ald, &beta,
+                                    dst, CUDA_R_32F, ldd, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+        if (pad_out) {
+            CU_LAUNCH(copy2d_kernel, cu_blocks((size_t)rows * n, 256), 256, 0, x->cur, cc, ldc, out,
+                      ldd, rows, n);
+            CU_LAUNCHED(d, "gemm: output rows");
+        }
+    }
     return 0;
 }
 
