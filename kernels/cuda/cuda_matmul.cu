@@ -48,42 +48,72 @@ static __device__ __forceinline__ uint16_t bf16_rn(float f)
     return (uint16_t)(u >> 16);
 }
 
-/* dst (rows, cols; ldd) = bf16(src (rows, cols; ld)); four elements a
- * thread where rows start and end on 16 bytes */
-static __global__ void to_bf16_kernel(uint16_t *dst, int ldd, const float *src, int rows, int cols,
-                                      int ld)
+/* dst (drows, dcols; ldd) = bf16(src (rows, cols; ld)) with zeros beyond
+ * rows and cols (drows >= rows, dcols >= cols): a block's threads along a
+ * row, blocks down the rows; four elements a thread where rows start on 16
+ * bytes */
+static __global__ void to_bf16_kernel(uint16_t *dst, int drows, int dcols, int ldd,
+                                      const float *src, int rows, int cols, int ld)
 {
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    size_t i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (cols % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 && ((uintptr_t)src & 15) == 0 &&
-        ((uintptr_t)dst & 7) == 0) {
-        size_t c4 = (size_t)cols / 4, n4 = (size_t)rows * c4;
-        for (size_t i = i0; i < n4; i += stride) {
-            size_t r = i / c4, c = i % c4;
-            float4 v = ((const float4 *)src)[r * (size_t)(ld / 4) + c];
-            uint2 o;
-            o.x = (uint32_t)bf16_rn(v.x) | ((uint32_t)bf16_rn(v.y) << 16);
-            o.y = (uint32_t)bf16_rn(v.z) | ((uint32_t)bf16_rn(v.w) << 16);
-            ((uint2 *)dst)[r * (size_t)(ldd / 4) + c] = o;
+    int vec = cols % 4 == 0 && dcols % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 &&
+              ((uintptr_t)src & 15) == 0 && ((uintptr_t)dst & 7) == 0;
+    int step = gridDim.x * blockDim.x, c0 = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int r = blockIdx.y; r < drows; r += gridDim.y) {
+        const float *sr = src + (size_t)r * ld;
+        uint16_t *dr = dst + (size_t)r * ldd;
+        if (vec) {
+            for (int c = c0; c < dcols / 4; c += step) {
+                float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (r < rows && c < cols / 4)
+                    v = ((const float4 *)sr)[c];
+                uint2 o;
+                o.x = (uint32_t)bf16_rn(v.x) | ((uint32_t)bf16_rn(v.y) << 16);
+                o.y = (uint32_t)bf16_rn(v.z) | ((uint32_t)bf16_rn(v.w) << 16);
+                ((uint2 *)dr)[c] = o;
+            }
+        } else {
+            for (int c = c0; c < dcols; c += step)
+                dr[c] = r < rows && c < cols ? bf16_rn(sr[c]) : (uint16_t)0;
         }
-        return;
-    }
-    size_t n = (size_t)rows * (size_t)cols;
-    for (size_t i = i0; i < n; i += stride) {
-        size_t r = i / (size_t)cols, c = i % (size_t)cols;
-        dst[r * (size_t)ldd + c] = bf16_rn(src[r * (size_t)ld + c]);
     }
 }
 
-/* dst (rows, cols; ldd) = src (rows, cols; lds), fp32 */
+/* queues to_bf16_kernel over (drows, dcols) */
+static void to_bf16(cudaStream_t st, uint16_t *dst, int drows, int dcols, int ldd,
+                    const float *src, int rows, int cols, int ld)
+{
+    unsigned bx = (unsigned)((dcols / 4 + 255) / 256), by = (unsigned)drows;
+    if (bx < 1)
+        bx = 1;
+    if (bx > 64)
+        bx = 64;
+    if (by > 16384)
+        by = 16384;
+    if (by < 1)
+        by = 1;
+    CU_LAUNCH(to_bf16_kernel, dim3(bx, by), 256, 0, st, dst, drows, dcols, ldd, src, rows, cols,
+              ld);
+}
+
+/* dst (rows, cols; ldd) = src (rows, cols; lds), fp32: a block's threads
+ * along a row, blocks down the rows */
 static __global__ void copy2d_kernel(float *dst, int ldd, const float *src, int lds, int rows,
                                      int cols)
 {
-    size_t n = (size_t)rows * (size_t)cols, stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
-        size_t r = i / (size_t)cols, c = i % (size_t)cols;
-        dst[r * (size_t)ldd + c] = src[r * (size_t)lds + c];
-    }
+    int step = gridDim.x * blockDim.x, c0 = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y)
+        for (int c = c0; c < cols; c += step)
+            dst[(size_t)r * ldd + c] = src[(size_t)r * lds + c];
+}
+
+static void copy2d(cudaStream_t st, float *dst, int ldd, const float *src, int lds, int rows,
+                   int cols)
+{
+    unsigned bx = (unsigned)((cols + 255) / 256), by = (unsigned)(rows < 16384 ? rows : 16384);
+    if (bx > 64)
+        bx = 64;
+    CU_LAUNCH(copy2d_kernel, dim3(bx ? bx : 1, by ? by : 1), 256, 0, st, dst, ldd, src, lds, rows,
+              cols);
 }
 
 /* The device's bf16 scratch holds `need` elements (grown outside the
@@ -129,9 +159,8 @@ int cu_bf16_pair(rumor_device_t *d, const float *a, int ar, int ac, int lda, con
     if (!s)
         return -1;
     cu_ctx *x = cu_of(d);
-    CU_LAUNCH(to_bf16_kernel, cu_blocks(na / 4 + 1, 256), 256, 0, x->cur, s, ac, a, ar, ac, lda);
-    CU_LAUNCH(to_bf16_kernel, cu_blocks(nb / 4 + 1, 256), 256, 0, x->cur, s + na_pad, bc, b, br,
-              bc, ldb);
+    to_bf16(x->cur, s, ar, ac, ac, a, ar, ac, lda);
+    to_bf16(x->cur, s + na_pad, br, bc, bc, b, br, bc, ldb);
     CU_LAUNCHED(d, "gemm: inputs to bf16");
     *a16 = s;
     *b16 = s + na_pad;
@@ -141,63 +170,60 @@ int cu_bf16_pair(rumor_device_t *d, const float *a, int ar, int ac, int lda, con
 static size_t round8(size_t v) { return (v + 7) & ~(size_t)7; }
 
 /* C = alpha op(A) op(B) + beta C with A and B rounded to bf16 first, into
- * the scratch with leading dimensions of 8s (cuBLAS's fast kernels want
- * rows on 16 bytes: a vocabulary of 50257 is not); an output whose rows
- * are not on 16 bytes is made in the scratch (fp32) and copied out. Rows of
- * C (and of op(A)) go in chunks that fit the scratch with B. 0, or -1 when
- * not even 64 rows fit (the caller multiplies as fp32). */
+ * the scratch with n and k rounded up to 8s, zeros in the margins, and
+ * leading dimensions of 8s (cuBLAS's fast bf16 kernels want them: a
+ * classifier over 50257 words ran at a sixth of the others' rate); the
+ * output is made there (fp32) when n or ldc is not a multiple of 8, and
+ * copied out. Rows of C (and of op(A)) go in chunks that fit the scratch
+ * with B. 0, or -1 when not even 64 rows fit (the caller multiplies as
+ * fp32). */
 static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc)
 {
     cu_ctx *x = cu_of(d);
-    /* as stored, row-major: A is (m, k), or (k, m) transposed; B (k, n) or
-     * (n, k) */
-    int br = tb ? n : k, bc = tb ? k : n;
-    size_t bld = round8((size_t)bc), nb = round8((size_t)br * bld);
-    int pad_out = ldc % 4 != 0;
-    size_t old = round8((size_t)n);
+    size_t n8 = round8((size_t)n), k8 = round8((size_t)k);
+    /* B as stored, row-major: (k, n), or (n, k) transposed; padded */
+    int br = tb ? n : k, bc = tb ? k : n, bpr = (int)(tb ? n8 : k8), bpc = (int)(tb ? k8 : n8);
+    size_t nb = round8((size_t)bpr * bpc);
+    int pad_out = ldc % 8 != 0 || n % 8 != 0;
     /* bf16 elements a row of C needs: its row of op(A), its row of the
      * fp32 output */
-    size_t per_row = (ta ? (size_t)k : round8((size_t)k)) + (pad_out ? 2 * old : 0);
+    size_t per_row = k8 + (pad_out ? 2 * n8 : 0);
     if (nb + 64 * per_row + 64 > CU_BF16_SCRATCH)
         return -1;
     size_t mc = (CU_BF16_SCRATCH - nb - 64) / per_row;
     if (mc > (size_t)m)
         mc = (size_t)m;
-    if (ta && mc < (size_t)m) /* a column block of stored A: its packed width a multiple of 8 */
+    if (mc < (size_t)m) /* a chunk's rows a multiple of 8 */
         mc &= ~(size_t)7;
-    size_t ald = ta ? round8(mc) : round8((size_t)k);
-    size_t na = round8((ta ? (size_t)k : mc) * ald);
-    uint16_t *s = bf16_scratch(d, nb + na + (pad_out ? 2 * mc * old : 0));
+    size_t mc8 = round8(mc), na = round8(mc8 * k8);
+    uint16_t *s = bf16_scratch(d, nb + na + (pad_out ? 2 * mc * n8 : 0));
     if (!s)
         return -1;
     uint16_t *b16 = s, *a16 = s + nb;
     float *out = pad_out ? (float *)(s + nb + na) : NULL;
-    CU_LAUNCH(to_bf16_kernel, cu_blocks((size_t)br * bc / 4 + 1, 256), 256, 0, x->cur, b16,
-              (int)bld, b, br, bc, ldb);
+    to_bf16(x->cur, b16, bpr, bpc, bpc, b, br, bc, ldb);
     for (int m0 = 0; m0 < m; m0 += (int)mc) {
-        int rows = m - m0 < (int)mc ? m - m0 : (int)mc;
-        if (ta) /* columns m0.. of the stored (k, m) A */
-            CU_LAUNCH(to_bf16_kernel, cu_blocks((size_t)k * rows / 4 + 1, 256), 256, 0, x->cur,
-                      a16, (int)ald, a + m0, k, rows, lda);
-        else
-            CU_LAUNCH(to_bf16_kernel, cu_blocks((size_t)rows * k / 4 + 1, 256), 256, 0, x->cur,
-                      a16, (int)ald, a + (size_t)m0 * lda, rows, k, lda);
+        int rows = m - m0 < (int)mc ? m - m0 : (int)mc, ald;
+        if (ta) { /* columns m0.. of the stored (k, m) A, as (k8, rows8) */
+            ald = (int)round8((size_t)rows);
+            to_bf16(x->cur, a16, (int)k8, ald, ald, a + m0, k, rows, lda);
+        } else { /* rows m0.. of the stored (m, k) A, as (rows, k8) */
+            ald = (int)k8;
+            to_bf16(x->cur, a16, rows, ald, ald, a + (size_t)m0 * lda, rows, k, lda);
+        }
         float *cc = c + (size_t)m0 * ldc, *dst = pad_out ? out : cc;
-        int ldd = pad_out ? (int)old : ldc;
+        int ldd = pad_out ? (int)n8 : ldc;
         if (pad_out && beta != 0.0f)
-            CU_LAUNCH(copy2d_kernel, cu_blocks((size_t)rows * n, 256), 256, 0, x->cur, out, ldd,
-                      cc, ldc, rows, n);
+            copy2d(x->cur, out, ldd, cc, ldc, rows, n);
         CU_LAUNCHED(d, "gemm: inputs to bf16");
         CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, rows, k, &alpha, b16,
-                                    CUDA_BF16_TYPE, (int)bld, a16, CUDA_BF16_TYPE, (int)ald, &beta,
-                                    dst, CUDA_R_32F, ldd, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+                                    ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n8, rows, (int)k8, &alpha,
+                                    b16, CUDA_BF16_TYPE, bpc, a16, CUDA_BF16_TYPE, ald, &beta, dst,
+                                    CUDA_R_32F, ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         if (pad_out) {
-            CU_LAUNCH(copy2d_kernel, cu_blocks((size_t)rows * n, 256), 256, 0, x->cur, cc, ldc, out,
-                      ldd, rows, n);
+            copy2d(x->cur, cc, ldc, out, ldd, rows, n);
             CU_LAUNCHED(d, "gemm: output rows");
         }
     }
