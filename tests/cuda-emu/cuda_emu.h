@@ -45,18 +45,24 @@ typedef hipDeviceProp_t cudaDeviceProp;
 #define cudaEventCreate hipEventCreate
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaEventRecord hipEventRecord
-#define cudaEventSynchronize hipEventSynchronize
+/* An event never recorded is done, as CUDA has it (HIP-CPU calls it an
+ * invalid handle) */
+static inline hipError_t cudaEventSynchronize(hipEvent_t e)
+{
+    hipError_t r = hipEventSynchronize(e);
+    return r == hipErrorInvalidHandle && e ? hipSuccess : r;
+}
 /* HIP-CPU has no hipEventQuery: the emulation answers "done" after waiting,
  * which is a correct (if never pending) answer */
 #define cudaErrorNotReady hipErrorNotReady
-static inline hipError_t cudaEventQuery(hipEvent_t e) { return hipEventSynchronize(e); }
+static inline hipError_t cudaEventQuery(hipEvent_t e) { return cudaEventSynchronize(e); }
 /* HIP-CPU runs every stream's queue on one processor thread, so a queue
  * that waits for an event recorded later in another queue deadlocks it: the
  * emulation waits for the event on the host instead (a stronger order) */
 static inline hipError_t cudaStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned flags)
 {
     (void)s, (void)flags;
-    return hipEventSynchronize(e);
+    return cudaEventSynchronize(e);
 }
 #define cudaDeviceSynchronize hipDeviceSynchronize
 #define cudaFreeHost hipHostFree
