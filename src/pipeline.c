@@ -359,7 +359,10 @@ int rumor_pipeline_grads_step(rumor_pipeline_t *p, const rumor_batch_t *b, long 
     double t0 = rumor_now();
     p->t0 = t0;
     for (int d = 0; d < p->P; d++) {
-        w[d] = (struct pipeline_worker){ p, d, 0.0, 0.0, 0, 0.0 };
+        /* the step's fields alone: p and d, set once, the worker reads
+         * while it waits for the step */
+        w[d].idle = w[d].end = w[d].list_end = 0.0;
+        w[d].todo = 0;
         for (int s = 0; s < p->S; s++)
             w[d].todo += rumor_schedule_device(p->sched, s, NULL) == d;
     }
