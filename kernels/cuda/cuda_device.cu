@@ -529,8 +529,6 @@ static void ctx_free(cu_ctx *c)
     if (c->sr_part)
         cudaFree(c->sr_part);
     cu_matmul_free(c);
-    if (c->ln_part)
-        cudaFree(c->ln_part);
     cu_lt_free(c);
     if (c->red_host)
         cudaFreeHost(c->red_host);

@@ -33,12 +33,10 @@ typedef struct cu_ctx {
      * host memory */
     double *red;           /* (CU_RED_BLOCKS + 1) x 2 doubles */
     double *red_host;      /* 2 doubles, page-locked */
-    float *sr_part;        /* (CU_SR_PART) sum_rows' column sums of row chunks
-                            * (made at open) */
+    float *sr_part;        /* (CU_SR_PART) column sums of row chunks: sum_rows',
+                            * layernorm_backward_w's (made at open) */
     uint16_t *bf16;        /* (bf16_cap) bf16 inputs of a GEMM (cuda_matmul.cu) */
     size_t bf16_cap;
-    float *ln_part;        /* (nln_part) layernorm_backward_w's per-chunk column sums */
-    size_t nln_part;
     /* cuda_lt.cu: the cuBLASLt handle and workspace, made at the first use;
      * lt_off: none (RUMOR_CUDA_NO_LT=1, or they could not be made) */
     void *lt, *lt_ws;

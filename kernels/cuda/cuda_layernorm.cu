@@ -102,12 +102,12 @@ void cu_layernorm_backward_x(rumor_device_t *d, float *dx, const float *dy, cons
  * warp reads 128 contiguous bytes of a row) and a chunk of the rows; its
  * threads fold their partial sums through shared memory in a fixed order
  * and write the chunk's sums (dw's and db's) to the device's scratch
- * (cu_ctx.ln_part, chunks x 2C). The chunks split the rows so that the grid
+ * (cu_ctx.sr_part, chunks x 2C). The chunks split the rows so that the grid
  * fills the GPU (C = 768 is only 24 strips). A second kernel adds each
  * column's chunk sums in chunk order into dw and db: no atomics, the same
  * bits on every run of the same GPU (the chunking follows its SM count).
- * The scratch is the device's, as sum_rows's ones are: the op must not run
- * on two of the device's streams at once. */
+ * The scratch is the device's, made at open and sum_rows' too: the op must
+ * not run on two of the device's streams at once. */
 #define STRIP_ROWS 8
 
 static __global__ void ln_bwd_w_kernel(float *part, const float *dy, const float *x,
@@ -167,27 +167,17 @@ void cu_layernorm_backward_w(rumor_device_t *d, float *dw, float *db, const floa
     int chunks = (8 * sms + strips - 1) / strips, most = (rows + 63) / 64;
     chunks = chunks < most ? chunks : most;
     chunks = chunks < 65535 ? chunks : 65535;
+    /* the chunks' sums go to the device's scratch for column sums (made at
+     * open, sum_rows' too: both run on its one stream) */
+    long fit = (long)(CU_SR_PART / (2 * (size_t)C));
+    chunks = chunks < fit ? chunks : (int)fit;
+    chunks = chunks > 0 ? chunks : 1;
     int chunk = (rows + chunks - 1) / chunks;
     chunks = (rows + chunk - 1) / chunk;
-    size_t need = (size_t)chunks * 2 * (size_t)C;
-    if (ctx->nln_part < need) { /* grown once to the largest call, as sum_rows's ones */
-        float *part = NULL;
-        if (ctx->ln_part)
-            CU_KEEP(d, cudaStreamSynchronize(ctx->cur)); /* the old one may be in use */
-        cudaError_t e = cudaMalloc((void **)&part, need * sizeof(float));
-        CU_COUNT(d, n_malloc);
-        CU_KEEP(d, e);
-        if (e != cudaSuccess)
-            return;
-        if (ctx->ln_part)
-            cudaFree(ctx->ln_part);
-        ctx->ln_part = part;
-        ctx->nln_part = need;
-    }
     CU_LAUNCH(ln_bwd_w_kernel, dim3((unsigned)strips, (unsigned)chunks), dim3(32, STRIP_ROWS), 0,
-              ctx->cur, ctx->ln_part, dy, x, mean, rstd, rows, C, chunk);
+              ctx->cur, ctx->sr_part, dy, x, mean, rstd, rows, C, chunk);
     CU_LAUNCHED(d, "layernorm_backward_w");
     CU_LAUNCH(ln_bwd_w_sum_kernel, cu_blocks(2 * (size_t)C, 256), 256, 0, ctx->cur, dw, db,
-              ctx->ln_part, C, chunks);
+              ctx->sr_part, C, chunks);
     CU_LAUNCHED(d, "layernorm_backward_w: sum");
 }

@@ -360,7 +360,7 @@ static __global__ void sum_rows_final(float *db, const float *part, int cols, in
         for (int k = 0; k < chunks; k++)
             s += part[(size_t)k * cols + c];
         /* beta 0 clears what was there (a NaN too), as the CPU's memset */
-        db[c] = beta == 0.0f ? s : beta == 1.0f ? db[c] + s : beta * db[c] + s;
+        db[c] = beta == 0.0f ? s : beta * db[c] + s;
     }
 }
 
