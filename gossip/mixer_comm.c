@@ -238,7 +238,11 @@ void mx_count(rumor_mixer_t *m, int verdict, int node, const char *what)
 void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
 {
     m->last_heard[node] = rumor_now();
-    if (h->type != RUMOR_WIRE_LEAVE)
+    /* a peer that said LEAVE is waited for again in a new life (a restart,
+     * a higher incarnation), not when the leaving process speaks on: it
+     * lingers until its neighbours passed its last round and may answer
+     * what reaches it meanwhile */
+    if (h->type != RUMOR_WIRE_LEAVE && h->incarnation > m->known_inc[node])
         m->left[node] = 0;
     if (h->incarnation > m->known_inc[node]) {
         if (m->known_inc[node] != 0) {
@@ -247,11 +251,16 @@ void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
                        (unsigned long long)h->incarnation);
             m->peer_round[node] = -1; /* its new life starts over */
             m->said_round[node] = -1;
+            m->ctl_round[node] = -1;
             if (m->cfg.async)
                 mx_async_forget(m, node);
         }
         m->known_inc[node] = h->incarnation;
     }
+    if ((h->type == RUMOR_WIRE_HELLO || h->type == RUMOR_WIRE_HEARTBEAT ||
+         h->type == RUMOR_WIRE_LEAVE) &&
+        h->round < (uint64_t)m->cur + MX_ROUND_SANITY && (long)h->round > m->ctl_round[node])
+        m->ctl_round[node] = (long)h->round;
     if (m->swim && h->type != RUMOR_WIRE_PROBE && h->type != RUMOR_WIRE_PROBE_REQ &&
         h->type != RUMOR_WIRE_ACK && h->type != RUMOR_WIRE_LEAVE)
         rumor_swim_heard(m->swim, rumor_now(), h->sender, h->incarnation);
@@ -578,8 +587,16 @@ void mx_comm_main(rumor_mixer_t *m)
             }
             stopping = 2;
         }
-        if (stopping == 2 && (mx_all_sends_done(m) || rumor_now() >= stop_deadline))
+        if (stopping == 2 && mx_all_sends_done(m) && mx_neighbours_passed(m))
             break;
+        if (stopping == 2 && rumor_now() >= stop_deadline) {
+            if (!mx_all_sends_done(m))
+                rumor_info("leaving: messages still queued in ZeroMQ when the linger time ran "
+                           "out are dropped");
+            else
+                rumor_debug("leaving before every neighbour passed round %ld", m->cur - 1);
+            break;
+        }
 
         rumor_transport_events(m->tr);
         mx_rank_progress(m);

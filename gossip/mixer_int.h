@@ -471,6 +471,9 @@ struct rumor_mixer {
     /* catching up (mixer_state.c) */
     long *peer_round;          /* (npeers) newest round heard from j, -1 none */
     long *said_round;          /* (npeers) newest round j said (HELLO) it is in, -1 none */
+    long *ctl_round;           /* (npeers) newest round j's HELLO, HEARTBEAT or LEAVE said it is
+                                * in, -1 none: a leaving peer waits for its neighbours to pass
+                                * its last round (mx_neighbours_passed) */
     double *stale_reply;       /* (npeers) when j was last told it is behind */
     long told_behind;          /* newest round a "you are behind" HELLO named, -1 none */
     double *last_heard;        /* (npeers) when j's last valid message came */
@@ -599,6 +602,7 @@ void mx_drop_sends(rumor_mixer_t *m);
 void mx_send_hellos(rumor_mixer_t *m);
 void mx_send_heartbeats(rumor_mixer_t *m);
 int mx_all_sends_done(rumor_mixer_t *m);
+int mx_neighbours_passed(rumor_mixer_t *m);
 
 /* mixer_round.c: synchronous D-PSGD rounds (receiving side) */
 int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);

@@ -137,7 +137,7 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
     m->known_inc[j] = 0;
     m->heard[j] = m->left[j] = m->absent[j] = m->gone[j] = 0;
     mx_terms_forget(m, j);
-    m->peer_round[j] = m->said_round[j] = -1;
+    m->peer_round[j] = m->said_round[j] = m->ctl_round[j] = -1;
     m->last_heard[j] = rumor_now();
     m->last_redial[j] = 0;
     m->counters.members_joined++;

@@ -364,6 +364,10 @@ void mx_drop_sends(rumor_mixer_t *m)
 {
     for (int j = 0; j < m->npeers; j++) {
         struct mx_sendq *q = &m->sendq[j];
+        if (q->n > 0)
+            rumor_info("leaving: %d round(s) queued for peer %d were not sent before the "
+                       "linger time ran out",
+                       q->n, j);
         for (int i = 0; i < q->n; i++)
             q->buf[i]->pins--;
         q->n = 0;
@@ -402,6 +406,30 @@ void mx_send_heartbeats(rumor_mixer_t *m)
             (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, 2);
         else if (m->talks_to[j])
             (void)mx_send_control(m, j, RUMOR_WIRE_HEARTBEAT, 0);
+}
+
+/* Whether every out-neighbour of this peer's last round has passed it (a
+ * HELLO, HEARTBEAT or LEAVE of a later round), left, or fallen silent. A
+ * leaving peer waits for that (within its grace time): ZeroMQ lets go of a
+ * message once it is in the kernel's socket buffer, and the round's last
+ * bytes still there are lost when the connection is closed under them (a
+ * neighbour that reads slowly missed the end of a 16 MB round that way). */
+int mx_neighbours_passed(rumor_mixer_t *m)
+{
+    long last = m->cur - 1;
+    if (m->cfg.async || last < 0 || m->rank_state != 2)
+        return 1;
+    int n = mx_out_neighbors(m, last, m->tmp_nbrs);
+    double now = rumor_now();
+    double alive = m->cfg.heartbeat_timeout_ms > 0 ? m->cfg.heartbeat_timeout_ms / 1000.0 : 2.0;
+    for (int i = 0; i < n; i++) {
+        int j = m->tmp_nbrs[i];
+        if (j < 0 || j == m->self || !m->talks_to[j] || m->left[j] || m->incompatible[j] ||
+            m->ctl_round[j] > last || now - m->last_heard[j] > alive)
+            continue;
+        return 0;
+    }
+    return 1;
 }
 
 int mx_all_sends_done(rumor_mixer_t *m)

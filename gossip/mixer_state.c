@@ -31,18 +31,20 @@ int mx_state_alloc(rumor_mixer_t *m)
     int N = m->npeers;
     m->peer_round = malloc((size_t)N * sizeof *m->peer_round);
     m->said_round = malloc((size_t)N * sizeof *m->said_round);
+    m->ctl_round = malloc((size_t)N * sizeof *m->ctl_round);
     m->stale_reply = calloc((size_t)N, sizeof *m->stale_reply);
     m->cu.tried = calloc((size_t)N, 1);
     m->cu.cand = calloc((size_t)N, sizeof *m->cu.cand);
     m->last_heard = calloc((size_t)N, sizeof *m->last_heard);
     m->last_redial = calloc((size_t)N, sizeof *m->last_redial);
-    if (!m->peer_round || !m->said_round || !m->stale_reply || !m->cu.tried || !m->cu.cand || !m->last_heard ||
+    if (!m->peer_round || !m->said_round || !m->ctl_round || !m->stale_reply || !m->cu.tried || !m->cu.cand || !m->last_heard ||
         !m->last_redial)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     double now = rumor_now(); /* a peer not heard from yet is alive at first */
     for (int j = 0; j < N; j++) {
         m->peer_round[j] = -1;
         m->said_round[j] = -1;
+        m->ctl_round[j] = -1;
         m->last_heard[j] = now;
     }
     for (int p = 0; p < MX_MAX_PARTS; p++)
@@ -60,6 +62,7 @@ void mx_state_free(rumor_mixer_t *m)
 {
     free(m->peer_round);
     free(m->said_round);
+    free(m->ctl_round);
     free(m->stale_reply);
     free(m->cu.tried);
     free(m->cu.cand);
@@ -177,6 +180,8 @@ void mx_redial(rumor_mixer_t *m)
             continue;
         }
         m->last_redial[j] = now;
+        rumor_debug("mixer: peer %d silent for %.1f s: reconnecting, %d round(s) queued for it dropped",
+                    j, now - m->last_heard[j], m->sendq[j].n);
         mx_drop_serves(m, j);
         struct mx_sendq *q = &m->sendq[j];
         for (int v = 0; v < q->n; v++) /* rounds queued for it are old by now */
