@@ -30,14 +30,83 @@ int rumor_codec_dtype(const rumor_codec_t *c)
     switch (c->kind) {
     case RUMOR_CODEC_INT8: return RUMOR_WIRE_DT_Q8;
     case RUMOR_CODEC_INT4: return RUMOR_WIRE_DT_Q4;
-    case RUMOR_CODEC_TOPK: return RUMOR_WIRE_DT_TOPK;
+    case RUMOR_CODEC_INT2: return RUMOR_WIRE_DT_Q2;
+    case RUMOR_CODEC_TOPK: return c->bits ? RUMOR_WIRE_DT_TOPKQ : RUMOR_WIRE_DT_TOPK;
     case RUMOR_CODEC_RANDK: return RUMOR_WIRE_DT_RANDK;
     default: return RUMOR_WIRE_DT_F32;
     }
 }
 
+/* ------------------------------------------------------------ topk:F:bits=B
+ *
+ * A range is cut into chunks of C = 2^c elements (the last one shorter);
+ * each chunk sends its k largest magnitudes (k for a whole chunk, and
+ * max(1, ceil(k len / C)) for a last chunk of len < C elements). The aux
+ * field is k | c << 16 | B << 24. The payload: the chunks' f32 scales, then
+ * every value's index within its chunk in c bits, then every value in B
+ * bits, each stream packed from bit 0 of its first byte on and padded with
+ * 0 bits to a byte. A value is sign-magnitude, the sign in its top bit and
+ * m - 1 below it, m in [1, M] with M = 2^(B-1): it decodes as +-m * scale,
+ * scale = the chunk's largest magnitude / M. */
+
+struct topkq {
+    unsigned k, lc, bits; /* k of a whole chunk, log2 C, bits of a value */
+};
+
+static int topkq_of_aux(uint32_t aux, struct topkq *t)
+{
+    t->k = aux & 0xFFFFu;
+    t->lc = (aux >> 16) & 0xFFu;
+    t->bits = aux >> 24;
+    return t->lc >= 6 && t->lc <= 15 && (t->bits == 2 || t->bits == 4 || t->bits == 8) &&
+           t->k >= 1 && t->k <= (1u << t->lc);
+}
+
+static uint32_t topkq_aux(const rumor_codec_t *c)
+{
+    unsigned lc = 0;
+    while ((1 << lc) < rumor_codec_chunk(c))
+        lc++;
+    return rumor_codec_chunk_k(c) | lc << 16 | (uint32_t)c->bits << 24;
+}
+
+/* values of a chunk of n elements (n <= C) */
+static inline uint64_t topkq_chunk_k(const struct topkq *t, uint64_t n)
+{
+    uint64_t C = (uint64_t)1 << t->lc;
+    if (n >= C)
+        return t->k;
+    uint64_t k = (t->k * n + C - 1) / C;
+    return k < 1 ? 1 : (k > n ? n : k);
+}
+
+static uint64_t topkq_values(const struct topkq *t, uint64_t len)
+{
+    uint64_t C = (uint64_t)1 << t->lc, full = len / C, rest = len % C;
+    return full * t->k + (rest ? topkq_chunk_k(t, rest) : 0);
+}
+
+static inline void bits_put(uint8_t *p, uint64_t pos, unsigned v, unsigned n)
+{
+    for (unsigned b = 0; b < n; b++, pos++)
+        p[pos >> 3] |= (uint8_t)(((v >> b) & 1u) << (pos & 7));
+}
+
+static inline unsigned bits_get(const uint8_t *p, uint64_t pos, unsigned n)
+{
+    unsigned v = 0;
+    for (unsigned b = 0; b < n; b++, pos++)
+        v |= ((p[pos >> 3] >> (pos & 7)) & 1u) << b;
+    return v;
+}
+
 uint64_t rumor_codec_count(const rumor_codec_t *c, uint64_t len)
 {
+    if (c->kind == RUMOR_CODEC_TOPK && c->bits) {
+        struct topkq t;
+        (void)topkq_of_aux(topkq_aux(c), &t);
+        return topkq_values(&t, len);
+    }
     if (c->kind != RUMOR_CODEC_TOPK && c->kind != RUMOR_CODEC_RANDK)
         return len;
     uint64_t k = (uint64_t)ceil(c->frac * (double)len);
@@ -59,6 +128,14 @@ size_t rumor_codec_payload_bytes(int dtype, uint64_t len, uint32_t aux)
     case RUMOR_WIRE_DT_F32: return aux ? 0 : (size_t)len * 4;
     case RUMOR_WIRE_DT_Q8: return aux ? 0 : (size_t)(nblocks(len) * 4 + len);
     case RUMOR_WIRE_DT_Q4: return aux ? 0 : (size_t)(nblocks(len) * 4 + (len + 1) / 2);
+    case RUMOR_WIRE_DT_Q2: return aux ? 0 : (size_t)(nblocks(len) * 4 + (len + 3) / 4);
+    case RUMOR_WIRE_DT_TOPKQ: {
+        struct topkq t;
+        if (!topkq_of_aux(aux, &t))
+            return 0;
+        uint64_t nch = (len + ((uint64_t)1 << t.lc) - 1) >> t.lc, K = topkq_values(&t, len);
+        return (size_t)(4 * nch + (K * t.lc + 7) / 8 + (K * t.bits + 7) / 8);
+    }
     case RUMOR_WIRE_DT_TOPK: return aux == 0 || aux > len ? 0 : (size_t)aux * 8;
     case RUMOR_WIRE_DT_RANDK: return aux == 0 || aux > len ? 0 : 8 + (size_t)aux * 4;
     default: return 0;
@@ -68,6 +145,8 @@ size_t rumor_codec_payload_bytes(int dtype, uint64_t len, uint32_t aux)
 size_t rumor_codec_bytes(const rumor_codec_t *c, uint64_t len)
 {
     uint64_t k = rumor_codec_count(c, len);
+    if (c->kind == RUMOR_CODEC_TOPK && c->bits)
+        return rumor_codec_payload_bytes(RUMOR_WIRE_DT_TOPKQ, len, topkq_aux(c));
     return rumor_codec_payload_bytes(rumor_codec_dtype(c), len,
                                      c->kind == RUMOR_CODEC_TOPK || c->kind == RUMOR_CODEC_RANDK
                                          ? (uint32_t)k
@@ -120,12 +199,16 @@ static float kth_largest(float *a, size_t n, size_t k)
     return a[want];
 }
 
+/* int8 (qmax 127), int4 (7) and int2 (1): codes v in [-qmax, qmax], a byte
+ * each for int8, else v + qmax + 1 in 4 or 2 bits, low bits first */
 static void encode_quant(const float *x, size_t len, int qmax, uint8_t *out, float *q)
 {
     size_t nb = (size_t)nblocks(len);
     uint8_t *codes = out + 4 * nb;
     if (qmax == 7)
         memset(codes, 0, (len + 1) / 2);
+    else if (qmax == 1)
+        memset(codes, 0, (len + 3) / 4);
     for (size_t b = 0; b < nb; b++) {
         size_t lo = b * RUMOR_CODEC_BLOCK;
         size_t hi = lo + RUMOR_CODEC_BLOCK < len ? lo + RUMOR_CODEC_BLOCK : len;
@@ -142,9 +225,60 @@ static void encode_quant(const float *x, size_t len, int qmax, uint8_t *out, flo
             v = v > qmax ? qmax : (v < -qmax ? -qmax : v);
             if (qmax == 127)
                 codes[i] = (uint8_t)(int8_t)v;
-            else
+            else if (qmax == 7)
                 codes[i / 2] |= (uint8_t)((v + 8) << (4 * (i & 1)));
+            else
+                codes[i / 4] |= (uint8_t)((v + 2) << (2 * (i & 3)));
             q[i] = (float)v * scale;
+        }
+    }
+}
+
+/* topk:F:bits=B (see above): each chunk's k largest magnitudes (ties: the
+ * first ones), in index order */
+static void encode_topkq(const rumor_codec_t *c, const float *x, size_t len, uint8_t *o, float *q,
+                         float *scratch)
+{
+    struct topkq t;
+    (void)topkq_of_aux(topkq_aux(c), &t);
+    size_t C = (size_t)1 << t.lc, nch = (len + C - 1) / C;
+    uint64_t K = topkq_values(&t, len);
+    uint8_t *ib = o + 4 * nch, *vb = ib + (K * t.lc + 7) / 8;
+    memset(ib, 0, (size_t)((K * t.lc + 7) / 8 + (K * t.bits + 7) / 8));
+    int M = 1 << (t.bits - 1);
+    uint64_t vi = 0;
+    for (size_t ch = 0; ch < nch; ch++) {
+        size_t lo = ch * C, n = lo + C <= len ? C : len - lo;
+        size_t k = (size_t)topkq_chunk_k(&t, n);
+        float amax = 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            scratch[i] = fabsf(x[lo + i]);
+            amax = scratch[i] > amax ? scratch[i] : amax;
+        }
+        float tau = kth_largest(scratch, n, k);
+        size_t above = 0;
+        for (size_t i = 0; i < n; i++)
+            above += fabsf(x[lo + i]) > tau;
+        size_t ties = k - above;
+        float scale = amax / (float)M;
+        float inv = amax > 0.0f ? (float)M / amax : 0.0f;
+        put32(o + 4 * ch, f32_bits(scale));
+        for (size_t i = 0; i < n; i++) {
+            float a = fabsf(x[lo + i]);
+            int take = a > tau || (a == tau && ties > 0);
+            if (take && a == tau)
+                ties--;
+            if (!take) {
+                q[lo + i] = 0.0f;
+                continue;
+            }
+            long m = lrintf(a * inv);
+            m = m < 1 ? 1 : (m > M ? M : m);
+            int neg = x[lo + i] < 0.0f;
+            bits_put(ib, vi * t.lc, (unsigned)i, t.lc);
+            bits_put(vb, vi * t.bits, (unsigned)(neg << (t.bits - 1)) | (unsigned)(m - 1), t.bits);
+            q[lo + i] = (float)(neg ? -m : m) * scale;
+            vi++;
         }
     }
 }
@@ -162,7 +296,15 @@ int rumor_codec_encode(const rumor_codec_t *c, const float *x, size_t len, uint6
     switch (c->kind) {
     case RUMOR_CODEC_INT8: encode_quant(x, len, 127, o, q); return 0;
     case RUMOR_CODEC_INT4: encode_quant(x, len, 7, o, q); return 0;
+    case RUMOR_CODEC_INT2: encode_quant(x, len, 1, o, q); return 0;
     case RUMOR_CODEC_TOPK: {
+        if (c->bits) {
+            if (!scratch)
+                return rumor_err_set(RUMOR_EINVAL, "codec: topk needs scratch");
+            *aux = topkq_aux(c);
+            encode_topkq(c, x, len, o, q, scratch);
+            return 0;
+        }
         size_t k = (size_t)rumor_codec_count(c, len);
         if (!scratch)
             return rumor_err_set(RUMOR_EINVAL, "codec: topk needs scratch");
@@ -270,6 +412,62 @@ int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t le
             return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int4 code 0 (codes are v + 8 in 1..15)");
         return 0;
     }
+    case RUMOR_WIRE_DT_Q2: {
+        uint64_t nb = nblocks(len);
+        int rc = check_scales(p, nb, FLT_MAX / 2.0f);
+        if (rc < 0)
+            return rc;
+        const uint8_t *codes = p + 4 * nb;
+        uint8_t zero = 0;
+        for (uint64_t i = 0; i < len / 4; i++) {
+            uint8_t b = codes[i];
+            zero |= (b & 3) == 0 || ((b >> 2) & 3) == 0 || ((b >> 4) & 3) == 0 || (b >> 6) == 0;
+        }
+        if (len % 4) {
+            uint8_t last = codes[len / 4];
+            unsigned used = (unsigned)(len % 4);
+            for (unsigned e = 0; e < used; e++)
+                zero |= ((last >> (2 * e)) & 3) == 0;
+            if (last >> (2 * used))
+                return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int2 last byte 0x%02x (%u codes "
+                                                              "in 1..3, then padding 0)",
+                                         (unsigned)last, used);
+        }
+        if (zero)
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int2 code 0 (codes are v + 2 in 1..3)");
+        return 0;
+    }
+    case RUMOR_WIRE_DT_TOPKQ: {
+        struct topkq t;
+        (void)topkq_of_aux(aux, &t); /* (payload_bytes judged aux) */
+        uint64_t C = (uint64_t)1 << t.lc, nch = (len + C - 1) / C, K = topkq_values(&t, len);
+        int rc = check_scales(p, nch, FLT_MAX / (float)(2 << (t.bits - 1)));
+        if (rc < 0)
+            return rc;
+        const uint8_t *ib = p + 4 * nch, *vb = ib + (K * t.lc + 7) / 8;
+        uint64_t vi = 0;
+        for (uint64_t ch = 0; ch < nch; ch++) {
+            uint64_t n = (ch + 1) * C <= len ? C : len - ch * C, k = topkq_chunk_k(&t, n);
+            uint64_t prev = 0;
+            for (uint64_t v = 0; v < k; v++, vi++) {
+                uint64_t i = bits_get(ib, vi * t.lc, t.lc);
+                if (i >= n || (v > 0 && i <= prev))
+                    return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "topk index %llu of chunk "
+                                                                  "%llu (indices increase and "
+                                                                  "stay below %llu)",
+                                             (unsigned long long)i, (unsigned long long)ch,
+                                             (unsigned long long)n);
+                prev = i;
+            }
+        }
+        /* padding: the bits after each stream's last one */
+        uint64_t ie = K * t.lc, ve = K * t.bits;
+        if ((ie & 7) && (ib[ie >> 3] >> (ie & 7)))
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "topk index padding not 0");
+        if ((ve & 7) && (vb[ve >> 3] >> (ve & 7)))
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "topk value padding not 0");
+        return 0;
+    }
     case RUMOR_WIRE_DT_TOPK: {
         uint64_t prev = 0;
         for (uint32_t v = 0; v < aux; v++) {
@@ -304,6 +502,11 @@ void rumor_codec_reader_init(rumor_codec_reader_t *r, int dtype, const void *p, 
     r->aux = aux;
     if (dtype == RUMOR_WIRE_DT_RANDK)
         r->seed = get64(r->p);
+    if (dtype == RUMOR_WIRE_DT_TOPKQ) {
+        struct topkq t;
+        (void)topkq_of_aux(aux, &t);
+        r->chunk_k = topkq_chunk_k(&t, len < ((uint64_t)1 << t.lc) ? len : (uint64_t)1 << t.lc);
+    }
 }
 
 void rumor_codec_read(rumor_codec_reader_t *r, float *out, size_t n)
@@ -344,6 +547,42 @@ void rumor_codec_read(rumor_codec_reader_t *r, float *out, size_t n)
             if (i >= pos + n)
                 break;
             out[i - pos] = f32_of(get32(vals + 4 * r->vi));
+            r->vi++;
+        }
+        break;
+    }
+    case RUMOR_WIRE_DT_Q2: {
+        uint64_t nb = nblocks(r->len);
+        const uint8_t *codes = p + 4 * nb;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t el = pos + i;
+            int v = (codes[el / 4] >> (2 * (el & 3))) & 3;
+            out[i] = (float)(v - 2) * f32_of(get32(p + 4 * (el / RUMOR_CODEC_BLOCK)));
+        }
+        break;
+    }
+    case RUMOR_WIRE_DT_TOPKQ: {
+        /* values in order: chunk r->chunk's run from r->chunk_first */
+        struct topkq t;
+        (void)topkq_of_aux(r->aux, &t);
+        uint64_t C = (uint64_t)1 << t.lc, nch = (r->len + C - 1) / C, K = topkq_values(&t, r->len);
+        const uint8_t *ib = p + 4 * nch, *vb = ib + (K * t.lc + 7) / 8;
+        int M = 1 << (t.bits - 1);
+        memset(out, 0, n * sizeof *out);
+        while (r->vi < K) {
+            while (r->vi >= r->chunk_first + r->chunk_k) { /* the next chunk */
+                r->chunk_first += r->chunk_k;
+                r->chunk++;
+                uint64_t lo = r->chunk * C;
+                r->chunk_k = topkq_chunk_k(&t, lo + C <= r->len ? C : r->len - lo);
+            }
+            uint64_t e = r->chunk * C + bits_get(ib, r->vi * t.lc, t.lc);
+            if (e >= pos + n)
+                break;
+            unsigned code = bits_get(vb, r->vi * t.bits, t.bits);
+            int m = (int)(code & (unsigned)(M - 1)) + 1;
+            float s = f32_of(get32(p + 4 * r->chunk));
+            out[e - pos] = (float)((code >> (t.bits - 1)) ? -m : m) * s;
             r->vi++;
         }
         break;

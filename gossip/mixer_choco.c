@@ -39,7 +39,7 @@ int mx_choco_alloc(rumor_mixer_t *m)
     const rumor_mixer_config_t *cfg = &m->cfg;
     if (cfg->codec.kind == RUMOR_CODEC_NONE)
         return 0;
-    char name[32];
+    char name[48];
     rumor_codec_format(&cfg->codec, name, sizeof name);
     if (cfg->async)
         return rumor_err_set(RUMOR_EINVAL, "mixer: compressed gossip (%s) needs synchronous "

@@ -67,9 +67,11 @@ enum rumor_wire_dtype {
     RUMOR_WIRE_DT_Q8 = 4,   /* int8 codes in blocks of 256 with f32 scales */
     RUMOR_WIRE_DT_Q4 = 5,   /* int4 codes in blocks of 256 with f32 scales */
     RUMOR_WIRE_DT_TOPK = 6, /* aux (index, value) pairs: u32 indices then f32 values */
-    RUMOR_WIRE_DT_RANDK = 7 /* a u64 seed choosing aux elements, then their f32 values */
+    RUMOR_WIRE_DT_RANDK = 7, /* a u64 seed choosing aux elements, then their f32 values */
+    RUMOR_WIRE_DT_Q2 = 8,    /* int2 codes in blocks of 256 with f32 scales */
+    RUMOR_WIRE_DT_TOPKQ = 9  /* top-k of each chunk: f32 scales, packed indices, B-bit values */
 };
-#define RUMOR_WIRE_DT_MAX RUMOR_WIRE_DT_RANDK
+#define RUMOR_WIRE_DT_MAX RUMOR_WIRE_DT_TOPKQ
 
 /* Flags (header bytes 6-7). The low byte is "critical": a receiver rejects a
  * bit it does not know (BAD_FLAGS). The high byte is "ignorable": a receiver

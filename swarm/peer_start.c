@@ -75,7 +75,8 @@ static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
     mc->first_round = p->first_round;
     /* a sparse codec must send at least one element of a whole range */
     size_t cell = mc->chunk_elems < p->nparams ? mc->chunk_elems : p->nparams;
-    if ((mc->codec.kind == RUMOR_CODEC_TOPK || mc->codec.kind == RUMOR_CODEC_RANDK) &&
+    if (((mc->codec.kind == RUMOR_CODEC_TOPK && !mc->codec.bits) ||
+         mc->codec.kind == RUMOR_CODEC_RANDK) &&
         mc->codec.frac * (double)cell < 1.0) {
         p->res.usage = 1;
         return rumor_err_set(RUMOR_EINVAL, "--compress %s sends %.3g elements of a range of "

@@ -3,8 +3,9 @@
  *
  * 1. Consensus: 8 peers on ring:8 (Metropolis-Hastings weights, 1/3 each),
  *    each from its own random starting point, gossip without any SGD step,
- *    with int8, int4, topk:0.1 and randk:0.1 (their default consensus steps
- *    and keyframe intervals). For each codec:
+ *    with int8, int4, int2, topk:0.1, topk:0.1 in 2 bits and randk:0.1
+ *    (their default consensus steps and keyframe intervals). For each
+ *    codec:
  *    - the average of the peers' parameters stays the average of the
  *      starting points (CHOCO preserves it: W is doubly stochastic);
  *    - the peers agree on it to 1e-4 (relative to the starting spread);
@@ -362,7 +363,7 @@ static void send_range(void *push, const rumor_wire_hdr_t *h0, long r, int coded
         send_raw(push, &h, vals, len * 4);
         return;
     }
-    rumor_codec_t c = { RUMOR_CODEC_INT8, 1 };
+    rumor_codec_t c = { RUMOR_CODEC_INT8, 1, 0, 0 };
     uint32_t aux;
     CHECK_OK(rumor_codec_encode(&c, vals, len, 0, bytes, &aux, dec, NULL));
     if (q)
@@ -406,7 +407,7 @@ static void check_hostile(void)
     float *px;
     rumor_round_stats_t st;
     memcpy(x, init, sizeof x);
-    rumor_codec_t c8 = { RUMOR_CODEC_INT8, 1 };
+    rumor_codec_t c8 = { RUMOR_CODEC_INT8, 1, 0, 0 };
     uint8_t bad[2 * HN];
     uint32_t aux;
 
@@ -516,7 +517,9 @@ int main(void)
     static const struct codec_case cases[] = {
         { "int8", 60, 1 },
         { "int4", 80, 1 },
+        { "int2", 160, 0 },
         { "topk:0.1", 260, 0 },
+        { "topk:0.1:bits=2", 280, 0 },
         { "randk:0.1", 460, 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)

@@ -240,7 +240,7 @@ static void test_cost(void)
  * max |1 - 0.8 (1 - lambda)| over the ring's 1/3 + 2/3 cos(2 pi j / 8). */
 static void test_plan(void)
 {
-    rumor_gossip_plan_t p = { { RUMOR_CODEC_INT8, 1 }, 0, 0, 0 };
+    rumor_gossip_plan_t p = { { RUMOR_CODEC_INT8, 1, 0, 0 }, 0, 0, 0 };
     double f = 1.0 / 16 + 15.0 / 16 * 260.0 / 1024;
     CHECK_CLOSE(rumor_gossip_plan_bytes_factor(&p), f, 0, 1e-12);
     CHECK(rumor_gossip_plan_keyframe(&p) == 16 && rumor_gossip_plan_gamma(&p) == 1.0);
@@ -264,7 +264,7 @@ static void test_plan(void)
     CHECK_CLOSE(rumor_topo_step_seconds(&c, 8), (7 * 0.01 + comm) / 8, 1e-12, 1e-12);
     CHECK_CLOSE(c.seconds_to_eps, 50 * c.round_seconds, 0, 1e-12);
     /* the consensus rate of a plan */
-    rumor_gossip_plan_t q = { { RUMOR_CODEC_INT4, 1 }, 0, 0, 1 };
+    rumor_gossip_plan_t q = { { RUMOR_CODEC_INT4, 1, 0, 0 }, 0, 0, 1 };
     double rho = 0;
     for (int j = 1; j < 8; j++)
         rho = fmax(rho, fabs(1 - 0.8 * (1 - (1.0 / 3 + 2.0 / 3 * cos(2 * M_PI * j / 8)))));

@@ -181,7 +181,7 @@ static void test_bad_fields(void)
         CHECK(d.flags == 0xFE00);
     }
     CHECK_POKE(p, 10, 0, RUMOR_WIRE_BAD_DTYPE, "dtype 0 on type params");
-    CHECK_POKE(p, 10, 8, RUMOR_WIRE_BAD_DTYPE, "dtype 8");
+    CHECK_POKE(p, 10, 10, RUMOR_WIRE_BAD_DTYPE, "dtype 10"); /* the first past topkq (9) */
     CHECK_POKE(p, 10, 255, RUMOR_WIRE_BAD_DTYPE, "dtype 255");
     CHECK_POKE(hb, 10, 1, RUMOR_WIRE_BAD_DTYPE, "dtype 1 on type heartbeat");
     CHECK_POKE(p, 11, 1, RUMOR_WIRE_BAD_RESERVED, "byte 11");

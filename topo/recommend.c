@@ -195,14 +195,20 @@ void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
     int steps = 0; /* a compute time is known: suggest local steps */
     for (int i = 0; i < ranked; i++)
         steps |= r[i].cost.suggested_steps > 0;
-    fprintf(f, "%4s  %-20s %-10s %5s %11s %7s %10s %10s %10s", "rank", "spec", "codec", "msgs",
+    int cw = 10; /* the codec column: as wide as its widest name */
+    for (int i = 0; i < ranked; i++) {
+        char codec[48];
+        rumor_codec_format(&r[i].plan.codec, codec, sizeof codec);
+        cw = (int)strlen(codec) > cw ? (int)strlen(codec) : cw;
+    }
+    fprintf(f, "%4s  %-20s %-*s %5s %11s %7s %10s %10s %10s", "rank", "spec", cw, "codec", "msgs",
             "rho", "rounds", "sent/peer", "per round", "to eps");
     if (steps)
         fprintf(f, " %5s %10s", "H", "per step");
     fprintf(f, "  %s\n", "why");
     for (int i = 0; i < ranked; i++) {
         const rumor_topo_result_t *x = &r[i];
-        char rho[32], codec[32];
+        char rho[32], codec[48];
         rumor_codec_format(&x->plan.codec, codec, sizeof codec);
         if (x->an.exact_after > 0 && x->rounds == x->an.exact_after)
             snprintf(rho, sizeof rho, "exact");
@@ -210,7 +216,7 @@ void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
             snprintf(rho, sizeof rho, "%.8f",
                      rumor_gossip_plan_rho(&x->plan, x->an.rho, x->an.lambda2, x->an.lambda_min));
         why(b3, sizeof b3, x);
-        fprintf(f, "%4d  %-20s %-10s %5d %11s %7ld %10s %10s %10s", i + 1, x->spec, codec,
+        fprintf(f, "%4d  %-20s %-*s %5d %11s %7ld %10s %10s %10s", i + 1, x->spec, cw, codec,
                 x->cost.msgs_peer_max, rho, x->rounds,
                 rumor_topo_fmt_bytes(b4, sizeof b4, x->cost.bytes_peer_max),
                 rumor_topo_fmt_seconds(b1, sizeof b1, x->cost.round_seconds),
@@ -224,7 +230,7 @@ void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
     }
     if (ranked) {
         const rumor_topo_result_t *x = &r[0];
-        char codec[32];
+        char codec[48];
         rumor_codec_format(&x->plan.codec, codec, sizeof codec);
         fprintf(f, "\nbest: %s with --compress %s reaches eps = %g in %s: %ld rounds of %s, each "
                    "peer sending %d message%s (%s) a round.\n",

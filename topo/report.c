@@ -153,7 +153,7 @@ void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)
     const rumor_topo_cost_t *c = &r->cost;
     const rumor_gossip_plan_t *p = &r->plan;
     if (p->codec.kind != RUMOR_CODEC_NONE || c->local_steps > 1) {
-        char codec[32];
+        char codec[48];
         rumor_codec_format(&p->codec, codec, sizeof codec);
         fprintf(f, "gossip plan\n");
         if (p->codec.kind != RUMOR_CODEC_NONE) {
@@ -309,7 +309,7 @@ static cJSON *to_json(const rumor_topo_result_t *r)
         jnum(s, "compute_seconds", c->compute_seconds);
         cJSON_AddNumberToObject(s, "suggested_local_steps", c->suggested_steps);
         cJSON *pl = cJSON_AddObjectToObject(s, "plan");
-        char codec[32];
+        char codec[48];
         rumor_codec_format(&r->plan.codec, codec, sizeof codec);
         cJSON_AddStringToObject(pl, "codec", codec);
         jnum(pl, "consensus_step", rumor_gossip_plan_gamma(&r->plan));
