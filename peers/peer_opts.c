@@ -87,6 +87,11 @@ static const char usage_head[] =
     "  --balance-max N        batch: at most N batches a round, 1 to 64 (default: 4)\n"
     "  --throttle F           testing: run F times slower than this machine can\n"
     "                         (sleeps after each gradient), to play a straggler\n"
+    "  --link-mbit R          this peer's upload rate in Mbit/s, where known: the\n"
+    "                         progress line, metrics and Prometheus show the link's\n"
+    "                         utilization (bytes sent a second / R) beside the\n"
+    "                         compute utilization (the share of the time spent\n"
+    "                         computing, not waiting for neighbours)\n"
     "  --start-timeout SECS   how long to wait for neighbours at start (default: 60);\n"
     "                         SIGTERM or SIGINT before training begins leaves at\n"
     "                         once, exit status 0\n"
@@ -265,6 +270,7 @@ static const rumor_opt_t option_table[] = {
     { "balance", 0, RUMOR_OPT_CHOICE, offsetof(struct options, balance), 0, 0, "none|batch", 0 },
     { "balance-max", 0, RUMOR_OPT_INT, offsetof(struct options, balance_max), 1, 64, NULL, 0 },
     { "throttle", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, throttle), 1, 1000, NULL, 0 },
+    { "link-mbit", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, link_mbit), 0.001, 1e7, NULL, 0 },
     { "start-timeout", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, start_timeout), 0, 86400, NULL, 0 },
     { "send-ahead", 0, RUMOR_OPT_CHOICE, offsetof(struct options, send_ahead), 0, 0, "yes|no", 0 },
     { "chunk-mb", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, chunk_mb), 0.001, 64, NULL, 0 },
@@ -429,6 +435,7 @@ int peer_opts_config(const struct options *o, rumor_peer_config_t *c)
     c->balance_max = o->balance_max;
     c->send_ahead = !strcmp(o->send_ahead, "yes");
     c->throttle = o->throttle;
+    c->link_mbit = o->link_mbit;
     c->catch_up_rounds = o->catch_up_rounds;
     c->start_timeout = o->start_timeout;
     c->swarm = o->swarm;

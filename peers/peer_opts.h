@@ -20,7 +20,7 @@ struct options {
     const char *peers, *peers_file, *listen, *swarm, *topology, *weights, *mode, *checkpoint_dir,
         *save_average;
     double round_timeout, min_round_timeout, start_timeout, chunk_mb, max_message_mb,
-        leave_timeout, throttle;
+        leave_timeout, throttle, link_mbit;
     const char *metrics_listen;
     const char *join, *advertise; /* open membership */
     int min_peers, max_peers;

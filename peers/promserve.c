@@ -116,6 +116,15 @@ int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char 
            "Seconds spent waiting for neighbours.", s->wait_seconds);
     metric(&p, who, "rumor_wait_ratio", "gauge", "Share of the training time spent waiting.",
            s->seconds > 0 ? s->wait_seconds / s->seconds : 0.0);
+    metric(&p, who, "rumor_compute_seconds_total", "counter",
+           "Seconds spent computing: rounds and their local steps, not waiting.",
+           s->compute_seconds);
+    metric(&p, who, "rumor_compute_utilization", "gauge",
+           "Share of the training time spent computing.",
+           s->seconds > 0 ? s->compute_seconds / s->seconds : 0.0);
+    metric(&p, who, "rumor_link_utilization", "gauge",
+           "Bytes sent a second over the upload rate given by --link-mbit (NaN without it).",
+           s->link_utilization);
     metric(&p, who, "rumor_consensus_distance", "gauge",
            "Distance of this peer's parameters to its neighbourhood's mix, |mix - x| (NaN "
            "before the first round).",

@@ -395,9 +395,11 @@ static int report(const rumor_peer_t *peer, const struct options *o, int secure)
         snprintf(ckpts, sizeof ckpts, "; CHECKPOINTS FAILED: %ld of %ld", r->checkpoints_failed,
                  r->checkpoints);
     printf("%s: done: %ld rounds (%ld run here) in %.1f s, %.0f examples/s, sent %.1f MB, "
-           "received %.1f MB, waited %.1f s; messages: %s; connections: %s%s%s\n",
+           "received %.1f MB, waited %.1f s, computing %.0f%% of the time; messages: %s; "
+           "connections: %s%s%s\n",
            name, r->rounds, r->rounds_run, r->seconds, r->examples_per_second,
-           r->bytes_sent / 1e6, r->bytes_received / 1e6, r->wait_s, rejects, conns,
+           r->bytes_sent / 1e6, r->bytes_received / 1e6, r->wait_s,
+           r->seconds > 0 ? 100.0 * r->compute_s / r->seconds : 0.0, rejects, conns,
            r->allreduce_failures ? " (some all-reduces failed)" : "", ckpts);
     const rumor_mixer_counters_t *m = &r->counters;
     if (m->elems_ahead) /* --send-ahead */

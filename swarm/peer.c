@@ -25,6 +25,7 @@ void rumor_peer_stats_init(rumor_peer_stats_t *s)
 {
     memset(s, 0, sizeof *s);
     s->loss = s->consensus_distance = s->test_accuracy = s->eval_loss = NAN;
+    s->link_utilization = NAN;
 }
 
 void rumor_peer_config_default(rumor_peer_config_t *c)

@@ -54,6 +54,8 @@ typedef struct rumor_peer_stats {
     double loss;                /* the last round's training loss (NaN none yet) */
     double examples_per_second; /* since the start */
     double wait_seconds;        /* waited for neighbours, since the start */
+    double compute_seconds;     /* computing (rounds and local steps, not waiting) */
+    double link_utilization;    /* bytes sent a second / the link's rate (NaN: not known) */
     double seconds;             /* training time since the start */
     double consensus_distance;  /* |mix - x| of the last round (NaN none yet) */
     int in_neighbors, neighbors_complete, members;
@@ -90,6 +92,8 @@ typedef struct rumor_peer_config {
     int balance_max;
     int send_ahead;         /* step the mix cell by cell and send on at once */
     double throttle;        /* testing: F >= 1 times slower than this machine */
+    double link_mbit;       /* this peer's upload rate in Mbit/s (0: not known), for the
+                             * link utilization figure */
     long catch_up_rounds;   /* catchup.h */
     double start_timeout;   /* the longest the start waits for neighbours */
     const char *swarm;      /* the swarm's name (checkpoints, metrics) */
@@ -157,6 +161,7 @@ typedef struct rumor_peer_result {
     long round;              /* the round it ended at */
     long rounds, rounds_run; /* the run's rounds, and those run here */
     double seconds, examples_per_second, wait_s, max_stall;
+    double compute_s;        /* in rounds and their local steps, not waiting for the others */
     uint64_t bytes_sent, bytes_received;
     double local_accuracy, local_loss;     /* this peer's model */
     double average_accuracy, average_loss; /* the swarm average (-1: none) */

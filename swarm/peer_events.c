@@ -4,6 +4,7 @@
 #include "peer_int.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 
 #include "log.h"
@@ -81,6 +82,11 @@ void rumor_peer_event_round(rumor_peer_t *p, double loss, double el)
     cJSON_AddNumberToObject(o, "bytes_sent", (double)p->res.bytes_sent);
     cJSON_AddNumberToObject(o, "bytes_received", (double)p->res.bytes_received);
     cJSON_AddNumberToObject(o, "wait_s", p->res.wait_s);
+    cJSON_AddNumberToObject(o, "compute_s", p->res.compute_s);
+    cJSON_AddNumberToObject(o, "compute_utilization", el > 0 ? p->res.compute_s / el : 0);
+    double lu = rumor_peer_link_utilization(p, el);
+    if (lu == lu)
+        cJSON_AddNumberToObject(o, "link_utilization", lu);
     cJSON_AddNumberToObject(o, "deadline_s", p->deadline);
     cJSON_AddNumberToObject(o, "members", st->members);
     cJSON_AddNumberToObject(o, "in_neighbors", st->in_neighbors);
@@ -145,6 +151,11 @@ void rumor_peer_event_done(rumor_peer_t *p)
     cJSON_AddNumberToObject(o, "bytes_sent", (double)r->bytes_sent);
     cJSON_AddNumberToObject(o, "bytes_received", (double)r->bytes_received);
     cJSON_AddNumberToObject(o, "wait_s", r->wait_s);
+    cJSON_AddNumberToObject(o, "compute_s", r->compute_s);
+    cJSON_AddNumberToObject(o, "compute_utilization", r->seconds > 0 ? r->compute_s / r->seconds : 0);
+    double lu = rumor_peer_link_utilization(p, r->seconds);
+    if (lu == lu)
+        cJSON_AddNumberToObject(o, "link_utilization", lu);
     cJSON_AddNumberToObject(o, "rejected", (double)rumor_wire_stats_rejected(&r->messages));
     cJSON_AddNumberToObject(o, "allreduce_failures", (double)r->allreduce_failures);
     cJSON_AddNumberToObject(o, "max_stall", r->max_stall);
@@ -174,4 +185,11 @@ void rumor_peer_event_done(rumor_peer_t *p)
     add_raw(o, "connections",
             rumor_transport_stats_json(&r->connections, buf, sizeof buf) < 0 ? "{}" : buf);
     emit(p, o);
+}
+
+double rumor_peer_link_utilization(const rumor_peer_t *p, double el)
+{
+    if (p->cfg.link_mbit <= 0 || el <= 0)
+        return NAN;
+    return (double)p->res.bytes_sent * 8.0 / el / (p->cfg.link_mbit * 1e6);
 }

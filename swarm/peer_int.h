@@ -78,6 +78,8 @@ RUMOR_INTERNAL void rumor_peer_left_before(rumor_peer_t *p);
 /* peer_events.c: the metrics events, as JSON objects (cJSON). */
 RUMOR_INTERNAL void rumor_peer_event_start(rumor_peer_t *p, int ready);
 RUMOR_INTERNAL void rumor_peer_event_round(rumor_peer_t *p, double loss, double el);
+/* Bytes sent a second over `el` s / --link-mbit's rate; NaN when not known. */
+RUMOR_INTERNAL double rumor_peer_link_utilization(const rumor_peer_t *p, double el);
 RUMOR_INTERNAL void rumor_peer_event_epoch(rumor_peer_t *p, int epoch, double train_loss,
                                            int evaluated, double acc, double tloss,
                                            double consensus, double epoch_s, double epoch_cpu);

@@ -101,12 +101,16 @@ static void after_round(rumor_peer_t *p, float loss)
     if (p->cfg.balance) /* the batches the next round takes */
         snprintf(bub + strlen(bub), sizeof bub - strlen(bub), "  batches %d",
                  rumor_balance_batches(&p->bal));
+    char link[32] = "";
+    double lu = rumor_peer_link_utilization(p, el);
+    if (lu == lu)
+        snprintf(link, sizeof link, "  link %.0f%%", 100.0 * lu);
     if (rumor_progress_update(&p->prog, p->k, 0,
                               "round %ld/%ld  epoch %d  loss %.4f  %.0f ex/s  |mix-x| %.3g  "
-                              "sent %.1f MB  recv %.1f MB  waiting %.0f%%%s",
+                              "sent %.1f MB  recv %.1f MB  compute %.0f%%  waiting %.0f%%%s%s",
                               p->k, p->total_rounds, p->epoch, (double)loss, p->examples / el,
                               p->last_dis, res->bytes_sent / 1e6, res->bytes_received / 1e6,
-                              100.0 * res->wait_s / el, bub))
+                              100.0 * res->compute_s / el, 100.0 * res->wait_s / el, link, bub))
         rumor_peer_event_round(p, loss, el);
     if (!p->cfg.observe)
         return;
@@ -117,6 +121,8 @@ static void after_round(rumor_peer_t *p, float loss)
     s->loss = loss;
     s->examples_per_second = el > 0 ? p->examples / el : 0;
     s->wait_seconds = res->wait_s;
+    s->compute_seconds = res->compute_s;
+    s->link_utilization = lu;
     s->seconds = el;
     s->consensus_distance = p->last_dis;
     s->in_neighbors = p->st.in_neighbors;
@@ -182,6 +188,7 @@ static int round_once(rumor_peer_t *p)
 {
     const rumor_peer_config_t *c = &p->cfg;
     rumor_round_t r = { .k = p->k, .next = p->k + 1 };
+    double t_start = rumor_now();
     RUMOR_CHECK(local_steps(p, &r.loss));
     /* The batch of this peer's own step t (its optimizer's count, kept in
      * checkpoints): a resumed peer draws the batches it would have drawn,
@@ -193,6 +200,8 @@ static int round_once(rumor_peer_t *p)
     RUMOR_CHECK(p->strategy->round(p, &r));
     double t_mixed = rumor_now();
     p->res.wait_s += r.wait_s;
+    if (t_mixed - t_start > r.wait_s) /* its local steps, gradient, step: not waiting */
+        p->res.compute_s += t_mixed - t_start - r.wait_s;
     if (r.gossip) {
         p->last_dis = p->st.disagreement;
         p->dis_sum += p->st.disagreement;

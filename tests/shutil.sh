@@ -44,6 +44,7 @@ expect_rc() {
 }
 
 expect_num_ge() { awk "BEGIN{exit !($1 >= $2)}" || fail "$3: $1 < $2"; }
+expect_num_le() { awk "BEGIN{exit !($1 <= $2)}" || fail "$3: $1 > $2"; }
 expect_num_lt() { awk "BEGIN{exit !($1 < $2)}" || fail "$3: $1 >= $2"; }
 expect_num_close() {
   awk "BEGIN{d=$1-$2; if (d<0) d=-d; exit !(d <= $3)}" || fail "$4: $1 vs $2 (tolerance $3)"

@@ -4,6 +4,11 @@
 #  B. the same with peer 1 three times slower (--throttle 3);
 #  C. synchronous D-PSGD with the same straggler, and D. without it (printed
 #     only: the drag that B avoids).
+# Compute utilization (the share of a peer's time spent computing, not
+# waiting for its neighbours): in C the fast peers wait for the straggler,
+# so its share is at least 1.5x theirs; in every run a peer's computing and
+# waiting add up to at most its time. D's peers give --link-mbit 1000: their
+# link utilization is the bytes they sent a second over 10^9 bits.
 # B's fast peers keep at least 80% of their throughput in A (their examples/s
 # summed), and B's swarm-average accuracy is within 1.5 points of A's: B's
 # straggler trains about half its rounds (it jumps to keep the clock), so B
@@ -41,7 +46,7 @@ swarm() {
     [ $r -eq $SLOW ] && t=$thr
     # no timeout(1) wrapper: the watchdog and the trap kill the peers themselves
     "$peer" --rank $r --peers "$eps" --insecure --mode "$mode" --throttle "$t" --epochs $EPOCHS \
-      --seed 3 --data "$data" --log-level info --metrics "$tmp/$name-$r.jsonl" \
+      --seed 3 --data "$data" --log-level info --metrics "$tmp/$name-$r.jsonl" $extra \
       >"$tmp/$name-$r.log" 2>&1 &
     pids="$pids $!"
   done
@@ -61,10 +66,13 @@ swarm() {
 # a numeric field of a done event
 done_field() { metrics_field "$1" done "$2"; }
 
+extra=
 swarm A async 1
 swarm B async 3
 swarm C dpsgd 3
+extra="--link-mbit 1000 --progress 0.5"
 swarm D dpsgd 1
+extra=
 
 # a run whose peers all wrote their done event
 ok() {
@@ -122,4 +130,35 @@ if ok A && ok B; then
 fi
 ok C && ok A && ratios C A
 ok C && ok D && ratios C D
+# compute utilization
+for run in A B C D; do
+  ok $run || continue
+  line=
+  for r in 0 1 2 3; do
+    cu=$(done_field "$tmp/$run-$r.jsonl" compute_utilization)
+    w=$(done_field "$tmp/$run-$r.jsonl" wait_s) s=$(done_field "$tmp/$run-$r.jsonl" seconds)
+    line="$line $cu"
+    expect_num_le "$(awk "BEGIN{print ${cu:-2} + ${w:-9} / ${s:-1}}")" 1.01 \
+      "run $run peer $r: computing ($cu) and waiting share of its time"
+  done
+  echo "straggler: run $run: compute utilization of each peer:$line"
+done
+if ok C; then
+  slow=$(done_field "$tmp/C-$SLOW.jsonl" compute_utilization)
+  for r in $fast; do
+    expect_num_ge "$slow" "$(awk "BEGIN{print 1.5 * $(done_field "$tmp/C-$r.jsonl" compute_utilization)}")" \
+      "run C: the straggler's compute utilization over 1.5x fast peer $r's"
+  done
+fi
+if ok D; then
+  for r in 0 1 2 3; do
+    lu=$(done_field "$tmp/D-$r.jsonl" link_utilization)
+    b=$(done_field "$tmp/D-$r.jsonl" bytes_sent) s=$(done_field "$tmp/D-$r.jsonl" seconds)
+    expect_num_close "${lu:-0}" "$(awk "BEGIN{print ${b:-0} * 8 / ${s:-1} / 1e9}")" \
+      "$(awk "BEGIN{print 0.01 * ${b:-0} * 8 / ${s:-1} / 1e9 + 1e-9}")" \
+      "run D peer $r: link utilization against bytes sent a second over 1 Gbit/s"
+  done
+  grep -q "compute [0-9]*%  waiting [0-9]*%  link [0-9]*%" "$tmp/D-0.log" ||
+    fail "run D: no progress line with compute and link utilization: $(grep round "$tmp/D-0.log" | tail -1)"
+fi
 finish
