@@ -200,9 +200,11 @@ rounds_per_epoch() {
 }
 pct() { awk -v x="$1" 'BEGIN { if (x != "" && x >= 0) printf "%.2f", 100 * x }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'; }
+# the same to 4 significant digits (small ratios: bytes)
+ratio4() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.4g", a / b }'; }
 
 report() {  # NAME LABEL
-    local e acc mb r bound cpu re
+    local e acc mb r bound cpu re cu
     e=$(epoch_s "$1"); acc=$(pct "$(done_mean "$1" average_accuracy)")
     [ -n "$e" ] && bench "${TAG}_$2_epoch_s" "$e" s
     [ -n "$acc" ] && bench "${TAG}_$2_accuracy" "$acc" %
@@ -226,6 +228,9 @@ report() {  # NAME LABEL
     # whether a run's links lost packets
     re=$(sed -n "s/^TCP: .* retransmitted (\([0-9.]*\)%).*/\1/p" "$WORK/$1.out" 2>/dev/null | tail -n 1)
     [ -n "$re" ] && bench "${TAG}_$2_tcp_retransmitted" "$re" %
+    # the share of its time a peer computed rather than waited (peers' mean)
+    cu=$(done_mean "$1" compute_utilization)
+    [ -n "$cu" ] && bench "${TAG}_$2_compute_utilization" "$(awk -v x="$cu" 'BEGIN { printf "%.3f", x }')" x
     LAST_E=$e
 }
 
@@ -381,9 +386,19 @@ for sc in wan wanslow; do
         "${WAN_COMMON[@]}"
     run_wan "$sc" int8_local8 --mode dpsgd --topology ring --compress int8 --local-steps 8 \
         "${WAN_COMMON[@]}"
+    # the top 1.56% of each chunk of 4096 in 2 bits (141x fewer bytes a
+    # coded round), 8 local steps
+    run_wan "$sc" topk2_local8 --mode dpsgd --topology ring --compress topk:0.015625:bits=2 \
+        --local-steps 8 "${WAN_COMMON[@]}"
+    # bytes a peer sent over the run (as many examples each) over plain
+    # D-PSGD's in f32, every step
+    for n in int8 local8 int8_local8 topk2_local8; do
+        b=$(done_mean "${sc}_$n" bytes_sent); b0=$(done_mean "${sc}_dpsgd" bytes_sent)
+        [ -n "$b" ] && [ -n "$b0" ] && bench "${TAG}_${n}_bytes_vs_dpsgd" "$(ratio4 "$b" "$b0")" x
+    done
     printf '%-14s %16s %14s\n' "$sc run" "time to $TARGET" "final average"
     best= bestn=
-    for n in allreduce allreduce_int8 dpsgd int8 local8 int8_local4 int8_local8; do
+    for n in allreduce allreduce_int8 dpsgd int8 local8 int8_local4 int8_local8 topk2_local8; do
         eval "tt=\${TT_${sc}_$n:-}; acc=\${ACC_${sc}_$n:-}"
         printf '%-14s %14s s %12s %%\n' "$n" "${tt:--}" "${acc:--}"
         case $n in allreduce*) continue ;; esac
@@ -471,13 +486,19 @@ else
     run_gpt dpsgd --mode dpsgd --topology ring
     run_gpt int8 --mode dpsgd --topology ring --compress int8
     run_gpt int8_local4 --mode dpsgd --topology ring --compress int8 --local-steps 4
+    run_gpt topk2_local4 --mode dpsgd --topology ring --compress topk:0.015625:bits=2 \
+        --local-steps 4
+    for n in int8 int8_local4 topk2_local4; do
+        b=$(done_mean "gpt_$n" bytes_sent); b0=$(done_mean gpt_dpsgd bytes_sent)
+        [ -n "$b" ] && [ -n "$b0" ] && bench "${TAG}_gpt_${n}_bytes_vs_dpsgd" "$(ratio4 "$b" "$b0")" x
+    done
     # gossip with each peer's own AdamW ends higher than the all-reduce's one
     # AdamW on the averaged gradient: twice the epochs, still sooner
     RUN_TIMEOUT=$(( 120 + 240 * GPT_EPOCHS ))
     run_gpt int8_x2 --mode dpsgd --topology ring --compress int8 --epochs $(( 2 * GPT_EPOCHS ))
     printf '%-14s %16s %18s\n' "gpt run" "time to $GPT_TARGET" "final average"
     best= bestn=
-    for n in allreduce dpsgd int8 int8_local4 int8_x2; do
+    for n in allreduce dpsgd int8 int8_local4 topk2_local4 int8_x2; do
         eval "tt=\${TT_gpt_$n:-}; l=\${LOSS_gpt_$n:-}"
         printf '%-14s %14s s %12s nats\n' "$n" "${tt:--}" "${l:--}"
         [ "$n" = allreduce ] && continue
