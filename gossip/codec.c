@@ -366,6 +366,32 @@ static int check_scales(const uint8_t *p, uint64_t nb, float smax)
     return 0;
 }
 
+/* int4's and int2's codes: `bits` each, v + 2^(bits-1) in 1 .. 2^bits - 1
+ * (0 is no code), packed from the low bits of each byte; the bits after
+ * the last code 0 */
+static inline int check_packed(const uint8_t *codes, uint64_t len, unsigned bits)
+{
+    const unsigned per = 8 / bits, mask = (1u << bits) - 1;
+    uint8_t zero = 0;
+    for (uint64_t i = 0; i < len / per; i++)
+        for (unsigned e = 0; e < per; e++)
+            zero |= ((codes[i] >> (bits * e)) & mask) == 0;
+    if (len % per) {
+        uint8_t last = codes[len / per];
+        unsigned used = (unsigned)(len % per);
+        for (unsigned e = 0; e < used; e++)
+            zero |= ((last >> (bits * e)) & mask) == 0;
+        if (last >> (bits * used))
+            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int%u last byte 0x%02x (%u codes in "
+                                                          "1..%u, then padding 0)",
+                                     bits, (unsigned)last, used, mask);
+    }
+    if (zero)
+        return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int%u code 0 (codes are v + %u in 1..%u)",
+                                 bits, 1u << (bits - 1), mask);
+    return 0;
+}
+
 int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t len, uint32_t aux)
 {
     const uint8_t *p = payload;
@@ -392,50 +418,14 @@ int rumor_codec_check(int dtype, const void *payload, size_t nbytes, uint64_t le
             return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int8 code -128 (codes are in [-127, 127])");
         return 0;
     }
-    case RUMOR_WIRE_DT_Q4: {
-        uint64_t nb = nblocks(len);
-        int rc = check_scales(p, nb, FLT_MAX / 8.0f);
-        if (rc < 0)
-            return rc;
-        const uint8_t *codes = p + 4 * nb;
-        uint8_t zero = 0;
-        for (uint64_t i = 0; i < len / 2; i++)
-            zero |= (codes[i] & 0x0F) == 0 || (codes[i] >> 4) == 0;
-        if (len % 2) {
-            uint8_t last = codes[len / 2];
-            if ((last & 0x0F) == 0 || (last >> 4) != 0)
-                return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int4 last byte 0x%02x (a code in 1..15, "
-                                                "then padding 0)",
-                           (unsigned)last);
-        }
-        if (zero)
-            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int4 code 0 (codes are v + 8 in 1..15)");
-        return 0;
-    }
+    case RUMOR_WIRE_DT_Q4:
     case RUMOR_WIRE_DT_Q2: {
+        unsigned bits = dtype == RUMOR_WIRE_DT_Q4 ? 4 : 2;
         uint64_t nb = nblocks(len);
-        int rc = check_scales(p, nb, FLT_MAX / 2.0f);
+        int rc = check_scales(p, nb, FLT_MAX / (float)(1u << (bits - 1)));
         if (rc < 0)
             return rc;
-        const uint8_t *codes = p + 4 * nb;
-        uint8_t zero = 0;
-        for (uint64_t i = 0; i < len / 4; i++) {
-            uint8_t b = codes[i];
-            zero |= (b & 3) == 0 || ((b >> 2) & 3) == 0 || ((b >> 4) & 3) == 0 || (b >> 6) == 0;
-        }
-        if (len % 4) {
-            uint8_t last = codes[len / 4];
-            unsigned used = (unsigned)(len % 4);
-            for (unsigned e = 0; e < used; e++)
-                zero |= ((last >> (2 * e)) & 3) == 0;
-            if (last >> (2 * used))
-                return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int2 last byte 0x%02x (%u codes "
-                                                              "in 1..3, then padding 0)",
-                                         (unsigned)last, used);
-        }
-        if (zero)
-            return rumor_wire_reject(RUMOR_WIRE_BAD_CODE, "int2 code 0 (codes are v + 2 in 1..3)");
-        return 0;
+        return check_packed(p + 4 * nb, len, bits);
     }
     case RUMOR_WIRE_DT_TOPKQ: {
         struct topkq t;
