@@ -545,14 +545,16 @@ static void op_layernorm(void)
  * exact op. fp32 and tf32 run the GPU's fp32 kernel (1e-10: only the order
  * of the sums differs); bf16 its tensor-core kernel where hs is 32, 64 or
  * 128 (q, k, v, p and the gradients rounded to bf16 before each product:
- * 1e-3; a functional stand-in for wmma measured 1e-5 at these sizes). T is
- * off every tile's multiple; on a GPU (T 203) more than one query block and
- * key tile, so the causal skipping and the tile's mask run. */
+ * 1e-3), which the emulation runs too, its mma and ldmatrix lane by lane.
+ * T is off every tile's multiple and spans several 64-row tiles (203 on a
+ * GPU, 150 in the emulation at bf16), so the causal skipping, the diagonal
+ * tile's skipped products and the last tile's mask all run. */
 static void op_attention(rumor_precision prec, int hs)
 {
     static const double lim[] = { 1e-10, 1e-10, 1e-3 };
     CHECK_OK(rumor_device_set_precision(gpu, prec));
-    int B = emulated ? 1 : 2, T = emulated ? 37 : 203, NH = emulated ? 2 : 3, C = NH * hs;
+    int B = emulated ? 1 : 2, NH = emulated ? 2 : 3, C = NH * hs;
+    int T = !emulated ? 203 : prec == RUMOR_PREC_BF16 ? 150 : 37;
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = host_rand(nq, 1.5f), *dout = host_rand(no, 1);
     float *out = malloc(no * 4), *lse = malloc(nl * 4), *dqkv = malloc(nq * 4);

@@ -10,11 +10,12 @@
  * are bit-reproducible.
  *
  * Two paths. The fp32 kernels (any head size up to 256) compute in fp32 on
- * the SIMT cores: the device's fp32 and tf32 precisions, and the only one
- * the emulation runs. At bf16 precision, head sizes 32, 64 and 128 take the
- * tensor-core kernels (cuda_attention_tc.h): q, k, v, dout and the
- * probabilities rounded to bf16 in shared memory, products accumulated in
- * fp32 (wmma 16x16x16), the softmax and its statistics in fp32.
+ * the SIMT cores: the device's fp32 and tf32 precisions. At bf16 precision,
+ * head sizes 32, 64 and 128 take the tensor-core kernels
+ * (cuda_attention_tc.h, which the emulation runs too): q, k, v and dout
+ * rounded to bf16 in shared memory, scores and probabilities in registers,
+ * products mma.sync m16n8k16 accumulated in fp32, the softmax and its
+ * statistics in fp32.
  *
  * Layout: head h of q, k and v is the (T, hs) matrix at qkv + b*T*3C + h*hs
  * (+ C for k, + 2C for v) with row stride 3C; out and dout rows have stride
@@ -289,9 +290,7 @@ static __global__ void __launch_bounds__(256)
     }
 }
 
-#ifndef RUMOR_CUDA_EMU
 #include "cuda_attention_tc.h"
-#endif
 
 /* ------------------------------------------------------------- launchers */
 
@@ -311,25 +310,24 @@ static void att_smem(rumor_device_t *d, const void *kernel, size_t bytes)
 /* The tensor-core kernels run at bf16 precision on sm_80 and later, for
  * head sizes 32, 64 and 128, 16-byte aligned buffers (float4 loads) and
  * where the device gives a block the shared memory they need (backward at
- * hs 128 needs 121 KiB: sm_80 and sm_90 do, sm_86 and sm_89 do not). */
+ * hs 128 needs 69 KiB). The emulation runs them at bf16 as well. */
 static int att_tc(const rumor_device_t *d, int hs, size_t smem, const void *a, const void *b,
                   const void *c)
 {
-#ifdef RUMOR_CUDA_EMU
-    (void)d, (void)hs, (void)smem, (void)a, (void)b, (void)c;
-    return 0;
-#else
-    if (d->precision != RUMOR_PREC_BF16 || cu_of(d)->cc_major < 8)
+    if (d->precision != RUMOR_PREC_BF16 || (hs != 32 && hs != 64 && hs != 128))
         return 0;
-    if (hs != 32 && hs != 64 && hs != 128)
+#ifdef RUMOR_CUDA_EMU
+    (void)smem;
+#else
+    if (cu_of(d)->cc_major < 8)
         return 0;
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                cu_of(d)->index) != cudaSuccess ||
         (size_t)optin < smem)
         return 0;
-    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
 #endif
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15) == 0;
 }
 
 /* Shapes no kernel takes are the device's failure (reported at the next
@@ -352,7 +350,6 @@ static int att_bad(rumor_device_t *d, int T, int C, int NH, const char *op)
     return 1;
 }
 
-#ifndef RUMOR_CUDA_EMU
 template <int HS>
 static void tc_forward(rumor_device_t *d, int B, int T, int C, int NH, float *out, float *lse,
                        const float *qkv, float scale)
@@ -378,7 +375,6 @@ static void tc_backward(rumor_device_t *d, int B, int T, int C, int NH, float *d
     CU_LAUNCH(att_bwd_dq_tc<HS>, grid, TTHREADS, sm, st, dqkv, dout, qkv, out, lse, T, C, NH,
               scale);
 }
-#endif
 
 /* out (B,T,C) = softmax(q k^T / sqrt(hs), causal) v per head; lse (B,NH,T) */
 void cu_attention_forward(rumor_device_t *d, float *out, float *lse, const float *qkv, int B,
@@ -391,7 +387,6 @@ void cu_attention_forward(rumor_device_t *d, float *out, float *lse, const float
         return;
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#ifndef RUMOR_CUDA_EMU
     size_t tsm = hs == 32 ? tc_fwd_smem<32>() : hs == 64 ? tc_fwd_smem<64>() : tc_fwd_smem<128>();
     if (att_tc(d, hs, tsm, out, qkv, qkv)) {
         if (hs == 32)
@@ -403,7 +398,6 @@ void cu_attention_forward(rumor_device_t *d, float *out, float *lse, const float
         CU_LAUNCHED(d, "attention_forward (tensor cores)");
         return;
     }
-#endif
     dim3 grid((unsigned)(B * NH), (unsigned)((T + SB - 1) / SB));
     int ld = hs | 1;
     size_t sm = (size_t)(2 * SB * ld + SB * SB) * sizeof(float);
@@ -423,7 +417,6 @@ void cu_attention_backward(rumor_device_t *d, float *dqkv, const float *dout, co
         return;
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-#ifndef RUMOR_CUDA_EMU
     size_t tsm = hs == 32 ? tc_bwd_smem<32>() : hs == 64 ? tc_bwd_smem<64>() : tc_bwd_smem<128>();
     if (att_tc(d, hs, tsm, dqkv, dout, qkv) && att_tc(d, hs, tsm, out, out, out)) {
         if (hs == 32)
@@ -435,7 +428,6 @@ void cu_attention_backward(rumor_device_t *d, float *dqkv, const float *dout, co
         CU_LAUNCHED(d, "attention_backward (tensor cores)");
         return;
     }
-#endif
     dim3 grid((unsigned)(B * NH), (unsigned)((T + SB - 1) / SB));
     int ld = hs | 1;
     cudaStream_t st = cu_of(d)->cur;

@@ -1,43 +1,228 @@
 /* The tensor-core kernels of cuda_attention.cu (bf16 precision, head sizes
- * 32, 64 and 128; sm_80 and later; not built by the emulation). A block of
- * 4 warps owns one (b, h) and a tile of TB = 64 query rows (forward, dq) or
- * keys (dk, dv); each warp owns 16 of them. Tiles of q, k, v and dout are
- * loaded as fp32 from global memory and stored as bf16 in shared memory;
- * products run as wmma 16x16x16 bf16 with fp32 accumulators. The layout of
- * a wmma accumulator is opaque, so score tiles go through a per-warp fp32
- * staging area, where each lane pair owns one row (a lane its half): the
- * softmax, the mask and the output rescaling run there in fp32. The
- * forward's output lives in registers (a lane pair per row), backward's
- * dq, dk and dv in accumulator fragments (no rescaling is needed there).
- * Scores are kept in the log2 domain (scale * log2 e), lse in natural log. */
+ * 32, 64 and 128; sm_80 and later, and the emulation), in
+ * FlashAttention-2's register scheme. Products are mma.sync m16n8k16 (bf16
+ * inputs, fp32 accumulators), whose fragment layouts the PTX ISA documents
+ * ("Matrix Fragments for mma.m16n8k16"); with g = lane / 4, t = lane % 4:
+ *   A (16 x 16): a0 (g, 2t..2t+1)  a1 (g+8, 2t..)  a2 (g, 2t+8..)  a3 (g+8, 2t+8..)
+ *   B (16 x 8):  b0 (2t..2t+1, g)  b1 (2t+8.., g)
+ *   C (16 x 8):  c0 c1 (g, 2t..2t+1)  c2 c3 (g+8, 2t..2t+1)
+ * so two accumulator tiles side by side hold, element for element, the A
+ * operand of the next product: scores stay in registers from s = q k^T
+ * through the softmax (or backward's p and dpre) into p v, with no staging
+ * through shared memory.
+ *
+ * A block of 4 warps owns one (b, h) and a tile of TB = 64 query rows
+ * (forward, dq) or keys (dk, dv); each warp owns 16 of them. Tiles of q, k,
+ * v and dout are loaded as fp32 from global memory and stored as bf16 in
+ * shared memory, row-major with a row stride of HS + 8 (fragment reads and
+ * ldmatrix rows then fall on distinct banks). An operand read as stored
+ * (A, or B = a tile's rows as columns) takes 32-bit loads; one that needs
+ * the tile's transpose (v in p v, dout and q in dv and dk, k in dq) takes
+ * ldmatrix .trans. On the diagonal tile a warp skips the products whose
+ * scores the causal mask removes whole. The softmax, the mask and all
+ * statistics run in fp32; scores are kept in the log2 domain
+ * (scale * log2 e), lse in natural log.
+ *
+ * The emulation runs the same kernels with mma and ldmatrix done lane by
+ * lane (an exchange through shared memory, a barrier of the block: every
+ * thread calls them, a skipped product only leaves its accumulator alone). */
+#include <stdint.h>
+#ifndef RUMOR_CUDA_EMU
 #include <cuda_bf16.h>
-#include <mma.h>
-
-namespace wm = nvcuda::wmma;
-typedef __nv_bfloat16 bf16;
-typedef wm::fragment<wm::matrix_a, 16, 16, 16, bf16, wm::row_major> frag_a;
-typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::row_major> frag_brow;
-typedef wm::fragment<wm::matrix_b, 16, 16, 16, bf16, wm::col_major> frag_bcol;
-typedef wm::fragment<wm::accumulator, 16, 16, 16, float> frag_c;
+#endif
 
 #define TB 64              /* query rows and keys per tile */
 #define TWARPS 4
 #define TTHREADS (32 * TWARPS)
-#define PLD (TB + 8)       /* bf16 row stride of a warp's 16 x 64 tile */
-#define SLD (TB + 4)       /* fp32 row stride of a staged 16 x 64 tile */
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-/* bf16 row stride of a 64 x HS tile and fp32 stride of a staged 16 x HS one
- * (multiples of 8 and 4, as wmma asks; every fragment 32-byte aligned) */
+#if defined(RUMOR_CUDA_EMU) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+#define TC_BUILD 1
+#else
+#define TC_BUILD 0
+#endif
+
 template <int HS> struct tc_dims {
-    static constexpr int LD = HS + 8, OLD = HS + 4, KN = HS / 16;
+    static constexpr int LD = HS + 8, KN = HS / 16, NN = HS / 8;
 };
+
+/* two floats as a bf16 pair (lo in the low half), rounded to nearest even */
+static __device__ __forceinline__ uint32_t tc_pack(float lo, float hi)
+{
+#ifdef RUMOR_CUDA_EMU
+    float a = emu_round(lo, 16), b = emu_round(hi, 16);
+    uint32_t ua, ub;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    return (ua >> 16) | (ub & 0xffff0000u);
+#else
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+#endif
+}
+
+static __device__ __forceinline__ uint32_t tc_ld32(const uint16_t *p)
+{
+    return *reinterpret_cast<const uint32_t *>(p);
+}
+
+#ifdef RUMOR_CUDA_EMU
+static inline float emu_bf(uint32_t v, int hi)
+{
+    uint32_t u = hi ? (v & 0xffff0000u) : v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+#endif
+
+/* c (16 x 8) += a (16 x 16) b (16 x 8), when `on` (warp-uniform) */
+static __device__ __forceinline__ void tc_mma(float *c, const uint32_t *a, uint32_t b0,
+                                              uint32_t b1, bool on)
+{
+#ifdef RUMOR_CUDA_EMU
+    __shared__ uint32_t slot[1024 * 6];
+    unsigned t = threadIdx.x, lane = t & 31, base = t - lane, g = lane >> 2, q = lane & 3;
+    uint32_t *my = slot + 6 * t;
+    my[0] = a[0], my[1] = a[1], my[2] = a[2], my[3] = a[3], my[4] = b0, my[5] = b1;
+    __syncthreads();
+    float r[4];
+    for (int e = 0; e < 4; e++) {
+        int row = (int)g + 8 * (e >> 1), col = 2 * (int)q + (e & 1);
+        float s = c[e];
+        for (int k = 0; k < 16; k++) {
+            int tq = (k & 7) >> 1, hi = k >> 3, half = k & 1;
+            uint32_t av = slot[6 * (base + 4 * (row & 7) + tq) + 2 * hi + (row >> 3)];
+            uint32_t bv = slot[6 * (base + 4 * col + tq) + 4 + hi];
+            s += emu_bf(av, half) * emu_bf(bv, half);
+        }
+        r[e] = s;
+    }
+    __syncthreads();
+    if (on)
+        for (int e = 0; e < 4; e++)
+            c[e] = r[e];
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if (on)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1, (void)on;
+#endif
+}
+
+/* the A fragment of rows r0.., columns c0.. of a row-major tile */
+static __device__ __forceinline__ void tc_frag_a(uint32_t *a, const uint16_t *sm, int ld, int r0,
+                                                 int c0)
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const uint16_t *p = sm + (r0 + g) * ld + c0 + 2 * q;
+    a[0] = tc_ld32(p);
+    a[1] = tc_ld32(p + 8 * ld);
+    a[2] = tc_ld32(p + 8);
+    a[3] = tc_ld32(p + 8 * ld + 8);
+}
+
+/* the B fragment whose column n is row n0 + n of a row-major tile and whose
+ * rows are that row's columns c0.. (B = the tile's rows, transposed) */
+static __device__ __forceinline__ void tc_frag_bt(uint32_t *b, const uint16_t *sm, int ld, int n0,
+                                                  int c0)
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const uint16_t *p = sm + (n0 + g) * ld + c0 + 2 * q;
+    b[0] = tc_ld32(p);
+    b[1] = tc_ld32(p + 8);
+}
+
+/* the B fragments of columns c0.. and c0 + 8.. of a row-major tile, rows
+ * r0..r0 + 15 (B = the tile as stored): r[0], r[1] for the first, r[2],
+ * r[3] for the second; ldmatrix .x4 .trans */
+static __device__ __forceinline__ void tc_frag_b2(uint32_t *r, const uint16_t *sm, int ld, int r0,
+                                                  int c0)
+{
+    int lane = threadIdx.x & 31;
+#ifdef RUMOR_CUDA_EMU
+    int g = lane >> 2, q = lane & 3;
+    for (int m = 0; m < 4; m++) {
+        const uint16_t *p = sm + (r0 + 8 * (m & 1) + 2 * q) * ld + c0 + 8 * (m >> 1) + g;
+        r[m] = (uint32_t)p[0] | (uint32_t)p[ld] << 16;
+    }
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    int m = lane >> 3;
+    const uint16_t *p = sm + (r0 + (lane & 7) + 8 * (m & 1)) * ld + c0 + 8 * (m >> 1);
+    unsigned addr = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#else
+    (void)lane, (void)sm, (void)ld, (void)r0, (void)c0;
+    r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
+
+/* the A fragments (16 rows x 64 columns, k-steps kk = 0..3) of the 16 x 64
+ * accumulator tiles s[0..7] */
+static __device__ __forceinline__ void tc_acc_to_a(uint32_t (*a)[4], float (*s)[4])
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        a[kk][0] = tc_pack(s[2 * kk][0], s[2 * kk][1]);
+        a[kk][1] = tc_pack(s[2 * kk][2], s[2 * kk][3]);
+        a[kk][2] = tc_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[kk][3] = tc_pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+}
+
+/* s[0..7] (16 x 64) = rows r0.. of tile a times the 64 rows of tile b,
+ * transposed; n-tile n only where `from <= n <= to` */
+template <int HS>
+static __device__ __forceinline__ void tc_abt(float (*s)[4], const uint16_t *a, int r0,
+                                              const uint16_t *b, int from, int to)
+{
+    constexpr int LD = tc_dims<HS>::LD;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HS / 16; kk++) {
+        uint32_t fa[4];
+        tc_frag_a(fa, a, LD, r0, 16 * kk);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            uint32_t fb[2];
+            tc_frag_bt(fb, b, LD, 8 * n, 16 * kk);
+            tc_mma(s[n], fa, fb[0], fb[1], n >= from && n <= to);
+        }
+    }
+}
+
+/* acc[0..HS/8) (16 x HS) += p (16 x 64, A fragments) times the 64 x HS tile
+ * b; k-step kk only where `from <= kk <= to` */
+template <int HS>
+static __device__ __forceinline__ void tc_pb(float (*acc)[4], uint32_t (*p)[4], const uint16_t *b,
+                                             int from, int to)
+{
+    constexpr int LD = tc_dims<HS>::LD;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        bool on = kk >= from && kk <= to;
+#pragma unroll
+        for (int n = 0; n < HS / 8; n += 2) {
+            uint32_t fb[4];
+            tc_frag_b2(fb, b, LD, 16 * kk, 8 * n);
+            tc_mma(acc[n], p[kk], fb[0], fb[1], on);
+            tc_mma(acc[n + 1], p[kk], fb[2], fb[3], on);
+        }
+    }
+}
 
 /* rows [r0, r0 + TB) of one head's matrix (row stride `stride`, 16-byte
  * aligned rows) into sm as bf16, zeros past T */
 template <int HS>
-static __device__ void tc_load(bf16 *sm, const float *src, int r0, int T, int stride)
+static __device__ void tc_load(uint16_t *sm, const float *src, int r0, int T, int stride)
 {
     constexpr int V4 = HS / 4, LD = tc_dims<HS>::LD;
     for (int e = threadIdx.x; e < TB * V4; e += TTHREADS) {
@@ -45,9 +230,9 @@ static __device__ void tc_load(bf16 *sm, const float *src, int r0, int T, int st
         float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (r0 + r < T)
             x = *reinterpret_cast<const float4 *>(src + (size_t)(r0 + r) * stride + c);
-        __nv_bfloat162 *d = reinterpret_cast<__nv_bfloat162 *>(sm + r * LD + c);
-        d[0] = __floats2bfloat162_rn(x.x, x.y);
-        d[1] = __floats2bfloat162_rn(x.z, x.w);
+        uint32_t *d = reinterpret_cast<uint32_t *>(sm + r * LD + c);
+        d[0] = tc_pack(x.x, x.y);
+        d[1] = tc_pack(x.z, x.w);
     }
 }
 
@@ -68,199 +253,139 @@ static __device__ void tc_rows(float *Ls, float *Ds, const float *dy, const floa
             s += a.x * bb.x + a.y * bb.y + a.z * bb.z + a.w * bb.w;
         }
     }
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += CU_SHFL_XOR(s, 1);
     if (!hf) {
         Ds[r] = s;
         Ls[r] = i < T ? lse_bh[i] * LOG2E : 0.0f;
     }
 }
 
-/* c[0..3] (16 x 64) = a rows (16 x HS at `a`) times the 64 rows at `b`
- * transposed (both bf16, stride LD) */
+/* rows row0 + g and row0 + g + 8 (below T) of a warp's 16 x HS accumulators
+ * to dst (row stride `stride`), times `mul` per row */
 template <int HS>
-static __device__ void tc_abt(frag_c *c, const bf16 *a, const bf16 *b)
+static __device__ void tc_store(float *dst, size_t stride, int row0, int T, float (*acc)[4],
+                                const float *mul)
 {
-    constexpr int LD = tc_dims<HS>::LD;
+    int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
 #pragma unroll
-    for (int n = 0; n < 4; n++)
-        wm::fill_fragment(c[n], 0.0f);
+    for (int r = 0; r < 2; r++) {
+        int i = row0 + g + 8 * r;
+        if (i >= T)
+            continue;
+        float *d = dst + (size_t)i * stride + 2 * q;
 #pragma unroll
-    for (int kk = 0; kk < HS / 16; kk++) {
-        frag_a fa;
-        wm::load_matrix_sync(fa, a + kk * 16, LD);
-#pragma unroll
-        for (int n = 0; n < 4; n++) {
-            frag_bcol fb;
-            wm::load_matrix_sync(fb, b + n * 16 * LD + kk * 16, LD);
-            wm::mma_sync(c[n], fa, fb, c[n]);
-        }
+        for (int n = 0; n < HS / 8; n++)
+            *reinterpret_cast<float2 *>(d + 8 * n) =
+                make_float2(acc[n][2 * r] * mul[r], acc[n][2 * r + 1] * mul[r]);
     }
-}
-
-/* acc[0..KN) (16 x HS) += p (16 x 64, bf16, stride PLD) times the 64 x HS
- * tile at b (bf16, stride LD) */
-template <int HS>
-static __device__ void tc_pb(frag_c *acc, const bf16 *p, const bf16 *b)
-{
-    constexpr int LD = tc_dims<HS>::LD;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        frag_a fa;
-        wm::load_matrix_sync(fa, p + kk * 16, PLD);
-#pragma unroll
-        for (int n = 0; n < HS / 16; n++) {
-            frag_brow fb;
-            wm::load_matrix_sync(fb, b + kk * 16 * LD + n * 16, LD);
-            wm::mma_sync(acc[n], fa, fb, acc[n]);
-        }
-    }
-}
-
-/* a warp's 16 x HS accumulators to global rows (row0 + r) * stride, rows
- * below T, through the warp's staging area */
-template <int HS>
-static __device__ void tc_store_rows(float *dst, size_t stride, int row0, int T, frag_c *acc,
-                                     float *stage)
-{
-    constexpr int OLD = tc_dims<HS>::OLD;
-    int lane = threadIdx.x & 31, row = lane >> 1, hf = lane & 1;
-    __syncwarp();
-#pragma unroll
-    for (int n = 0; n < HS / 16; n++)
-        wm::store_matrix_sync(stage + n * 16, acc[n], OLD, wm::mem_row_major);
-    __syncwarp();
-    if (row0 + row < T) {
-        const float4 *s = reinterpret_cast<const float4 *>(stage + row * OLD + hf * (HS / 2));
-        float4 *d = reinterpret_cast<float4 *>(dst + (size_t)(row0 + row) * stride + hf * (HS / 2));
-#pragma unroll
-        for (int c = 0; c < HS / 8; c++)
-            d[c] = s[c];
-    }
-    __syncwarp();
 }
 
 template <int HS> static size_t tc_fwd_smem()
 {
-    return (size_t)3 * TB * tc_dims<HS>::LD * 2 + (size_t)TWARPS * 16 * PLD * 2 +
-           (size_t)TWARPS * 16 * (SLD > tc_dims<HS>::OLD ? SLD : tc_dims<HS>::OLD) * 4;
+    return (size_t)3 * TB * tc_dims<HS>::LD * 2;
 }
 
 template <int HS>
 static __global__ void __launch_bounds__(TTHREADS)
     att_fwd_tc(float *out, float *lse, const float *qkv, int T, int C, int NH, float scale)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    extern __shared__ __align__(128) unsigned char att_tc_sm[];
-    constexpr int LD = tc_dims<HS>::LD, OLD = tc_dims<HS>::OLD;
-    constexpr int STW = 16 * (SLD > OLD ? SLD : OLD);
-    bf16 *qs = reinterpret_cast<bf16 *>(att_tc_sm), *ks = qs + TB * LD, *vs = ks + TB * LD;
-    bf16 *ps = vs + TB * LD;
-    float *st = reinterpret_cast<float *>(ps + TWARPS * 16 * PLD);
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, row = lane >> 1, hf = lane & 1;
+#if TC_BUILD
+    CU_DYNAMIC_SHARED(unsigned char, att_tc_sm);
+    constexpr int LD = tc_dims<HS>::LD, KN = tc_dims<HS>::KN, NN = tc_dims<HS>::NN;
+    uint16_t *qs = reinterpret_cast<uint16_t *>(att_tc_sm), *ks = qs + TB * LD, *vs = ks + TB * LD;
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
     int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
-    int i0 = (gridDim.y - 1 - blockIdx.y) * TB, i = i0 + w * 16 + row;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * TB, r0 = 16 * w;
     const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS, *k = q + C, *v = q + 2 * C;
-    bf16 *pw = ps + w * 16 * PLD;
-    float *sw = st + w * STW;
-    float sl2 = scale * LOG2E, m = NEG_BIG, l = 0.0f, o[HS / 2];
-#pragma unroll
-    for (int c = 0; c < HS / 2; c++)
-        o[c] = 0.0f;
+    float sl2 = scale * LOG2E;
     tc_load<HS>(qs, q, i0, T, 3 * C);
+    __syncthreads();
+    uint32_t qf[KN][4];
+#pragma unroll
+    for (int kk = 0; kk < KN; kk++)
+        tc_frag_a(qf[kk], qs, LD, r0, 16 * kk);
+    float o[NN][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+#pragma unroll
+    for (int n = 0; n < NN; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     int jend = T < i0 + TB ? T : i0 + TB;
     for (int j0 = 0; j0 < jend; j0 += TB) {
         __syncthreads();
         tc_load<HS>(ks, k, j0, T, 3 * C);
         tc_load<HS>(vs, v, j0, T, 3 * C);
         __syncthreads();
-        frag_c sc[4];
-        tc_abt<HS>(sc, qs + w * 16 * LD, ks);
+        /* on the diagonal tile, this warp's rows see keys up to r0 + 15 */
+        int ntop = j0 == i0 ? 2 * w + 1 : 7;
+        float s[8][4];
 #pragma unroll
-        for (int n = 0; n < 4; n++)
-            wm::store_matrix_sync(sw + n * 16, sc[n], SLD, wm::mem_row_major);
-        __syncwarp();
-        /* online softmax of this lane's 32 scores of row i */
-        float sv[32], mx = -INFINITY;
-        const float *sr = sw + row * SLD + hf * 32;
+        for (int n = 0; n < 8; n++)
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-        for (int u = 0; u < 32; u++) {
-            int j = j0 + hf * 32 + u;
-            sv[u] = j <= i && j < T ? sr[u] * sl2 : -INFINITY;
-            mx = fmaxf(mx, sv[u]);
+        for (int kk = 0; kk < KN; kk++)
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                uint32_t fb[2];
+                tc_frag_bt(fb, ks, LD, 8 * n, 16 * kk);
+                tc_mma(s[n], qf[kk], fb[0], fb[1], n <= ntop);
+            }
+        float mx[2] = { -INFINITY, -INFINITY };
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int row = i0 + r0 + g + 8 * (e >> 1), key = j0 + 8 * n + 2 * q4 + (e & 1);
+                float x = key <= row && key < T ? s[n][e] * sl2 : -INFINITY;
+                s[n][e] = x;
+                mx[e >> 1] = fmaxf(mx[e >> 1], x);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], CU_SHFL_XOR(mx[r], 1));
+            mx[r] = fmaxf(mx[r], CU_SHFL_XOR(mx[r], 2));
+            float mn = fmaxf(m[r], mx[r]);
+            alpha[r] = exp2f(m[r] - mn);
+            m[r] = mn;
+            l[r] *= alpha[r];
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float mn = fmaxf(m, mx), alpha = exp2f(m - mn), sum = 0.0f;
-        bf16 *pr = pw + row * PLD + hf * 32;
 #pragma unroll
-        for (int u = 0; u < 32; u += 2) {
-            float p0 = exp2f(sv[u] - mn), p1 = exp2f(sv[u + 1] - mn);
-            sum += p0 + p1;
-            *reinterpret_cast<__nv_bfloat162 *>(pr + u) = __floats2bfloat162_rn(p0, p1);
+        for (int n = 0; n < NN; n++) {
+            o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1], o[n][3] *= alpha[1];
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l = l * alpha + sum;
-        m = mn;
 #pragma unroll
-        for (int c = 0; c < HS / 2; c++)
-            o[c] *= alpha;
-        __syncwarp();
-        /* this tile's p v, staged and added to the lane's half row */
-        frag_c acc[HS / 16];
+        for (int n = 0; n < 8; n++)
 #pragma unroll
-        for (int n = 0; n < HS / 16; n++)
-            wm::fill_fragment(acc[n], 0.0f);
-        tc_pb<HS>(acc, pw, vs);
-#pragma unroll
-        for (int n = 0; n < HS / 16; n++)
-            wm::store_matrix_sync(sw + n * 16, acc[n], OLD, wm::mem_row_major);
-        __syncwarp();
-        const float *orow = sw + row * OLD + hf * (HS / 2);
-#pragma unroll
-        for (int c = 0; c < HS / 2; c++)
-            o[c] += orow[c];
-        __syncwarp();
+            for (int e = 0; e < 4; e++) {
+                float p = exp2f(s[n][e] - m[e >> 1]);
+                l[e >> 1] += p;
+                s[n][e] = p;
+            }
+        uint32_t pa[4][4];
+        tc_acc_to_a(pa, s);
+        tc_pb<HS>(o, pa, vs, 0, ntop >> 1);
     }
-    if (i < T) {
-        float inv = 1.0f / l;
-        float4 *d = reinterpret_cast<float4 *>(out + ((size_t)b * T + i) * C + (size_t)h * HS +
-                                               hf * (HS / 2));
+    float inv[2];
 #pragma unroll
-        for (int c = 0; c < HS / 8; c++)
-            d[c] = make_float4(o[4 * c] * inv, o[4 * c + 1] * inv, o[4 * c + 2] * inv,
-                               o[4 * c + 3] * inv);
-        if (!hf)
-            lse[(size_t)bh * T + i] = m * LN2 + logf(l);
+    for (int r = 0; r < 2; r++) {
+        l[r] += CU_SHFL_XOR(l[r], 1);
+        l[r] += CU_SHFL_XOR(l[r], 2);
+        inv[r] = 1.0f / l[r];
     }
+    tc_store<HS>(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, i0 + r0, T, o, inv);
+    if (q4 == 0)
+        for (int r = 0; r < 2; r++) {
+            int i = i0 + r0 + g + 8 * r;
+            if (i < T)
+                lse[(size_t)bh * T + i] = m[r] * LN2 + logf(l[r]);
+        }
 #endif
 }
 
 template <int HS> static size_t tc_bwd_smem()
 {
-    return (size_t)4 * TB * tc_dims<HS>::LD * 2 + (size_t)TWARPS * 16 * PLD * 2 * 2 +
-           (size_t)TWARPS * 2 * 16 * SLD * 4 + (size_t)2 * TB * 4;
+    return (size_t)4 * TB * tc_dims<HS>::LD * 2 + (size_t)2 * TB * 4;
 }
-
-/* the shared layout of both backward kernels: four 64 x HS bf16 tiles, two
- * 16 x 64 bf16 tiles and a 2 x 16 x 64 fp32 staging area per warp, then
- * the 64 rows' Ls and Ds */
-template <int HS> struct tc_bwd_sm {
-    bf16 *t0, *t1, *t2, *t3, *pa, *pb;
-    float *sw, *dw, *Ls, *Ds;
-    __device__ tc_bwd_sm(unsigned char *base, int w)
-    {
-        constexpr int LD = tc_dims<HS>::LD;
-        t0 = reinterpret_cast<bf16 *>(base);
-        t1 = t0 + TB * LD, t2 = t1 + TB * LD, t3 = t2 + TB * LD;
-        bf16 *p = t3 + TB * LD;
-        pa = p + w * 16 * PLD;
-        pb = p + TWARPS * 16 * PLD + w * 16 * PLD;
-        float *st = reinterpret_cast<float *>(p + 2 * TWARPS * 16 * PLD);
-        sw = st + w * 2 * 16 * SLD;
-        dw = sw + 16 * SLD;
-        Ls = st + TWARPS * 2 * 16 * SLD;
-        Ds = Ls + TB;
-    }
-};
 
 /* dk and dv of a 64-key tile: warp w owns keys j0 + 16w..; for each query
  * tile at or below the diagonal, s^T = k q^T and dp^T = v dout^T (16 x 64
@@ -270,64 +395,57 @@ static __global__ void __launch_bounds__(TTHREADS)
     att_bwd_dkdv_tc(float *dqkv, const float *dout, const float *qkv, const float *out,
                     const float *lse, int T, int C, int NH, float scale)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    extern __shared__ __align__(128) unsigned char att_tc_sm[];
-    constexpr int LD = tc_dims<HS>::LD, KN = tc_dims<HS>::KN;
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, row = lane >> 1, hf = lane & 1;
-    tc_bwd_sm<HS> s(att_tc_sm, w);
-    bf16 *ks = s.t0, *vs = s.t1, *qs = s.t2, *dos = s.t3;
+#if TC_BUILD
+    CU_DYNAMIC_SHARED(unsigned char, att_tc_sm);
+    constexpr int LD = tc_dims<HS>::LD, NN = tc_dims<HS>::NN;
+    uint16_t *ks = reinterpret_cast<uint16_t *>(att_tc_sm), *vs = ks + TB * LD;
+    uint16_t *qs = vs + TB * LD, *dos = qs + TB * LD;
+    float *Ls = reinterpret_cast<float *>(dos + TB * LD), *Ds = Ls + TB;
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
     int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
-    int j0 = blockIdx.y * TB, j = j0 + w * 16 + row;
+    int j0 = (int)blockIdx.y * TB, r0 = 16 * w;
     size_t hoff = (size_t)h * HS, C3 = (size_t)3 * C;
     const float *q = qkv + (size_t)b * T * C3 + hoff, *k = q + C, *v = q + 2 * C;
     const float *dy = dout + (size_t)b * T * C + hoff, *o = out + (size_t)b * T * C + hoff;
     float sl2 = scale * LOG2E;
     tc_load<HS>(ks, k, j0, T, 3 * C);
     tc_load<HS>(vs, v, j0, T, 3 * C);
-    frag_c dk[KN], dv[KN];
+    float dk[NN][4], dv[NN][4];
 #pragma unroll
-    for (int n = 0; n < KN; n++) {
-        wm::fill_fragment(dk[n], 0.0f);
-        wm::fill_fragment(dv[n], 0.0f);
-    }
+    for (int n = 0; n < NN; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[n][e] = dv[n][e] = 0.0f;
     for (int i0 = j0; i0 < T; i0 += TB) {
         __syncthreads();
         tc_load<HS>(qs, q, i0, T, 3 * C);
         tc_load<HS>(dos, dy, i0, T, C);
-        tc_rows<HS>(s.Ls, s.Ds, dy, o, lse + (size_t)bh * T, i0, T, C);
+        tc_rows<HS>(Ls, Ds, dy, o, lse + (size_t)bh * T, i0, T, C);
         __syncthreads();
-        frag_c sc[4], dp[4];
-        tc_abt<HS>(sc, ks + w * 16 * LD, qs);
-        tc_abt<HS>(dp, vs + w * 16 * LD, dos);
+        /* on the diagonal tile, this warp's keys meet queries from r0 on */
+        int nlow = i0 == j0 ? 2 * w : 0;
+        float st[8][4], dpt[8][4];
+        tc_abt<HS>(st, ks, r0, qs, nlow, 7);
+        tc_abt<HS>(dpt, vs, r0, dos, nlow, 7);
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            wm::store_matrix_sync(s.sw + n * 16, sc[n], SLD, wm::mem_row_major);
-            wm::store_matrix_sync(s.dw + n * 16, dp[n], SLD, wm::mem_row_major);
-        }
-        __syncwarp();
-        /* key j's row: queries i0 + 32 hf + u */
-#pragma unroll 8
-        for (int u = 0; u < 32; u += 2) {
-            float pv[2], gv[2];
+        for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int t = hf * 32 + u + e, i = i0 + t;
-                float p = i < T && j <= i ? exp2f(s.sw[row * SLD + t] * sl2 - s.Ls[t]) : 0.0f;
-                pv[e] = p;
-                gv[e] = p * (s.dw[row * SLD + t] - s.Ds[t]) * scale;
+            for (int e = 0; e < 4; e++) {
+                int key = j0 + r0 + g + 8 * (e >> 1), c = 8 * n + 2 * q4 + (e & 1), i = i0 + c;
+                float p = i < T && key <= i ? exp2f(st[n][e] * sl2 - Ls[c]) : 0.0f;
+                dpt[n][e] = p * (dpt[n][e] - Ds[c]) * scale;
+                st[n][e] = p;
             }
-            *reinterpret_cast<__nv_bfloat162 *>(s.pa + row * PLD + hf * 32 + u) =
-                __floats2bfloat162_rn(pv[0], pv[1]);
-            *reinterpret_cast<__nv_bfloat162 *>(s.pb + row * PLD + hf * 32 + u) =
-                __floats2bfloat162_rn(gv[0], gv[1]);
-        }
-        __syncwarp();
-        tc_pb<HS>(dv, s.pa, dos);
-        tc_pb<HS>(dk, s.pb, qs);
+        uint32_t pa[4][4], da[4][4];
+        tc_acc_to_a(pa, st);
+        tc_acc_to_a(da, dpt);
+        tc_pb<HS>(dv, pa, dos, nlow >> 1, 3);
+        tc_pb<HS>(dk, da, qs, nlow >> 1, 3);
     }
+    const float one[2] = { 1.0f, 1.0f };
     float *dk_out = dqkv + (size_t)b * T * C3 + hoff + C;
-    tc_store_rows<HS>(dk_out, C3, j0 + w * 16, T, dk, s.sw);
-    tc_store_rows<HS>(dk_out + C, C3, j0 + w * 16, T, dv, s.sw);
+    tc_store<HS>(dk_out, C3, j0 + r0, T, dk, one);
+    tc_store<HS>(dk_out + C, C3, j0 + r0, T, dv, one);
 #endif
 }
 
@@ -339,56 +457,51 @@ static __global__ void __launch_bounds__(TTHREADS)
     att_bwd_dq_tc(float *dqkv, const float *dout, const float *qkv, const float *out,
                   const float *lse, int T, int C, int NH, float scale)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    extern __shared__ __align__(128) unsigned char att_tc_sm[];
-    constexpr int LD = tc_dims<HS>::LD, KN = tc_dims<HS>::KN;
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, row = lane >> 1, hf = lane & 1;
-    tc_bwd_sm<HS> s(att_tc_sm, w);
-    bf16 *qs = s.t0, *dos = s.t1, *ks = s.t2, *vs = s.t3;
+#if TC_BUILD
+    CU_DYNAMIC_SHARED(unsigned char, att_tc_sm);
+    constexpr int LD = tc_dims<HS>::LD, NN = tc_dims<HS>::NN;
+    uint16_t *qs = reinterpret_cast<uint16_t *>(att_tc_sm), *dos = qs + TB * LD;
+    uint16_t *ks = dos + TB * LD, *vs = ks + TB * LD;
+    float *Ls = reinterpret_cast<float *>(vs + TB * LD), *Ds = Ls + TB;
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
     int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
-    int i0 = (gridDim.y - 1 - blockIdx.y) * TB, r = w * 16 + row, i = i0 + r;
+    int i0 = (int)(gridDim.y - 1 - blockIdx.y) * TB, r0 = 16 * w;
     size_t hoff = (size_t)h * HS, C3 = (size_t)3 * C;
     const float *q = qkv + (size_t)b * T * C3 + hoff, *k = q + C, *v = q + 2 * C;
     const float *dy = dout + (size_t)b * T * C + hoff, *o = out + (size_t)b * T * C + hoff;
     float sl2 = scale * LOG2E;
     tc_load<HS>(qs, q, i0, T, 3 * C);
     tc_load<HS>(dos, dy, i0, T, C);
-    tc_rows<HS>(s.Ls, s.Ds, dy, o, lse + (size_t)bh * T, i0, T, C);
-    frag_c dq[KN];
+    tc_rows<HS>(Ls, Ds, dy, o, lse + (size_t)bh * T, i0, T, C);
+    float dq[NN][4];
 #pragma unroll
-    for (int n = 0; n < KN; n++)
-        wm::fill_fragment(dq[n], 0.0f);
+    for (int n = 0; n < NN; n++)
+        dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    __syncthreads();
+    float Li[2] = { Ls[r0 + g], Ls[r0 + g + 8] }, Di[2] = { Ds[r0 + g], Ds[r0 + g + 8] };
     int jend = T < i0 + TB ? T : i0 + TB;
     for (int j0 = 0; j0 < jend; j0 += TB) {
         __syncthreads();
         tc_load<HS>(ks, k, j0, T, 3 * C);
         tc_load<HS>(vs, v, j0, T, 3 * C);
         __syncthreads();
-        frag_c sc[4], dp[4];
-        tc_abt<HS>(sc, qs + w * 16 * LD, ks);
-        tc_abt<HS>(dp, dos + w * 16 * LD, vs);
+        int ntop = j0 == i0 ? 2 * w + 1 : 7;
+        float s[8][4], dp[8][4];
+        tc_abt<HS>(s, qs, r0, ks, 0, ntop);
+        tc_abt<HS>(dp, dos, r0, vs, 0, ntop);
 #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            wm::store_matrix_sync(s.sw + n * 16, sc[n], SLD, wm::mem_row_major);
-            wm::store_matrix_sync(s.dw + n * 16, dp[n], SLD, wm::mem_row_major);
-        }
-        __syncwarp();
-        float Li = s.Ls[r], Di = s.Ds[r];
-#pragma unroll 8
-        for (int u = 0; u < 32; u += 2) {
-            float gv[2];
+        for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int t = hf * 32 + u + e, jj = j0 + t;
-                float p = jj <= i && jj < T ? exp2f(s.sw[row * SLD + t] * sl2 - Li) : 0.0f;
-                gv[e] = p * (s.dw[row * SLD + t] - Di) * scale;
+            for (int e = 0; e < 4; e++) {
+                int i = i0 + r0 + g + 8 * (e >> 1), key = j0 + 8 * n + 2 * q4 + (e & 1);
+                float p = key <= i && key < T ? exp2f(s[n][e] * sl2 - Li[e >> 1]) : 0.0f;
+                dp[n][e] = p * (dp[n][e] - Di[e >> 1]) * scale;
             }
-            *reinterpret_cast<__nv_bfloat162 *>(s.pa + row * PLD + hf * 32 + u) =
-                __floats2bfloat162_rn(gv[0], gv[1]);
-        }
-        __syncwarp();
-        tc_pb<HS>(dq, s.pa, ks);
+        uint32_t da[4][4];
+        tc_acc_to_a(da, dp);
+        tc_pb<HS>(dq, da, ks, 0, ntop >> 1);
     }
-    tc_store_rows<HS>(dqkv + (size_t)b * T * C3 + hoff, C3, i0 + w * 16, T, dq, s.sw);
+    const float one[2] = { 1.0f, 1.0f };
+    tc_store<HS>(dqkv + (size_t)b * T * C3 + hoff, C3, i0 + r0, T, dq, one);
 #endif
 }

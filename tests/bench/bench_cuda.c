@@ -387,6 +387,21 @@ static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok,
     }
 }
 
+/* RUMOR_BENCH_CUDA_ONLY=PART,... runs those parts alone (gpt124m, separate,
+ * attention, big, eltwise, gemm, pipe, torch; torch needs gpt124m): a
+ * short call on a lent GPU after one kernel changed */
+static int part(const char *name)
+{
+    const char *only = getenv("RUMOR_BENCH_CUDA_ONLY");
+    if (!only || !*only)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = only; (p = strstr(p, name)); p += n)
+        if ((p == only || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return 1;
+    return 0;
+}
+
 int main(void)
 {
     if (rumor_device_count(RUMOR_DEV_CUDA) == 0) {
@@ -406,15 +421,15 @@ int main(void)
     char spec[128];
     snprintf(spec, sizeof spec, "gpt:layers=%d,dim=%d,heads=%d,ctx=%d,vocab=%d", z->L, z->C,
              z->NH, z->T, z->V);
-    double flops_tok = 0, tps = bench_gpt(d, z, spec, "gpt124m", peak, &B, &flops_tok);
-    if (tps <= 0)
+    double flops_tok = 0, tps = 0;
+    if (part("gpt124m") && (tps = bench_gpt(d, z, spec, "gpt124m", peak, &B, &flops_tok)) <= 0)
         rc = 1;
     /* the same steps with the MLP's GEMM, bias and GELU as separate ops
      * (RUMOR_CUDA_NO_LT=1 on a device opened now): what the cuBLASLt
      * epilogues give */
     rumor_device_t *sep = NULL;
     setenv("RUMOR_CUDA_NO_LT", "1", 1);
-    if (tps > 0 && rumor_device_open("cuda:0", &sep) == 0 &&
+    if (tps > 0 && part("separate") && rumor_device_open("cuda:0", &sep) == 0 &&
         rumor_device_set_precision(sep, prec) == 0) {
         int bs;
         double fs, tsep = bench_gpt(sep, z, spec, "gpt124m_separate", peak, &bs, &fs);
@@ -423,11 +438,12 @@ int main(void)
     }
     rumor_device_close(&sep);
     unsetenv("RUMOR_CUDA_NO_LT");
-    bc_attention(d, z);
+    if (part("attention"))
+        bc_attention(d, z);
     /* GPT-2's larger sizes on one GPU (not emulated: minutes on a CPU) */
     static const char *const big[][2] = { { "gpt2-medium", "gpt350m" },
                                           { "gpt2-large", "gpt774m" } };
-    for (int i = 0; !z->emu && i < 2; i++) {
+    for (int i = 0; !z->emu && part("big") && i < 2; i++) {
         int bb;
         double ft;
         if (bench_gpt(d, z, big[i][0], big[i][1], peak, &bb, &ft) <= 0)
@@ -435,13 +451,16 @@ int main(void)
     }
     if (rumor_device_set_precision(d, RUMOR_PREC_FP32) < 0)
         bc_die("precision");
-    bc_eltwise(d, z);
-    bc_gemm_vs_cublas(d, z, (B ? B : 8) * z->T);
+    if (part("eltwise"))
+        bc_eltwise(d, z);
+    if (part("gemm"))
+        bc_gemm_vs_cublas(d, z, (B ? B : 8) * z->T);
     rumor_device_close(&d);
-    if (bench_pipe(z, prec) < 0)
+    if (part("pipe") && bench_pipe(z, prec) < 0)
         rc = 1;
     /* last: the GPU's memory is all PyTorch's now, and a slow compile costs
      * no other figure */
-    report_torch(z, B, tps, flops_tok, peak);
+    if (tps > 0 && part("torch"))
+        report_torch(z, B, tps, flops_tok, peak);
     return rc;
 }

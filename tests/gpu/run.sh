@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/gpu/run.sh [check|bench|cores|all]: what only a machine with an NVIDIA GPU
+# tests/gpu/run.sh [check|bench|cores|quick|focus|kernels|swarm|all]: what only a machine with an NVIDIA GPU
 # can tell, in one run, from what tests/gpu/pack.sh packed into .gpu/:
 #   check  rumor-train devices; every op on the GPU against the CPU
 #          (test_backend_ops, test_ops, test_ops_tf); GPT steps, bf16,
@@ -20,6 +20,9 @@
 #          peer, then test_ops_tf and test_backend_ops while time is left
 #   quick  the GPU's op and step tests and the swarm with a GPU peer (a
 #          short call to recheck a change)
+#   focus  the GPU's op and step tests, then bench_cuda's parts named in
+#          RUMOR_BENCH_CUDA_ONLY (e.g. gpt124m,attention) and the op profile:
+#          a short call to measure one kernel's change
 #   kernels the GPU's op and step tests, bench_cuda, the op profile,
 #          test_backend_ops under compute-sanitizer and rumor's GPT against
 #          PyTorch (a call after the kernels changed)
@@ -152,10 +155,11 @@ case $what in
     step test_ops_tf 60 "$B/tests/test_ops_tf"
     step test_backend_ops 90 "$B/tests/test_backend_ops" ;;
   quick) check_first; step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh" ;;
+  focus) check_first; bench_gpu ;;
   kernels) check_first; bench_gpu; step memcheck 120 sanitize
     step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh" ;;
   all) check_first; bench_gpu; check_rest; bench_cores; step demo 200 demo ;;
-  *) note "run: '$what': expected check, bench, cores, quick, kernels, swarm or all"; exit 2 ;;
+  *) note "run: '$what': expected check, bench, cores, quick, focus, kernels, swarm or all"; exit 2 ;;
 esac
 note ""
 note "== summary"
