@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codec.h"
@@ -122,6 +123,12 @@ static const char usage_head[] =
     "                         momentum in [0, 1), default 0.9) or sgd[:lr=X] (lr 1:\n"
     "                         the mix itself); its state is not checkpointed: a\n"
     "                         resumed peer starts it anew (default: none)\n"
+    "  --outer-rounds R       with --outer: an outer step mixes over R rounds of\n"
+    "                         gossip, the H local steps before the first; period:\n"
+    "                         the topology's period, over which onepeer-exp (a power\n"
+    "                         of 2 peers) and base:K average exactly, as an\n"
+    "                         all-reduce would, in log2(n) rounds of one neighbour\n"
+    "                         each (default: 1)\n"
     "  --compress CODEC       compressed gossip, CHOCO-SGD with error feedback: none,\n"
     "                         int8, int4, int2, topk:F[:bits=B[:chunk=C]] or randk:F\n"
     "                         (F in (0, 1], the share of elements sent; with bits,\n"
@@ -264,6 +271,7 @@ static const rumor_opt_t option_table[] = {
     { "insecure", 0, RUMOR_OPT_FLAG, offsetof(struct options, insecure), 0, 0, NULL, 1 },
     { "local-steps", 0, RUMOR_OPT_INT, offsetof(struct options, local_steps), 1, 10000, NULL, 0 },
     { "outer", 0, RUMOR_OPT_STR, offsetof(struct options, outer), 0, 0, NULL, 0 },
+    { "outer-rounds", 0, RUMOR_OPT_STR, offsetof(struct options, outer_rounds), 0, 0, NULL, 0 },
     { "compress", 0, RUMOR_OPT_STR, offsetof(struct options, compress), 0, 0, NULL, 0 },
     { "consensus-step", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, consensus_step), 1e-6, 1, NULL, 0 },
     { "keyframe-every", 0, RUMOR_OPT_INT, offsetof(struct options, keyframe_every), 1, 100000, NULL, 0 },
@@ -431,6 +439,18 @@ int peer_opts_config(const struct options *o, rumor_peer_config_t *c)
     c->rounds = o->rounds;
     c->local_steps = o->local_steps;
     c->outer = o->outer;
+    if (o->outer_rounds && !strcmp(o->outer_rounds, "period")) {
+        c->outer_rounds = 0;
+    } else if (o->outer_rounds) {
+        char *end;
+        long v = strtol(o->outer_rounds, &end, 10);
+        if (end == o->outer_rounds || *end || v < 1 || v > 4096) {
+            fprintf(stderr, "rumor-peer: --outer-rounds '%s': expected a number of rounds, 1 to "
+                            "4096, or period\n", o->outer_rounds);
+            return 2;
+        }
+        c->outer_rounds = (int)v;
+    }
     c->balance = !strcmp(o->balance, "batch");
     c->balance_max = o->balance_max;
     c->send_ahead = !strcmp(o->send_ahead, "yes");

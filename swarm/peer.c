@@ -34,6 +34,7 @@ void rumor_peer_config_default(rumor_peer_config_t *c)
     rumor_trainer_config_default(&c->trainer);
     c->mode = RUMOR_PEER_DPSGD;
     c->local_steps = 1;
+    c->outer_rounds = 1;
     c->balance_max = 4;
     c->send_ahead = 1;
     c->throttle = 1;
@@ -85,6 +86,12 @@ int rumor_peer_config_check(const rumor_peer_config_t *c)
     if (c->balance && c->mode != RUMOR_PEER_DPSGD)
         return rumor_err_set(RUMOR_EINVAL, "--balance batch fills the time a peer waits for its "
                                            "neighbours: it needs --mode dpsgd (not %s)", mode);
+    if (c->outer_rounds < 0 || c->outer_rounds > 4096)
+        return rumor_err_set(RUMOR_EINVAL, "--outer-rounds %d: expected 1 to 4096, or period",
+                             c->outer_rounds);
+    if (c->outer_rounds != 1 && !c->outer)
+        return rumor_err_set(RUMOR_EINVAL, "--outer-rounds sets how many gossip rounds an outer "
+                                           "step mixes over: it needs --outer");
     if (c->outer && c->local_steps < 2)
         return rumor_err_set(RUMOR_EINVAL, "--outer steps each round's start by what H local "
                                            "steps and the mix propose (DiLoCo): it needs "
@@ -124,6 +131,36 @@ static int resume(rumor_peer_t *p)
         /* stderr, even when quiet: which file a run continues matters */
         fprintf(stderr, "%s: resumed from %s at round %ld\n", p->who, path, round);
     }
+    return 0;
+}
+
+/* --outer-rounds: R rounds an outer step; `period` is the topology's, which
+ * must vary (a static graph's one round is the default) */
+static int outer_rounds(rumor_peer_t *p, const rumor_peer_config_t *c)
+{
+    p->R = 1;
+    if (!c->outer || c->outer_rounds == 1)
+        return 0;
+    if (c->outer_rounds > 1) {
+        p->R = c->outer_rounds;
+        return 0;
+    }
+    if (p->is_open)
+        return rumor_err_set(RUMOR_EINVAL, "--outer-rounds period: an open swarm's graph and "
+                                           "its period change with its members; give a number "
+                                           "of rounds");
+    rumor_topo_t *t = (rumor_topo_t *)c->mixer.topo;
+    if (!t && rumor_topo_parse(p->spec, &t) < 0)
+        return rumor_err_prefix(rumor_err_code(), "--topology");
+    p->R = t->period;
+    if (t != c->mixer.topo)
+        rumor_topo_destroy(&t);
+    if (p->R < 2)
+        return rumor_err_set(RUMOR_EINVAL, "--outer-rounds period: %s is static (its period is "
+                                           "one round); exact averaging needs a schedule of "
+                                           "graphs such as onepeer-exp (a power of 2 peers) or "
+                                           "base:K",
+                             p->spec);
     return 0;
 }
 
@@ -172,9 +209,11 @@ static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
      * for good takes no data with it */
     if (p->is_open)
         tc.data_stream = c->open->id;
-    /* --local-steps H: a round is H optimizer steps; the schedule and the
-     * data count steps, the swarm counts rounds */
-    tc.steps = c->rounds * p->H;
+    /* --local-steps H: a round is H optimizer steps (with --outer-rounds R,
+     * R rounds are); the schedule and the data count steps, the swarm counts
+     * rounds */
+    RUMOR_CHECK(outer_rounds(p, c));
+    tc.steps = (c->rounds + p->R - 1) / p->R * p->H;
     tc.eval_batches = rumor_source_spec_kind(tc.data, NULL) == RUMOR_BATCH_TOKENS ? 16 : 0;
     double t_load = rumor_now();
     RUMOR_CHECK(rumor_trainer_create(&tc, &p->tr));
@@ -182,6 +221,7 @@ static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
     p->per_epoch = rumor_trainer_steps_per_epoch(p->tr) / p->H;
     if (p->per_epoch < 1)
         p->per_epoch = 1;
+    p->per_epoch *= p->R;
     p->total_rounds = rumor_trainer_total_steps(p->tr);
     if (p->H > 1) /* whole rounds: --rounds, or each epoch's */
         p->total_rounds = c->rounds ? c->rounds : p->per_epoch * tc.epochs;

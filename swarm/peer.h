@@ -88,6 +88,9 @@ typedef struct rumor_peer_config {
     long rounds;            /* 0: trainer.epochs passes over the shard */
     int local_steps;        /* H >= 1: optimizer steps a round */
     const char *outer;      /* with H >= 2: "nesterov[:...]" or "sgd[:lr=X]"; NULL: none */
+    int outer_rounds;       /* with outer: the gossip rounds an outer step mixes over
+                             * (1, the default); 0: the topology's period, which on
+                             * onepeer-exp (2^m peers) and base:K averages exactly */
     int balance;            /* batches a round fill the wait (balance.h) */
     int balance_max;
     int send_ahead;         /* step the mix cell by cell and send on at once */

@@ -37,6 +37,9 @@ struct rumor_peer {
     FILE *out;
     int N, rank, is_open, dpsgd, async, ahead, coded_allreduce;
     long H, per_epoch, total_rounds, first_round;
+    long R;                   /* rounds an outer step mixes over (--outer-rounds): the
+                               * H local steps run before rounds k = 0 mod R, the
+                               * outer step after rounds k = R - 1 mod R */
     size_t nparams;
     double t_loaded;
     rumor_peer_stats_t stats;

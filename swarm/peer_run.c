@@ -11,9 +11,12 @@
 
 /* --local-steps: the round's first H - 1 steps on the peer's own
  * parameters, without gossip (with an outer optimizer all H: the gossip
- * then carries the round's result). */
+ * then carries the round's result; with --outer-rounds R, before the first
+ * of each R rounds, the others only mix). */
 static int local_steps(rumor_peer_t *p, float *loss)
 {
+    if (p->k % p->R)
+        return 0;
     for (long h = p->strategy->all_steps_before ? 0 : 1; h < p->H && !p->stop; h++) {
         long t = rumor_trainer_optim_steps(p->tr), ex;
         double c0 = rumor_now();
@@ -75,7 +78,7 @@ static int catch_up(rumor_peer_t *p, long *next)
                 rumor_outer_reset(p->outer, p->params);
             *next = nk;
             if (p->joining) { /* a newcomer's first fetch, as at the start */
-                rumor_trainer_set_optim_steps(p->tr, nk * p->H);
+                rumor_trainer_set_optim_steps(p->tr, nk / p->R * p->H);
                 p->joining = 0;
                 if (!p->cfg.quiet)
                     fprintf(p->out, "%s: joined at round %ld\n", p->who, nk);

@@ -50,7 +50,11 @@ static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, s
         snprintf(v, sizeof v, "nesterov:lr=%g,momentum=%g", oc.lr, oc.momentum);
     else
         snprintf(v, sizeof v, "sgd:lr=%g", oc.lr);
-    return rumor_terms_add(buf, cap, "outer", v);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "outer", v));
+    if (!c->outer)
+        return 0;
+    snprintf(v, sizeof v, "%ld", p->R);
+    return rumor_terms_add(buf, cap, "outer-rounds", v);
 }
 
 /* The mixer's configuration: the caller's, with what the model and the
@@ -132,7 +136,10 @@ static void describe(rumor_peer_t *p, const rumor_mixer_config_t *mc)
                 p->is_open ? "its own stream over a training set" : "shard",
                 rumor_source_train_size(rumor_trainer_source(p->tr)), p->t_loaded, p->per_epoch,
                 c->trainer.batch, span);
-    if (p->H > 1)
+    if (p->H > 1 && p->R > 1)
+        fprintf(out, "%s: local SGD: %ld optimizer steps, then %ld rounds of gossip "
+                     "(--local-steps, --outer-rounds)\n", who, p->H, p->R);
+    else if (p->H > 1)
         fprintf(out, "%s: local SGD: %ld optimizer steps a round, the parameters gossiped "
                      "once (--local-steps)\n", who, p->H);
     rumor_outer_config_t oc;
@@ -187,7 +194,7 @@ static int fetch_at_start(rumor_peer_t *p)
     /* a newcomer takes up the swarm's learning-rate schedule (and draws on
      * in its own stream from there) */
     if (p->newcomer)
-        rumor_trainer_set_optim_steps(p->tr, p->k * p->H);
+        rumor_trainer_set_optim_steps(p->tr, p->k / p->R * p->H);
     p->joining = 0;
     if (!p->cfg.quiet)
         fprintf(p->out, "%s: joined at round %ld\n", p->who, p->k);

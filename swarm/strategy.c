@@ -89,13 +89,16 @@ static int balance_round(rumor_peer_t *p, rumor_round_t *r)
 
 /* --outer: the round's H local steps ran before it; the mix becomes the
  * outer step's target, and the outer step is the new anchor (DiLoCo on a
- * graph). */
+ * graph). With --outer-rounds R the mix of R rounds is: the R - 1 before
+ * the last only mix (on onepeer-exp or base:K, R = the period, the R
+ * rounds average exactly). */
 static int outer_round(rumor_peer_t *p, rumor_round_t *r)
 {
     RUMOR_CHECK(begin(p, r));
     float *mixed;
     RUMOR_CHECK(end(p, r, &mixed));
-    rumor_outer_step(p->outer, mixed);
+    if ((r->k + 1) % p->R == 0)
+        rumor_outer_step(p->outer, mixed);
     r->examples = 0; /* counted by the local steps */
     return rumor_trainer_bind(p->tr, mixed);
 }

@@ -10,6 +10,9 @@
  *   local SGD: H - 1 local steps, then the D-PSGD round;
  *   an outer SGD optimizer (DiLoCo on a graph): H local steps from the
  *     anchor a, then a <- a + lr_out * (sum_j W_ij y_j - a);
+ *   the same over --outer-rounds period on base:3:1 (three rounds of one
+ *     neighbour at most): a <- a + lr_out * (mean_j y_j - a), the exact
+ *     average, which the reference takes directly (not from the graphs);
  *   the all-reduce baseline: x_i(k+1) = x_i(k) - lr * step(mean_j g_j).
  * Asynchronous D-PSGD and balanced batches depend on timing: they must
  * run their rounds and mix. Each run must pick the strategy the rules of
@@ -37,7 +40,12 @@ typedef struct {
     const char *outer;
     double outer_lr;   /* the reference's outer step (0: none) */
     const char *strategy; /* the round strategy the peers must pick */
+    const char *topo_spec; /* NULL: complete:3 */
+    int exact;         /* --outer-rounds period: the reference mixes by the mean */
+    int rounds;        /* 0: ROUNDS */
 } scenario_t;
+
+static int scenario_rounds(const scenario_t *s) { return s->rounds ? s->rounds : ROUNDS; }
 
 typedef struct {
     int rank;
@@ -78,11 +86,12 @@ static void peer_config(rumor_peer_config_t *c, const scenario_t *s, int rank)
     rumor_peer_config_default(c);
     trainer_config(&c->trainer, rank);
     c->mode = s->mode;
-    c->rounds = timed_rounds > 0 ? timed_rounds : ROUNDS;
+    c->rounds = timed_rounds > 0 ? timed_rounds : scenario_rounds(s);
     c->local_steps = s->local_steps;
     c->send_ahead = s->send_ahead;
     c->balance = s->balance;
     c->outer = s->outer;
+    c->outer_rounds = s->exact ? 0 : 1;
     c->rank = rank;
     c->npeers = NP;
     c->quiet = 1;
@@ -163,7 +172,7 @@ static void ref_open(ref_t *r, const scenario_t *s)
         trainer_config(&tc, i);
         tc.lockstep = 1;
         tc.host_params = 1;
-        tc.steps = (long)ROUNDS * s->local_steps;
+        tc.steps = (long)scenario_rounds(s) / (s->exact ? topo->period : 1) * s->local_steps;
         CHECK_OK(rumor_trainer_create(&tc, &r->tr[i]));
         r->n = rumor_trainer_model(r->tr[i])->nparams;
         r->x[i] = malloc(r->n * sizeof(float));
@@ -223,6 +232,29 @@ static void ref_run(ref_t *r, const scenario_t *s)
     float *mix[NP];
     for (int i = 0; i < NP; i++)
         mix[i] = malloc(r->n * sizeof(float));
+    if (s->exact) { /* rounds / period outer steps over the exact average */
+        for (int k = 0; k < scenario_rounds(s) / topo->period; k++) {
+            for (int i = 0; i < NP; i++)
+                for (int h = 0; h < s->local_steps; h++)
+                    ref_local_step(r, i);
+            for (size_t e = 0; e < r->n; e++) {
+                double m = 0;
+                for (int i = 0; i < NP; i++)
+                    m += r->x[i][e];
+                for (int i = 0; i < NP; i++)
+                    mix[i][e] = (float)(m / NP);
+            }
+            for (int i = 0; i < NP; i++) {
+                for (size_t e = 0; e < r->n; e++)
+                    r->x[i][e] = r->a[i][e] =
+                        r->a[i][e] + (float)s->outer_lr * (mix[i][e] - r->a[i][e]);
+                CHECK_OK(rumor_trainer_bind(r->tr[i], r->x[i]));
+            }
+        }
+        for (int i = 0; i < NP; i++)
+            free(mix[i]);
+        return;
+    }
     for (int k = 0; k < ROUNDS; k++) {
         if (s->mode == RUMOR_PEER_ALLREDUCE) {
             for (int i = 0; i < NP; i++)
@@ -298,7 +330,8 @@ static void compare(const scenario_t *s, slot_t *slot)
         CHECKF(moved > 1e-3, "%s: the reference moved (%g)", s->name, moved);
         CHECKF(diff <= 1e-4 * (1 + scale), "%s: peer %d is %g from the reference", s->name, i,
                diff);
-        CHECKF(slot[i].res.rounds_run == ROUNDS && slot[i].res.rounds == ROUNDS,
+        CHECKF(slot[i].res.rounds_run == scenario_rounds(s) &&
+                   slot[i].res.rounds == scenario_rounds(s),
                "%s: peer %d ran %ld of %ld rounds", s->name, i, slot[i].res.rounds_run,
                slot[i].res.rounds);
     }
@@ -318,12 +351,35 @@ static void test_against_reference(const scenario_t *s)
 {
     slot_t slot[NP];
     memset(slot, 0, sizeof slot);
+    rumor_topo_t *keep = topo;
+    if (s->topo_spec)
+        CHECK_OK(rumor_topo_parse(s->topo_spec, &topo));
     run_swarm(s, slot);
+    /* every round with someone to mix with (base:3:1 leaves a peer alone
+     * in some) */
     if (s->mode != RUMOR_PEER_ALLREDUCE)
-        for (int i = 0; i < NP; i++)
-            CHECKF(slot[i].res.counters.rounds_mixed == ROUNDS, "%s: peer %d mixed %llu rounds",
-                   s->name, i, (unsigned long long)slot[i].res.counters.rounds_mixed);
+        for (int i = 0; i < NP; i++) {
+            uint64_t want = 0;
+            for (int k = 0; k < scenario_rounds(s); k++)
+                want += rumor_topo_neighbors(topo, i, k, NULL, NULL, 0) > 0;
+            CHECKF(slot[i].res.counters.rounds_mixed == want,
+                   "%s: peer %d mixed %llu rounds, not %llu", s->name, i,
+                   (unsigned long long)slot[i].res.counters.rounds_mixed,
+                   (unsigned long long)want);
+        }
     compare(s, slot);
+    if (s->exact) /* exact averaging: the peers end equal, to rounding */
+        for (int i = 1; i < NP; i++) {
+            double d = 0;
+            for (size_t e = 0; e < slot[0].n && slot[i].params && slot[0].params; e++)
+                d = fmax(d, fabs((double)slot[i].params[e] - slot[0].params[e]));
+            CHECKF(d <= 1e-6, "%s: peers 0 and %d are %g apart after exact averaging", s->name,
+                   i, d);
+        }
+    if (s->topo_spec) {
+        rumor_topo_destroy(&topo);
+        topo = keep;
+    }
     free_slots(slot);
 }
 
@@ -376,6 +432,25 @@ static void test_config_check(void)
     rumor_peer_config_default(&c);
     c.mixer.min_round_timeout = 20;
     CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "--min-round-timeout");
+    rumor_peer_config_default(&c);
+    c.outer_rounds = 0;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "--outer-rounds");
+    c.outer = "sgd";
+    c.local_steps = 2;
+    CHECK_OK(rumor_peer_config_check(&c));
+    c.outer_rounds = 5000;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "1 to 4096");
+}
+
+/* --outer-rounds period on a static graph: refused at creation, by name */
+static void test_period_static(void)
+{
+    scenario_t s = { "period", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd", 1, "outer", NULL, 1, 0 };
+    rumor_peer_config_t c;
+    peer_config(&c, &s, 0);
+    rumor_peer_t *p = NULL;
+    CHECK_ERR(rumor_peer_create(&c, &p), RUMOR_EINVAL, "is static");
+    CHECK(p == NULL);
 }
 
 /* A peer stopped after its first rounds leaves at once, with a
@@ -386,7 +461,7 @@ static void test_stop(void)
     char dir[600];
     snprintf(dir, sizeof dir, "%s/ckpt", tu_tmpdir());
     CHECK(mkdir(dir, 0755) == 0);
-    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip" };
+    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip", NULL, 0, 0 };
     slot_t slot[NP];
     memset(slot, 0, sizeof slot);
     pthread_t th[NP];
@@ -447,18 +522,21 @@ int main(void)
         ep[i] = eps[i];
     }
     const scenario_t ref[] = {
-        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip" },
-        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0, "stepped" },
+        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip", NULL, 0, 0 },
+        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0, "stepped", NULL, 0, 0 },
         /* send-ahead is for one local step: x(k+1) is known only after H */
-        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0, "gossip" },
-        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5, "outer" },
-        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0, "allreduce" },
+        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0, "gossip", NULL, 0, 0 },
+        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5, "outer", NULL, 0, 0 },
+        { "outer over base:3:1's period", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.7", 0.7,
+          "outer", "base:3:1", 1, 6 },
+        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0, "allreduce", NULL, 0, 0 },
     };
+    test_period_static();
     for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
         test_against_reference(&ref[i]);
     const scenario_t timed[] = {
-        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0, "gossip" },
-        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0, "balance" },
+        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0, "gossip", NULL, 0, 0 },
+        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0, "balance", NULL, 0, 0 },
     };
     for (size_t i = 0; i < sizeof timed / sizeof *timed; i++)
         test_runs(&timed[i]);
