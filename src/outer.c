@@ -37,9 +37,16 @@ int rumor_outer_parse(const char *spec, rumor_outer_config_t *out)
         c.kind = RUMOR_OUTER_SGD;
         c.lr = 1.0f;
         c.momentum = 0.0f;
+    } else if (nl == 5 && !strncmp(spec, "optim", 5)) {
+        if (colon)
+            return rumor_err_set(RUMOR_EINVAL, "--outer '%s': optim takes no keys (its rate and "
+                                 "state are --optimizer's, --lr's and --lr-schedule's)", spec);
+        c.kind = RUMOR_OUTER_OPTIM;
+        c.lr = 1.0f;
+        c.momentum = 0.0f;
     } else if (!(nl == 8 && !strncmp(spec, "nesterov", 8))) {
-        return rumor_err_set(RUMOR_EINVAL, "--outer '%s': expected sgd[:lr=X] or "
-                             "nesterov[:lr=X,momentum=Y]", spec);
+        return rumor_err_set(RUMOR_EINVAL, "--outer '%s': expected sgd[:lr=X], "
+                             "nesterov[:lr=X,momentum=Y] or optim", spec);
     }
     for (const char *p = colon ? colon + 1 : NULL; p && *p;) {
         const char *comma = strchr(p, ',');
@@ -107,6 +114,8 @@ void rumor_outer_step(rumor_outer_t *o, float *x)
 {
     const float lr = o->cfg.lr, mu = o->cfg.momentum;
     float *a = o->anchor, *v = o->v;
+    if (o->cfg.kind == RUMOR_OUTER_OPTIM)
+        return; /* the peer steps with its optimizer */
     if (o->cfg.kind == RUMOR_OUTER_SGD) {
         for (size_t i = 0; i < o->n; i++) {
             float d = a[i] - x[i];

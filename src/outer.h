@@ -8,7 +8,17 @@
  *   nesterov: v' = mu v + d,  x0' = x0 - lr (d + mu v')
  *
  * DiLoCo's choice for hundreds of local steps is nesterov with lr 0.7 and
- * momentum 0.9. The state (the anchor and v) lives in host memory. */
+ * momentum 0.9. The state (the anchor and v) lives in host memory.
+ *
+ *   optim:    the peer's own optimizer (--optimizer, its rate schedule,
+ *             its state) steps the anchor once per outer step, on the
+ *             gradient the mix implies, d / eta, where each peer took one
+ *             plain SGD step of size eta from the anchor: with exact
+ *             averaging (--outer-rounds period), d / eta is the mean of the
+ *             peers' gradients, and the swarm trains as one process with N
+ *             times the batch (its second moment estimated on that batch,
+ *             not on each peer's). The peer runs that step (swarm/strategy.c);
+ *             rumor_outer_step does not. */
 #ifndef RUMOR_OUTER_H
 #define RUMOR_OUTER_H
 #include <stddef.h>
@@ -16,7 +26,7 @@
 extern "C" {
 #endif
 
-typedef enum { RUMOR_OUTER_SGD = 0, RUMOR_OUTER_NESTEROV } rumor_outer_kind;
+typedef enum { RUMOR_OUTER_SGD = 0, RUMOR_OUTER_NESTEROV, RUMOR_OUTER_OPTIM } rumor_outer_kind;
 
 typedef struct rumor_outer_config {
     rumor_outer_kind kind;
@@ -24,8 +34,9 @@ typedef struct rumor_outer_config {
     float momentum; /* [0, 1), nesterov */
 } rumor_outer_config_t;
 
-/* Parses "sgd[:lr=X]" or "nesterov[:lr=X][,momentum=Y]" (defaults: lr 0.7,
- * momentum 0.9; sgd: lr 1). Errors name the bad part. */
+/* Parses "sgd[:lr=X]", "nesterov[:lr=X][,momentum=Y]" (defaults: lr 0.7,
+ * momentum 0.9; sgd: lr 1) or "optim" (no keys: the peer's optimizer has
+ * its own). Errors name the bad part. */
 int rumor_outer_parse(const char *spec, rumor_outer_config_t *out);
 
 typedef struct rumor_outer {

@@ -92,7 +92,11 @@ int rumor_peer_config_check(const rumor_peer_config_t *c)
     if (c->outer_rounds != 1 && !c->outer)
         return rumor_err_set(RUMOR_EINVAL, "--outer-rounds sets how many gossip rounds an outer "
                                            "step mixes over: it needs --outer");
-    if (c->outer && c->local_steps < 2)
+    if (c->outer && oc.kind == RUMOR_OUTER_OPTIM && c->local_steps != 1)
+        return rumor_err_set(RUMOR_EINVAL, "--outer optim steps the peer's optimizer on the mean "
+                                           "of one gradient a peer: it needs --local-steps 1 "
+                                           "(not %d)", c->local_steps);
+    if (c->outer && oc.kind != RUMOR_OUTER_OPTIM && c->local_steps < 2 && c->outer_rounds == 1)
         return rumor_err_set(RUMOR_EINVAL, "--outer steps each round's start by what H local "
                                            "steps and the mix propose (DiLoCo): it needs "
                                            "--local-steps H with H >= 2");
@@ -223,7 +227,7 @@ static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
         p->per_epoch = 1;
     p->per_epoch *= p->R;
     p->total_rounds = rumor_trainer_total_steps(p->tr);
-    if (p->H > 1) /* whole rounds: --rounds, or each epoch's */
+    if (p->H > 1 || p->R > 1) /* whole rounds: --rounds, or each epoch's */
         p->total_rounds = c->rounds ? c->rounds : p->per_epoch * tc.epochs;
     p->nparams = rumor_trainer_model(p->tr)->nparams;
     p->res.lm = rumor_trainer_is_lm(p->tr);

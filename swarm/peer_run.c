@@ -15,8 +15,10 @@
  * of each R rounds, the others only mix). */
 static int local_steps(rumor_peer_t *p, float *loss)
 {
-    if (p->k % p->R)
+    if (p->k % p->R) { /* a round that only mixes: the loss of the outer step's steps */
+        *loss = p->last_loss;
         return 0;
+    }
     for (long h = p->strategy->all_steps_before ? 0 : 1; h < p->H && !p->stop; h++) {
         long t = rumor_trainer_optim_steps(p->tr), ex;
         double c0 = rumor_now();
@@ -26,6 +28,7 @@ static int local_steps(rumor_peer_t *p, float *loss)
         if (rumor_trainer_update(p->tr, NULL) < 0)
             return rumor_err_prefix(rumor_err_code(), "optimizer step");
         p->examples += ex;
+        p->last_loss = *loss;
     }
     return 0;
 }

@@ -48,6 +48,8 @@ static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, s
         return RUMOR_EINVAL;
     else if (oc.kind == RUMOR_OUTER_NESTEROV)
         snprintf(v, sizeof v, "nesterov:lr=%g,momentum=%g", oc.lr, oc.momentum);
+    else if (oc.kind == RUMOR_OUTER_OPTIM)
+        snprintf(v, sizeof v, "optim");
     else
         snprintf(v, sizeof v, "sgd:lr=%g", oc.lr);
     RUMOR_CHECK(rumor_terms_add(buf, cap, "outer", v));
@@ -147,6 +149,9 @@ static void describe(rumor_peer_t *p, const rumor_mixer_config_t *mc)
         if (oc.kind == RUMOR_OUTER_NESTEROV)
             fprintf(out, "%s: outer optimizer: Nesterov, lr %g, momentum %g, on each round's "
                          "change (DiLoCo; --outer)\n", who, oc.lr, oc.momentum);
+        else if (oc.kind == RUMOR_OUTER_OPTIM)
+            fprintf(out, "%s: outer optimizer: this peer's own, on the mean gradient the mix of "
+                         "%ld round(s) gives (--outer optim)\n", who, p->R);
         else
             fprintf(out, "%s: outer optimizer: SGD, lr %g, on each round's change (DiLoCo; "
                          "--outer)\n", who, oc.lr);
@@ -218,7 +223,11 @@ int rumor_peer_join(rumor_peer_t *p)
                mc.codec.kind == RUMOR_CODEC_NONE && !p->is_open && !mc.membership;
     if (p->ahead)
         rumor_trainer_set_step_ranges(p->tr, mc.chunk_elems, rumor_mixer_round_stepped);
+    rumor_outer_config_t ocfg0;
+    int optim_outer = c->outer && rumor_outer_parse(c->outer, &ocfg0) == 0 &&
+                      ocfg0.kind == RUMOR_OUTER_OPTIM;
     rumor_strategy_choice_t sc = { .allreduce = !p->dpsgd, .outer = c->outer != NULL,
+                                   .outer_optim = optim_outer,
                                    .balance = c->balance, .pipe = rumor_trainer_pipelined(p->tr),
                                    .ahead = p->ahead, .throttle = c->throttle };
     p->strategy = rumor_peer_strategy_pick(&sc);

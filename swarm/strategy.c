@@ -3,6 +3,9 @@
  * x(k+1) = sum_j W_ij x_j(k) - lr * step(grad). */
 #include "strategy.h"
 
+#include <math.h>
+#include <string.h>
+
 #include "log.h"
 #include "peer_int.h"
 
@@ -103,6 +106,53 @@ static int outer_round(rumor_peer_t *p, rumor_round_t *r)
     return rumor_trainer_bind(p->tr, mixed);
 }
 
+/* --outer optim: the first of the R rounds sends x0 - eta g, one plain SGD
+ * step of size eta = 1 from the anchor x0 on this peer's gradient; after
+ * the last, d = x0 - mix is eta times the mean gradient (exactly, when the
+ * R rounds average exactly), and this peer's optimizer steps the anchor on
+ * d / eta as one process would on its gradient: its second moment sees the
+ * swarm's batch, not this peer's. eta is 1, not the scheduled rate: d is a
+ * difference of parameters, and fp32 keeps ulp(x0) / eta of it, which at
+ * a rate of 1e-4 would swamp the small gradients AdamW normalizes. */
+static int outer_optim_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    float *a = p->outer->anchor;
+    size_t n = p->nparams;
+    if (r->k % p->R == 0) {
+        r->t_compute = rumor_now();
+        RUMOR_CHECK(rumor_trainer_grads(p->tr, &r->batch, r->t, &r->loss));
+        r->examples = r->batch.n;
+        p->last_loss = r->loss;
+        const float *g = rumor_trainer_flat_grads(p->tr);
+        if (!g)
+            return rumor_err_set(RUMOR_EINVAL, "--outer optim: the model's gradients are not "
+                                               "flat (a pipeline keeps them by stage)");
+        p->outer_eta = 1.0f;
+        float *x = rumor_trainer_params(p->tr);
+        for (size_t i = 0; i < n; i++)
+            x[i] = a[i] - p->outer_eta * g[i];
+        RUMOR_CHECK(rumor_trainer_bind(p->tr, x));
+    } else {
+        r->loss = p->last_loss;
+    }
+    RUMOR_CHECK(begin(p, r));
+    float *mixed;
+    RUMOR_CHECK(end(p, r, &mixed));
+    if ((r->k + 1) % p->R) /* only mixing */
+        return rumor_trainer_bind(p->tr, mixed);
+    float *g = rumor_trainer_flat_grads(p->tr);
+    if (!g)
+        return rumor_err_set(RUMOR_EINVAL, "--outer optim: the model's gradients are not flat");
+    float inv = 1.0f / p->outer_eta;
+    for (size_t i = 0; i < n; i++)
+        g[i] = (a[i] - mixed[i]) * inv;
+    RUMOR_CHECK(rumor_trainer_bind(p->tr, a));
+    if (rumor_trainer_update(p->tr, NULL) < 0)
+        return rumor_err_prefix(rumor_err_code(), "optimizer step");
+    memcpy(mixed, a, n * sizeof *mixed);
+    return rumor_trainer_bind(p->tr, mixed);
+}
+
 /* --mode allreduce: the ring all-reduce of the gradients (C-PSGD), the
  * baseline. A missing peer stops the ring: that round steps on the local
  * gradient instead (C-PSGD has no better answer). */
@@ -129,12 +179,15 @@ const rumor_peer_strategy_t rumor_strategy_gossip = { "gossip", 0, gossip_round 
 const rumor_peer_strategy_t rumor_strategy_stepped = { "stepped", 0, stepped_round };
 const rumor_peer_strategy_t rumor_strategy_balance = { "balance", 0, balance_round };
 const rumor_peer_strategy_t rumor_strategy_outer = { "outer", 1, outer_round };
+const rumor_peer_strategy_t rumor_strategy_outer_optim = { "outer-optim", 0, outer_optim_round };
 const rumor_peer_strategy_t rumor_strategy_allreduce = { "allreduce", 0, allreduce_round };
 
 const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c)
 {
     if (c->allreduce)
         return &rumor_strategy_allreduce;
+    if (c->outer_optim)
+        return &rumor_strategy_outer_optim;
     if (c->outer)
         return &rumor_strategy_outer;
     if (c->balance)

@@ -45,6 +45,7 @@ typedef struct rumor_peer_strategy {
 typedef struct rumor_strategy_choice {
     int allreduce;  /* --mode allreduce */
     int outer;      /* an outer optimizer (--outer) */
+    int outer_optim;/* --outer optim: the peer's own optimizer is the outer one */
     int balance;    /* --balance batch */
     int pipe;       /* the model runs as a pipeline of stages */
     int ahead;      /* send-ahead is on (unpipelined, plain synchronous rounds) */
@@ -57,6 +58,7 @@ typedef struct rumor_strategy_choice {
 RUMOR_INTERNAL const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c);
 
 RUMOR_INTERNAL extern const rumor_peer_strategy_t rumor_strategy_gossip, rumor_strategy_stepped,
-    rumor_strategy_balance, rumor_strategy_outer, rumor_strategy_allreduce;
+    rumor_strategy_balance, rumor_strategy_outer, rumor_strategy_outer_optim,
+    rumor_strategy_allreduce;
 
 #endif

@@ -22,7 +22,12 @@ int main(void)
     CHECK(c.lr == 0.5f && c.momentum == 0.8f);
     CHECK_OK(rumor_outer_parse("sgd", &c));
     CHECK(c.kind == RUMOR_OUTER_SGD && c.lr == 1.0f);
-    CHECK_ERR(rumor_outer_parse("adam", &c), RUMOR_EINVAL, "expected sgd[:lr=X] or nesterov");
+    CHECK_ERR(rumor_outer_parse("adam", &c), RUMOR_EINVAL,
+              "expected sgd[:lr=X], nesterov[:lr=X,momentum=Y] or optim");
+    CHECK_OK(rumor_outer_parse("optim", &c));
+    CHECK(c.kind == RUMOR_OUTER_OPTIM);
+    CHECK_ERR(rumor_outer_parse("optim:lr=0.1", &c), RUMOR_EINVAL, "optim takes no keys");
+    CHECK_ERR(rumor_outer_parse("optimizer", &c), RUMOR_EINVAL, "expected sgd");
     CHECK_ERR(rumor_outer_parse("nesterov:lr=0", &c), RUMOR_EINVAL, "lr '0' is not in (0, 10]");
     CHECK_ERR(rumor_outer_parse("nesterov:momentum=1", &c), RUMOR_EINVAL, "momentum '1'");
     CHECK_ERR(rumor_outer_parse("nesterov:lr=abc", &c), RUMOR_EINVAL, "lr 'abc'");

@@ -41,7 +41,9 @@ typedef struct {
     double outer_lr;   /* the reference's outer step (0: none) */
     const char *strategy; /* the round strategy the peers must pick */
     const char *topo_spec; /* NULL: complete:3 */
-    int exact;         /* --outer-rounds period: the reference mixes by the mean */
+    int exact;         /* 1: --outer-rounds period, the reference mixes by the mean;
+                        * 2: and --outer optim, the reference is the all-reduce's
+                        * step on the mean gradient; 3: the same with AdamW */
     int rounds;        /* 0: ROUNDS */
 } scenario_t;
 
@@ -64,7 +66,7 @@ static const char *ep[NP];
 static rumor_topo_t *topo;
 static char data_spec[512];
 
-static void trainer_config(rumor_trainer_config_t *tc, int rank)
+static void trainer_config(rumor_trainer_config_t *tc, int rank, const scenario_t *s)
 {
     rumor_trainer_config_default(tc);
     tc->data = data_spec;
@@ -76,6 +78,10 @@ static void trainer_config(rumor_trainer_config_t *tc, int rank)
     tc->seed = 7;
     tc->train_limit = 3000;
     tc->optim.lr = 0.1;
+    if (s && s->exact == 3) {
+        tc->optim.kind = RUMOR_OPT_ADAMW;
+        tc->optim.lr = 0.01f;
+    }
     tc->eval_batches = 0;
 }
 
@@ -84,7 +90,7 @@ static long timed_rounds; /* > 0: the rounds of a timed scenario */
 static void peer_config(rumor_peer_config_t *c, const scenario_t *s, int rank)
 {
     rumor_peer_config_default(c);
-    trainer_config(&c->trainer, rank);
+    trainer_config(&c->trainer, rank, s);
     c->mode = s->mode;
     c->rounds = timed_rounds > 0 ? timed_rounds : scenario_rounds(s);
     c->local_steps = s->local_steps;
@@ -169,7 +175,7 @@ static void ref_open(ref_t *r, const scenario_t *s)
     memset(r, 0, sizeof *r);
     for (int i = 0; i < NP; i++) {
         rumor_trainer_config_t tc;
-        trainer_config(&tc, i);
+        trainer_config(&tc, i, s);
         tc.lockstep = 1;
         tc.host_params = 1;
         tc.steps = (long)scenario_rounds(s) / (s->exact ? topo->period : 1) * s->local_steps;
@@ -232,6 +238,27 @@ static void ref_run(ref_t *r, const scenario_t *s)
     float *mix[NP];
     for (int i = 0; i < NP; i++)
         mix[i] = malloc(r->n * sizeof(float));
+    if (s->exact >= 2) { /* rounds / period steps on the peers' mean gradient */
+        for (int k = 0; k < scenario_rounds(s) / topo->period; k++) {
+            for (int i = 0; i < NP; i++)
+                ref_grad(r, i);
+            float *g[NP];
+            for (int i = 0; i < NP; i++)
+                g[i] = rumor_trainer_flat_grads(r->tr[i]);
+            for (size_t e = 0; e < r->n; e++) {
+                double m = 0;
+                for (int i = 0; i < NP; i++)
+                    m += g[i][e];
+                for (int i = 0; i < NP; i++)
+                    g[i][e] = (float)(m / NP);
+            }
+            for (int i = 0; i < NP; i++)
+                CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+        }
+        for (int i = 0; i < NP; i++)
+            free(mix[i]);
+        return;
+    }
     if (s->exact) { /* rounds / period outer steps over the exact average */
         for (int k = 0; k < scenario_rounds(s) / topo->period; k++) {
             for (int i = 0; i < NP; i++)
@@ -440,6 +467,11 @@ static void test_config_check(void)
     CHECK_OK(rumor_peer_config_check(&c));
     c.outer_rounds = 5000;
     CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "1 to 4096");
+    c.outer_rounds = 0;
+    c.outer = "optim";
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs --local-steps 1 (not 2)");
+    c.local_steps = 1;
+    CHECK_OK(rumor_peer_config_check(&c));
 }
 
 /* --outer-rounds period on a static graph: refused at creation, by name */
@@ -490,7 +522,7 @@ static void test_stop(void)
            slot[0].res.left_checkpoint);
     /* the checkpoint holds the round it left at */
     rumor_trainer_config_t tc;
-    trainer_config(&tc, 0);
+    trainer_config(&tc, 0, NULL);
     tc.lockstep = 1;
     tc.host_params = 1;
     tc.steps = 100000;
@@ -529,6 +561,10 @@ int main(void)
         { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5, "outer", NULL, 0, 0 },
         { "outer over base:3:1's period", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.7", 0.7,
           "outer", "base:3:1", 1, 6 },
+        { "outer optim over base:3:1", RUMOR_PEER_DPSGD, 1, 1, 0, "optim", 0, "outer-optim",
+          "base:3:1", 2, 6 },
+        { "outer optim, AdamW", RUMOR_PEER_DPSGD, 1, 1, 0, "optim", 0, "outer-optim",
+          "base:3:1", 3, 6 },
         { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0, "allreduce", NULL, 0, 0 },
     };
     test_period_static();
