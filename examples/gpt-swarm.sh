@@ -3,7 +3,7 @@
 # English text with D-PSGD, against one process trained on the same tokens.
 #
 # Usage: examples/gpt-swarm.sh [-n PEERS] [-t TOPOLOGY] [-r ROUNDS] [-c CORPUS]
-#                              [-p BASEPORT]
+#                              [-p BASEPORT] [-- rumor-peer options...]
 #   -n PEERS     peers (default 8)
 #   -t TOPOLOGY  the gossip graph (default ring)
 #   -r ROUNDS    training rounds: one batch per peer each (default 300)
@@ -11,6 +11,9 @@
 #                ./bootstrap; the King James Bible)
 #   -p BASEPORT  peers listen on BASEPORT, BASEPORT+1, ... over loopback
 #                (default: a free range; as examples/local-swarm.sh -p)
+# Everything after -- goes to every rumor-peer; e.g. the swarm that trains as
+# one process with PEERS times the batch (docs/outer.md):
+#   examples/gpt-swarm.sh -t onepeer-exp -- --outer optim --outer-rounds period
 # Every peer trains on its own contiguous slice of the text, windows of 64
 # tokens, batch 8, AdamW; then the same model is trained by one rumor-train
 # process for the same number of steps with a batch PEERS times larger, so
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     -c) corpus=$2; shift 2 ;;
     -p) base=$2; pgiven=1; shift 2 ;;
     -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
     *) echo "gpt-swarm: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
@@ -56,11 +60,11 @@ per_epoch=$(( bytes * 9 / 10 / n / (batch * 64) ))
 [ "$per_epoch" -ge 1 ] || per_epoch=1
 epochs=$(( (rounds + per_epoch - 1) / per_epoch ))
 total=$(( per_epoch * epochs ))
-echo "gpt-swarm: $n peers on $topo, $model, $total rounds of batch $batch; logs in $rundir"
+echo "gpt-swarm: $n peers on $topo, $model, $total steps of batch $batch a peer; logs in $rundir"
 st=0
 "$here/local-swarm.sh" -n "$n" -t "$topo" ${pgiven:+-p "$base"} -d "$rundir/swarm" -q -- \
   --model "$model" --data "text:$corpus" --batch "$batch" --epochs "$epochs" \
-  --optimizer adamw --lr "$lr" --progress 10 || st=$?
+  --optimizer adamw --lr "$lr" --progress 10 "$@" || st=$?
 [ "$st" != 2 ] || exit 2  # a usage error of local-swarm.sh's: said already
 
 echo
