@@ -92,6 +92,10 @@ int rumor_peer_config_check(const rumor_peer_config_t *c)
     if (c->outer_rounds != 1 && !c->outer)
         return rumor_err_set(RUMOR_EINVAL, "--outer-rounds sets how many gossip rounds an outer "
                                            "step mixes over: it needs --outer");
+    if (c->outer && oc.kind == RUMOR_OUTER_OPTIM && c->open)
+        return rumor_err_set(RUMOR_EINVAL, "--outer optim needs a closed swarm (--rank and "
+                                           "--peers): inside an outer step a peer's buffer is "
+                                           "no state for a newcomer to fetch");
     if (c->outer && oc.kind == RUMOR_OUTER_OPTIM && c->local_steps != 1)
         return rumor_err_set(RUMOR_EINVAL, "--outer optim steps the peer's optimizer on the mean "
                                            "of one gradient a peer: it needs --local-steps 1 "

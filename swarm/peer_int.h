@@ -37,7 +37,6 @@ struct rumor_peer {
     FILE *out;
     int N, rank, is_open, dpsgd, async, ahead, coded_allreduce;
     long H, per_epoch, total_rounds, first_round;
-    float outer_eta;          /* --outer optim: the SGD step the first round sent */
     float last_loss;          /* --outer optim: the loss of the outer step's gradient */
     long R;                   /* rounds an outer step mixes over (--outer-rounds): the
                                * H local steps run before rounds k = 0 mod R, the

@@ -67,6 +67,10 @@ static int catch_up(rumor_peer_t *p, long *next)
     /* the GPU stages' copy of this round's parameters lands first */
     if (rumor_trainer_sync_params(p->tr) < 0)
         return rumor_err_prefix(rumor_err_code(), "model");
+    /* --outer optim: a neighbour's buffer inside an outer step holds x0 -
+     * eta g, not parameters: skip ahead on this peer's own instead */
+    if (act == RUMOR_CATCHUP_FETCH && p->strategy == &rumor_strategy_outer_optim)
+        act = RUMOR_CATCHUP_JUMP;
     if (act == RUMOR_CATCHUP_FETCH) {
         long nk;
         rumor_info("the swarm is at round %ld, this peer at %ld: fetching its state", target,

@@ -92,8 +92,14 @@ static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
     }
     RUMOR_CHECK(build_terms(p, &mc->codec, p->terms, sizeof p->terms));
     mc->terms = p->terms;
-    /* a neighbour 10x this peer's norm away diverged (mixer.h) */
-    mc->outlier_ratio = 10;
+    /* a neighbour 10x this peer's norm away diverged (mixer.h); under
+     * --outer optim what goes out is x0 - g, and two peers' gradients can
+     * be that far apart early on (seen: 10.3x): only 1000x is a
+     * divergence there */
+    rumor_outer_config_t oc;
+    int optim = p->cfg.outer && rumor_outer_parse(p->cfg.outer, &oc) == 0 &&
+                oc.kind == RUMOR_OUTER_OPTIM;
+    mc->outlier_ratio = optim ? 1000 : 10;
     return 0;
 }
 
@@ -180,6 +186,8 @@ static int fetch_at_start(rumor_peer_t *p)
     p->joining = p->newcomer && p->dpsgd && !p->async;
     if (!p->dpsgd || p->async) /* an asynchronous peer just follows the clock */
         return 0;
+    if (p->strategy == &rumor_strategy_outer_optim) /* no state to fetch mid-step: it jumps */
+        return 0;
     long sr = rumor_mixer_swarm_round(p->mixer);
     if (rumor_catchup_at_start(p->cfg.catch_up_rounds, p->newcomer, sr, p->k) !=
         RUMOR_CATCHUP_FETCH)
@@ -217,15 +225,20 @@ int rumor_peer_join(rumor_peer_t *p)
     /* send-ahead: an unpipelined peer steps the mix cell by cell and sends
      * round k + 1's cells as they are stepped (a pipelined one steps by
      * stage); plain synchronous rounds on a list only (mixer.h), and not
-     * with local steps: x(k+1) is what they make of the mix, known only at
-     * round_begin */
+     * with local steps or an outer step: x(k+1) is what they make of the
+     * mix, known only at round_begin */
     p->ahead = p->dpsgd && !p->async && c->send_ahead && !rumor_trainer_pipelined(p->tr) && p->H == 1 &&
+               !c->outer &&
                mc.codec.kind == RUMOR_CODEC_NONE && !p->is_open && !mc.membership;
     if (p->ahead)
         rumor_trainer_set_step_ranges(p->tr, mc.chunk_elems, rumor_mixer_round_stepped);
     rumor_outer_config_t ocfg0;
     int optim_outer = c->outer && rumor_outer_parse(c->outer, &ocfg0) == 0 &&
                       ocfg0.kind == RUMOR_OUTER_OPTIM;
+    if (optim_outer && rumor_trainer_pipelined(p->tr))
+        return rumor_err_set(RUMOR_EINVAL, "--outer optim steps on the model's whole gradient, "
+                                           "which a pipeline keeps by stage: run it with one "
+                                           "stage (--stages 1)");
     rumor_strategy_choice_t sc = { .allreduce = !p->dpsgd, .outer = c->outer != NULL,
                                    .outer_optim = optim_outer,
                                    .balance = c->balance, .pipe = rumor_trainer_pipelined(p->tr),
