@@ -233,6 +233,26 @@ static void ref_mix(ref_t *r, float *const *y, float **mix)
     }
 }
 
+/* every peer's optimizer steps on the mean of their gradients (the
+ * all-reduce's step, and one process's with NP times the batch) */
+static void ref_mean_grad_step(ref_t *r)
+{
+    for (int i = 0; i < NP; i++)
+        ref_grad(r, i);
+    float *g[NP];
+    for (int i = 0; i < NP; i++)
+        g[i] = rumor_trainer_flat_grads(r->tr[i]);
+    for (size_t e = 0; e < r->n; e++) {
+        double m = 0;
+        for (int i = 0; i < NP; i++)
+            m += g[i][e];
+        for (int i = 0; i < NP; i++)
+            g[i][e] = (float)(m / NP);
+    }
+    for (int i = 0; i < NP; i++)
+        CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+}
+
 static void ref_run(ref_t *r, const scenario_t *s)
 {
     float *mix[NP];
@@ -240,20 +260,7 @@ static void ref_run(ref_t *r, const scenario_t *s)
         mix[i] = malloc(r->n * sizeof(float));
     if (s->exact >= 2) { /* rounds / period steps on the peers' mean gradient */
         for (int k = 0; k < scenario_rounds(s) / topo->period; k++) {
-            for (int i = 0; i < NP; i++)
-                ref_grad(r, i);
-            float *g[NP];
-            for (int i = 0; i < NP; i++)
-                g[i] = rumor_trainer_flat_grads(r->tr[i]);
-            for (size_t e = 0; e < r->n; e++) {
-                double m = 0;
-                for (int i = 0; i < NP; i++)
-                    m += g[i][e];
-                for (int i = 0; i < NP; i++)
-                    g[i][e] = (float)(m / NP);
-            }
-            for (int i = 0; i < NP; i++)
-                CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+            ref_mean_grad_step(r);
         }
         for (int i = 0; i < NP; i++)
             free(mix[i]);
@@ -284,20 +291,7 @@ static void ref_run(ref_t *r, const scenario_t *s)
     }
     for (int k = 0; k < ROUNDS; k++) {
         if (s->mode == RUMOR_PEER_ALLREDUCE) {
-            for (int i = 0; i < NP; i++)
-                ref_grad(r, i);
-            float *g[NP];
-            for (int i = 0; i < NP; i++)
-                g[i] = rumor_trainer_flat_grads(r->tr[i]);
-            for (size_t e = 0; e < r->n; e++) {
-                double m = 0;
-                for (int i = 0; i < NP; i++)
-                    m += g[i][e];
-                for (int i = 0; i < NP; i++)
-                    g[i][e] = (float)(m / NP);
-            }
-            for (int i = 0; i < NP; i++)
-                CHECK_OK(rumor_trainer_update(r->tr[i], NULL));
+            ref_mean_grad_step(r);
             continue;
         }
         if (s->outer_lr > 0) {

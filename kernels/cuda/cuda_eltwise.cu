@@ -19,6 +19,27 @@ static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
         CU_LAUNCHED(d, what);                                                                  \
     } while (0)
 
+#define UNPAREN(...) __VA_ARGS__
+
+/* The launcher of an op with a kernel for float4s: name4_kernel over the
+ * first n4 = n / 4 float4s when `aligned` (every pointer 16-byte aligned),
+ * then name_kernel (ELTWISE's) over the other m elements from o = 4 n4.
+ * ARGS4 and ARGS1 are their argument lists, in parentheses, in terms of
+ * n4, o and m. */
+#define LAUNCH_4(d, name, what, n, aligned, ARGS4, ARGS1)                                     \
+    do {                                                                                       \
+        if (!(n))                                                                              \
+            return;                                                                            \
+        CU_ENTER(d);                                                                           \
+        cudaStream_t s_ = cu_of(d)->cur;                                                       \
+        size_t n4 = (aligned) ? (n) / 4 : 0, o = 4 * n4, m = (n) - o;                          \
+        if (n4)                                                                                \
+            CU_LAUNCH(name##4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s_, UNPAREN ARGS4);  \
+        if (m)                                                                                 \
+            CU_LAUNCH(name##_kernel, cu_blocks(m, THREADS), THREADS, 0, s_, UNPAREN ARGS1);    \
+        CU_LAUNCHED(d, what);                                                                  \
+    } while (0)
+
 /* one body for the vector and the scalar kernel: F(i, ...) on element i */
 #define ELTWISE(name, params, args, body)                                                      \
     static __global__ void name##_kernel params                                                \
@@ -47,18 +68,8 @@ ELTWISE(axpy, (float *y, float a, const float *x, size_t n), (y, a, x, n), y[i] 
 
 void cu_axpy(rumor_device_t *d, float *y, float a, const float *x, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(axpy4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, a,
-                  (const float4 *)x, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(axpy_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, a,
-                  x + 4 * n4, n - 4 * n4);
-    CU_LAUNCHED(d, "axpy");
+    LAUNCH_4(d, axpy, "axpy", n, aligned16(y) && aligned16(x),
+             ((float4 *)y, a, (const float4 *)x, n4), (y + o, a, x + o, m));
 }
 
 static __global__ void scale4_kernel(float4 *y, float a, size_t n4)
@@ -77,17 +88,7 @@ ELTWISE(scale, (float *y, float a, size_t n), (y, a, n), y[i] *= a)
 
 void cu_scale(rumor_device_t *d, float *y, float a, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(y) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(scale4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, a, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(scale_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, a,
-                  n - 4 * n4);
-    CU_LAUNCHED(d, "scale");
+    LAUNCH_4(d, scale, "scale", n, aligned16(y), ((float4 *)y, a, n4), (y + o, a, m));
 }
 
 static __global__ void fill4_kernel(float4 *y, float v, size_t n4)
@@ -101,17 +102,7 @@ ELTWISE(fill, (float *y, float v, size_t n), (y, v, n), y[i] = v)
 
 void cu_fill(rumor_device_t *d, float *y, float v, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(y) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(fill4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, v, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(fill_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, v,
-                  n - 4 * n4);
-    CU_LAUNCHED(d, "fill");
+    LAUNCH_4(d, fill, "fill", n, aligned16(y), ((float4 *)y, v, n4), (y + o, v, m));
 }
 
 static __global__ void add4_kernel(float4 *y, const float4 *a, const float4 *b, size_t n4)
@@ -127,18 +118,8 @@ ELTWISE(add, (float *y, const float *a, const float *b, size_t n), (y, a, b, n),
 
 void cu_add(rumor_device_t *d, float *y, const float *a, const float *b, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(y) && aligned16(a) && aligned16(b) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(add4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y,
-                  (const float4 *)a, (const float4 *)b, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(add_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4,
-                  a + 4 * n4, b + 4 * n4, n - 4 * n4);
-    CU_LAUNCHED(d, "add");
+    LAUNCH_4(d, add, "add", n, aligned16(y) && aligned16(a) && aligned16(b),
+             ((float4 *)y, (const float4 *)a, (const float4 *)b, n4), (y + o, a + o, b + o, m));
 }
 
 /* y = a x + b y; b == 0 writes a x without reading y (a NaN in y is gone) */
@@ -158,18 +139,8 @@ ELTWISE(axpby, (float *y, float a, const float *x, float b, size_t n), (y, a, x,
 
 void cu_axpby(rumor_device_t *d, float *y, float a, const float *x, float b, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(axpby4_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y, a,
-                  (const float4 *)x, b, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(axpby_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4, a,
-                  x + 4 * n4, b, n - 4 * n4);
-    CU_LAUNCHED(d, "axpby");
+    LAUNCH_4(d, axpby, "axpby", n, aligned16(y) && aligned16(x),
+             ((float4 *)y, a, (const float4 *)x, b, n4), (y + o, a, x + o, b, m));
 }
 
 /* ------------------------------------------------------------ activations */
@@ -217,7 +188,7 @@ static __device__ __forceinline__ float gelu_b(float v, float dy)
     return dy * (0.5f * p + 0.5f * v * sech2 * du);
 }
 
-static __global__ void gelu4_fwd_kernel(float4 *y, const float4 *x, size_t n4)
+static __global__ void gelu_fwd4_kernel(float4 *y, const float4 *x, size_t n4)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -227,7 +198,7 @@ static __global__ void gelu4_fwd_kernel(float4 *y, const float4 *x, size_t n4)
 }
 ELTWISE(gelu_fwd, (float *y, const float *x, size_t n), (y, x, n), y[i] = gelu_f(x[i]))
 
-static __global__ void gelu4_bwd_kernel(float4 *dx, const float4 *x, const float4 *dy, size_t n4)
+static __global__ void gelu_bwd4_kernel(float4 *dx, const float4 *x, const float4 *dy, size_t n4)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -239,37 +210,17 @@ static __global__ void gelu4_bwd_kernel(float4 *dx, const float4 *x, const float
 ELTWISE(gelu_bwd, (float *dx, const float *x, const float *dy, size_t n), (dx, x, dy, n),
         dx[i] = gelu_b(x[i], dy[i]))
 
-/* four elements a thread where every pointer is 16-byte aligned, then the rest */
 void cu_gelu_forward(rumor_device_t *d, float *y, const float *x, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(y) && aligned16(x) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(gelu4_fwd_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)y,
-                  (const float4 *)x, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(gelu_fwd_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, y + 4 * n4,
-                  x + 4 * n4, n - 4 * n4);
-    CU_LAUNCHED(d, "gelu_forward");
+    LAUNCH_4(d, gelu_fwd, "gelu_forward", n, aligned16(y) && aligned16(x),
+             ((float4 *)y, (const float4 *)x, n4), (y + o, x + o, m));
 }
 
 void cu_gelu_backward(rumor_device_t *d, float *dx, const float *x, const float *dy, size_t n)
 {
-    if (!n)
-        return;
-    CU_ENTER(d);
-    cudaStream_t s = cu_of(d)->cur;
-    size_t n4 = aligned16(dx) && aligned16(x) && aligned16(dy) ? n / 4 : 0;
-    if (n4)
-        CU_LAUNCH(gelu4_bwd_kernel, cu_blocks(n4, THREADS), THREADS, 0, s, (float4 *)dx,
-                  (const float4 *)x, (const float4 *)dy, n4);
-    if (n - 4 * n4)
-        CU_LAUNCH(gelu_bwd_kernel, cu_blocks(n - 4 * n4, THREADS), THREADS, 0, s, dx + 4 * n4,
-                  x + 4 * n4, dy + 4 * n4, n - 4 * n4);
-    CU_LAUNCHED(d, "gelu_backward");
+    LAUNCH_4(d, gelu_bwd, "gelu_backward", n, aligned16(dx) && aligned16(x) && aligned16(dy),
+             ((float4 *)dx, (const float4 *)x, (const float4 *)dy, n4),
+             (dx + o, x + o, dy + o, m));
 }
 
 /* inverted dropout with the counter-based mask of ops.h: element i is kept
