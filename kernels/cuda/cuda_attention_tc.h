@@ -280,6 +280,18 @@ static __device__ void tc_store(float *dst, size_t stride, int row0, int T, floa
     }
 }
 
+/* a thread's place: its warp w, its lane's g = lane / 4 and t = lane % 4
+ * (q4), its block's head bh = (b, h) */
+struct tc_ids {
+    int w, g, q4, bh, b, h;
+    __device__ explicit tc_ids(int NH)
+    {
+        int lane = (int)threadIdx.x & 31;
+        w = (int)threadIdx.x >> 5, g = lane >> 2, q4 = lane & 3;
+        bh = (int)blockIdx.x, b = bh / NH, h = bh - b * NH;
+    }
+};
+
 template <int HS> static size_t tc_fwd_smem()
 {
     return (size_t)3 * TB * tc_dims<HS>::LD * 2;
@@ -293,8 +305,8 @@ static __global__ void __launch_bounds__(TTHREADS)
     CU_DYNAMIC_SHARED(unsigned char, att_tc_sm);
     constexpr int LD = tc_dims<HS>::LD, KN = tc_dims<HS>::KN, NN = tc_dims<HS>::NN;
     uint16_t *qs = reinterpret_cast<uint16_t *>(att_tc_sm), *ks = qs + TB * LD, *vs = ks + TB * LD;
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
+    tc_ids id(NH);
+    int w = id.w, g = id.g, q4 = id.q4, bh = id.bh, b = id.b, h = id.h;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * TB, r0 = 16 * w;
     const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * HS, *k = q + C, *v = q + 2 * C;
     float sl2 = scale * LOG2E;
@@ -382,6 +394,21 @@ static __global__ void __launch_bounds__(TTHREADS)
 #endif
 }
 
+/* the backward kernels' shared memory: four 64 x HS bf16 tiles t[0..3],
+ * then the tile's 64 rows' L (log2 domain) and D */
+template <int HS> struct tc_bwd_sm {
+    uint16_t *t[4];
+    float *Ls, *Ds;
+    __device__ explicit tc_bwd_sm(unsigned char *base)
+    {
+        constexpr int LD = tc_dims<HS>::LD;
+        for (int i = 0; i < 4; i++)
+            t[i] = reinterpret_cast<uint16_t *>(base) + i * TB * LD;
+        Ls = reinterpret_cast<float *>(t[3] + TB * LD);
+        Ds = Ls + TB;
+    }
+};
+
 template <int HS> static size_t tc_bwd_smem()
 {
     return (size_t)4 * TB * tc_dims<HS>::LD * 2 + (size_t)2 * TB * 4;
@@ -397,12 +424,12 @@ static __global__ void __launch_bounds__(TTHREADS)
 {
 #if TC_BUILD
     CU_DYNAMIC_SHARED(unsigned char, att_tc_sm);
-    constexpr int LD = tc_dims<HS>::LD, NN = tc_dims<HS>::NN;
-    uint16_t *ks = reinterpret_cast<uint16_t *>(att_tc_sm), *vs = ks + TB * LD;
-    uint16_t *qs = vs + TB * LD, *dos = qs + TB * LD;
-    float *Ls = reinterpret_cast<float *>(dos + TB * LD), *Ds = Ls + TB;
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
+    constexpr int NN = tc_dims<HS>::NN;
+    tc_bwd_sm<HS> sm(att_tc_sm);
+    uint16_t *ks = sm.t[0], *vs = sm.t[1], *qs = sm.t[2], *dos = sm.t[3];
+    float *Ls = sm.Ls, *Ds = sm.Ds;
+    tc_ids id(NH);
+    int w = id.w, g = id.g, q4 = id.q4, bh = id.bh, b = id.b, h = id.h;
     int j0 = (int)blockIdx.y * TB, r0 = 16 * w;
     size_t hoff = (size_t)h * HS, C3 = (size_t)3 * C;
     const float *q = qkv + (size_t)b * T * C3 + hoff, *k = q + C, *v = q + 2 * C;
@@ -459,12 +486,12 @@ static __global__ void __launch_bounds__(TTHREADS)
 {
 #if TC_BUILD
     CU_DYNAMIC_SHARED(unsigned char, att_tc_sm);
-    constexpr int LD = tc_dims<HS>::LD, NN = tc_dims<HS>::NN;
-    uint16_t *qs = reinterpret_cast<uint16_t *>(att_tc_sm), *dos = qs + TB * LD;
-    uint16_t *ks = dos + TB * LD, *vs = ks + TB * LD;
-    float *Ls = reinterpret_cast<float *>(vs + TB * LD), *Ds = Ls + TB;
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
-    int bh = blockIdx.x, b = bh / NH, h = bh - b * NH;
+    constexpr int NN = tc_dims<HS>::NN;
+    tc_bwd_sm<HS> sm(att_tc_sm);
+    uint16_t *qs = sm.t[0], *dos = sm.t[1], *ks = sm.t[2], *vs = sm.t[3];
+    float *Ls = sm.Ls, *Ds = sm.Ds;
+    tc_ids id(NH);
+    int w = id.w, g = id.g, q4 = id.q4, bh = id.bh, b = id.b, h = id.h;
     int i0 = (int)(gridDim.y - 1 - blockIdx.y) * TB, r0 = 16 * w;
     size_t hoff = (size_t)h * HS, C3 = (size_t)3 * C;
     const float *q = qkv + (size_t)b * T * C3 + hoff, *k = q + C, *v = q + 2 * C;
