@@ -115,7 +115,8 @@ static const char usage_head[] =
     "                         this peer's own data, the last of them overlapped with\n"
     "                         the gossip as always: H times fewer bytes a step\n"
     "                         (--mode dpsgd or async), 1 to 10000 (default: 1)\n"
-    "  --outer SPEC           with --local-steps H, H >= 2: all H steps first, then\n"
+    "  --outer SPEC           with --local-steps H (H >= 2, or any H with\n"
+    "                         --outer-rounds above 1): all H steps first, then\n"
     "                         the gossip, and an outer optimizer steps the round's\n"
     "                         start by the change the mix proposes (DiLoCo on a\n"
     "                         graph):\n"
@@ -133,6 +134,19 @@ static const char usage_head[] =
     "                         of 2 peers) and base:K average exactly, as an\n"
     "                         all-reduce would, in log2(n) rounds of one neighbour\n"
     "                         each (default: 1)\n"
+    "  --fragments F          with --outer sgd or nesterov: streaming outer steps\n"
+    "                         (Streaming DiLoCo): the parameters are F equal runs,\n"
+    "                         a round gossips one of them (round k fragment k mod F)\n"
+    "                         after H / F of the --local-steps H, so each fragment\n"
+    "                         gets its outer step every H steps and a round sends\n"
+    "                         1/F of the model: F times less in flight at once.\n"
+    "                         H must be a multiple of F; closed swarms, f32 gossip,\n"
+    "                         one stage (default: 1, all at once)\n"
+    "  --overlap S[:alpha=A]  with --outer: S of a round's H / F steps run while its\n"
+    "                         fragment is in flight, then the steps taken meanwhile\n"
+    "                         are merged with the new anchor: x = A x + (1 - A)\n"
+    "                         anchor (A default 0.5; S = 0, the default: x = anchor,\n"
+    "                         the link idle while the round's steps compute)\n"
     "  --compress CODEC       compressed gossip, CHOCO-SGD with error feedback: none,\n"
     "                         int8, int4, int2, topk:F[:bits=B[:chunk=C]] or randk:F\n"
     "                         (F in (0, 1], the share of elements sent; with bits,\n"
@@ -276,6 +290,8 @@ static const rumor_opt_t option_table[] = {
     { "local-steps", 0, RUMOR_OPT_INT, offsetof(struct options, local_steps), 1, 10000, NULL, 0 },
     { "outer", 0, RUMOR_OPT_STR, offsetof(struct options, outer), 0, 0, NULL, 0 },
     { "outer-rounds", 0, RUMOR_OPT_STR, offsetof(struct options, outer_rounds), 0, 0, NULL, 0 },
+    { "fragments", 0, RUMOR_OPT_INT, offsetof(struct options, fragments), 1, 4096, NULL, 0 },
+    { "overlap", 0, RUMOR_OPT_STR, offsetof(struct options, overlap), 0, 0, NULL, 0 },
     { "compress", 0, RUMOR_OPT_STR, offsetof(struct options, compress), 0, 0, NULL, 0 },
     { "consensus-step", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, consensus_step), 1e-6, 1, NULL, 0 },
     { "keyframe-every", 0, RUMOR_OPT_INT, offsetof(struct options, keyframe_every), 1, 100000, NULL, 0 },
@@ -394,6 +410,7 @@ int peer_opts_parse(int argc, char **argv, struct options *o)
     o->balance = "none";
     o->balance_max = 4;
     o->local_steps = 1;
+    o->fragments = 1;
     o->compress = "none";
     o->membership = NULL; /* static with a list; open membership is swim */
     o->max_peers = 256;
@@ -454,6 +471,24 @@ int peer_opts_config(const struct options *o, rumor_peer_config_t *c)
             return 2;
         }
         c->outer_rounds = (int)v;
+    }
+    c->fragments = o->fragments;
+    if (o->overlap) { /* S[:alpha=A] */
+        char *end;
+        long v = strtol(o->overlap, &end, 10);
+        double a = -1;
+        if (end != o->overlap && !strncmp(end, ":alpha=", 7)) {
+            char *e2;
+            a = strtod(end + 7, &e2);
+            end = e2 != end + 7 && a >= 0 && a <= 1 ? e2 : end;
+        }
+        if (end == o->overlap || *end || v < 0 || v > 10000) {
+            fprintf(stderr, "rumor-peer: --overlap '%s': expected S[:alpha=A], S steps from 0 "
+                            "to 10000 and A from 0 to 1\n", o->overlap);
+            return 2;
+        }
+        c->overlap = (int)v;
+        c->merge = a;
     }
     c->balance = !strcmp(o->balance, "batch");
     c->balance_max = o->balance_max;

@@ -9,8 +9,8 @@
 
 struct options {
     struct rumor_train_opts t;
-    int balance_max, local_steps;
-    const char *balance, *outer, *outer_rounds, *compress, *send_ahead;
+    int balance_max, local_steps, fragments;
+    const char *balance, *outer, *outer_rounds, *overlap, *compress, *send_ahead;
     double consensus_step;
     int keyframe_every;
     int rank, eval_every, no_average, keep_checkpoints, staleness, insecure, connections,

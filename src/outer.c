@@ -110,24 +110,30 @@ void rumor_outer_reset(rumor_outer_t *o, const float *x)
         memset(o->v, 0, o->n * sizeof *o->v);
 }
 
-void rumor_outer_step(rumor_outer_t *o, float *x)
+void rumor_outer_step_range(rumor_outer_t *o, float *x, size_t lo, size_t hi)
 {
     const float lr = o->cfg.lr, mu = o->cfg.momentum;
-    float *a = o->anchor, *v = o->v;
+    float *a = o->anchor + lo, *v = o->v ? o->v + lo : NULL;
+    size_t n = hi - lo;
     if (o->cfg.kind == RUMOR_OUTER_OPTIM)
         return; /* the peer steps with its optimizer */
     if (o->cfg.kind == RUMOR_OUTER_SGD) {
-        for (size_t i = 0; i < o->n; i++) {
+        for (size_t i = 0; i < n; i++) {
             float d = a[i] - x[i];
             a[i] -= lr * d;
             x[i] = a[i];
         }
         return;
     }
-    for (size_t i = 0; i < o->n; i++) {
+    for (size_t i = 0; i < n; i++) {
         float d = a[i] - x[i];
         v[i] = mu * v[i] + d;
         a[i] -= lr * (d + mu * v[i]);
         x[i] = a[i];
     }
+}
+
+void rumor_outer_step(rumor_outer_t *o, float *x)
+{
+    rumor_outer_step_range(o, x, 0, o->n);
 }

@@ -59,6 +59,11 @@ void rumor_outer_reset(rumor_outer_t *o, const float *x);
  * new anchor on return (which the next round starts from). */
 void rumor_outer_step(rumor_outer_t *o, float *x);
 
+/* The same on the coordinates [lo, hi) alone (a fragment, rumor-peer
+ * --fragments): x holds their mix on entry (hi - lo floats, x[0] is
+ * coordinate lo) and their new anchor on return. */
+void rumor_outer_step_range(rumor_outer_t *o, float *x, size_t lo, size_t hi);
+
 #ifdef __cplusplus
 }
 #endif

@@ -35,6 +35,8 @@ void rumor_peer_config_default(rumor_peer_config_t *c)
     c->mode = RUMOR_PEER_DPSGD;
     c->local_steps = 1;
     c->outer_rounds = 1;
+    c->fragments = 1;
+    c->merge = -1;
     c->balance_max = 4;
     c->send_ahead = 1;
     c->throttle = 1;
@@ -57,6 +59,46 @@ void rumor_peer_config_default(rumor_peer_config_t *c)
 static const char *mode_name(rumor_peer_mode m)
 {
     return m == RUMOR_PEER_ASYNC ? "async" : m == RUMOR_PEER_ALLREDUCE ? "allreduce" : "dpsgd";
+}
+
+/* --fragments and --overlap (Streaming DiLoCo on a graph: swarm/strategy.c) */
+static int streaming_check(const rumor_peer_config_t *c, const rumor_outer_config_t *oc)
+{
+    if (c->fragments < 1 || c->fragments > 4096)
+        return rumor_err_set(RUMOR_EINVAL, "--fragments %d: expected 1 to 4096", c->fragments);
+    if (c->overlap < 0)
+        return rumor_err_set(RUMOR_EINVAL, "--overlap %d: at least 0", c->overlap);
+    if (c->merge >= 0 && (c->merge > 1 || c->overlap == 0))
+        return rumor_err_set(RUMOR_EINVAL, c->overlap ? "--overlap's alpha %g: expected 0 to 1"
+                                                      : "--overlap's alpha merges the steps "
+                                                        "taken while a fragment was away: it "
+                                                        "needs S >= 1", c->merge);
+    if (c->fragments == 1 && c->overlap == 0)
+        return 0;
+    const char *what = c->fragments > 1 ? "--fragments" : "--overlap";
+    if (!oc || oc->kind == RUMOR_OUTER_OPTIM)
+        return rumor_err_set(RUMOR_EINVAL, "%s streams the outer step of local SGD: it needs "
+                                           "--outer sgd or nesterov with --local-steps H",
+                             what);
+    if (c->outer_rounds != 1)
+        return rumor_err_set(RUMOR_EINVAL, "%s gossips a fragment a round: it takes no "
+                                           "--outer-rounds", what);
+    if (c->open)
+        return rumor_err_set(RUMOR_EINVAL, "%s needs a closed swarm (--rank and --peers): a "
+                                           "peer's gossip buffer holds one fragment, no state "
+                                           "for a newcomer to fetch", what);
+    if (c->mixer.codec.kind != RUMOR_CODEC_NONE)
+        return rumor_err_set(RUMOR_EINVAL, "%s gossips in f32: compressed gossip keeps its "
+                                           "estimates of the whole space (no --compress)", what);
+    int H = c->local_steps, F = c->fragments;
+    if (H % F)
+        return rumor_err_set(RUMOR_EINVAL, "--fragments %d: --local-steps %d is not a "
+                                           "multiple of it (a fragment goes every H / F steps)",
+                             F, H);
+    if (c->overlap > H / F)
+        return rumor_err_set(RUMOR_EINVAL, "--overlap %d: at most H / F = %d steps (the next "
+                                           "fragment goes then)", c->overlap, H / F);
+    return 0;
 }
 
 int rumor_peer_config_check(const rumor_peer_config_t *c)
@@ -104,6 +146,7 @@ int rumor_peer_config_check(const rumor_peer_config_t *c)
         return rumor_err_set(RUMOR_EINVAL, "--outer steps each round's start by what H local "
                                            "steps and the mix propose (DiLoCo): it needs "
                                            "--local-steps H with H >= 2");
+    RUMOR_CHECK(streaming_check(c, c->outer ? &oc : NULL));
     if (codec->kind == RUMOR_CODEC_NONE && c->mixer.keyframe_every)
         return rumor_err_set(RUMOR_EINVAL, "--keyframe-every sets how often compressed gossip "
                                            "sends full parameters: it needs --compress");
@@ -174,7 +217,11 @@ static int outer_rounds(rumor_peer_t *p, const rumor_peer_config_t *c)
 
 static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
 {
+    RUMOR_CHECK(rumor_peer_config_check(c));
     p->cfg = *c;
+    if (c->outer)
+        RUMOR_CHECK(rumor_outer_parse(c->outer, &p->ocfg));
+    p->optim = c->outer && p->ocfg.kind == RUMOR_OUTER_OPTIM;
     p->out = c->out ? c->out : stdout;
     p->is_open = c->open != NULL;
     p->rank = p->is_open ? 0 : c->rank;
@@ -182,6 +229,12 @@ static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
     p->async = c->mode == RUMOR_PEER_ASYNC;
     p->dpsgd = c->mode != RUMOR_PEER_ALLREDUCE;
     p->H = c->local_steps;
+    p->F = c->fragments > 1 ? c->fragments : 1;
+    p->S = c->overlap;
+    p->streaming = c->outer && (p->F > 1 || p->S > 0);
+    if (p->streaming)
+        p->H = c->local_steps / p->F;
+    p->alpha = c->merge >= 0 ? (float)c->merge : p->S ? 0.5f : 0.0f;
     p->ckpt_swarm = p->is_open ? c->open->ckpt_swarm : c->swarm;
     if (p->is_open) {
         snprintf(p->name, sizeof p->name, "%s", c->open->name);
@@ -234,6 +287,7 @@ static int create(rumor_peer_t *p, const rumor_peer_config_t *c)
     if (p->H > 1 || p->R > 1) /* whole rounds: --rounds, or each epoch's */
         p->total_rounds = c->rounds ? c->rounds : p->per_epoch * tc.epochs;
     p->nparams = rumor_trainer_model(p->tr)->nparams;
+    p->flen = (p->nparams + (size_t)p->F - 1) / (size_t)p->F;
     p->res.lm = rumor_trainer_is_lm(p->tr);
     /* every event names its peer: peers may share the file (progress.h) */
     if (c->metrics) {

@@ -91,6 +91,13 @@ typedef struct rumor_peer_config {
     int outer_rounds;       /* with outer: the gossip rounds an outer step mixes over
                              * (1, the default); 0: the topology's period, which on
                              * onepeer-exp (2^m peers) and base:K averages exactly */
+    int fragments;          /* with outer sgd or nesterov: F >= 1 runs of the parameters,
+                             * one gossiped a round, each every H steps (Streaming
+                             * DiLoCo; 1, the default: all at once) */
+    int overlap;            /* with outer: S inner steps run while a fragment's round is
+                             * in flight (0 <= S <= H / F) */
+    double merge;           /* with overlap: the local share alpha kept when the new
+                             * anchor lands, x = alpha x + (1 - alpha) anchor (< 0: 0.5) */
     int balance;            /* batches a round fill the wait (balance.h) */
     int balance_max;
     int send_ahead;         /* step the mix cell by cell and send on at once */

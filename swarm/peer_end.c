@@ -58,6 +58,33 @@ static void save_average(rumor_peer_t *p)
                         "average either (%s)\n", p->name, c->save_average, why, rumor_err_msg());
 }
 
+/* p->avg = the all-reduce's mean of the parameters; streaming, fragment
+ * by fragment (the gossip space is one fragment long) */
+static int average_params(rumor_peer_t *p, int tries)
+{
+    const float *x = rumor_trainer_params(p->tr);
+    double timeout = fmax(p->cfg.mixer.round_timeout, 10.0);
+    if (!p->streaming)
+        return rumor_peer_average(p->mixer, x, p->avg, p->nparams, p->total_rounds, timeout,
+                                  tries);
+    float *in = calloc(2 * p->flen, sizeof *in);
+    if (!in)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory for a fragment");
+    float *out = in + p->flen;
+    int rc = 0;
+    for (int f = 0; f < p->F && rc == 0; f++) {
+        size_t lo = (size_t)f * p->flen;
+        size_t len = p->nparams - lo < p->flen ? p->nparams - lo : p->flen;
+        memcpy(in, x + lo, len * sizeof *in);
+        memset(in + len, 0, (p->flen - len) * sizeof *in);
+        rc = rumor_peer_average(p->mixer, in, out, p->flen, p->total_rounds + (long)f * tries,
+                                timeout, tries);
+        memcpy(p->avg + lo, out, len * sizeof *out);
+    }
+    free(in);
+    return rc;
+}
+
 /* The swarm's average model: an all-reduce of the parameters, with
  * membership over the peers alive (tried again over the survivors if one
  * dies during it), with a fixed list over every rank. */
@@ -66,8 +93,7 @@ static int average(rumor_peer_t *p)
     const rumor_peer_config_t *c = &p->cfg;
     rumor_peer_result_t *res = &p->res;
     int tries = c->swim ? 3 : 1;
-    if (rumor_peer_average(p->mixer, rumor_trainer_params(p->tr), p->avg, p->nparams, p->total_rounds,
-                           fmax(c->mixer.round_timeout, 10.0), tries) < 0) {
+    if (average_params(p, tries) < 0) {
         snprintf(res->average_note, sizeof res->average_note, "unavailable: %s%s",
                  rumor_err_msg(), tries > 1 ? ""
                                             : " (a fixed list averages over every rank; with "

@@ -27,6 +27,8 @@ struct rumor_peer {
     volatile sig_atomic_t stop;    /* the signal (or value) a stop gave; 0 none */
     volatile sig_atomic_t started; /* the mixer was made: a stop leaves through it */
     rumor_outer_t *outer;     /* --outer: the anchor and momentum */
+    rumor_outer_config_t ocfg; /* --outer as parsed (valid when cfg.outer) */
+    int optim;                /* --outer optim */
     const rumor_peer_strategy_t *strategy;
     rumor_metrics_t metrics;
     rumor_trace_t *trace;
@@ -42,6 +44,14 @@ struct rumor_peer {
                                * H local steps run before rounds k = 0 mod R, the
                                * outer step after rounds k = R - 1 mod R */
     size_t nparams;
+    /* --fragments F, --overlap S (swarm/strategy.c's streaming round): a
+     * round gossips fragment k mod F, [f flen, (f + 1) flen) of the
+     * parameters, in a gossip space of flen floats; H is then the steps of
+     * a round, H / F of --local-steps */
+    int F, S, streaming;
+    float alpha;              /* the local share kept at the merge */
+    size_t flen;
+    long steps_before;        /* the round's optimizer steps before its gossip */
     double t_loaded;
     rumor_peer_stats_t stats;
     rumor_peer_result_t res;
@@ -62,6 +72,10 @@ struct rumor_peer {
     double epoch_start, epoch_cpu0, loss_sum, dis_sum;
     long epoch_rounds, evaluated_at;
 };
+
+/* peer_run.c: `steps` optimizer steps on the peer's own data, without
+ * gossip; *loss is the last one's */
+RUMOR_INTERNAL int rumor_peer_local_steps(rumor_peer_t *p, long steps, float *loss) RUMOR_WUR;
 
 /* peer.c */
 RUMOR_INTERNAL void rumor_peer_publish(rumor_peer_t *p, rumor_peer_phase phase);

@@ -12,14 +12,11 @@
 /* --local-steps: the round's first H - 1 steps on the peer's own
  * parameters, without gossip (with an outer optimizer all H: the gossip
  * then carries the round's result; with --outer-rounds R, before the first
- * of each R rounds, the others only mix). */
-static int local_steps(rumor_peer_t *p, float *loss)
+ * of each R rounds, the others only mix; streaming, H - S of the round's
+ * H / F). */
+int rumor_peer_local_steps(rumor_peer_t *p, long steps, float *loss)
 {
-    if (p->k % p->R) { /* a round that only mixes: the loss of the outer step's steps */
-        *loss = p->last_loss;
-        return 0;
-    }
-    for (long h = p->strategy->all_steps_before ? 0 : 1; h < p->H && !p->stop; h++) {
+    for (long h = 0; h < steps && !p->stop; h++) {
         long t = rumor_trainer_optim_steps(p->tr), ex;
         double c0 = rumor_now();
         RUMOR_CHECK(rumor_trainer_grads_many(p->tr, t, 1, loss, &ex));
@@ -33,13 +30,26 @@ static int local_steps(rumor_peer_t *p, float *loss)
     return 0;
 }
 
+static int local_steps(rumor_peer_t *p, float *loss)
+{
+    if (p->k % p->R) { /* a round that only mixes: the loss of the outer step's steps */
+        *loss = p->last_loss;
+        return 0;
+    }
+    *loss = p->last_loss; /* a streamed round may take all its steps in flight */
+    return rumor_peer_local_steps(p, p->steps_before, loss);
+}
+
 static void trace_round(rumor_peer_t *p, const rumor_round_t *r, double t_mixed)
 {
-    char args[128], name[32];
+    char args[192], name[32];
     rumor_trainer_trace(p->tr, p->trace, r->t, r->t_compute, r->t_computed, t_mixed,
                         rumor_now());
-    snprintf(args, sizeof args, "\"round\":%ld,\"step\":%ld,\"wait_s\":%.6f", r->k, r->t,
-             r->wait_s);
+    int na = snprintf(args, sizeof args, "\"round\":%ld,\"step\":%ld,\"wait_s\":%.6f", r->k,
+                      r->t, r->wait_s);
+    if (r->fragment >= 0) /* streaming: which fragment went, at which step */
+        snprintf(args + na, sizeof args - (size_t)na, ",\"fragment\":%d,\"sent_step\":%ld",
+                 r->fragment, r->sent_step);
     snprintf(name, sizeof name, "round %ld", r->k);
     rumor_trace_span(p->trace, p->gossip_row, name, "round", r->t_round, t_mixed, args);
     rumor_trace_span(p->trace, p->gossip_row, p->dpsgd ? "wait and mix" : "all-reduce", "wait",
@@ -68,8 +78,9 @@ static int catch_up(rumor_peer_t *p, long *next)
     if (rumor_trainer_sync_params(p->tr) < 0)
         return rumor_err_prefix(rumor_err_code(), "model");
     /* --outer optim: a neighbour's buffer inside an outer step holds x0 -
-     * eta g, not parameters: skip ahead on this peer's own instead */
-    if (act == RUMOR_CATCHUP_FETCH && p->strategy == &rumor_strategy_outer_optim)
+     * eta g, not parameters; streaming, one fragment: skip ahead on this
+     * peer's own instead */
+    if (act == RUMOR_CATCHUP_FETCH && (p->optim || p->streaming))
         act = RUMOR_CATCHUP_JUMP;
     if (act == RUMOR_CATCHUP_FETCH) {
         long nk;
@@ -197,7 +208,7 @@ static int end_epoch(rumor_peer_t *p)
 static int round_once(rumor_peer_t *p)
 {
     const rumor_peer_config_t *c = &p->cfg;
-    rumor_round_t r = { .k = p->k, .next = p->k + 1 };
+    rumor_round_t r = { .k = p->k, .next = p->k + 1, .fragment = -1 };
     double t_start = rumor_now();
     RUMOR_CHECK(local_steps(p, &r.loss));
     /* The batch of this peer's own step t (its optimizer's count, kept in

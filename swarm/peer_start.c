@@ -2,6 +2,7 @@
  * the wait for its neighbours, and a late joiner's state fetch. */
 #include "peer_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,13 +40,11 @@ static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, s
                                         : rumor_codec_default_keyframe(codec));
         RUMOR_CHECK(rumor_terms_add(buf, cap, "keyframe-every", v));
     }
-    snprintf(v, sizeof v, "%ld", p->H);
+    snprintf(v, sizeof v, "%d", c->local_steps);
     RUMOR_CHECK(rumor_terms_add(buf, cap, "local-steps", v));
-    rumor_outer_config_t oc;
+    const rumor_outer_config_t oc = p->ocfg;
     if (!c->outer)
         snprintf(v, sizeof v, "none");
-    else if (rumor_outer_parse(c->outer, &oc) < 0)
-        return RUMOR_EINVAL;
     else if (oc.kind == RUMOR_OUTER_NESTEROV)
         snprintf(v, sizeof v, "nesterov:lr=%g,momentum=%g", oc.lr, oc.momentum);
     else if (oc.kind == RUMOR_OUTER_OPTIM)
@@ -56,7 +55,13 @@ static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, s
     if (!c->outer)
         return 0;
     snprintf(v, sizeof v, "%ld", p->R);
-    return rumor_terms_add(buf, cap, "outer-rounds", v);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "outer-rounds", v));
+    if (!p->streaming)
+        return 0;
+    snprintf(v, sizeof v, "%d", p->F);
+    RUMOR_CHECK(rumor_terms_add(buf, cap, "fragments", v));
+    snprintf(v, sizeof v, "%d:alpha=%g", p->S, p->alpha);
+    return rumor_terms_add(buf, cap, "overlap", v);
 }
 
 /* The mixer's configuration: the caller's, with what the model and the
@@ -64,15 +69,17 @@ static int build_terms(rumor_peer_t *p, const rumor_codec_t *codec, char *buf, s
 static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
 {
     *mc = p->cfg.mixer;
-    mc->nparams = p->nparams;
+    /* streaming: the gossip space is one fragment (the last one padded
+     * with zeros), a round's fragment copied in (swarm/strategy.c) */
+    mc->nparams = p->streaming ? p->flen : p->nparams;
     if (mc->chunk_elems == 0) {
         /* 1 MiB cells: a cell's mixing reads it from the L2 cache; a model
          * of under 8 MiB gets 8 cells (at least 64 KiB each), so that
          * send-ahead sends a round's first cells while its last arrive */
         mc->chunk_elems = RUMOR_MIXER_CHUNK;
-        if (p->nparams / 8 < mc->chunk_elems)
-            mc->chunk_elems = p->nparams / 8 > ((size_t)1 << 14) ? p->nparams / 8
-                                                                 : (size_t)1 << 14;
+        if (mc->nparams / 8 < mc->chunk_elems)
+            mc->chunk_elems = mc->nparams / 8 > ((size_t)1 << 14) ? mc->nparams / 8
+                                                                  : (size_t)1 << 14;
     }
     mc->async = p->async;
     mc->dev = rumor_trainer_device(p->tr); /* the mixing arithmetic runs on the trainer's device's ops */
@@ -80,7 +87,7 @@ static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
     mc->host_mem = rumor_trainer_host_mem(p->tr);
     mc->first_round = p->first_round;
     /* a sparse codec must send at least one element of a whole range */
-    size_t cell = mc->chunk_elems < p->nparams ? mc->chunk_elems : p->nparams;
+    size_t cell = mc->chunk_elems < mc->nparams ? mc->chunk_elems : mc->nparams;
     if (((mc->codec.kind == RUMOR_CODEC_TOPK && !mc->codec.bits) ||
          mc->codec.kind == RUMOR_CODEC_RANDK) &&
         mc->codec.frac * (double)cell < 1.0) {
@@ -96,10 +103,7 @@ static int mixer_config(rumor_peer_t *p, rumor_mixer_config_t *mc)
      * --outer optim what goes out is x0 - g, and two peers' gradients can
      * be that far apart early on (seen: 10.3x): only 1000x is a
      * divergence there */
-    rumor_outer_config_t oc;
-    int optim = p->cfg.outer && rumor_outer_parse(p->cfg.outer, &oc) == 0 &&
-                oc.kind == RUMOR_OUTER_OPTIM;
-    mc->outlier_ratio = optim ? 1000 : 10;
+    mc->outlier_ratio = p->optim ? 1000 : 10;
     return 0;
 }
 
@@ -147,11 +151,17 @@ static void describe(rumor_peer_t *p, const rumor_mixer_config_t *mc)
     if (p->H > 1 && p->R > 1)
         fprintf(out, "%s: local SGD: %ld optimizer steps, then %ld rounds of gossip "
                      "(--local-steps, --outer-rounds)\n", who, p->H, p->R);
-    else if (p->H > 1)
+    else if (p->H > 1 && !p->streaming)
         fprintf(out, "%s: local SGD: %ld optimizer steps a round, the parameters gossiped "
                      "once (--local-steps)\n", who, p->H);
-    rumor_outer_config_t oc;
-    if (c->outer && rumor_outer_parse(c->outer, &oc) == 0) {
+    const rumor_outer_config_t oc = p->ocfg;
+    if (p->streaming)
+        fprintf(out, "%s: streaming outer steps: %d fragment%s of %zu parameters, one gossiped "
+                     "every %ld steps, each every %d; %d step%s overlap a fragment's round, "
+                     "then x = %g x + %g anchor (--fragments, --overlap)\n",
+                who, p->F, p->F == 1 ? "" : "s", p->flen, p->H, c->local_steps, p->S,
+                p->S == 1 ? "" : "s", p->alpha, 1 - p->alpha);
+    if (c->outer) {
         if (oc.kind == RUMOR_OUTER_NESTEROV)
             fprintf(out, "%s: outer optimizer: Nesterov, lr %g, momentum %g, on each round's "
                          "change (DiLoCo; --outer)\n", who, oc.lr, oc.momentum);
@@ -186,7 +196,7 @@ static int fetch_at_start(rumor_peer_t *p)
     p->joining = p->newcomer && p->dpsgd && !p->async;
     if (!p->dpsgd || p->async) /* an asynchronous peer just follows the clock */
         return 0;
-    if (p->strategy == &rumor_strategy_outer_optim) /* no state to fetch mid-step: it jumps */
+    if (p->optim || p->streaming) /* no whole state to fetch: it jumps */
         return 0;
     long sr = rumor_mixer_swarm_round(p->mixer);
     if (rumor_catchup_at_start(p->cfg.catch_up_rounds, p->newcomer, sr, p->k) !=
@@ -232,23 +242,36 @@ int rumor_peer_join(rumor_peer_t *p)
                mc.codec.kind == RUMOR_CODEC_NONE && !p->is_open && !mc.membership;
     if (p->ahead)
         rumor_trainer_set_step_ranges(p->tr, mc.chunk_elems, rumor_mixer_round_stepped);
-    rumor_outer_config_t ocfg0;
-    int optim_outer = c->outer && rumor_outer_parse(c->outer, &ocfg0) == 0 &&
-                      ocfg0.kind == RUMOR_OUTER_OPTIM;
-    if (optim_outer && rumor_trainer_pipelined(p->tr))
-        return rumor_err_set(RUMOR_EINVAL, "--outer optim steps on the model's whole gradient, "
+    if ((p->optim || p->streaming) && rumor_trainer_pipelined(p->tr))
+        return rumor_err_set(RUMOR_EINVAL, "%s the model's whole parameters on one device, "
                                            "which a pipeline keeps by stage: run it with one "
-                                           "stage (--stages 1)");
+                                           "stage (--stages 1)",
+                             p->optim ? "--outer optim steps on the gradient of"
+                                      : "--fragments and --overlap step");
     rumor_strategy_choice_t sc = { .allreduce = !p->dpsgd, .outer = c->outer != NULL,
-                                   .outer_optim = optim_outer,
+                                   .outer_optim = p->optim, .streaming = p->streaming,
                                    .balance = c->balance, .pipe = rumor_trainer_pipelined(p->tr),
                                    .ahead = p->ahead, .throttle = c->throttle };
     p->strategy = rumor_peer_strategy_pick(&sc);
-    if (rumor_mixer_create(&mc, rumor_trainer_params(p->tr), &p->mixer) < 0)
+    float *init = rumor_trainer_params(p->tr);
+    if (p->streaming) { /* fragment 0 (round 0's sends it again, stepped) */
+        init = calloc(p->flen, sizeof *init);
+        if (!init)
+            return rumor_err_set(RUMOR_ENOMEM, "out of memory for a fragment");
+        memcpy(init, rumor_trainer_params(p->tr),
+               (p->flen < p->nparams ? p->flen : p->nparams) * sizeof *init);
+    }
+    int mrc = rumor_mixer_create(&mc, init, &p->mixer);
+    if (init != rumor_trainer_params(p->tr))
+        free(init);
+    if (mrc < 0)
         return rumor_err_prefix(rumor_err_code(), "swarm");
     p->hurry = p->mixer; /* a stop from now on leaves through the mixer */
     p->started = 1;
-    RUMOR_CHECK(rumor_trainer_bind(p->tr, rumor_mixer_params(p->mixer)));
+    /* the trainer works on the mixer's buffer, or, streaming, on its own
+     * (a round's fragment is copied out and the merge copied back) */
+    if (!p->streaming)
+        RUMOR_CHECK(rumor_trainer_bind(p->tr, rumor_mixer_params(p->mixer)));
     /* a round's parameters go out once the GPU stages' copy of them landed
      * (it runs while the round's gradient is computed) */
     if (rumor_trainer_pipelined(p->tr))
@@ -279,10 +302,13 @@ int rumor_peer_join(rumor_peer_t *p)
     if (rc != 0)
         return rc;
     /* --outer: the anchor is where the first round starts */
-    if (c->outer) {
-        rumor_outer_config_t ocfg;
-        RUMOR_CHECK(rumor_outer_parse(c->outer, &ocfg));
-        RUMOR_CHECK(rumor_outer_create(&ocfg, rumor_trainer_params(p->tr), p->nparams, &p->outer));
-    }
+    if (c->outer)
+        RUMOR_CHECK(rumor_outer_create(&p->ocfg, rumor_trainer_params(p->tr), p->nparams,
+                                       &p->outer));
+    /* the optimizer steps of a round before its gossip: all H before an
+     * outer step's, H - S before a streamed fragment's (S more while it
+     * is away), H - 1 before D-PSGD's (the last is the round's own) */
+    p->steps_before = p->streaming ? p->H - p->S
+                      : p->strategy->all_steps_before ? p->H : p->H - 1;
     return 0;
 }

@@ -128,16 +128,16 @@ static int outer_optim_round(rumor_peer_t *p, rumor_round_t *r)
     float *a = p->outer->anchor;
     size_t n = p->nparams;
     const float eta = OUTER_OPTIM_ETA, inv = 1.0f / OUTER_OPTIM_ETA;
+    float *g = rumor_trainer_flat_grads(p->tr);
+    if (!g)
+        return rumor_err_set(RUMOR_EINVAL, "--outer optim: the model's gradients are not "
+                                           "flat (a pipeline keeps them by stage)");
     if (r->k % p->R == 0) {
         RUMOR_CHECK(rumor_trainer_bind(p->tr, a));
         r->t_compute = rumor_now();
         RUMOR_CHECK(rumor_trainer_grads(p->tr, &r->batch, r->t, &r->loss));
         r->examples = r->batch.n;
         p->last_loss = r->loss;
-        const float *g = rumor_trainer_flat_grads(p->tr);
-        if (!g)
-            return rumor_err_set(RUMOR_EINVAL, "--outer optim: the model's gradients are not "
-                                               "flat (a pipeline keeps them by stage)");
         float *x = p->params;
         for (size_t i = 0; i < n; i++)
             x[i] = a[i] - eta * g[i];
@@ -151,9 +151,6 @@ static int outer_optim_round(rumor_peer_t *p, rumor_round_t *r)
     p->st.disagreement *= inv; /* |mix - x| of the gradients, not of x0 - eta g */
     if ((r->k + 1) % p->R) /* only mixing */
         return 0;
-    float *g = rumor_trainer_flat_grads(p->tr);
-    if (!g)
-        return rumor_err_set(RUMOR_EINVAL, "--outer optim: the model's gradients are not flat");
     for (size_t i = 0; i < n; i++)
         g[i] = (a[i] - mixed[i]) * inv;
     RUMOR_CHECK(rumor_trainer_bind(p->tr, a));
@@ -161,6 +158,40 @@ static int outer_optim_round(rumor_peer_t *p, rumor_round_t *r)
         return rumor_err_prefix(rumor_err_code(), "optimizer step");
     memcpy(mixed, a, n * sizeof *mixed); /* the mixer holds parameters between outer steps */
     return 0;
+}
+
+/* --fragments F, --overlap S: Streaming DiLoCo (Douillard et al. 2025)
+ * on a graph. The parameters are F equal runs; round k gossips fragment
+ * f = k mod F, so each fragment goes every F rounds (H = F x the round's
+ * steps) and a round's message is 1/F of the model. The round's steps run
+ * H - S before the send (peer_run.c) and S while the fragment is in
+ * flight, on this peer's own parameters (the trainer's buffer, not the
+ * mixer's: the mixer sends and mixes a copy of the fragment). When the mix
+ * lands, the outer step moves the fragment's anchor on it, and the S steps
+ * taken meanwhile are merged: x_f = alpha x_f + (1 - alpha) anchor_f
+ * (alpha 0 without overlap: DiLoCo's x_f = anchor_f). The gossip space is
+ * one fragment long; the last one is padded with zeros, which mix to
+ * zeros. */
+static int streaming_round(rumor_peer_t *p, rumor_round_t *r)
+{
+    float *x = rumor_trainer_params(p->tr);
+    size_t lo = (size_t)(r->k % p->F) * p->flen;
+    size_t len = p->nparams - lo < p->flen ? p->nparams - lo : p->flen;
+    memcpy(p->params, x + lo, len * sizeof *x);
+    memset(p->params + len, 0, (p->flen - len) * sizeof *x);
+    r->sent_step = rumor_trainer_optim_steps(p->tr);
+    r->fragment = (int)(r->k % p->F);
+    RUMOR_CHECK(begin(p, r));
+    RUMOR_CHECK(rumor_peer_local_steps(p, p->S, &r->loss));
+    r->examples = 0; /* counted by the local steps */
+    float *mixed;
+    RUMOR_CHECK(end(p, r, &mixed));
+    p->params = mixed;
+    rumor_outer_step_range(p->outer, mixed, lo, lo + len);
+    const float al = p->alpha;
+    for (size_t i = 0; i < len; i++)
+        x[lo + i] = al * x[lo + i] + (1 - al) * mixed[i];
+    return rumor_trainer_bind(p->tr, NULL); /* after every change to them */
 }
 
 /* --mode allreduce: the ring all-reduce of the gradients (C-PSGD), the
@@ -190,6 +221,7 @@ const rumor_peer_strategy_t rumor_strategy_stepped = { "stepped", 0, stepped_rou
 const rumor_peer_strategy_t rumor_strategy_balance = { "balance", 0, balance_round };
 const rumor_peer_strategy_t rumor_strategy_outer = { "outer", 1, outer_round };
 const rumor_peer_strategy_t rumor_strategy_outer_optim = { "outer-optim", 0, outer_optim_round };
+const rumor_peer_strategy_t rumor_strategy_streaming = { "streaming", 0, streaming_round };
 const rumor_peer_strategy_t rumor_strategy_allreduce = { "allreduce", 0, allreduce_round };
 
 const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c)
@@ -198,6 +230,8 @@ const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choic
         return &rumor_strategy_allreduce;
     if (c->outer_optim)
         return &rumor_strategy_outer_optim;
+    if (c->streaming)
+        return &rumor_strategy_streaming;
     if (c->outer)
         return &rumor_strategy_outer;
     if (c->balance)

@@ -29,6 +29,8 @@ typedef struct rumor_round {
     double wait_s;        /* out: time spent waiting for the others */
     int gossip;           /* out: the round went through the mixer's rounds (its
                            * round statistics are the peer's st) */
+    int fragment;         /* out, streaming: the fragment it gossiped (-1: all) */
+    long sent_step;       /* out, streaming: the optimizer step it was sent at */
 } rumor_round_t;
 
 typedef struct rumor_peer_strategy {
@@ -46,19 +48,20 @@ typedef struct rumor_strategy_choice {
     int allreduce;  /* --mode allreduce */
     int outer;      /* an outer optimizer (--outer) */
     int outer_optim;/* --outer optim: the peer's own optimizer is the outer one */
+    int streaming;  /* --fragments or --overlap: a fragment a round, steps in flight */
     int balance;    /* --balance batch */
     int pipe;       /* the model runs as a pipeline of stages */
     int ahead;      /* send-ahead is on (unpipelined, plain synchronous rounds) */
     double throttle;/* --throttle: > 1 sleeps after the whole gradient */
 } rumor_strategy_choice_t;
 
-/* The strategy for a peer: allreduce, outer, balance, stepped (a pipeline
+/* The strategy for a peer: allreduce, outer-optim, streaming, outer, balance, stepped (a pipeline
  * or send-ahead steps each range of the mix as it is ready, unless a
  * throttle must sleep after the whole gradient) or gossip. */
 RUMOR_INTERNAL const rumor_peer_strategy_t *rumor_peer_strategy_pick(const rumor_strategy_choice_t *c);
 
 RUMOR_INTERNAL extern const rumor_peer_strategy_t rumor_strategy_gossip, rumor_strategy_stepped,
     rumor_strategy_balance, rumor_strategy_outer, rumor_strategy_outer_optim,
-    rumor_strategy_allreduce;
+    rumor_strategy_streaming, rumor_strategy_allreduce;
 
 #endif

@@ -45,6 +45,7 @@ typedef struct {
                         * 2: and --outer optim, the reference is the all-reduce's
                         * step on the mean gradient; 3: the same with AdamW */
     int rounds;        /* 0: ROUNDS */
+    int fragments, overlap; /* streaming (0: 1 fragment, no overlap) */
 } scenario_t;
 
 static int scenario_rounds(const scenario_t *s) { return s->rounds ? s->rounds : ROUNDS; }
@@ -98,6 +99,8 @@ static void peer_config(rumor_peer_config_t *c, const scenario_t *s, int rank)
     c->balance = s->balance;
     c->outer = s->outer;
     c->outer_rounds = s->exact ? 0 : 1;
+    c->fragments = s->fragments ? s->fragments : 1;
+    c->overlap = s->overlap;
     c->rank = rank;
     c->npeers = NP;
     c->quiet = 1;
@@ -178,7 +181,8 @@ static void ref_open(ref_t *r, const scenario_t *s)
         trainer_config(&tc, i, s);
         tc.lockstep = 1;
         tc.host_params = 1;
-        tc.steps = (long)scenario_rounds(s) / (s->exact ? topo->period : 1) * s->local_steps;
+        tc.steps = (long)scenario_rounds(s) / (s->exact ? topo->period : 1) * s->local_steps /
+                   (s->fragments ? s->fragments : 1);
         CHECK_OK(rumor_trainer_create(&tc, &r->tr[i]));
         r->n = rumor_trainer_model(r->tr[i])->nparams;
         r->x[i] = malloc(r->n * sizeof(float));
@@ -216,20 +220,64 @@ static void ref_grad(ref_t *r, int i)
     CHECK_OK(rumor_trainer_grads(r->tr[i], &b, t, &loss));
 }
 
-/* mix[i] = sum_j W_ij y_j, from the topology's weights */
-static void ref_mix(ref_t *r, float *const *y, float **mix)
+/* mix[i] = sum_j W_ij y_j over n elements, from the topology's weights */
+static void ref_mix_n(float *const *y, float **mix, size_t n)
 {
     for (int i = 0; i < NP; i++) {
         int nb[NP];
         double w[NP];
         int d = rumor_topo_neighbors(topo, i, 0, nb, w, NP);
         double ws = rumor_topo_self_weight(topo, i, 0);
-        for (size_t e = 0; e < r->n; e++) {
+        for (size_t e = 0; e < n; e++) {
             double v = ws * y[i][e];
             for (int q = 0; q < d; q++)
                 v += w[q] * y[nb[q]][e];
             mix[i][e] = (float)v;
         }
+    }
+}
+
+static void ref_mix(ref_t *r, float *const *y, float **mix)
+{
+    ref_mix_n(y, mix, r->n);
+}
+
+/* Streaming DiLoCo on the graph, written from its description: round k
+ * sends fragment f = k mod F (the F equal runs of the parameters) after
+ * H/F - S local steps, takes S more, then the fragment's anchor steps on
+ * the mix of what was sent and x_f = alpha x_f + (1 - alpha) a_f. */
+static void ref_streaming(ref_t *r, const scenario_t *s)
+{
+    int F = s->fragments, S = s->overlap, h = s->local_steps / F;
+    float alpha = S ? 0.5f : 0.0f;
+    size_t flen = (r->n + (size_t)F - 1) / (size_t)F;
+    float *y[NP], *mix[NP];
+    for (int i = 0; i < NP; i++) {
+        y[i] = malloc(flen * sizeof(float));
+        mix[i] = malloc(flen * sizeof(float));
+    }
+    for (int k = 0; k < scenario_rounds(s); k++) {
+        size_t lo = (size_t)(k % F) * flen, len = r->n - lo < flen ? r->n - lo : flen;
+        for (int i = 0; i < NP; i++) {
+            for (int q = 0; q < h - S; q++)
+                ref_local_step(r, i);
+            memcpy(y[i], r->x[i] + lo, len * sizeof(float));
+            for (int q = 0; q < S; q++)
+                ref_local_step(r, i);
+        }
+        ref_mix_n(y, mix, len);
+        for (int i = 0; i < NP; i++) {
+            for (size_t e = 0; e < len; e++) {
+                float *a = &r->a[i][lo + e], *x = &r->x[i][lo + e];
+                *a = *a + (float)s->outer_lr * (mix[i][e] - *a);
+                *x = alpha * *x + (1 - alpha) * *a;
+            }
+            CHECK_OK(rumor_trainer_bind(r->tr[i], r->x[i]));
+        }
+    }
+    for (int i = 0; i < NP; i++) {
+        free(y[i]);
+        free(mix[i]);
     }
 }
 
@@ -255,6 +303,10 @@ static void ref_mean_grad_step(ref_t *r)
 
 static void ref_run(ref_t *r, const scenario_t *s)
 {
+    if (s->fragments) {
+        ref_streaming(r, s);
+        return;
+    }
     float *mix[NP];
     for (int i = 0; i < NP; i++)
         mix[i] = malloc(r->n * sizeof(float));
@@ -466,12 +518,41 @@ static void test_config_check(void)
     CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs --local-steps 1 (not 2)");
     c.local_steps = 1;
     CHECK_OK(rumor_peer_config_check(&c));
+    /* streaming: an outer sgd or nesterov, F dividing H, S <= H / F */
+    rumor_peer_config_default(&c);
+    c.fragments = 3;
+    c.local_steps = 6;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs --outer sgd or nesterov");
+    c.outer = "optim";
+    c.local_steps = 1;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs --outer sgd or nesterov");
+    c.outer = "nesterov";
+    c.local_steps = 6;
+    CHECK_OK(rumor_peer_config_check(&c));
+    c.local_steps = 8;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "--local-steps 8 is not a multiple");
+    c.local_steps = 6;
+    c.overlap = 3;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "at most H / F = 2");
+    c.overlap = 2;
+    c.merge = 1.5;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "alpha 1.5");
+    c.merge = 0.25;
+    CHECK_OK(rumor_peer_config_check(&c));
+    c.overlap = 0;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "needs S >= 1");
+    c.merge = -1;
+    c.outer_rounds = 2;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "takes no --outer-rounds");
+    c.outer_rounds = 1;
+    c.mixer.codec.kind = RUMOR_CODEC_INT8;
+    CHECK_ERR(rumor_peer_config_check(&c), RUMOR_EINVAL, "no --compress");
 }
 
 /* --outer-rounds period on a static graph: refused at creation, by name */
 static void test_period_static(void)
 {
-    scenario_t s = { "period", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd", 1, "outer", NULL, 1, 0 };
+    scenario_t s = { "period", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd", 1, "outer", NULL, 1, 0, 0, 0 };
     rumor_peer_config_t c;
     peer_config(&c, &s, 0);
     rumor_peer_t *p = NULL;
@@ -487,7 +568,7 @@ static void test_stop(void)
     char dir[600];
     snprintf(dir, sizeof dir, "%s/ckpt", tu_tmpdir());
     CHECK(mkdir(dir, 0755) == 0);
-    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip", NULL, 0, 0 };
+    scenario_t s = { "stop", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip", NULL, 0, 0, 0, 0 };
     slot_t slot[NP];
     memset(slot, 0, sizeof slot);
     pthread_t th[NP];
@@ -548,25 +629,31 @@ int main(void)
         ep[i] = eps[i];
     }
     const scenario_t ref[] = {
-        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip", NULL, 0, 0 },
-        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0, "stepped", NULL, 0, 0 },
+        { "dpsgd", RUMOR_PEER_DPSGD, 1, 0, 0, NULL, 0, "gossip", NULL, 0, 0, 0, 0 },
+        { "dpsgd, send-ahead", RUMOR_PEER_DPSGD, 1, 1, 0, NULL, 0, "stepped", NULL, 0, 0, 0, 0 },
         /* send-ahead is for one local step: x(k+1) is known only after H */
-        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0, "gossip", NULL, 0, 0 },
-        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5, "outer", NULL, 0, 0 },
+        { "local steps H=3", RUMOR_PEER_DPSGD, 3, 1, 0, NULL, 0, "gossip", NULL, 0, 0, 0, 0 },
+        { "outer sgd:lr=0.5, H=2", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.5", 0.5, "outer", NULL, 0, 0, 0, 0 },
         { "outer over base:3:1's period", RUMOR_PEER_DPSGD, 2, 1, 0, "sgd:lr=0.7", 0.7,
-          "outer", "base:3:1", 1, 6 },
+          "outer", "base:3:1", 1, 6, 0, 0 },
         { "outer optim over base:3:1", RUMOR_PEER_DPSGD, 1, 1, 0, "optim", 0, "outer-optim",
-          "base:3:1", 2, 6 },
+          "base:3:1", 2, 6, 0, 0 },
         { "outer optim, AdamW", RUMOR_PEER_DPSGD, 1, 1, 0, "optim", 0, "outer-optim",
-          "base:3:1", 3, 6 },
-        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0, "allreduce", NULL, 0, 0 },
+          "base:3:1", 3, 6, 0, 0 },
+        /* 3 fragments (the last one padded), 2 steps a round, one of them
+         * while the fragment is away; and without overlap */
+        { "streaming F=3, S=1", RUMOR_PEER_DPSGD, 6, 1, 0, "sgd:lr=0.7", 0.7, "streaming", NULL,
+          0, 7, 3, 1 },
+        { "streaming F=2, S=0", RUMOR_PEER_DPSGD, 4, 1, 0, "sgd:lr=0.7", 0.7, "streaming", NULL,
+          0, 5, 2, 0 },
+        { "allreduce", RUMOR_PEER_ALLREDUCE, 1, 1, 0, NULL, 0, "allreduce", NULL, 0, 0, 0, 0 },
     };
     test_period_static();
     for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
         test_against_reference(&ref[i]);
     const scenario_t timed[] = {
-        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0, "gossip", NULL, 0, 0 },
-        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0, "balance", NULL, 0, 0 },
+        { "async", RUMOR_PEER_ASYNC, 1, 1, 0, NULL, 0, "gossip", NULL, 0, 0, 0, 0 },
+        { "balance batch", RUMOR_PEER_DPSGD, 1, 1, 1, NULL, 0, "balance", NULL, 0, 0, 0, 0 },
     };
     for (size_t i = 0; i < sizeof timed / sizeof *timed; i++)
         test_runs(&timed[i]);
