@@ -370,6 +370,29 @@ static void test_plans(void)
     bad("recommend --peers 8 --model-bytes 1MB --compress none,topk:3", 2, "in (0, 1]");
     bad("analyze ring:8 --model-bytes 1MB --consensus-step 0", 2, "--consensus-step '0'");
     bad("analyze ring:8 --model-bytes 1MB --local-steps 0", 2, "--local-steps '0'");
+    /* streamed (rumor-peer --fragments 4 --overlap 1 with 8 local steps): a
+     * round is 2 steps and a quarter of the model; 1 step computes, then
+     * max(comm, 1 step) while the fragment is away; eps takes 4 rounds a
+     * consensus round */
+    snprintf(args, sizeof args, "analyze ring:8 --model-bytes 1077288 --links '%s' "
+                                "--local-steps 8 --fragments 4 --overlap 1 --json", lpath);
+    j = run_json(args);
+    c = cJSON_GetObjectItemCaseSensitive(j, "cost");
+    p = cJSON_GetObjectItemCaseSensitive(c, "plan");
+    double cf = 0.025 + 1077288 / 4.0 / 12.5e6, rf = 0.01 + (cf > 0.01 ? cf : 0.01);
+    CHECK(p && num(p, "fragments") == 4 && num(p, "overlap") == 1 && num(p, "local_steps") == 8);
+    CHECK_CLOSE(num(c, "bytes_per_peer_max"), 2 * 1077288 / 4.0, 1e-12, 0);
+    CHECK_CLOSE(num(c, "round_seconds"), rf, 1e-12, 1e-12);
+    CHECK_CLOSE(num(c, "step_seconds"), rf / 2, 1e-12, 1e-12);
+    CHECK_CLOSE(num(c, "seconds_to_eps"), num(j, "rounds_to_eps") * 4 * rf, 1e-9, 0);
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "recommend --peers 8 --model-bytes 1077288 --links '%s' "
+                                "--compress none", lpath);
+    CHECK(run(args) == 0 && strstr(out, "--fragments") && strstr(out, "--overlap 1"));
+    bad("analyze ring:8 --model-bytes 1MB --local-steps 8 --fragments 3", 2,
+        "--local-steps 8 is not a multiple");
+    bad("analyze ring:8 --model-bytes 1MB --local-steps 8 --fragments 4 --overlap 3", 2,
+        "at most H / F = 2");
     unlink(lpath);
 }
 

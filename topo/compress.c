@@ -209,7 +209,10 @@ void rumor_gossip_plan_format(const rumor_gossip_plan_t *p, char *buf, size_t ca
     char c[48];
     rumor_codec_format(&p->codec, c, sizeof c);
     int h = p->local_steps > 1 ? p->local_steps : 1;
-    if (h > 1)
+    if (p->fragments > 1 || p->overlap > 0)
+        snprintf(buf, cap, "%s, H = %d, F = %d, S = %d", c, h,
+                 p->fragments > 1 ? p->fragments : 1, p->overlap);
+    else if (h > 1)
         snprintf(buf, cap, "%s, H = %d", c, h);
     else
         snprintf(buf, cap, "%s", c);

@@ -76,6 +76,9 @@ typedef struct rumor_gossip_plan {
     double gamma;
     int keyframe_every;
     int local_steps; /* 0 or 1: gossip every step */
+    int fragments;   /* 0 or 1: the whole model a round; F: streaming outer steps
+                      * (rumor-peer --fragments), 1/F of it a round, every H/F steps */
+    int overlap;     /* streaming: steps of a round run while its fragment is away */
 } rumor_gossip_plan_t;
 
 /* The plan's bytes a round over f32's: 1 without a codec, else keyframes

@@ -389,7 +389,15 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B0, lo
     memset(c, 0, sizeof *c);
     c->bytes_factor = plan ? rumor_gossip_plan_bytes_factor(plan) : 1.0;
     c->local_steps = plan && plan->local_steps > 1 ? plan->local_steps : 1;
-    double B = B0 * c->bytes_factor; /* what a message carries, on average */
+    c->fragments = plan && plan->fragments > 1 ? plan->fragments : 1;
+    c->overlap = plan && plan->overlap > 0 ? plan->overlap : 0;
+    int streaming = c->fragments > 1 || c->overlap > 0;
+    int h = c->local_steps / c->fragments; /* a round's steps */
+    if (h < 1 || c->local_steps % c->fragments || c->overlap > h)
+        return rumor_err_set(RUMOR_EINVAL, "fragments %d and overlap %d do not fit %d local "
+                                           "steps (F must divide H, S <= H / F)",
+                             c->fragments, c->overlap, c->local_steps);
+    double B = B0 * c->bytes_factor / c->fragments; /* what a message carries, on average */
     if (l->n != t->n)
         return rumor_err_set(RUMOR_EINVAL, "links describe %d peers, topology has %d", l->n, t->n);
     int n = t->n;
@@ -432,7 +440,12 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B0, lo
                     comm = tm, sf = j, st = i, sbw = b, slat = lat;
                 }
             }
-        double round = (c->local_steps - 1) * l->compute + (comm > l->compute ? comm : l->compute);
+        double round;
+        if (streaming) /* H/F - S steps, then the fragment away while S more run */
+            round = (h - c->overlap) * l->compute +
+                    (comm > c->overlap * l->compute ? comm : c->overlap * l->compute);
+        else
+            round = (c->local_steps - 1) * l->compute + (comm > l->compute ? comm : l->compute);
         sum_round += round;
         int mo = 0;
         double nic = 0;
@@ -455,7 +468,7 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B0, lo
         }
     }
     c->round_seconds = sum_round / t->period;
-    c->step_seconds = c->round_seconds / c->local_steps;
+    c->step_seconds = c->round_seconds / (streaming ? h : c->local_steps);
     c->compute_seconds = l->compute;
     if (l->compute > 0) /* H such that H computes cover the communication */
         c->suggested_steps = c->comm_seconds <= l->compute ? 1 : (int)ceil(c->comm_seconds / l->compute);
@@ -463,7 +476,7 @@ int rumor_topo_cost(const rumor_topo_t *t, const rumor_links_t *l, double B0, lo
         c->seconds_to_eps = INFINITY;
     else {
         /* whole periods at the mean, then the rounds of a partial one */
-        c->seconds_to_eps = (double)rounds * c->round_seconds;
+        c->seconds_to_eps = (double)rounds * c->fragments * c->round_seconds;
     }
     free(outd), free(ind);
     return 0;

@@ -71,8 +71,13 @@ typedef struct rumor_topo_cost {
     double seconds_to_eps;    /* INFINITY when consensus is never reached */
     /* the plan priced (compress.h) */
     double bytes_factor;      /* bytes a round over f32's (1 without a codec) */
-    int local_steps;          /* optimizer steps a round */
-    double step_seconds;      /* round_seconds / local_steps */
+    int local_steps;          /* optimizer steps between a coordinate's mixes (H) */
+    int fragments, overlap;   /* streaming (rumor-peer --fragments F --overlap S): a
+                               * round is H/F steps and carries 1/F of the model,
+                               * S of its steps run while it is in flight; the
+                               * bytes and seconds above are such a round's, and
+                               * eps takes F rounds a consensus round */
+    double step_seconds;      /* round_seconds over its steps */
     double compute_seconds;   /* per optimizer step (the link file's; 0 unknown) */
     int suggested_steps;      /* the fewest local steps whose compute hides the
                                * communication (1 when compute already does; 0

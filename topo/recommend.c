@@ -179,6 +179,25 @@ static void why(char *buf, size_t len, const rumor_topo_result_t *r)
                  bound, rumor_topo_fmt_seconds(s1, sizeof s1, r->cost.round_seconds));
 }
 
+/* The best row streamed: H = F = the suggested steps, S = 1, so a step
+ * sends 1/H of the model while it computes (rumor-peer --fragments). Its
+ * message is H times smaller: comm = latency + (comm - latency) / H. */
+static void streamed(FILE *f, const rumor_topo_result_t *x)
+{
+    const rumor_topo_cost_t *c = &x->cost;
+    int H = c->suggested_steps;
+    double lat = c->slow_lat > 0 ? c->slow_lat : 0;
+    double comm = lat + (c->comm_seconds - lat) / H;
+    double step = comm > c->compute_seconds ? comm : c->compute_seconds;
+    char b1[32], b2[32], b3[32];
+    fprintf(f, "Streamed, --local-steps %d --outer nesterov --fragments %d --overlap 1 sends "
+               "1/%d of the model a step while it computes: %s a step, its largest message %s "
+               "instead of %s.\n",
+            H, H, H, rumor_topo_fmt_seconds(b1, sizeof b1, step),
+            rumor_topo_fmt_bytes(b2, sizeof b2, c->bytes_peer_max / c->msgs_peer_max / H),
+            rumor_topo_fmt_bytes(b3, sizeof b3, c->bytes_peer_max / c->msgs_peer_max));
+}
+
 void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
                                 const rumor_topo_result_t *r, int count)
 {
@@ -223,8 +242,10 @@ void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
                 rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.seconds_to_eps));
         if (steps) {
             int h = x->plan.local_steps > 1 ? x->plan.local_steps : x->cost.suggested_steps;
-            fprintf(f, " %5d %10s", h,
-                    rumor_topo_fmt_seconds(b5, sizeof b5, rumor_topo_step_seconds(&x->cost, h)));
+            double st = x->cost.fragments > 1 || x->cost.overlap > 0
+                            ? x->cost.step_seconds /* streamed: priced as given */
+                            : rumor_topo_step_seconds(&x->cost, h);
+            fprintf(f, " %5d %10s", h, rumor_topo_fmt_seconds(b5, sizeof b5, st));
         }
         fprintf(f, "  %s\n", b3);
     }
@@ -246,6 +267,8 @@ void rumor_topo_print_recommend(FILE *f, const rumor_recommend_opts_t *o,
                                            rumor_topo_step_seconds(&x->cost,
                                                                    x->cost.suggested_steps)),
                     rumor_topo_fmt_seconds(b2, sizeof b2, x->cost.round_seconds));
+        if (x->cost.suggested_steps > 1 && x->plan.local_steps <= 1 && x->plan.fragments <= 1)
+            streamed(f, x);
         if (ranked > 1) {
             const rumor_topo_result_t *y = &r[1];
             rumor_codec_format(&y->plan.codec, codec, sizeof codec);

@@ -152,7 +152,7 @@ void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)
         return;
     const rumor_topo_cost_t *c = &r->cost;
     const rumor_gossip_plan_t *p = &r->plan;
-    if (p->codec.kind != RUMOR_CODEC_NONE || c->local_steps > 1) {
+    if (p->codec.kind != RUMOR_CODEC_NONE || c->local_steps > 1 || c->overlap > 0) {
         char codec[48];
         rumor_codec_format(&p->codec, codec, sizeof codec);
         fprintf(f, "gossip plan\n");
@@ -169,8 +169,13 @@ void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)
             else
                 fprintf(f, "%ld rounds to eps\n", r->rounds);
         }
-        if (c->local_steps > 1)
+        if (c->local_steps > 1 && c->fragments == 1 && c->overlap == 0)
             fprintf(f, "  local steps   %d optimizer steps a round\n", c->local_steps);
+        else if (c->local_steps > 1 || c->overlap > 0)
+            fprintf(f, "  streaming     %d fragment%s, one a round of %d steps (%d of them while "
+                       "it is in flight); each every %d steps, %d rounds a consensus round\n",
+                    c->fragments, c->fragments == 1 ? "" : "s", c->local_steps / c->fragments,
+                    c->overlap, c->local_steps, c->fragments);
     }
     fprintf(f, "traffic (model %s, per round)\n",
             rumor_topo_fmt_bytes(b1, sizeof b1, c->model_bytes));
@@ -193,8 +198,8 @@ void rumor_topo_print_report(FILE *f, const rumor_topo_result_t *r)
     fprintf(f, "\n");
     if (c->local_steps > 1 || c->compute_seconds > 0)
         fprintf(f, "  per step      %s (%d step%s a round)\n",
-                rumor_topo_fmt_seconds(b1, sizeof b1, c->step_seconds), c->local_steps,
-                c->local_steps == 1 ? "" : "s");
+                rumor_topo_fmt_seconds(b1, sizeof b1, c->step_seconds),
+                c->local_steps / c->fragments, c->local_steps / c->fragments == 1 ? "" : "s");
     if (c->suggested_steps > 1 && c->local_steps < c->suggested_steps)
         fprintf(f, "  local steps   --local-steps %d hides the communication behind compute: %s "
                    "a step\n",
@@ -315,6 +320,8 @@ static cJSON *to_json(const rumor_topo_result_t *r)
         jnum(pl, "consensus_step", rumor_gossip_plan_gamma(&r->plan));
         cJSON_AddNumberToObject(pl, "keyframe_every", rumor_gossip_plan_keyframe(&r->plan));
         cJSON_AddNumberToObject(pl, "local_steps", c->local_steps);
+        cJSON_AddNumberToObject(pl, "fragments", c->fragments);
+        cJSON_AddNumberToObject(pl, "overlap", c->overlap);
         jnum(pl, "bytes_factor", c->bytes_factor);
         jnum(pl, "rho", rumor_gossip_plan_rho(&r->plan, a->rho, a->lambda2, a->lambda_min));
         jnum(pl, "rounds_to_eps", r->rounds < 0 ? NAN : (double)r->rounds);

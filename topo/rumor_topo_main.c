@@ -116,7 +116,13 @@ static const char ANALYZE_HELP[] =
     "      --keyframe-every R  rounds between f32 keyframes (default: the codec's)\n"
     "      --local-steps H  optimizer steps a round (rumor-peer --local-steps): a round\n"
     "                       takes (H - 1) compute + max(communication, compute), with the\n"
-    "                       link file's compute time per step (default 1)\n\n"
+    "                       link file's compute time per step (default 1)\n"
+    "      --fragments F    streaming outer steps (rumor-peer --fragments): a round is\n"
+    "                       H / F steps and carries 1/F of the model, and a coordinate\n"
+    "                       mixes once in F rounds (default 1)\n"
+    "      --overlap S      S of a streamed round's steps run while its fragment is in\n"
+    "                       flight: the round takes (H/F - S) compute + max(communication,\n"
+    "                       S compute) (default 0)\n\n"
     "LINK FILE\n"
     "  default BW LAT            every pair not described otherwise\n"
     "  nic PEERS BW              NIC of those peers, shared by their links (else unlimited)\n"
@@ -172,8 +178,8 @@ static const char RECOMMEND_HELP[] =
     "  rumor-topo recommend - rank topologies by predicted time to consensus\n\n"
     "SYNOPSIS\n"
     "  rumor-topo recommend --peers N --model-bytes B [--links FILE] [--max-degree K]\n"
-    "                       [--compress LIST] [--local-steps H] [--eps E] [--method M]\n"
-    "                       [--time-limit S] [--json]\n\n"
+    "                       [--compress LIST] [--local-steps H] [--fragments F]\n"
+    "                       [--overlap S] [--eps E] [--method M] [--time-limit S] [--json]\n\n"
     "DESCRIPTION\n"
     "  Builds the candidate topologies for N peers (ring, torus, hypercube, exp,\n"
     "  exp:directed, onepeer-exp, base:N:1..4, rreg:N:3,4,6,8, complete, star),\n"
@@ -183,7 +189,9 @@ static const char RECOMMEND_HELP[] =
     "  and ranks the (topology, codec) pairs by predicted time to eps, saying why.\n"
     "  When the link file gives a compute time, each row also says the local steps\n"
     "  H that hide its communication behind compute (rumor-peer --local-steps H:\n"
-    "  more only slow consensus) and the time per optimizer step with them.\n"
+    "  more only slow consensus) and the time per optimizer step with them, and\n"
+    "  the best one's streamed form (--fragments H --overlap 1: a step sends 1/H of\n"
+    "  the model while it computes, the largest message H times smaller).\n"
     "  Candidates that send more than K messages a peer a round, or do not exist\n"
     "  for N, are listed apart with the reason.\n\n"
     "OPTIONS\n"
@@ -195,6 +203,7 @@ static const char RECOMMEND_HELP[] =
     "                       none,int8,int4,topk:0.1); --consensus-step G and\n"
     "                       --keyframe-every R apply to each\n"
     "      --local-steps H  price every row with H local steps instead of suggesting H\n"
+    "      --fragments F, --overlap S  price every row streamed (as for analyze)\n"
     "  -e, --eps E, -m, --method M, -t, --time-limit S (per candidate), -j, --json,\n"
     "  -h, --help: as for analyze.\n\n"
     "EXAMPLES\n"
@@ -356,6 +365,7 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         { "compress", required_argument, 0, 'C' }, { "consensus-step", required_argument, 0, 'G' },
         { "keyframe-every", required_argument, 0, 'K' },
         { "local-steps", required_argument, 0, 'H' },
+        { "fragments", required_argument, 0, 'F' }, { "overlap", required_argument, 0, 'S' },
         { 0, 0, 0, 0 }
     };
     memset(o, 0, sizeof *o);
@@ -399,6 +409,16 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
             if (*end || o->plan.local_steps < 1 || o->plan.local_steps > 10000)
                 return bad_usage(cmd, "--local-steps '%s': expected 1 to 10000", optarg);
             break;
+        case 'F':
+            o->plan.fragments = (int)strtol(optarg, &end, 10);
+            if (*end || o->plan.fragments < 1 || o->plan.fragments > 4096)
+                return bad_usage(cmd, "--fragments '%s': expected 1 to 4096", optarg);
+            break;
+        case 'S':
+            o->plan.overlap = (int)strtol(optarg, &end, 10);
+            if (*end || o->plan.overlap < 0 || o->plan.overlap > 10000)
+                return bad_usage(cmd, "--overlap '%s': expected 0 to 10000 steps", optarg);
+            break;
         case 'h': fputs(help, stdout); return 0;
         case 'b':
             if (rumor_topo_parse_bytes(optarg, &o->model_bytes) < 0)
@@ -439,6 +459,19 @@ static int parse_opts(const char *cmd, const char *help, int argc, char **argv, 
         case ':': return bad_usage(cmd, "option '%s' needs a value", argv[optind - 1]);
         default: return bad_usage(cmd, "unknown option '%s'", argv[optind - 1]);
         }
+    }
+    int H = o->plan.local_steps > 1 ? o->plan.local_steps : 1;
+    int F = o->plan.fragments > 1 ? o->plan.fragments : 1;
+    char why[160];
+    if (H % F) {
+        snprintf(why, sizeof why, "--fragments %d: --local-steps %d is not a multiple of it", F,
+                 H);
+        return bad_usage(cmd, "%s", why);
+    }
+    if (o->plan.overlap > H / F) {
+        snprintf(why, sizeof why, "--overlap %d: at most H / F = %d steps", o->plan.overlap,
+                 H / F);
+        return bad_usage(cmd, "%s", why);
     }
     if (o->links && !(o->model_bytes > 0) && strcmp(cmd, "weights"))
         return bad_usage(cmd, "--links needs --model-bytes (time per round depends on it)%s", "");
