@@ -492,7 +492,11 @@ else
     # onepeer-exp's period (log2 n rounds of one neighbour): one process with
     # n times the batch, without an all-reduce (docs/outer.md)
     run_gpt optim_exact --mode dpsgd --topology onepeer-exp --outer optim --outer-rounds period
-    for n in int8 int8_local4 topk2_local4 optim_exact; do
+    # streaming outer steps: a quarter of the model a step, sent while the
+    # step computes, each quarter averaged every 4 steps (docs/outer.md)
+    run_gpt stream4 --mode dpsgd --topology onepeer-exp --local-steps 4 --outer sgd:lr=1 \
+        --fragments 4 --overlap 1
+    for n in int8 int8_local4 topk2_local4 optim_exact stream4; do
         b=$(done_mean "gpt_$n" bytes_sent || true); b0=$(done_mean gpt_dpsgd bytes_sent || true)
         if [ -n "$b" ] && [ -n "$b0" ]; then bench "${TAG}_gpt_${n}_bytes_vs_dpsgd" "$(ratio4 "$b" "$b0")" x; fi
     done
@@ -502,7 +506,7 @@ else
     run_gpt int8_x2 --mode dpsgd --topology ring --compress int8 --epochs $(( 2 * GPT_EPOCHS ))
     # at equal tokens: each run's final average minus the all-reduce's (one
     # AdamW on the mean gradient: one process with n times the batch)
-    for n in dpsgd int8 int8_local4 topk2_local4 optim_exact; do
+    for n in dpsgd int8 int8_local4 topk2_local4 optim_exact stream4; do
         eval "l=\${LOSS_gpt_$n:-}"
         if [ -n "$l" ] && [ -n "${LOSS_gpt_allreduce:-}" ]; then
             bench "${TAG}_gpt_${n}_minus_allreduce" \
@@ -511,7 +515,7 @@ else
     done
     printf '%-14s %16s %18s\n' "gpt run" "time to $GPT_TARGET" "final average"
     best= bestn=
-    for n in allreduce dpsgd int8 int8_local4 topk2_local4 optim_exact int8_x2; do
+    for n in allreduce dpsgd int8 int8_local4 topk2_local4 optim_exact stream4 int8_x2; do
         eval "tt=\${TT_gpt_$n:-}; l=\${LOSS_gpt_$n:-}"
         printf '%-14s %14s s %12s nats\n' "$n" "${tt:--}" "${l:--}"
         [ "$n" = allreduce ] && continue
