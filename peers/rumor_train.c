@@ -55,6 +55,8 @@ static const char usage_head[] =
     "  rumor-train schedule --schedule S --stages P --microbatches M [--svg FILE]\n"
     "and the devices this machine offers (the CPU and each GPU):\n"
     "  rumor-train devices [--json]\n"
+    "and text files to llm.c token shards (rumor-train tokenize --help):\n"
+    "  rumor-train tokenize FILE... --tokenizer gpt2:DIR --out DIR [--threads T]\n"
     "\n";
 
 static const char usage_tail[] =

@@ -451,5 +451,7 @@ int rumor_train_subcommand(int argc, char **argv)
         return rumor_train_schedule_cmd(argc - 1, argv + 1);
     if (!strcmp(argv[1], "devices"))
         return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tokenize"))
+        return rumor_train_tokenize_cmd(argc - 1, argv + 1);
     return -1;
 }

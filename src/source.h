@@ -9,7 +9,8 @@
  *   text:FILE[,FILE...]    bytes (vocabulary 256); the last val_fraction of
  *                          each file is validation (text.h)
  *   tokens:TRAIN.bin[,VAL.bin]  llm.c token shards (GPT-2's vocabulary
- *                          50257 unless the config names another)
+ *                          50257 unless the config names another); tokens:DIR
+ *                          and tokens:GLOB read many (text.h)
  * Anything else is RUMOR_EINVAL ("--data 'X': unknown kind; ...").
  *
  * Images reproduce what rumor-train and rumor-peer did before sources

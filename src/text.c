@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <glob.h>
 #include <sys/stat.h>
 
 #include "data.h"
@@ -288,12 +289,87 @@ static int too_short(const char *path, size_t n, size_t window, const char *what
                          what, window);
 }
 
+/* The shards a glob pattern names, in order, one after the other; none
+ * is an error naming the pattern. */
+static int read_glob(const char *pattern, int vocab, rumor_tokens_t **out)
+{
+    glob_t g;
+    int gr = glob(pattern, 0, NULL, &g);
+    if (gr != 0) {
+        if (gr != GLOB_NOMATCH)
+            globfree(&g);
+        return rumor_err_set(RUMOR_EIO, "%s: no shard matches", pattern);
+    }
+    size_t total = 0;
+    rumor_tokens_t **parts = calloc(g.gl_pathc, sizeof *parts);
+    int rc = parts ? 0 : rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
+        rc = read_shard(g.gl_pathv[i], vocab, &parts[i]);
+        if (rc == 0)
+            total += parts[i]->n;
+    }
+    if (rc == 0)
+        rc = rumor_tokens_create(total, vocab, pattern, out);
+    for (size_t i = 0, at = 0; parts && i < g.gl_pathc; i++) {
+        if (rc == 0) {
+            memcpy((*out)->tok + at, parts[i]->tok, parts[i]->n * sizeof(uint16_t));
+            at += parts[i]->n;
+        }
+        rumor_tokens_destroy(&parts[i]);
+    }
+    free(parts);
+    globfree(&g);
+    return rc;
+}
+
+/* tokens:DIR (rumor-train tokenize's output: DIR/train_*.bin and
+ * DIR/val_*.bin) or tokens:GLOB (shards, the last val_fraction of them
+ * all for validation) */
+static int load_many(const char *spec, int dir, int vocab, double val_fraction, size_t window,
+                     rumor_tokens_t **train, rumor_tokens_t **val)
+{
+    char pat[4200];
+    snprintf(pat, sizeof pat, dir ? "%s/train_*.bin" : "%s", spec);
+    RUMOR_CHECK(read_glob(pat, vocab, train));
+    int rc = 0;
+    if (dir) {
+        snprintf(pat, sizeof pat, "%s/val_*.bin", spec);
+        rc = read_glob(pat, vocab, val);
+        if (rc == 0 && (*train)->n < window)
+            rc = too_short(spec, (*train)->n, window, "training");
+        if (rc == 0 && (*val)->n < window)
+            rc = too_short(spec, (*val)->n, window, "validation");
+    } else {
+        size_t all = (*train)->n, v = val_part(all, val_fraction);
+        if (all - v < window || v < window)
+            rc = rumor_err_set(RUMOR_EFORMAT, "%s: %zu tokens give %zu training and %zu "
+                                              "validation tokens; a window of %zu tokens needs "
+                                              "at least %zu in each", spec, all, all - v, v,
+                               window, window);
+        if (rc == 0)
+            rc = rumor_tokens_create(v, vocab, spec, val);
+        if (rc == 0) {
+            memcpy((*val)->tok, (*train)->tok + (all - v), v * sizeof(uint16_t));
+            (*train)->n = all - v;
+        }
+    }
+    if (rc < 0) {
+        rumor_tokens_destroy(train);
+        rumor_tokens_destroy(val);
+    }
+    return rc;
+}
+
 int rumor_tokens_load(const char *files, int vocab, double val_fraction, size_t window,
                       rumor_tokens_t **train, rumor_tokens_t **val)
 {
     RUMOR_CHECK(check_args(val_fraction, window, train, val));
     if (vocab < 2 || vocab > 65536)
         return rumor_err_set(RUMOR_EINVAL, "vocabulary %d outside [2, 65536]", vocab);
+    struct stat sb;
+    int dir = !strchr(files, ',') && stat(files, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (dir || (!strchr(files, ',') && strpbrk(files, "*?[")))
+        return load_many(files, dir, vocab, val_fraction, window, train, val);
     char *buf, **paths;
     int n;
     RUMOR_CHECK(split_list(files, 2, &buf, &paths, &n));

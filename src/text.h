@@ -14,7 +14,11 @@
  * exactly 1024 + 2N bytes). Every token must be below the vocabulary
  * (GPT-2's 50257 unless the caller names another). Without VAL.bin the last
  * val_fraction of TRAIN is validation. Nothing is allocated from a header's
- * claim before it is checked against the file's size.
+ * claim before it is checked against the file's size. tokens:DIR reads
+ * rumor-train tokenize's output, DIR/train_*.bin then DIR/val_*.bin, each
+ * set one after the other in name order; tokens:GLOB (a pattern with *, ?
+ * or [) every shard it matches in name order, the last val_fraction of
+ * them all for validation.
  *
  * Every error names the file and what is wrong, with both numbers where two
  * disagree ("val.bin: 3 tokens, fewer than a window of 65"); on failure the

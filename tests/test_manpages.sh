@@ -22,7 +22,7 @@ check() { # PAGE HELP-TEXT-FILE
 "$b/rumor-peer" keygen --help >>"$b/peers/test-help-peer.txt"
 check "$b/peers/rumor-peer.1" "$b/peers/test-help-peer.txt"
 "$b/rumor-train" --help >"$b/peers/test-help-train.txt"
-for c in sample eval export schedule; do "$b/rumor-train" $c --help >>"$b/peers/test-help-train.txt"; done
+for c in sample eval export schedule tokenize; do "$b/rumor-train" $c --help >>"$b/peers/test-help-train.txt"; done
 check "$b/peers/rumor-train.1" "$b/peers/test-help-train.txt"
 rm -f "$b/peers/test-help-peer.txt" "$b/peers/test-help-train.txt"
 # at groff's page width and at man(1)'s on an 80-column terminal (78n):

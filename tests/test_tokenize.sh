@@ -1,0 +1,79 @@
+#!/bin/sh
+# rumor-train tokenize: 1 MB of the default corpus and a text of mixed
+# scripts into shards of at most 50,000 GPT-2 tokens, with 1 and with 2
+# threads. The shards must be llm.c's format (header counts that match
+# their sizes), the same bytes whatever the threads, hold as many tokens as
+# the whole files encode to (the cuts between blocks and at the validation
+# split change no token), and decode (a decoder written here in Python from
+# encoder.json) to each file's first ~90% in the train shards and the rest
+# in the validation shards. rumor-train trains on --data tokens:DIR; bad
+# usage and an --out that holds shards are refused.
+set -u
+. "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
+b=$RUMOR_BUILDDIR
+gpt2=$b/tokenizers/gpt2
+[ -f "$gpt2/encoder.json" ] || skip "no $gpt2 (./bootstrap fetches GPT-2's files with npm pack)"
+[ -f "$b/corpus/kjv.txt" ] || skip "no corpus/kjv.txt (./bootstrap build writes it)"
+command -v python3 >/dev/null 2>&1 || skip "python3 not found (it decodes the shards)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+head -c 1000000 "$b/corpus/kjv.txt" >"$tmp/a.txt"
+python3 "$RUMOR_SRCDIR/tests/data/unicode_text.py" 5000 9 >"$tmp/b.txt"
+for t in 1 2; do
+  "$b/rumor-train" tokenize "$tmp/a.txt" "$tmp/b.txt" --tokenizer "gpt2:$gpt2" --out "$tmp/s$t" \
+    --shard-tokens 50000 --threads $t --progress 0 >"$tmp/out$t" 2>&1 ||
+    fail "tokenize with $t thread(s): $(tail -2 "$tmp/out$t")"
+done
+cat "$tmp/out2"
+for f in "$tmp"/s1/*.bin; do
+  cmp -s "$f" "$tmp/s2/$(basename "$f")" || fail "$(basename "$f") differs between 1 and 2 threads"
+done
+[ "$(ls "$tmp/s1" | wc -l)" = "$(ls "$tmp/s2" | wc -l)" ] || fail "1 and 2 threads wrote different shards"
+whole=$(( $("$b/tests/bpe_ids" "$gpt2" "$tmp/a.txt" | wc -l) + $("$b/tests/bpe_ids" "$gpt2" "$tmp/b.txt" | wc -l) ))
+python3 - "$tmp" "$gpt2" "$whole" <<'PY' || fail "the shards are not the files' tokens"
+import glob, json, struct, sys
+d, gpt2, whole = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs = bs[:]
+n = 0
+for c in range(256):
+    if c not in bs:
+        bs.append(c); cs.append(256 + n); n += 1
+byte_of = {chr(c): b for b, c in zip(bs, cs)}
+tok = {i: bytes(byte_of[ch] for ch in s) for s, i in json.load(open(f"{gpt2}/encoder.json")).items()}
+def shards(kind):
+    ids = []
+    files = sorted(glob.glob(f"{d}/s2/{kind}_*.bin"))
+    for k, f in enumerate(files):
+        raw = open(f, "rb").read()
+        h = struct.unpack("<256i", raw[:1024])
+        assert h[0] == 20240520 and h[1] == 1 and len(raw) == 1024 + 2 * h[2], f"{f}: header {h[:3]}"
+        assert h[2] <= 50000 and (h[2] == 50000 or k == len(files) - 1), f"{f}: {h[2]} tokens"
+        ids += struct.unpack(f"<{h[2]}H", raw[1024:])
+    return ids
+tr, va = shards("train"), shards("val")
+assert len(tr) + len(va) == whole, f"{len(tr)} + {len(va)} tokens, the files encode to {whole}"
+dt, dv = b"".join(tok[i] for i in tr), b"".join(tok[i] for i in va)
+a, b_ = open(f"{d}/a.txt", "rb").read(), open(f"{d}/b.txt", "rb").read()
+ok = False
+for s1 in range(int(0.9 * len(a)), len(a) + 1):
+    s2 = len(dt) - s1
+    if 0 <= s2 <= len(b_) and dt == a[:s1] + b_[:s2] and dv == a[s1:] + b_[s2:]:
+        ok = True
+        break
+assert ok, "the train and validation shards do not decode to the files' two parts"
+print(f"{len(tr)} train and {len(va)} validation tokens decode to the files; validation from byte {s1} of a.txt, {s2} of b.txt")
+PY
+timeout 120 "$b/rumor-train" --model gpt:layers=1,dim=32,heads=2,ctx=32,vocab=50257 \
+  --data "tokens:$tmp/s2" --steps 5 --batch 4 --eval-batches 2 >"$tmp/train.out" 2>&1 ||
+  fail "rumor-train on tokens:DIR: $(tail -2 "$tmp/train.out")"
+grep -q "validation loss" "$tmp/train.out" || fail "rumor-train on tokens:DIR printed no validation loss"
+run_expect 1 "holds shards already" "$b/rumor-train" tokenize "$tmp/a.txt" --tokenizer "gpt2:$gpt2" \
+  --out "$tmp/s1"
+run_expect 1 "encoder.json: No such file" "$b/rumor-train" tokenize "$tmp/a.txt" \
+  --tokenizer "gpt2:$tmp" --out "$tmp/s3"
+run_expect 2 "--tokenizer gpt2:DIR is required" "$b/rumor-train" tokenize "$tmp/a.txt" --out "$tmp/s4"
+run_expect 2 "expected text files first" "$b/rumor-train" tokenize --out "$tmp/s4"
+run_expect 1 "nothere.txt" "$b/rumor-train" tokenize "$tmp/nothere.txt" --tokenizer "gpt2:$gpt2" \
+  --out "$tmp/s5"
+finish
