@@ -29,6 +29,7 @@
 
 static const char usage[] =
     "Usage: rumor-train tokenize FILE... --tokenizer gpt2:DIR --out DIR [options]\n"
+    "       rumor-train tokenize FILE... --train-bpe V --out DIR [options]\n"
     "Encode text files with a byte-level BPE into llm.c token shards, which\n"
     "--data tokens:DIR reads: DIR/val_000000.bin, ... (the last --val-fraction of\n"
     "each file) and DIR/train_000000.bin, ... (the rest), each a header of 256\n"
@@ -36,6 +37,10 @@ static const char usage[] =
     "\n"
     "  --tokenizer gpt2:DIR   the BPE of DIR/encoder.json and DIR/vocab.bpe (GPT-2's\n"
     "                         own: ./bootstrap fetches them to build/tokenizers/gpt2)\n"
+    "  --train-bpe V          instead: train a byte-level BPE of V tokens (257..65536,\n"
+    "                         <|endoftext|> among them) on the files' training parts,\n"
+    "                         save it in GPT-2's two files in DIR/tokenizer, and\n"
+    "                         encode the files with it\n"
     "  --out DIR              where the shards go (created; it must hold no shards)\n"
     "  --shard-tokens N       tokens a shard at most, 1024..2^31 (default 100000000)\n"
     "  --val-fraction F       the share of each file's bytes for validation, 0..0.5\n"
@@ -47,12 +52,14 @@ static const char usage[] =
     "Exit status: 0 on success, 1 on a runtime error (a file that cannot be read,\n"
     "a bad tokenizer), 2 on bad usage.\n"
     "\n"
-    "Example:\n"
+    "Examples:\n"
     "  rumor-train tokenize build/corpus/kjv.txt --tokenizer gpt2:build/tokenizers/gpt2 \\\n"
-    "      --out kjv-gpt2\n";
+    "      --out kjv-gpt2\n"
+    "  rumor-train tokenize build/corpus/kjv.txt --train-bpe 4096 --out kjv-4k\n";
 
 struct tok_opts {
     const char *tokenizer, *out;
+    int train_bpe;
     long shard_tokens;
     double val_fraction, progress;
     int threads;
@@ -61,6 +68,7 @@ struct tok_opts {
 static const rumor_opt_t table[] = {
     { "tokenizer", 0, RUMOR_OPT_PATHS, offsetof(struct tok_opts, tokenizer), 0, 0, "gpt2:", 0 },
     { "out", 0, RUMOR_OPT_PATH, offsetof(struct tok_opts, out), 0, 0, NULL, 0 },
+    { "train-bpe", 0, RUMOR_OPT_INT, offsetof(struct tok_opts, train_bpe), 257, 65536, NULL, 0 },
     { "shard-tokens", 0, RUMOR_OPT_LONG, offsetof(struct tok_opts, shard_tokens), 1024,
       2147483647.0, NULL, 0 },
     { "val-fraction", 0, RUMOR_OPT_DOUBLE, offsetof(struct tok_opts, val_fraction), 0, 0.5, NULL,
@@ -209,6 +217,65 @@ static int encode_range(const uint8_t *t, size_t n, struct job *jobs, int T, str
 
 static int tokenize(const char **files, int nf, struct tok_opts *opt);
 
+/* Maps a whole file read-only (*t NULL for an empty one). */
+static int map_file(const char *path, const uint8_t **t, size_t *n)
+{
+    struct stat sb;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fstat(fd, &sb) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(e));
+    }
+    *n = (size_t)sb.st_size;
+    *t = NULL;
+    if (*n) {
+        void *m = mmap(NULL, *n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(e));
+        }
+        madvise(m, *n, MADV_SEQUENTIAL);
+        *t = m;
+    }
+    close(fd);
+    return 0;
+}
+
+/* --train-bpe V: a BPE trained on the files' training parts, saved in dir */
+static int train_bpe(const char **files, int nf, const struct tok_opts *o, const char *dir)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return rumor_err_set(RUMOR_EIO, "%s: %s", dir, strerror(errno));
+    rumor_bpe_trainer_t *tr;
+    RUMOR_CHECK(rumor_bpe_trainer_create(&tr));
+    double t0 = rumor_now();
+    uint64_t bytes = 0;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < nf; i++) {
+        const uint8_t *t;
+        size_t n;
+        rc = map_file(files[i], &t, &n);
+        if (rc < 0)
+            break;
+        size_t split = o->val_fraction > 0 ? cut(t, n, (size_t)((1 - o->val_fraction) * n)) : n;
+        rc = rumor_bpe_trainer_feed(tr, (const char *)t, split);
+        bytes += split;
+        if (t)
+            munmap((void *)t, n);
+    }
+    int made = 0;
+    if (rc == 0)
+        rc = rumor_bpe_trainer_save(tr, o->train_bpe, dir, &made);
+    rumor_bpe_trainer_free(&tr);
+    if (rc == 0)
+        printf("tokenize: trained a BPE of %d tokens (%d asked) on %.1f MB in %.1f s: %s\n", made,
+               o->train_bpe, bytes / 1e6, rumor_now() - t0, dir);
+    return rc;
+}
+
 int rumor_train_tokenize_cmd(int argc, char **argv)
 {
     const char *prog = "rumor-train tokenize";
@@ -249,9 +316,15 @@ static int tokenize(const char **files, int nf, struct tok_opts *opt)
     const char *prog = "rumor-train tokenize";
     struct tok_opts o = *opt;
     int rc;
-    if (!o.tokenizer || strncmp(o.tokenizer, "gpt2:", 5) || !o.tokenizer[5]) {
+    if (o.tokenizer && o.train_bpe) {
+        fprintf(stderr, "%s: --tokenizer and --train-bpe: give one (a tokenizer to use, or one "
+                        "to train)\nTry '%s --help' for more information.\n", prog, prog);
+        return 2;
+    }
+    if (!o.train_bpe && (!o.tokenizer || strncmp(o.tokenizer, "gpt2:", 5) || !o.tokenizer[5])) {
         fprintf(stderr, "%s: --tokenizer gpt2:DIR is required (the directory of encoder.json "
-                        "and vocab.bpe)\nTry '%s --help' for more information.\n", prog, prog);
+                        "and vocab.bpe), or --train-bpe V\nTry '%s --help' for more "
+                        "information.\n", prog, prog);
         return 2;
     }
     if (!o.out) {
@@ -276,9 +349,19 @@ static int tokenize(const char **files, int nf, struct tok_opts *opt)
             return 1;
         }
     }
+    char tdir[4200];
+    if (o.train_bpe) {
+        snprintf(tdir, sizeof tdir, "%s/tokenizer", o.out);
+        if (train_bpe(files, nf, &o, tdir) < 0) {
+            fprintf(stderr, "%s: --train-bpe %d: %s\n", prog, o.train_bpe, rumor_err_msg());
+            return 1;
+        }
+    } else {
+        snprintf(tdir, sizeof tdir, "%s", o.tokenizer + 5);
+    }
     rumor_bpe_t *bpe = NULL;
-    if (rumor_bpe_load_dir(o.tokenizer + 5, &bpe) < 0) {
-        fprintf(stderr, "%s: --tokenizer %s: %s\n", prog, o.tokenizer, rumor_err_msg());
+    if (rumor_bpe_load_dir(tdir, &bpe) < 0) {
+        fprintf(stderr, "%s: tokenizer %s: %s\n", prog, tdir, rumor_err_msg());
         return 1;
     }
     struct job *jobs = calloc((size_t)T, sizeof *jobs);
@@ -299,25 +382,11 @@ static int tokenize(const char **files, int nf, struct tok_opts *opt)
             pg.total += (uint64_t)sb.st_size;
     }
     for (int i = 0; rc == 0 && i < nf; i++) {
-        int fd = open(files[i], O_RDONLY);
-        if (fd < 0 || fstat(fd, &sb) < 0) {
-            rc = rumor_err_set(RUMOR_EIO, "%s: %s", files[i], strerror(errno));
-            if (fd >= 0)
-                close(fd);
+        const uint8_t *t;
+        size_t n;
+        rc = map_file(files[i], &t, &n);
+        if (rc < 0)
             break;
-        }
-        size_t n = (size_t)sb.st_size;
-        const uint8_t *t = NULL;
-        if (n) {
-            t = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (t == MAP_FAILED) {
-                rc = rumor_err_set(RUMOR_EIO, "%s: %s", files[i], strerror(errno));
-                close(fd);
-                break;
-            }
-            madvise((void *)t, n, MADV_SEQUENTIAL);
-        }
-        close(fd);
         size_t split = o.val_fraction > 0 ? cut(t, n, (size_t)((1 - o.val_fraction) * n)) : n;
         rc = encode_range(t, split, jobs, T, &train, &pg);
         if (rc == 0)

@@ -1,6 +1,7 @@
 /* Byte-level BPE (bpe.h): the two files, GPT-2's pre-tokenizer over ICU's
  * Unicode classes, and tiktoken's merge order. */
 #include "bpe.h"
+#include "bpe_int.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -55,8 +56,8 @@ static uint64_t fnv(const uint8_t *p, size_t n)
     return h;
 }
 
-/* GPT-2's byte-to-character map: byte b <-> code point cp_of[b] */
-static void byte_map(uint32_t cp_of[256])
+/* GPT-2's byte-to-character map: byte b <-> code point cp_of[b] (bpe_int.h) */
+void rumor_bpe_byte_map(uint32_t cp_of[256])
 {
     int n = 0;
     for (int b = 0; b < 256; b++) {
@@ -330,7 +331,7 @@ int rumor_bpe_load(const char *encoder_json, const char *vocab_bpe, rumor_bpe_t 
         return rumor_err_set(RUMOR_ENOMEM, "out of memory");
     uint32_t cp_of[256];
     int16_t byte_of[512];
-    byte_map(cp_of);
+    rumor_bpe_byte_map(cp_of);
     memset(byte_of, 0xff, sizeof byte_of);
     for (int c = 0; c < 256; c++)
         byte_of[cp_of[c]] = (int16_t)c;
@@ -689,8 +690,8 @@ static size_t run_end(const uint8_t *t, size_t n, size_t i, int cls)
     return i;
 }
 
-/* The end of the piece that starts at i. */
-static size_t piece_end(const uint8_t *t, size_t n, size_t i)
+/* The end of the piece that starts at i (bpe_int.h). */
+size_t rumor_bpe_piece_end(const uint8_t *t, size_t n, size_t i)
 {
     size_t k, k2;
     int c = char_at(t, n, i, &k);
@@ -728,7 +729,7 @@ int rumor_bpe_encode(rumor_bpe_ctx_t *c, const char *text, size_t n, uint16_t **
 {
     const uint8_t *t = (const uint8_t *)text;
     for (size_t at = 0; at < n;) {
-        size_t e = piece_end(t, n, at);
+        size_t e = rumor_bpe_piece_end(t, n, at);
         RUMOR_CHECK(encode_piece(c, t + at, e - at, ids, len, cap));
         at = e;
     }

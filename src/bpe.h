@@ -63,6 +63,18 @@ int rumor_bpe_encode(rumor_bpe_ctx_t *c, const char *text, size_t n, uint16_t **
 long rumor_bpe_decode(const rumor_bpe_t *b, const uint16_t *ids, size_t n, char *out,
                       size_t cap);
 
+/* Training one (bpe_train.c): feed text, then save a vocabulary of V
+ * tokens (257..65536, <|endoftext|> among them) as DIR/encoder.json and
+ * DIR/vocab.bpe. The distinct pieces of GPT-2's pre-tokenizer are counted;
+ * then, until V - 1 tokens, the most frequent adjacent pair over them (the
+ * lower ids on a tie) becomes a token. *made is the vocabulary made: less
+ * than V when no pair is left twice. */
+typedef struct rumor_bpe_trainer rumor_bpe_trainer_t;
+int rumor_bpe_trainer_create(rumor_bpe_trainer_t **out) RUMOR_WUR;
+int rumor_bpe_trainer_feed(rumor_bpe_trainer_t *t, const char *text, size_t n) RUMOR_WUR;
+int rumor_bpe_trainer_save(rumor_bpe_trainer_t *t, int V, const char *dir, int *made) RUMOR_WUR;
+void rumor_bpe_trainer_free(rumor_bpe_trainer_t **t);
+
 #ifdef __cplusplus
 }
 #endif

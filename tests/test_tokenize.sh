@@ -7,7 +7,11 @@
 # split change no token), and decode (a decoder written here in Python from
 # encoder.json) to each file's first ~90% in the train shards and the rest
 # in the validation shards. rumor-train trains on --data tokens:DIR; bad
-# usage and an --out that holds shards are refused.
+# usage and an --out that holds shards are refused. --train-bpe 320 on
+# 200 kB of the corpus (ASCII) must give the merges of a trainer written
+# here in Python from the rule (the most frequent adjacent pair over the
+# distinct pieces, the lower ids on a tie, a pair that makes a token
+# already passed over), and the shards it writes decode to the text.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 b=$RUMOR_BUILDDIR
@@ -68,6 +72,74 @@ timeout 120 "$b/rumor-train" --model gpt:layers=1,dim=32,heads=2,ctx=32,vocab=50
   --data "tokens:$tmp/s2" --steps 5 --batch 4 --eval-batches 2 >"$tmp/train.out" 2>&1 ||
   fail "rumor-train on tokens:DIR: $(tail -2 "$tmp/train.out")"
 grep -q "validation loss" "$tmp/train.out" || fail "rumor-train on tokens:DIR printed no validation loss"
+head -c 200000 "$b/corpus/kjv.txt" >"$tmp/c.txt"
+"$b/rumor-train" tokenize "$tmp/c.txt" --train-bpe 320 --val-fraction 0 --out "$tmp/t" \
+  --progress 0 >"$tmp/train-bpe.out" 2>&1 || fail "--train-bpe 320: $(tail -2 "$tmp/train-bpe.out")"
+grep -q "trained a BPE of 320 tokens" "$tmp/train-bpe.out" || fail "--train-bpe 320 said: $(cat "$tmp/train-bpe.out")"
+python3 - "$tmp" <<'PY' || fail "--train-bpe's merges are not the reference trainer's"
+import collections, glob, json, re, struct, sys
+d = sys.argv[1]
+V = 320
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+order = bs + [c for c in range(256) if c not in bs]
+cs = bs[:]
+n = 0
+for c in range(256):
+    if c not in bs:
+        cs.append(256 + n); n += 1
+cp_of = {b: c for b, c in zip(bs + [c for c in range(256) if c not in bs], cs)}
+mapped = lambda t: "".join(chr(cp_of[x]) for x in t)
+ws = " \t\n\x0b\x0c\r"
+pat = re.compile(rf"'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{ws}A-Za-z0-9]+|[{ws}]+(?![^{ws}])|[{ws}]+")
+text = open(f"{d}/c.txt", "rb").read()
+assert all(c < 128 for c in text), "the reference's pattern is for ASCII text"
+pieces = collections.Counter(pat.findall(text.decode("ascii")))
+tok = [bytes([b]) for b in order]
+have = set(tok)
+words = {tuple(order.index(c) for c in w.encode()): k for w, k in pieces.items()}
+merges, banned = [], set()
+while len(tok) < V - 1:
+    pc = collections.Counter()
+    for w, k in words.items():
+        for p in zip(w, w[1:]):
+            pc[p] += k
+    cands = [(c, p) for p, c in pc.items() if c >= 2 and p not in banned]
+    if not cands:
+        break
+    c, (a, b) = min(cands, key=lambda x: (-x[0], x[1]))
+    if tok[a] + tok[b] in have:
+        banned.add((a, b))
+        continue
+    new = len(tok)
+    tok.append(tok[a] + tok[b]); have.add(tok[-1]); merges.append((a, b))
+    nw = {}
+    for w, k in words.items():
+        out, i = [], 0
+        while i < len(w):
+            if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
+                out.append(new); i += 2
+            else:
+                out.append(w[i]); i += 1
+        nw[tuple(out)] = nw.get(tuple(out), 0) + k
+    words = nw
+ref = ["#version: 0.2"] + [f"{mapped(tok[a])} {mapped(tok[b])}" for a, b in merges]
+ours = open(f"{d}/t/tokenizer/vocab.bpe", encoding="utf-8").read().splitlines()
+assert ours == ref, f"{len(ours) - 1} merges here, {len(ref) - 1} in the reference; first difference: " + \
+    next((f"line {i + 1}: {x!r} against {y!r}" for i, (x, y) in enumerate(zip(ours, ref)) if x != y), "length")
+enc = json.load(open(f"{d}/t/tokenizer/encoder.json", encoding="utf-8"))
+assert len(enc) == V and enc["<|endoftext|>"] == V - 1, f"{len(enc)} tokens"
+byte_of = {chr(c): b for b, c in cp_of.items()}
+dec = {i: bytes(byte_of[ch] for ch in s) for s, i in enc.items()}
+ids = []
+for f in sorted(glob.glob(f"{d}/t/train_*.bin")):
+    raw = open(f, "rb").read()
+    ids += struct.unpack(f"<{(len(raw) - 1024) // 2}H", raw[1024:])
+assert b"".join(dec[i] for i in ids) == text, "the trained BPE's shards do not decode to the text"
+print(f"--train-bpe {V}: {len(merges)} merges, the reference's; {len(ids)} tokens decode to the text")
+PY
+run_expect 2 "--tokenizer and --train-bpe" "$b/rumor-train" tokenize "$tmp/a.txt" --train-bpe 300 \
+  --tokenizer "gpt2:$gpt2" --out "$tmp/s6"
+run_expect 2 "--train-bpe" "$b/rumor-train" tokenize "$tmp/a.txt" --train-bpe 100 --out "$tmp/s7"
 run_expect 1 "holds shards already" "$b/rumor-train" tokenize "$tmp/a.txt" --tokenizer "gpt2:$gpt2" \
   --out "$tmp/s1"
 run_expect 1 "encoder.json: No such file" "$b/rumor-train" tokenize "$tmp/a.txt" \
