@@ -33,7 +33,10 @@ static const char usage[] =
     "Encode text files with a byte-level BPE into llm.c token shards, which\n"
     "--data tokens:DIR reads: DIR/val_000000.bin, ... (the last --val-fraction of\n"
     "each file) and DIR/train_000000.bin, ... (the rest), each a header of 256\n"
-    "int32 (20240520, 1, the token count) and the tokens as uint16.\n"
+    "int32 (20240520, 1, the token count) and the tokens as uint16; the\n"
+    "tokenizer's two files go to DIR/tokenizer, and a model trained on tokens:DIR\n"
+    "records it in its checkpoints (sample decodes with it, eval gives bits per\n"
+    "byte, export writes it for Hugging Face).\n"
     "\n"
     "  --tokenizer gpt2:DIR   the BPE of DIR/encoder.json and DIR/vocab.bpe (GPT-2's\n"
     "                         own: ./bootstrap fetches them to build/tokenizers/gpt2)\n"
@@ -244,6 +247,37 @@ static int map_file(const char *path, const uint8_t **t, size_t *n)
     return 0;
 }
 
+/* DIR's two files into a new directory `to` */
+static int copy_tokenizer(const char *dir, const char *to)
+{
+    if (mkdir(to, 0755) < 0 && errno != EEXIST)
+        return rumor_err_set(RUMOR_EIO, "%s: %s", to, strerror(errno));
+    static const char *names[2] = { "encoder.json", "vocab.bpe" };
+    for (int k = 0; k < 2; k++) {
+        char a[4200], b[4300];
+        snprintf(a, sizeof a, "%s/%s", dir, names[k]);
+        snprintf(b, sizeof b, "%s/%s", to, names[k]);
+        FILE *in = fopen(a, "rb");
+        if (!in)
+            return rumor_err_set(RUMOR_EIO, "%s: %s", a, strerror(errno));
+        FILE *out = fopen(b, "wb");
+        if (!out) {
+            fclose(in);
+            return rumor_err_set(RUMOR_EIO, "%s: %s", b, strerror(errno));
+        }
+        char buf[65536];
+        size_t r;
+        int bad = 0;
+        while ((r = fread(buf, 1, sizeof buf, in)) > 0)
+            bad |= fwrite(buf, 1, r, out) != r;
+        bad |= ferror(in);
+        fclose(in);
+        if (fclose(out) != 0 || bad)
+            return rumor_err_set(RUMOR_EIO, "copying %s to %s: %s", a, b, strerror(errno));
+    }
+    return 0;
+}
+
 /* --train-bpe V: a BPE trained on the files' training parts, saved in dir */
 static int train_bpe(const char **files, int nf, const struct tok_opts *o, const char *dir)
 {
@@ -357,7 +391,13 @@ static int tokenize(const char **files, int nf, struct tok_opts *opt)
             return 1;
         }
     } else {
-        snprintf(tdir, sizeof tdir, "%s", o.tokenizer + 5);
+        /* the shards carry their tokenizer: DIR/tokenizer, which --data
+         * tokens:DIR hands to the checkpoints */
+        snprintf(tdir, sizeof tdir, "%s/tokenizer", o.out);
+        if (copy_tokenizer(o.tokenizer + 5, tdir) < 0) {
+            fprintf(stderr, "%s: --tokenizer %s: %s\n", prog, o.tokenizer, rumor_err_msg());
+            return 1;
+        }
     }
     rumor_bpe_t *bpe = NULL;
     if (rumor_bpe_load_dir(tdir, &bpe) < 0) {

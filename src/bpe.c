@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unicode/uchar.h>
+#include <unistd.h>
 
 #define BPE_MAX_VOCAB 65536
 #define BPE_MAX_TOKEN 4096   /* bytes of the longest token */
@@ -366,6 +368,43 @@ void rumor_bpe_free(rumor_bpe_t **bp)
     free(b->htab);
     free(b);
     *bp = NULL;
+}
+
+int rumor_bpe_digest_dir(const char *dir, char hex[65])
+{
+    crypto_generichash_state st;
+    unsigned char h[32];
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    static const char *names[2] = { "encoder.json", "vocab.bpe" };
+    for (int k = 0; k < 2; k++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        size_t n;
+        char *text = slurp(p, &n);
+        if (!text)
+            return rumor_err_code();
+        crypto_generichash_update(&st, (const unsigned char *)text, n);
+        free(text);
+    }
+    crypto_generichash_final(&st, h, sizeof h);
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", h[i]);
+    return 0;
+}
+
+int rumor_bpe_data_tokenizer(const char *spec, char *buf, size_t cap)
+{
+    if (!spec || strncmp(spec, "tokens:", 7) || strchr(spec, ','))
+        return 0;
+    char p[4200], real[PATH_MAX];
+    snprintf(p, sizeof p, "%s/tokenizer/encoder.json", spec + 7);
+    if (access(p, R_OK) != 0)
+        return 0;
+    snprintf(p, sizeof p, "%s/tokenizer", spec + 7);
+    if (!realpath(p, real))
+        return 0;
+    snprintf(buf, cap, "%s", real);
+    return 1;
 }
 
 int rumor_bpe_vocab(const rumor_bpe_t *b) { return b->V; }

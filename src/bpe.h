@@ -63,6 +63,15 @@ int rumor_bpe_encode(rumor_bpe_ctx_t *c, const char *text, size_t n, uint16_t **
 long rumor_bpe_decode(const rumor_bpe_t *b, const uint16_t *ids, size_t n, char *out,
                       size_t cap);
 
+/* hex = the BLAKE2b-256 of DIR/encoder.json then DIR/vocab.bpe: which
+ * tokenizer a checkpoint was trained with (64 hex digits and a NUL). */
+int rumor_bpe_digest_dir(const char *dir, char hex[65]) RUMOR_WUR;
+
+/* The tokenizer a --data spec's tokens were made with: for tokens:DIR
+ * (rumor-train tokenize's output) DIR/tokenizer when it holds
+ * encoder.json, as an absolute path in buf; 1 when there is one, else 0. */
+int rumor_bpe_data_tokenizer(const char *spec, char *buf, size_t cap);
+
 /* Training one (bpe_train.c): feed text, then save a vocabulary of V
  * tokens (257..65536, <|endoftext|> among them) as DIR/encoder.json and
  * DIR/vocab.bpe. The distinct pieces of GPT-2's pre-tokenizer are counted;

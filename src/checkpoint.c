@@ -209,6 +209,9 @@ static int build_header(const rumor_model_t *m, const rumor_optim_t *o,
         meta_add(meta, "incarnation", "%" PRIu64, info->incarnation) ||
         meta_add(meta, "swarm", "%s", swarm) || meta_add(meta, "blake2b", "%s", zeros))
         goto done;
+    if (info->tokenizer[0] && (meta_add(meta, "tokenizer", "%s", info->tokenizer) ||
+                               meta_add(meta, "tokenizer_blake2b", "%s", info->tokenizer_digest)))
+        goto done;
     for (int k = 0; k < nt; k++) {
         cJSON *e = cJSON_AddObjectToObject(root, t[k].name), *shape;
         if (!e || !cJSON_AddStringToObject(e, "dtype", "F32") ||

@@ -21,7 +21,9 @@
  * then, when an optimizer was given, "optim.m" (nparams) and for AdamW
  * "optim.v" (nparams). The "__metadata__" strings record the format, model
  * spec, round, epoch, optimizer and its step count, rank, incarnation, swarm,
- * and "blake2b": the hex BLAKE2b-256 digest of the whole data section. The
+ * and "blake2b": the hex BLAKE2b-256 digest of the whole data section; a
+ * model of tokens made by a BPE also "tokenizer" (its directory) and
+ * "tokenizer_blake2b" (its files' digest, bpe.h). The
  * name and the metadata agree on the swarm, rank and round: a file whose
  * metadata names another swarm, rank or round than its name (another peer's
  * checkpoint copied or renamed) is never resumed from.
@@ -63,6 +65,8 @@ typedef struct rumor_ckpt_info {
     char optimizer[16];   /* load: "sgd", "adamw" or "none" (save derives it from o) */
     char swarm[64];       /* the swarm's name: bytes outside printable ASCII are
                            * written as '?'; it and rank name the file */
+    char tokenizer[512];  /* a token model's tokenizer directory (bpe.h), "" none */
+    char tokenizer_digest[65]; /* its rumor_bpe_digest_dir */
 } rumor_ckpt_info_t;
 
 /* The file name (no directory) of the checkpoint of swarm, rank and round,

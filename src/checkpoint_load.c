@@ -174,6 +174,13 @@ static int parse_meta(const char *path, const cJSON *root, rumor_ckpt_info_t *ci
     snprintf(ci->model, sizeof ci->model, "%s", spec);
     snprintf(ci->optimizer, sizeof ci->optimizer, "%s", opt);
     snprintf(ci->swarm, sizeof ci->swarm, "%s", swarm);
+    /* optional: a token model's tokenizer */
+    const cJSON *tk = cJSON_GetObjectItemCaseSensitive(meta, "tokenizer");
+    const cJSON *td = cJSON_GetObjectItemCaseSensitive(meta, "tokenizer_blake2b");
+    if (cJSON_IsString(tk) && cJSON_IsString(td) && strlen(td->valuestring) == 64) {
+        snprintf(ci->tokenizer, sizeof ci->tokenizer, "%s", tk->valuestring);
+        snprintf(ci->tokenizer_digest, sizeof ci->tokenizer_digest, "%s", td->valuestring);
+    }
     return 0;
 }
 

@@ -180,3 +180,51 @@ int rumor_export_hf(const rumor_stage_t *st, const char *dir)
     free(host);
     return rc;
 }
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        rumor_err_sys(RUMOR_EIO, "%s", path);
+        return NULL;
+    }
+    char *buf = NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) &&
+        fread(buf, 1, (size_t)len, f) == (size_t)len) {
+        fclose(f);
+        *n = (size_t)len;
+        return buf;
+    }
+    free(buf);
+    fclose(f);
+    rumor_err_sys(RUMOR_EIO, "%s: cannot read", path);
+    return NULL;
+}
+
+int rumor_export_tokenizer(const char *tokdir, const char *dir, int ctx)
+{
+    static const char *from[2] = { "encoder.json", "vocab.bpe" }, *to[2] = { "vocab.json",
+                                                                             "merges.txt" };
+    for (int k = 0; k < 2; k++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", tokdir, from[k]);
+        size_t n;
+        char *text = read_all(p, &n);
+        if (!text)
+            return rumor_err_code();
+        int rc = put_file(dir, to[k], text, n, NULL, 0);
+        free(text);
+        RUMOR_CHECK(rc);
+    }
+    char cfg[512];
+    int n = snprintf(cfg, sizeof cfg,
+                     "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"model_max_length\": %d,\n"
+                     "  \"bos_token\": \"<|endoftext|>\",\n  \"eos_token\": \"<|endoftext|>\",\n"
+                     "  \"unk_token\": \"<|endoftext|>\",\n  \"add_prefix_space\": false\n}\n",
+                     ctx);
+    RUMOR_CHECK(put_file(dir, "tokenizer_config.json", cfg, (size_t)n, NULL, 0));
+    static const char map[] = "{\n  \"bos_token\": \"<|endoftext|>\",\n  \"eos_token\": "
+                              "\"<|endoftext|>\",\n  \"unk_token\": \"<|endoftext|>\"\n}\n";
+    return put_file(dir, "special_tokens_map.json", map, sizeof map - 1, NULL, 0);
+}

@@ -26,6 +26,13 @@ int rumor_export_check_dir(const char *dir, int force) RUMOR_WUR;
  * overwrites the two files (each written to a temp file, then renamed). */
 int rumor_export_hf(const rumor_stage_t *st, const char *dir) RUMOR_WUR;
 
+/* A BPE model's tokenizer beside it, as Hugging Face's GPT2Tokenizer reads
+ * it (AutoTokenizer.from_pretrained(dir)): vocab.json and merges.txt (the
+ * tokenizer directory's encoder.json and vocab.bpe as they are),
+ * tokenizer_config.json (GPT2Tokenizer, model_max_length ctx, <|endoftext|>
+ * as the bos, eos and unk token) and special_tokens_map.json. */
+int rumor_export_tokenizer(const char *tokdir, const char *dir, int ctx) RUMOR_WUR;
+
 #ifdef __cplusplus
 }
 #endif

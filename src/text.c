@@ -332,8 +332,13 @@ static int load_many(const char *spec, int dir, int vocab, double val_fraction, 
     snprintf(pat, sizeof pat, dir ? "%s/train_*.bin" : "%s", spec);
     RUMOR_CHECK(read_glob(pat, vocab, train));
     int rc = 0;
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s/val_*.bin", spec);
+    if (dir && glob(pat, 0, NULL, &g) != 0)
+        dir = 0; /* no validation shards: the last val_fraction of the train ones */
+    else if (dir)
+        globfree(&g);
     if (dir) {
-        snprintf(pat, sizeof pat, "%s/val_*.bin", spec);
         rc = read_glob(pat, vocab, val);
         if (rc == 0 && (*train)->n < window)
             rc = too_short(spec, (*train)->n, window, "training");

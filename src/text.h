@@ -16,7 +16,8 @@
  * val_fraction of TRAIN is validation. Nothing is allocated from a header's
  * claim before it is checked against the file's size. tokens:DIR reads
  * rumor-train tokenize's output, DIR/train_*.bin then DIR/val_*.bin, each
- * set one after the other in name order; tokens:GLOB (a pattern with *, ?
+ * set one after the other in name order (without val_*.bin the last
+ * val_fraction of the train tokens); tokens:GLOB (a pattern with *, ?
  * or [) every shard it matches in name order, the last val_fraction of
  * them all for validation.
  *

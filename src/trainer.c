@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpe.h"
 #include "trainer_int.h"
 
 void rumor_trainer_config_default(rumor_trainer_config_t *c)
@@ -432,6 +433,9 @@ int rumor_trainer_create(const rumor_trainer_config_t *c, rumor_trainer_t **out)
     int rc = own_strings(t);
     if (rc == 0)
         rc = open_all(t);
+    /* the tokenizer the tokens were made with, for the checkpoints */
+    if (rc == 0 && rumor_bpe_data_tokenizer(c->data, t->tokenizer, sizeof t->tokenizer))
+        rc = rumor_bpe_digest_dir(t->tokenizer, t->tokenizer_digest);
     if (rc < 0) {
         rumor_trainer_destroy(&t);
         return rumor_err_trace_add(__FILE__, __LINE__, rc);

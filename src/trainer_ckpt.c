@@ -36,6 +36,8 @@ static rumor_ckpt_info_t ckpt_info(const rumor_trainer_t *t, const char *swarm, 
     ci.epoch = rumor_trainer_epoch(t, step);
     ci.rank = rank;
     snprintf(ci.swarm, sizeof ci.swarm, "%s", swarm);
+    snprintf(ci.tokenizer, sizeof ci.tokenizer, "%s", t->tokenizer);
+    snprintf(ci.tokenizer_digest, sizeof ci.tokenizer_digest, "%s", t->tokenizer_digest);
     return ci;
 }
 

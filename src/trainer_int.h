@@ -37,6 +37,8 @@ struct rumor_trainer {
     double *stage_pred;       /* --partition profile: each stage's predicted seconds a step */
     float *acc;               /* rumor_trainer_grads_many's sum (nparams), once needed */
     char *owned[6];           /* copies of cfg's strings */
+    char tokenizer[512];      /* the tokens' BPE (bpe.h: rumor_bpe_data_tokenizer), "" none */
+    char tokenizer_digest[65];
 };
 
 /* Returns a failing call's code with "what: " before its message. */

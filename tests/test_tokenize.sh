@@ -137,6 +137,47 @@ for f in sorted(glob.glob(f"{d}/t/train_*.bin")):
 assert b"".join(dec[i] for i in ids) == text, "the trained BPE's shards do not decode to the text"
 print(f"--train-bpe {V}: {len(merges)} merges, the reference's; {len(ids)} tokens decode to the text")
 PY
+# a model on the trained BPE's tokens: its checkpoint names the tokenizer;
+# sample decodes with it, eval gives bits per byte (bits per token over the
+# validation tokens' bytes a token, computed here), export writes it
+timeout 120 "$b/rumor-train" --model gpt:layers=1,dim=32,heads=2,ctx=32,vocab=320 \
+  --data "tokens:$tmp/t" --steps 4 --batch 4 --eval-batches 2 --checkpoint-dir "$tmp/ck" \
+  >"$tmp/train4.out" 2>&1 || fail "rumor-train on the trained BPE: $(tail -2 "$tmp/train4.out")"
+ck=$(ls "$tmp"/ck/*.safetensors | tail -1)
+"$b/rumor-train" sample "$ck" --prompt "And God said" --tokens 20 >"$tmp/sample.out" 2>&1 ||
+  fail "sample: $(tail -2 "$tmp/sample.out")"
+grep -q "^And God said" "$tmp/sample.out" || fail "sample did not print its prompt: $(head -c 200 "$tmp/sample.out")"
+run_expect 1 "was trained with another tokenizer" "$b/rumor-train" sample "$ck" --tokenizer "$gpt2"
+"$b/rumor-train" eval "$ck" --data "tokens:$tmp/t" --batch 4 >"$tmp/eval.out" 2>&1 ||
+  fail "eval: $(tail -2 "$tmp/eval.out")"
+cat "$tmp/eval.out"
+python3 - "$tmp" "$(cat "$tmp/eval.out")" <<'PY' || fail "eval's bits per byte are wrong"
+import glob, json, math, re, struct, sys
+d, line = sys.argv[1], sys.argv[2]
+m = re.search(r"validation loss ([0-9.]+) nats per token \(([0-9.]+) bits per token, ([0-9.]+) bits per byte at ([0-9.]+) bytes a token\)", line)
+assert m, line
+nats, bpt_bits, bpb, bpt = map(float, m.groups())
+enc = json.load(open(f"{d}/t/tokenizer/encoder.json", encoding="utf-8"))
+ids = []
+for f in sorted(glob.glob(f"{d}/t/val_*.bin")):
+    raw = open(f, "rb").read()
+    ids += struct.unpack(f"<{(len(raw) - 1024) // 2}H", raw[1024:])
+if not ids:  # --val-fraction 0: the validation part is the last 10% of the train tokens
+    for f in sorted(glob.glob(f"{d}/t/train_*.bin")):
+        raw = open(f, "rb").read()
+        ids += struct.unpack(f"<{(len(raw) - 1024) // 2}H", raw[1024:])
+    ids = ids[len(ids) - int(len(ids) * 0.1):]
+length = {i: len(s) for s, i in enc.items()}
+want = sum(length[i] for i in ids) / len(ids)
+assert abs(bpt - want) < 1e-4, f"{bpt} bytes a token, the validation tokens' {want:.4f}"
+assert abs(bpb - nats / math.log(2) / bpt) < 2e-4, f"{bpb} bits per byte from {nats} nats at {bpt}"
+print(f"eval: {bpb} bits per byte = {nats} nats / ln 2 / {want:.3f} bytes a token")
+PY
+"$b/rumor-train" export "$ck" "$tmp/hf" >"$tmp/export.out" 2>&1 || fail "export: $(cat "$tmp/export.out")"
+cmp -s "$tmp/hf/vocab.json" "$tmp/t/tokenizer/encoder.json" && cmp -s "$tmp/hf/merges.txt" "$tmp/t/tokenizer/vocab.bpe" ||
+  fail "export did not write the model's tokenizer as vocab.json and merges.txt"
+grep -q '"tokenizer_class": "GPT2Tokenizer"' "$tmp/hf/tokenizer_config.json" || fail "no tokenizer_config.json"
+run_expect 1 "trained on tokens of another tokenizer" "$b/rumor-train" eval "$ck" --data "tokens:$tmp/s2"
 run_expect 2 "--tokenizer and --train-bpe" "$b/rumor-train" tokenize "$tmp/a.txt" --train-bpe 300 \
   --tokenizer "gpt2:$gpt2" --out "$tmp/s6"
 run_expect 2 "--train-bpe" "$b/rumor-train" tokenize "$tmp/a.txt" --train-bpe 100 --out "$tmp/s7"
