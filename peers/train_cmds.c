@@ -404,7 +404,7 @@ static int cmd_eval(int argc, char **argv)
         double bytes = 0;
         for (size_t i = 0; bpe && vt && i < vt->n; i++) {
             size_t l = 0;
-            rumor_bpe_token(bpe, vt->tok[i], &l);
+            rumor_bpe_token(bpe, rumor_tokens_at(vt, i), &l);
             bytes += (double)l;
         }
         bpt = bpe && vt && vt->n ? bytes / (double)vt->n : 0;

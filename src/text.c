@@ -8,10 +8,63 @@
 #include <stdlib.h>
 #include <string.h>
 #include <glob.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "data.h"
 #include "rng.h"
+
+/* Where a run's tokens live: memory of their own (freed) or a mapped file
+ * (unmapped), shared by the runs that view it (a validation tail is a
+ * view of its shard). */
+struct tokmap {
+    void *base;
+    size_t len; /* mapped bytes; 0: base is malloc's */
+    int refs;
+};
+
+struct rumor_tokens_part {
+    uint16_t *p;
+    size_t n, start; /* its tokens, and the first one's index in the whole */
+    struct tokmap *m;
+};
+
+static void tokmap_unref(struct tokmap *m)
+{
+    if (!m || --m->refs > 0)
+        return;
+    if (m->len)
+        munmap(m->base, m->len);
+    else
+        free(m->base);
+    free(m);
+}
+
+/* t's runs are parts[0, k) (taken over): its n, starts and tok */
+static void set_parts(rumor_tokens_t *t, struct rumor_tokens_part *parts, int k)
+{
+    t->parts = parts;
+    t->nparts = k;
+    t->n = 0;
+    for (int i = 0; i < k; i++) {
+        parts[i].start = t->n;
+        t->n += parts[i].n;
+    }
+    t->tok = k == 1 ? parts[0].p : NULL;
+}
+
+static int tokens_new(int vocab, const char *name, struct rumor_tokens_part *parts, int k,
+                      rumor_tokens_t **out)
+{
+    rumor_tokens_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    t->vocab = vocab;
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    set_parts(t, parts, k);
+    *out = t;
+    return 0;
+}
 
 int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **out)
 {
@@ -21,18 +74,18 @@ int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **
     if (vocab < 1 || vocab > 65536 || n > SIZE_MAX / sizeof(uint16_t))
         return rumor_err_set(RUMOR_EINVAL, "%s: %zu tokens of a vocabulary of %d",
                              name ? name : "tokens", n, vocab);
-    rumor_tokens_t *t = calloc(1, sizeof *t);
-    if (t)
-        t->tok = calloc(n ? n : 1, sizeof *t->tok); /* n = 0 never asks for 0 bytes */
-    if (!t || !t->tok) {
-        free(t);
+    struct rumor_tokens_part *part = calloc(1, sizeof *part);
+    struct tokmap *m = calloc(1, sizeof *m);
+    uint16_t *tok = calloc(n ? n : 1, sizeof *tok); /* n = 0 never asks for 0 bytes */
+    if (part && m && tok) {
+        *m = (struct tokmap){ tok, 0, 1 };
+        *part = (struct rumor_tokens_part){ tok, n, 0, m };
+    }
+    if (!part || !m || !tok || tokens_new(vocab, name, part, 1, out) < 0) {
+        free(part), free(m), free(tok);
         return rumor_err_set(RUMOR_ENOMEM, "%s: out of memory for %zu tokens",
                              name ? name : "tokens", n);
     }
-    t->n = n;
-    t->vocab = vocab;
-    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
-    *out = t;
     return 0;
 }
 
@@ -40,9 +93,76 @@ void rumor_tokens_destroy(rumor_tokens_t **tp)
 {
     if (!tp || !*tp)
         return;
-    free((*tp)->tok);
+    for (int i = 0; i < (*tp)->nparts; i++)
+        tokmap_unref((*tp)->parts[i].m);
+    free((*tp)->parts);
     free(*tp);
     *tp = NULL;
+}
+
+uint16_t rumor_tokens_at(const rumor_tokens_t *t, size_t i)
+{
+    if (t->tok)
+        return t->tok[i];
+    int lo = 0, hi = t->nparts - 1; /* the last part starting at or before i */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (t->parts[mid].start <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return t->parts[lo].p[i - t->parts[lo].start];
+}
+
+/* n tokens from index at, widened (the runs they span read in turn) */
+static void tok_copy(const rumor_tokens_t *t, size_t at, size_t n, int32_t *out)
+{
+    if (t->tok) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = t->tok[at + i];
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = rumor_tokens_at(t, at + i);
+}
+
+/* Moves the last v tokens of t into a new *val that views the same runs
+ * (nothing copied). */
+static int split_tail(rumor_tokens_t *t, size_t v, const char *name, rumor_tokens_t **val)
+{
+    size_t keep = t->n - v;
+    int first = 0; /* the part holding token `keep` */
+    while (first < t->nparts - 1 && t->parts[first].start + t->parts[first].n <= keep)
+        first++;
+    int k = t->nparts - first;
+    struct rumor_tokens_part *vp = calloc((size_t)(k ? k : 1), sizeof *vp);
+    if (!vp)
+        return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    for (int i = 0; i < k; i++) {
+        vp[i] = t->parts[first + i];
+        vp[i].m->refs++;
+    }
+    size_t cut = keep - t->parts[first].start; /* tokens of part `first` the train keeps */
+    vp[0].p += cut;
+    vp[0].n -= cut;
+    if (tokens_new(t->vocab, name, vp, k, val) < 0) {
+        for (int i = 0; i < k; i++)
+            vp[i].m->refs--;
+        free(vp);
+        return RUMOR_ENOMEM;
+    }
+    /* the train side ends at keep: parts after `first` go, `first` is cut */
+    for (int i = first + 1; i < t->nparts; i++)
+        tokmap_unref(t->parts[i].m);
+    int nk = first + 1;
+    t->parts[first].n = cut;
+    if (cut == 0 && nk > 1) {
+        tokmap_unref(t->parts[first].m);
+        nk--;
+    }
+    set_parts(t, t->parts, nk);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ files */
@@ -248,8 +368,10 @@ static int check_header(const char *path, const unsigned char *h, size_t len, in
     return 0;
 }
 
-/* Reads one shard: the header, checked against the file's size, then the
- * tokens straight into their array. */
+/* Maps one shard: the header, checked against the file's size, then every
+ * token checked against the vocabulary (a sequential pass; the pages stay
+ * the kernel's to drop, and come back as windows are drawn). A big-endian
+ * machine reads and swaps into memory of its own instead. */
 static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
 {
     FILE *f;
@@ -261,23 +383,46 @@ static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
     int rc = read_exact(f, path, h, hlen, 0);
     if (rc == 0)
         rc = check_header(path, h, len, &count);
-    if (rc == 0)
-        rc = rumor_tokens_create((size_t)count, vocab, path, out);
-    if (rc == 0)
-        rc = read_exact(f, path, (*out)->tok, 2 * (size_t)count, RUMOR_TOKENS_HEADER);
-    fclose(f);
     const uint16_t one = 1;
     int big_endian = *(const unsigned char *)&one == 0;
-    for (size_t i = 0; rc == 0 && i < (size_t)count; i++) {
-        uint16_t v = (*out)->tok[i];
-        if (big_endian)
-            (*out)->tok[i] = v = (uint16_t)(v >> 8 | v << 8);
-        if (v >= vocab)
+    void *base = MAP_FAILED;
+    if (rc == 0 && !big_endian) {
+        base = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+        if (base == MAP_FAILED)
+            rc = rumor_err_sys(RUMOR_ESYS, "%s: cannot map", path);
+    }
+    if (rc == 0 && big_endian) {
+        rc = rumor_tokens_create((size_t)count, vocab, path, out);
+        if (rc == 0)
+            rc = read_exact(f, path, (*out)->tok, 2 * (size_t)count, RUMOR_TOKENS_HEADER);
+        for (size_t i = 0; rc == 0 && i < (size_t)count; i++)
+            (*out)->tok[i] = (uint16_t)((*out)->tok[i] >> 8 | (*out)->tok[i] << 8);
+    }
+    fclose(f);
+    if (rc == 0 && !big_endian) {
+        madvise(base, len, MADV_SEQUENTIAL);
+        struct rumor_tokens_part *part = calloc(1, sizeof *part);
+        struct tokmap *m = calloc(1, sizeof *m);
+        if (part && m) {
+            *m = (struct tokmap){ base, len, 1 };
+            *part = (struct rumor_tokens_part){ (uint16_t *)((char *)base + RUMOR_TOKENS_HEADER),
+                                                (size_t)count, 0, m };
+        }
+        if (!part || !m || tokens_new(vocab, path, part, 1, out) < 0) {
+            free(part), free(m);
+            munmap(base, len);
+            return rumor_err_set(RUMOR_ENOMEM, "out of memory");
+        }
+    }
+    const uint16_t *tok = rc == 0 ? (*out)->tok : NULL;
+    for (size_t i = 0; rc == 0 && i < (size_t)count; i++)
+        if (tok[i] >= vocab)
             rc = rumor_err_set(RUMOR_EFORMAT,
                                "%s: token %u at index %zu is outside the vocabulary of %d "
                                "(token shards do not record theirs: give the model a vocab= "
-                               "above the largest token)", path, (unsigned)v, i, vocab);
-    }
+                               "above the largest token)", path, (unsigned)tok[i], i, vocab);
+    if (rc == 0 && !big_endian)
+        madvise(base, len, MADV_RANDOM); /* windows are drawn anywhere */
     if (rc < 0)
         rumor_tokens_destroy(out);
     return rc;
@@ -300,24 +445,26 @@ static int read_glob(const char *pattern, int vocab, rumor_tokens_t **out)
             globfree(&g);
         return rumor_err_set(RUMOR_EIO, "%s: no shard matches", pattern);
     }
-    size_t total = 0;
-    rumor_tokens_t **parts = calloc(g.gl_pathc, sizeof *parts);
+    /* each shard mapped, its run taken over: nothing copied */
+    struct rumor_tokens_part *parts = calloc(g.gl_pathc, sizeof *parts);
     int rc = parts ? 0 : rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) {
-        rc = read_shard(g.gl_pathv[i], vocab, &parts[i]);
-        if (rc == 0)
-            total += parts[i]->n;
+    size_t k = 0;
+    for (; rc == 0 && k < g.gl_pathc; k++) {
+        rumor_tokens_t *one;
+        rc = read_shard(g.gl_pathv[k], vocab, &one);
+        if (rc < 0)
+            break;
+        parts[k] = one->parts[0];
+        one->nparts = 0; /* its run is ours now */
+        rumor_tokens_destroy(&one);
     }
     if (rc == 0)
-        rc = rumor_tokens_create(total, vocab, pattern, out);
-    for (size_t i = 0, at = 0; parts && i < g.gl_pathc; i++) {
-        if (rc == 0) {
-            memcpy((*out)->tok + at, parts[i]->tok, parts[i]->n * sizeof(uint16_t));
-            at += parts[i]->n;
-        }
-        rumor_tokens_destroy(&parts[i]);
+        rc = tokens_new(vocab, pattern, parts, (int)k, out);
+    if (rc < 0) {
+        for (size_t i = 0; parts && i < k; i++)
+            tokmap_unref(parts[i].m);
+        free(parts);
     }
-    free(parts);
     globfree(&g);
     return rc;
 }
@@ -352,11 +499,7 @@ static int load_many(const char *spec, int dir, int vocab, double val_fraction, 
                                               "at least %zu in each", spec, all, all - v, v,
                                window, window);
         if (rc == 0)
-            rc = rumor_tokens_create(v, vocab, spec, val);
-        if (rc == 0) {
-            memcpy((*val)->tok, (*train)->tok + (all - v), v * sizeof(uint16_t));
-            (*train)->n = all - v;
-        }
+            rc = split_tail(*train, v, spec, val);
     }
     if (rc < 0) {
         rumor_tokens_destroy(train);
@@ -393,11 +536,7 @@ int rumor_tokens_load(const char *files, int vocab, double val_fraction, size_t 
                                "window of %zu tokens needs at least %zu in each",
                                paths[0], all, all - v, v, window, window);
         if (rc == 0)
-            rc = rumor_tokens_create(v, vocab, paths[0], val);
-        if (rc == 0) {
-            memcpy((*val)->tok, (*train)->tok + (all - v), v * sizeof(uint16_t));
-            (*train)->n = all - v;
-        }
+            rc = split_tail(*train, v, paths[0], val);
     }
     free(paths);
     free(buf);
@@ -424,7 +563,7 @@ int rumor_tokens_save(const rumor_tokens_t *t, const char *path)
             h[4 * i + k] = (unsigned char)((uint32_t)head[i] >> (8 * k));
     int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
     for (size_t i = 0; ok && i < t->n; i++) {
-        uint16_t v = t->tok[i];
+        uint16_t v = rumor_tokens_at(t, i);
         unsigned char le[2] = { (unsigned char)(v & 0xff), (unsigned char)(v >> 8) };
         ok = fwrite(le, 1, 2, f) == 2;
     }
@@ -445,8 +584,10 @@ int rumor_unigram_entropy(const rumor_tokens_t *t, double *nats)
     size_t *c = calloc((size_t)t->vocab, sizeof *c);
     if (!c)
         return rumor_err_set(RUMOR_ENOMEM, "out of memory");
-    for (size_t i = 0; i < t->n; i++)
-        c[t->tok[i] < t->vocab ? t->tok[i] : 0]++; /* tok < vocab by construction */
+    for (size_t i = 0; i < t->n; i++) {
+        uint16_t v = rumor_tokens_at(t, i);
+        c[v < t->vocab ? v : 0]++; /* < vocab by construction */
+    }
     double h = 0.0;
     for (int v = 0; v < t->vocab; v++)
         if (c[v]) {
@@ -520,12 +661,9 @@ int rumor_tokens_sample(const rumor_tokens_t *t, uint64_t seed, int rank, int wo
         return rumor_err_set(RUMOR_EINVAL, "windows: output is NULL");
     RUMOR_CHECK(windows_begin(t, seed, rank, world, step, B, T, &lo, &span, &s));
     for (int b = 0; b < B; b++) {
-        const uint16_t *d = t->tok + lo + (size_t)rumor_rand_below(&s, span);
-        int32_t *x = tok + (size_t)b * (size_t)T, *yy = y + (size_t)b * (size_t)T;
-        for (int i = 0; i < T; i++) {
-            x[i] = d[i];
-            yy[i] = d[i + 1];
-        }
+        size_t at = lo + (size_t)rumor_rand_below(&s, span);
+        tok_copy(t, at, (size_t)T, tok + (size_t)b * (size_t)T);
+        tok_copy(t, at + 1, (size_t)T, y + (size_t)b * (size_t)T);
     }
     return 0;
 }
@@ -543,10 +681,7 @@ int rumor_tokens_val_window(const rumor_tokens_t *t, int T, long i, int32_t *tok
     if (!tok || !y || i < 0 || i >= w)
         return rumor_err_set(RUMOR_EINVAL, "%s: validation window %ld of %ld (T %d)",
                              t ? t->name : "(null)", i, w, T);
-    const uint16_t *d = t->tok + (size_t)i * (size_t)T;
-    for (int k = 0; k < T; k++) {
-        tok[k] = d[k];
-        y[k] = d[k + 1];
-    }
+    tok_copy(t, (size_t)i * (size_t)T, (size_t)T, tok);
+    tok_copy(t, (size_t)i * (size_t)T + 1, (size_t)T, y);
     return 0;
 }

@@ -8,7 +8,7 @@
  * validation part. Each file's two parts must hold a window (T + 1 tokens)
  * each.
  *
- * tokens:TRAIN.bin[,VAL.bin] reads llm.c's shards: a header of 256
+ * tokens:TRAIN.bin[,VAL.bin] maps llm.c's shards: a header of 256
  * little-endian int32 ([0] magic 20240520, [1] version 1, [2] token count
  * N > 0), then N little-endian uint16 tokens and nothing after (the file is
  * exactly 1024 + 2N bytes). Every token must be below the vocabulary
@@ -56,12 +56,24 @@ extern "C" {
 #define RUMOR_GPT2_VOCAB 50257
 #define RUMOR_BYTE_VOCAB 256
 
+struct rumor_tokens_part; /* text.c's */
+
+/* Tokens live in runs: memory of their own (rumor_tokens_create, text
+ * files), or token shards mapped read-only (mmap), so that a corpus larger
+ * than memory is paged in as windows are drawn, not read whole. */
 typedef struct rumor_tokens {
-    int vocab;      /* every tok[i] < vocab */
+    int vocab;      /* every token < vocab */
     size_t n;       /* tokens */
-    uint16_t *tok;  /* (n), owned */
+    uint16_t *tok;  /* (n) when they are one run: their own memory (writable) or a
+                     * mapped shard's (read-only); NULL when they span several
+                     * shards (rumor_tokens_at reads any) */
     char name[256]; /* where they came from, for messages (may be cut short) */
+    int nparts;     /* the runs */
+    struct rumor_tokens_part *parts;
 } rumor_tokens_t;
+
+/* Token i (< t->n) of any tokens. */
+uint16_t rumor_tokens_at(const rumor_tokens_t *t, size_t i);
 
 /* A zeroed corpus of n tokens named `name`; *out NULL on failure. */
 int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **out) RUMOR_WUR;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
 
 #include "source.h"
@@ -772,6 +773,78 @@ static void check_corpus(int *ran)
     rumor_source_destroy(&s);
 }
 
+/* Shards as one corpus: tokens:DIR (rumor-train tokenize's names) and
+ * tokens:GLOB map three shards of 1000 tokens without copying them; every
+ * token, the validation tail cut across a shard, the windows that straddle
+ * two shards and the slices must be those of the concatenation, held here
+ * in one array. */
+static void check_many_shards(void)
+{
+    char d[8200], spec[8300];
+    snprintf(d, sizeof d, "%s/many", dir);
+    CHECK(mkdir(d, 0755) == 0 || errno == EEXIST);
+    static uint16_t all[3000];
+    for (int i = 0; i < 3000; i++)
+        all[i] = (uint16_t)((i * 7919u + 13) % 50257);
+    for (int k = 0; k < 3; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "many/train_%06d.bin", k);
+        put_shard(name, 20240520, 1, 1000, all + 1000 * k, 1000, 0, 0);
+    }
+    /* no val_*.bin: the last 40% (1200 tokens: shard 1's last 200 and
+     * shard 2) */
+    for (int g = 0; g < 2; g++) {
+        if (g)
+            snprintf(spec, sizeof spec, "%s/train_*.bin", d);
+        else
+            snprintf(spec, sizeof spec, "%s", d);
+        rumor_tokens_t *tr = NULL, *va = NULL;
+        CHECK_OK(rumor_tokens_load(spec, 50257, 0.4, 9, &tr, &va));
+        if (!tr || !va)
+            continue;
+        CHECK(tr->n == 1800 && va->n == 1200 && tr->tok == NULL && tr->nparts == 2 &&
+              va->nparts == 2);
+        int same = 1;
+        for (size_t i = 0; i < 1800; i++)
+            same &= rumor_tokens_at(tr, i) == all[i];
+        for (size_t i = 0; i < 1200; i++)
+            same &= rumor_tokens_at(va, i) == all[1800 + i];
+        CHECKF(same, "%s: the tokens are not the shards' in order", spec);
+        /* every validation window of T 8 (149 of them): the one at token
+         * 200 crosses from shard 1 into shard 2 */
+        int32_t x[8], y[8];
+        long w = rumor_tokens_val_windows(va, 8);
+        CHECK(w == 149);
+        same = 1;
+        for (long i = 0; i < w; i++) {
+            CHECK_OK(rumor_tokens_val_window(va, 8, i, x, y));
+            for (int k = 0; k < 8; k++)
+                same &= x[k] == all[1800 + i * 8 + k] && y[k] == all[1800 + i * 8 + k + 1];
+        }
+        CHECKF(same, "%s: validation windows across shards", spec);
+        /* training windows: rank 1 of 2's slice [900, 1800) straddles
+         * shards 0 and 1's boundary at 1000 */
+        size_t starts[64];
+        int32_t bx[64 * 16], by[64 * 16];
+        CHECK_OK(rumor_tokens_starts(tr, 5, 1, 2, 3, 64, 16, starts));
+        CHECK_OK(rumor_tokens_sample(tr, 5, 1, 2, 3, 64, 16, bx, by));
+        same = 1;
+        int across = 0;
+        for (int q = 0; q < 64; q++) {
+            across += starts[q] < 1000 && starts[q] + 17 > 1000;
+            for (int k = 0; k < 16; k++)
+                same &= bx[q * 16 + k] == all[starts[q] + k] && by[q * 16 + k] == all[starts[q] + k + 1];
+        }
+        CHECKF(same, "%s: training windows", spec);
+        CHECKF(across > 0, "%s: no window crossed the shard boundary (the test needs one)", spec);
+        rumor_tokens_destroy(&tr);
+        rumor_tokens_destroy(&va);
+    }
+    snprintf(spec, sizeof spec, "%s/nothing_*.bin", d);
+    rumor_tokens_t *tr = NULL, *va = NULL;
+    CHECK_ERR(rumor_tokens_load(spec, 50257, 0.4, 9, &tr, &va), RUMOR_EIO, "no shard matches");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", tu_tmpdir());
@@ -779,6 +852,7 @@ int main(void)
     check_text_errors();
     check_tokens_roundtrip();
     check_tokens_errors();
+    check_many_shards();
     check_sampler();
     check_entropy();
     check_token_source();
