@@ -368,6 +368,8 @@ static int check_header(const char *path, const unsigned char *h, size_t len, in
     return 0;
 }
 
+#define SCAN_RUN ((size_t)16 << 20) /* tokens (32 MiB) the vocabulary check reads at once */
+
 /* Maps one shard: the header, checked against the file's size, then every
  * token checked against the vocabulary (a sequential pass; the pages stay
  * the kernel's to drop, and come back as windows are drawn). A big-endian
@@ -415,12 +417,20 @@ static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
         }
     }
     const uint16_t *tok = rc == 0 ? (*out)->tok : NULL;
-    for (size_t i = 0; rc == 0 && i < (size_t)count; i++)
+    for (size_t i = 0; rc == 0 && i < (size_t)count; i++) {
         if (tok[i] >= vocab)
             rc = rumor_err_set(RUMOR_EFORMAT,
                                "%s: token %u at index %zu is outside the vocabulary of %d "
                                "(token shards do not record theirs: give the model a vocab= "
                                "above the largest token)", path, (unsigned)tok[i], i, vocab);
+        /* the pass leaves no page resident: each 32 MiB it read is let go
+         * (the page cache keeps what it can) */
+        if (!big_endian && ((i + 1) % SCAN_RUN == 0 || i + 1 == (size_t)count)) {
+            size_t end = RUMOR_TOKENS_HEADER + 2 * (i + 1);
+            size_t from = end > 2 * SCAN_RUN ? (end - 2 * SCAN_RUN) & ~(size_t)4095 : 0;
+            madvise((char *)base + from, end - from, MADV_DONTNEED);
+        }
+    }
     if (rc == 0 && !big_endian)
         madvise(base, len, MADV_RANDOM); /* windows are drawn anywhere */
     if (rc < 0)
