@@ -278,6 +278,16 @@ static int copy_tokenizer(const char *dir, const char *to)
     return 0;
 }
 
+/* Maps file `path`, and finds where its validation part begins (*split:
+ * the last val_fraction of its bytes, from a place cut() allows) */
+static int map_split(const char *path, double val_fraction, const uint8_t **t, size_t *n,
+                     size_t *split)
+{
+    RUMOR_CHECK(map_file(path, t, n));
+    *split = val_fraction > 0 ? cut(*t, *n, (size_t)((1 - val_fraction) * (double)*n)) : *n;
+    return 0;
+}
+
 /* --train-bpe V: a BPE trained on the files' training parts, saved in dir */
 static int train_bpe(const char **files, int nf, const struct tok_opts *o, const char *dir)
 {
@@ -290,11 +300,10 @@ static int train_bpe(const char **files, int nf, const struct tok_opts *o, const
     int rc = 0;
     for (int i = 0; rc == 0 && i < nf; i++) {
         const uint8_t *t;
-        size_t n;
-        rc = map_file(files[i], &t, &n);
+        size_t n, split;
+        rc = map_split(files[i], o->val_fraction, &t, &n, &split);
         if (rc < 0)
             break;
-        size_t split = o->val_fraction > 0 ? cut(t, n, (size_t)((1 - o->val_fraction) * n)) : n;
         rc = rumor_bpe_trainer_feed(tr, (const char *)t, split);
         bytes += split;
         if (t)
@@ -423,11 +432,10 @@ static int tokenize(const char **files, int nf, struct tok_opts *opt)
     }
     for (int i = 0; rc == 0 && i < nf; i++) {
         const uint8_t *t;
-        size_t n;
-        rc = map_file(files[i], &t, &n);
+        size_t n, split;
+        rc = map_split(files[i], o.val_fraction, &t, &n, &split);
         if (rc < 0)
             break;
-        size_t split = o.val_fraction > 0 ? cut(t, n, (size_t)((1 - o.val_fraction) * n)) : n;
         rc = encode_range(t, split, jobs, T, &train, &pg);
         if (rc == 0)
             rc = encode_range(t + split, n - split, jobs, T, &val, &pg);

@@ -50,7 +50,7 @@ struct rumor_bpe_ctx {
 
 /* ------------------------------------------------------------ bytes */
 
-static uint64_t fnv(const uint8_t *p, size_t n)
+uint64_t rumor_bpe_hash(const uint8_t *p, size_t n)
 {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++)
@@ -98,7 +98,7 @@ static long unmap(const char *s, const int16_t *byte_of, uint8_t *out, uint32_t 
 
 static int32_t lookup(const rumor_bpe_t *b, const uint8_t *p, size_t n)
 {
-    for (uint64_t i = fnv(p, n) & b->hmask;; i = (i + 1) & b->hmask) {
+    for (uint64_t i = rumor_bpe_hash(p, n) & b->hmask;; i = (i + 1) & b->hmask) {
         int32_t id = b->htab[i];
         if (id < 0)
             return -1;
@@ -229,7 +229,7 @@ static int load_encoder(rumor_bpe_t *b, const char *path, const int16_t *byte_of
                                id);
             break;
         }
-        for (uint64_t i = fnv(b->pool + b->off[id], (size_t)k) & b->hmask;; i = (i + 1) & b->hmask)
+        for (uint64_t i = rumor_bpe_hash(b->pool + b->off[id], (size_t)k) & b->hmask;; i = (i + 1) & b->hmask)
             if (b->htab[i] < 0) {
                 b->htab[i] = id;
                 break;
@@ -618,7 +618,7 @@ static int encode_piece(rumor_bpe_ctx_t *c, const uint8_t *p, size_t m, uint16_t
         return push(ids, len, cap, whole);
     if (m > BPE_MAX_PIECE) /* a long run: merged without the cache */
         return merge_piece(c, p, m, ids, len, cap);
-    uint64_t h = fnv(p, m);
+    uint64_t h = rumor_bpe_hash(p, m);
     struct cache_ent *e = &c->ce[2 * (h % BPE_CACHE)];
     for (int s = 0; s < 2; s++)
         if (e[s].used && e[s].h == h && e[s].plen == m &&

@@ -27,14 +27,6 @@ struct rumor_bpe_trainer {
     uint64_t pieces;
 };
 
-static uint64_t fnv(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
 int rumor_bpe_trainer_create(rumor_bpe_trainer_t **out)
 {
     rumor_bpe_trainer_t *t = calloc(1, sizeof *t);
@@ -81,7 +73,7 @@ static int grow(rumor_bpe_trainer_t *t)
 
 static int add_piece(rumor_bpe_trainer_t *t, const uint8_t *p, size_t n)
 {
-    uint64_t h = fnv(p, n);
+    uint64_t h = rumor_bpe_hash(p, n);
     size_t j = h & (t->nslot - 1);
     for (;; j = (j + 1) & (t->nslot - 1)) {
         if (!t->slot[j].count)
@@ -138,7 +130,7 @@ struct tokens {                 /* id -> bytes, and bytes -> id */
 
 static int tok_find(const struct tokens *k, const uint8_t *p, size_t n)
 {
-    for (uint64_t i = fnv(p, n) & k->hmask;; i = (i + 1) & k->hmask) {
+    for (uint64_t i = rumor_bpe_hash(p, n) & k->hmask;; i = (i + 1) & k->hmask) {
         int id = k->h[i];
         if (id < 0)
             return -1;
@@ -153,7 +145,7 @@ static void tok_add(struct tokens *k, const uint8_t *p, size_t n, size_t at)
     memmove(k->pool + at, p, n);
     k->off[id] = (uint32_t)at;
     k->len[id] = (uint32_t)n;
-    for (uint64_t i = fnv(p, n) & k->hmask;; i = (i + 1) & k->hmask)
+    for (uint64_t i = rumor_bpe_hash(p, n) & k->hmask;; i = (i + 1) & k->hmask)
         if (k->h[i] < 0) {
             k->h[i] = id;
             return;
@@ -196,6 +188,21 @@ static void write_mapped(FILE *f, const uint8_t *p, size_t n, const uint32_t *cp
         else
             fprintf(f, "%c%c", (int)(0xC0 | (c >> 6)), (int)(0x80 | (c & 0x3F)));
     }
+}
+
+static int create_in(const char *dir, const char *name, char *path, size_t cap, FILE **f)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    *f = fopen(path, "w");
+    return *f ? 0 : rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(errno));
+}
+
+static int close_out(FILE *f, const char *path)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(errno));
+    return 0;
 }
 
 int rumor_bpe_trainer_save(rumor_bpe_trainer_t *t, int V, const char *dir, int *made)
@@ -330,12 +337,8 @@ int rumor_bpe_trainer_save(rumor_bpe_trainer_t *t, int V, const char *dir, int *
     /* the two files */
     char path[4200];
     FILE *f = NULL;
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/encoder.json", dir);
-        f = fopen(path, "w");
-        if (!f)
-            rc = rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(errno));
-    }
+    if (rc == 0)
+        rc = create_in(dir, "encoder.json", path, sizeof path, &f);
     if (rc == 0) {
         fputc('{', f);
         for (int id = 0; id < k.n; id++) {
@@ -344,15 +347,10 @@ int rumor_bpe_trainer_save(rumor_bpe_trainer_t *t, int V, const char *dir, int *
             fprintf(f, "\": %d", id);
         }
         fprintf(f, ", \"<|endoftext|>\": %d}", k.n);
-        if (fclose(f) != 0)
-            rc = rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(errno));
+        rc = close_out(f, path);
     }
-    if (rc == 0) {
-        snprintf(path, sizeof path, "%s/vocab.bpe", dir);
-        f = fopen(path, "w");
-        if (!f)
-            rc = rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(errno));
-    }
+    if (rc == 0)
+        rc = create_in(dir, "vocab.bpe", path, sizeof path, &f);
     if (rc == 0) {
         fputs("#version: 0.2\n", f);
         for (int m = 0; m < nmerge; m++) {
@@ -361,8 +359,7 @@ int rumor_bpe_trainer_save(rumor_bpe_trainer_t *t, int V, const char *dir, int *
             write_mapped(f, k.pool + k.off[mleft[m][1]], k.len[mleft[m][1]], cp_of, 0);
             fputc('\n', f);
         }
-        if (fclose(f) != 0)
-            rc = rumor_err_set(RUMOR_EIO, "%s: %s", path, strerror(errno));
+        rc = close_out(f, path);
     }
     if (made)
         *made = k.n + 1;
