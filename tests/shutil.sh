@@ -132,15 +132,22 @@ swarm_cleanup() {
 # Fashion-MNIST examples for 3 epochs (batch 32, lr 0.05) on loopback with
 # OPTIONS; logs in $tmp/NAME-R.log, metrics in $tmp/NAME-R.jsonl; fails the
 # test if a peer fails. Peer 0's log ends with the swarm average's accuracy.
+# FASHION_PEERS (3) and FASHION_DATA ("--train-limit 6000 --epochs 3") change
+# the swarm's size and the data; FASHION_TRACE=1 writes $tmp/NAME-R.trace.json.
 fashion_swarm() {
   _name=$1; shift
-  _eps=$(free_endpoints 3)
+  _n=${FASHION_PEERS:-3}
+  _eps=$(free_endpoints "$_n")
   pids=
-  for _r in 0 1 2; do
+  _r=0
+  while [ $_r -lt "$_n" ]; do
+    _trace=; [ "${FASHION_TRACE:-0}" = 1 ] && _trace="--trace $tmp/$_name-$_r.trace.json"
+    # shellcheck disable=SC2086
     timeout 300 "$RUMOR_PEER" --insecure --rank $_r --peers "$_eps" --data "$FASHION" \
-      --train-limit 6000 --epochs 3 --batch 32 --lr 0.05 --progress 0 \
-      --metrics "$tmp/$_name-$_r.jsonl" "$@" >"$tmp/$_name-$_r.log" 2>&1 &
+      ${FASHION_DATA:---train-limit 6000 --epochs 3} --batch 32 --lr 0.05 --progress 0 \
+      --metrics "$tmp/$_name-$_r.jsonl" $_trace "$@" >"$tmp/$_name-$_r.log" 2>&1 &
     pids="$pids $!"
+    _r=$((_r + 1))
   done
   for _p in $pids; do
     wait "$_p" || fail "a peer of the $_name run failed: $(tail -n 2 "$tmp/$_name-0.log")"

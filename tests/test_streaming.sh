@@ -16,21 +16,12 @@ peer_test_setup
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 command -v "$py" >/dev/null 2>&1 || skip "python3 not found (it reads the traces)"
 
+# eight peers on the exponential graph, 8000 examples for 2 epochs, one
+# thread each, traced; 8 local steps under DiLoCo's outer Nesterov
 swarm8() {
-  _name=$1; shift
-  _eps=$(free_endpoints 8)
-  pids=
-  for _r in 0 1 2 3 4 5 6 7; do
-    timeout 300 "$RUMOR_PEER" --insecure --rank $_r --peers "$_eps" --data "$FASHION" \
-      --topology exp --train-limit 8000 --epochs 2 --batch 32 --lr 0.05 --threads 1 \
-      --progress 0 --local-steps 8 --outer nesterov --metrics "$tmp/$_name-$_r.jsonl" \
-      --trace "$tmp/$_name-$_r.trace.json" "$@" >"$tmp/$_name-$_r.log" 2>&1 &
-    pids="$pids $!"
-  done
-  for _p in $pids; do
-    wait "$_p" || fail "a peer of the $_name run failed: $(tail -n 2 "$tmp/$_name-0.log")"
-  done
-  pids=
+  _s8=$1; shift
+  FASHION_PEERS=8 FASHION_TRACE=1 FASHION_DATA="--train-limit 8000 --epochs 2 --threads 1" \
+    fashion_swarm "$_s8" --topology exp --local-steps 8 --outer nesterov "$@"
 }
 
 swarm8 whole
