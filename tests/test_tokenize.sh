@@ -69,9 +69,32 @@ assert ok, "the train and validation shards do not decode to the files' two part
 print(f"{len(tr)} train and {len(va)} validation tokens decode to the files; validation from byte {s1} of a.txt, {s2} of b.txt")
 PY
 timeout 120 "$b/rumor-train" --model gpt:layers=1,dim=32,heads=2,ctx=32,vocab=50257 \
-  --data "tokens:$tmp/s2" --steps 5 --batch 4 --eval-batches 2 >"$tmp/train.out" 2>&1 ||
-  fail "rumor-train on tokens:DIR: $(tail -2 "$tmp/train.out")"
+  --data "tokens:$tmp/s2" --steps 5 --batch 4 --eval-batches 2 --checkpoint-dir "$tmp/ck2" \
+  >"$tmp/train.out" 2>&1 || fail "rumor-train on tokens:DIR: $(tail -2 "$tmp/train.out")"
 grep -q "validation loss" "$tmp/train.out" || fail "rumor-train on tokens:DIR printed no validation loss"
+# a GPT-2 vocabulary model samples text: GPT-2's tokens decoded (its
+# checkpoint names the shards' copy of the tokenizer)
+ck2=$(ls "$tmp"/ck2/*.safetensors | tail -1)
+"$b/rumor-train" sample "$ck2" --prompt "In the beginning" --tokens 30 --seed 2 >"$tmp/sample2.out" 2>&1 ||
+  fail "sample of a GPT-2 vocabulary model: $(tail -2 "$tmp/sample2.out")"
+python3 - "$tmp/sample2.out" "$gpt2/encoder.json" <<'PY' || fail "sample did not print GPT-2 tokens' text"
+import json, sys
+out = open(sys.argv[1], "rb").read()
+assert out.startswith(b"In the beginning") and len(out) > len(b"In the beginning") + 30, out[:80]
+print(f"sample (GPT-2 vocabulary): {out[:100]!r}")
+PY
+# the export's tokenizer in Hugging Face, where transformers is installed
+"$b/rumor-train" export "$ck2" "$tmp/hf2" >"$tmp/export2.out" 2>&1 || fail "export: $(cat "$tmp/export2.out")"
+printf 'And God said, Let there be light: and there was light. 42 times!' >"$tmp/line.txt"
+if python3 -c "import transformers" 2>/dev/null; then
+  want=$("$b/tests/bpe_ids" "$gpt2" "$tmp/line.txt" | tr '\n' ' ')
+  got=$(python3 -c "import sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); print(' '.join(map(str, t(open(sys.argv[2]).read())['input_ids'])))" "$tmp/hf2" "$tmp/line.txt" 2>"$tmp/hf.err") ||
+    fail "AutoTokenizer.from_pretrained(export): $(tail -2 "$tmp/hf.err")"
+  [ "$got " = "$want" ] || fail "Hugging Face's ids of the exported tokenizer: $got; rumor's: $want"
+  echo "the export's tokenizer in Hugging Face: the same ids ($got)"
+else
+  echo "(transformers not installed: the export's tokenizer was not loaded in Hugging Face)"
+fi
 head -c 200000 "$b/corpus/kjv.txt" >"$tmp/c.txt"
 "$b/rumor-train" tokenize "$tmp/c.txt" --train-bpe 320 --val-fraction 0 --out "$tmp/t" \
   --progress 0 >"$tmp/train-bpe.out" 2>&1 || fail "--train-bpe 320: $(tail -2 "$tmp/train-bpe.out")"
