@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <glob.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -21,7 +22,15 @@ struct tokmap {
     void *base;
     size_t len; /* mapped bytes; 0: base is malloc's */
     int refs;
+    atomic_uint reads; /* windows read from it since its pages were last let go */
 };
+
+/* Windows read from a corpus's mappings before this process lets go of the
+ * pages they brought in (a fault maps a run of cached pages around it,
+ * measured here at about 300 KB a window): the kernel keeps them in its
+ * page cache, but they stop counting as this process's resident memory,
+ * which stays bounded however large the corpus and however long the run. */
+#define RELEASE_EVERY 128u
 
 struct rumor_tokens_part {
     uint16_t *p;
@@ -78,7 +87,7 @@ int rumor_tokens_create(size_t n, int vocab, const char *name, rumor_tokens_t **
     struct tokmap *m = calloc(1, sizeof *m);
     uint16_t *tok = calloc(n ? n : 1, sizeof *tok); /* n = 0 never asks for 0 bytes */
     if (part && m && tok) {
-        *m = (struct tokmap){ tok, 0, 1 };
+        *m = (struct tokmap){ tok, 0, 1, 0 };
         *part = (struct rumor_tokens_part){ tok, n, 0, m };
     }
     if (!part || !m || !tok || tokens_new(vocab, name, part, 1, out) < 0) {
@@ -118,6 +127,15 @@ uint16_t rumor_tokens_at(const rumor_tokens_t *t, size_t i)
 /* n tokens from index at, widened (the runs they span read in turn) */
 static void tok_copy(const rumor_tokens_t *t, size_t at, size_t n, int32_t *out)
 {
+    /* the first run's mapping counts the windows of them all */
+    struct tokmap *c = t->nparts ? t->parts[0].m : NULL;
+    if (c && c->len &&
+        atomic_fetch_add_explicit(&c->reads, 1, memory_order_relaxed) + 1 == RELEASE_EVERY) {
+        atomic_store_explicit(&c->reads, 0, memory_order_relaxed);
+        for (int i = 0; i < t->nparts; i++)
+            if (t->parts[i].m->len)
+                madvise(t->parts[i].m->base, t->parts[i].m->len, MADV_DONTNEED);
+    }
     if (t->tok) {
         for (size_t i = 0; i < n; i++)
             out[i] = t->tok[at + i];
@@ -406,7 +424,7 @@ static int read_shard(const char *path, int vocab, rumor_tokens_t **out)
         struct rumor_tokens_part *part = calloc(1, sizeof *part);
         struct tokmap *m = calloc(1, sizeof *m);
         if (part && m) {
-            *m = (struct tokmap){ base, len, 1 };
+            *m = (struct tokmap){ base, len, 1, 0 };
             *part = (struct rumor_tokens_part){ (uint16_t *)((char *)base + RUMOR_TOKENS_HEADER),
                                                 (size_t)count, 0, m };
         }
