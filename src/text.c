@@ -125,17 +125,22 @@ uint16_t rumor_tokens_at(const rumor_tokens_t *t, size_t i)
 }
 
 /* n tokens from index at, widened (the runs they span read in turn) */
+/* A window was read from t: every RELEASE_EVERY of them, the pages they
+ * brought in are let go (the first run's mapping counts for them all). */
+static void window_read(const rumor_tokens_t *t)
+{
+    struct tokmap *c = t->nparts ? t->parts[0].m : NULL;
+    if (!c || !c->len ||
+        atomic_fetch_add_explicit(&c->reads, 1, memory_order_relaxed) + 1 != RELEASE_EVERY)
+        return;
+    atomic_store_explicit(&c->reads, 0, memory_order_relaxed);
+    for (int i = 0; i < t->nparts; i++)
+        if (t->parts[i].m->len)
+            madvise(t->parts[i].m->base, t->parts[i].m->len, MADV_DONTNEED);
+}
+
 static void tok_copy(const rumor_tokens_t *t, size_t at, size_t n, int32_t *out)
 {
-    /* the first run's mapping counts the windows of them all */
-    struct tokmap *c = t->nparts ? t->parts[0].m : NULL;
-    if (c && c->len &&
-        atomic_fetch_add_explicit(&c->reads, 1, memory_order_relaxed) + 1 == RELEASE_EVERY) {
-        atomic_store_explicit(&c->reads, 0, memory_order_relaxed);
-        for (int i = 0; i < t->nparts; i++)
-            if (t->parts[i].m->len)
-                madvise(t->parts[i].m->base, t->parts[i].m->len, MADV_DONTNEED);
-    }
     if (t->tok) {
         for (size_t i = 0; i < n; i++)
             out[i] = t->tok[at + i];
@@ -692,6 +697,7 @@ int rumor_tokens_sample(const rumor_tokens_t *t, uint64_t seed, int rank, int wo
         size_t at = lo + (size_t)rumor_rand_below(&s, span);
         tok_copy(t, at, (size_t)T, tok + (size_t)b * (size_t)T);
         tok_copy(t, at + 1, (size_t)T, y + (size_t)b * (size_t)T);
+        window_read(t);
     }
     return 0;
 }
@@ -711,5 +717,6 @@ int rumor_tokens_val_window(const rumor_tokens_t *t, int T, long i, int32_t *tok
                              t ? t->name : "(null)", i, w, T);
     tok_copy(t, (size_t)i * (size_t)T, (size_t)T, tok);
     tok_copy(t, (size_t)i * (size_t)T + 1, (size_t)T, y);
+    window_read(t);
     return 0;
 }

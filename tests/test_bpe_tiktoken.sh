@@ -11,6 +11,8 @@
 # build/tokenizers; without them or node the test skips.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
+RUMOR_SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+export RUMOR_SRCDIR # tests/data/gpt2_bytes.py for the Python checks
 b=$RUMOR_BUILDDIR
 tok=$b/tokenizers
 command -v node >/dev/null 2>&1 || skip "node not found (it runs tiktoken)"
@@ -56,16 +58,11 @@ for seed in 1 2 3; do
   done
   "$b/tests/bpe_ids" "$tok/gpt2" "$d/all.bin" >"$d/all.ours" || fail "bpe_ids on invalid UTF-8"
   python3 - "$d" "$k" "$tok/gpt2/encoder.json" <<'PY' || fail "invalid UTF-8 (seed $seed): not tiktoken's ids around exact runs"
-import json, sys
+import os, sys
+sys.path.insert(0, os.environ["RUMOR_SRCDIR"] + "/tests/data")
+from gpt2_bytes import decoder
 d, k, encp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-cs = bs[:]
-n = 0
-for c in range(256):
-    if c not in bs:
-        bs.append(c); cs.append(256 + n); n += 1
-byte_of = {chr(c): b for b, c in zip(bs, cs)}
-tok = {i: bytes(byte_of[ch] for ch in s) for s, i in json.load(open(encp, encoding="utf-8")).items()}
+tok = decoder(encp)
 ours = [int(x) for x in open(f"{d}/all.ours")]
 at = 0
 for i in range(k):

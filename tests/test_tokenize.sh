@@ -14,6 +14,8 @@
 # already passed over), and the shards it writes decode to the text.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
+RUMOR_SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+export RUMOR_SRCDIR # tests/data/gpt2_bytes.py for the Python checks
 b=$RUMOR_BUILDDIR
 gpt2=$b/tokenizers/gpt2
 [ -f "$gpt2/encoder.json" ] || skip "no $gpt2 (./bootstrap fetches GPT-2's files with npm pack)"
@@ -35,16 +37,11 @@ done
 [ "$(ls "$tmp/s1" | wc -l)" = "$(ls "$tmp/s2" | wc -l)" ] || fail "1 and 2 threads wrote different shards"
 whole=$(( $("$b/tests/bpe_ids" "$gpt2" "$tmp/a.txt" | wc -l) + $("$b/tests/bpe_ids" "$gpt2" "$tmp/b.txt" | wc -l) ))
 python3 - "$tmp" "$gpt2" "$whole" <<'PY' || fail "the shards are not the files' tokens"
-import glob, json, struct, sys
+import glob, os, struct, sys
+sys.path.insert(0, os.environ["RUMOR_SRCDIR"] + "/tests/data")
+from gpt2_bytes import decoder
 d, gpt2, whole = sys.argv[1], sys.argv[2], int(sys.argv[3])
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-cs = bs[:]
-n = 0
-for c in range(256):
-    if c not in bs:
-        bs.append(c); cs.append(256 + n); n += 1
-byte_of = {chr(c): b for b, c in zip(bs, cs)}
-tok = {i: bytes(byte_of[ch] for ch in s) for s, i in json.load(open(f"{gpt2}/encoder.json")).items()}
+tok = decoder(f"{gpt2}/encoder.json")
 def shards(kind):
     ids = []
     files = sorted(glob.glob(f"{d}/s2/{kind}_*.bin"))
@@ -100,18 +97,11 @@ head -c 200000 "$b/corpus/kjv.txt" >"$tmp/c.txt"
   --progress 0 >"$tmp/train-bpe.out" 2>&1 || fail "--train-bpe 320: $(tail -2 "$tmp/train-bpe.out")"
 grep -q "trained a BPE of 320 tokens" "$tmp/train-bpe.out" || fail "--train-bpe 320 said: $(cat "$tmp/train-bpe.out")"
 python3 - "$tmp" <<'PY' || fail "--train-bpe's merges are not the reference trainer's"
-import collections, glob, json, re, struct, sys
+import collections, glob, json, os, re, struct, sys
+sys.path.insert(0, os.environ["RUMOR_SRCDIR"] + "/tests/data")
+from gpt2_bytes import ORDER as order, decoder, mapped
 d = sys.argv[1]
 V = 320
-bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-order = bs + [c for c in range(256) if c not in bs]
-cs = bs[:]
-n = 0
-for c in range(256):
-    if c not in bs:
-        cs.append(256 + n); n += 1
-cp_of = {b: c for b, c in zip(bs + [c for c in range(256) if c not in bs], cs)}
-mapped = lambda t: "".join(chr(cp_of[x]) for x in t)
 ws = " \t\n\x0b\x0c\r"
 pat = re.compile(rf"'(?:[sdmt]|ll|ve|re)| ?[A-Za-z]+| ?[0-9]+| ?[^{ws}A-Za-z0-9]+|[{ws}]+(?![^{ws}])|[{ws}]+")
 text = open(f"{d}/c.txt", "rb").read()
@@ -151,8 +141,7 @@ assert ours == ref, f"{len(ours) - 1} merges here, {len(ref) - 1} in the referen
     next((f"line {i + 1}: {x!r} against {y!r}" for i, (x, y) in enumerate(zip(ours, ref)) if x != y), "length")
 enc = json.load(open(f"{d}/t/tokenizer/encoder.json", encoding="utf-8"))
 assert len(enc) == V and enc["<|endoftext|>"] == V - 1, f"{len(enc)} tokens"
-byte_of = {chr(c): b for b, c in cp_of.items()}
-dec = {i: bytes(byte_of[ch] for ch in s) for s, i in enc.items()}
+dec = decoder(f"{d}/t/tokenizer/encoder.json")
 ids = []
 for f in sorted(glob.glob(f"{d}/t/train_*.bin")):
     raw = open(f, "rb").read()
