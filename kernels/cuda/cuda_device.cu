@@ -102,37 +102,16 @@ int cu_report(const rumor_device_t *d)
 }
 
 static __thread int current = -1;
-static __thread int op_depth = 0; /* ops inside ops count as the outer one */
-int cu_profiling = -1;            /* -1: RUMOR_CUDA_PROFILE not read yet */
+static __thread int op_depth = 0;  /* ops inside ops count as the outer one */
+static __thread float part_ms = 0; /* the outer op's parts, timed on their own */
+int cu_profiling = -1;             /* -1: RUMOR_CUDA_PROFILE not read yet */
 
-cu_op_scope::cu_op_scope(const rumor_device_t *dev, const char *op) : d(dev), name(op), e0(0), on(0)
+static void prof_add(const rumor_device_t *d, const char *name, float ms)
 {
-    cu_enter(d);
-    if (cu_profiling != 1 || op_depth++ > 0)
-        return;
-    if (cudaEventCreate(&e0) == cudaSuccess && cudaEventRecord(e0, cu_of(d)->cur) == cudaSuccess)
-        on = 1;
-}
-
-cu_op_scope::~cu_op_scope()
-{
-    if (cu_profiling != 1)
-        return;
-    op_depth--;
-    if (!on)
-        return;
-    cudaEvent_t e1;
-    float ms = 0;
-    if (cudaEventCreate(&e1) == cudaSuccess) {
-        if (cudaEventRecord(e1, cu_of(d)->cur) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess)
-            cudaEventElapsedTime(&ms, e0, e1);
-        cudaEventDestroy(e1);
-    }
-    cudaEventDestroy(e0);
     cu_ctx *c = cu_of(d);
     pthread_mutex_lock(&c->mu);
     int i = 0;
-    while (i < c->nprof && c->prof[i].name != name)
+    while (i < c->nprof && strcmp(c->prof[i].name, name) != 0)
         i++;
     if (i < 64) {
         if (i == c->nprof) {
@@ -143,6 +122,63 @@ cu_op_scope::~cu_op_scope()
         c->prof[i].calls++;
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* e0 recorded on d's stream: 1, or 0 when it could not be */
+static int prof_start(const rumor_device_t *d, cudaEvent_t *e0)
+{
+    return cudaEventCreate(e0) == cudaSuccess && cudaEventRecord(*e0, cu_of(d)->cur) == cudaSuccess;
+}
+
+/* ms from e0 to now on d's stream (waiting for it); e0 destroyed */
+static float prof_stop(const rumor_device_t *d, cudaEvent_t e0)
+{
+    cudaEvent_t e1;
+    float ms = 0;
+    if (cudaEventCreate(&e1) == cudaSuccess) {
+        if (cudaEventRecord(e1, cu_of(d)->cur) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess)
+            cudaEventElapsedTime(&ms, e0, e1);
+        cudaEventDestroy(e1);
+    }
+    cudaEventDestroy(e0);
+    return ms;
+}
+
+cu_op_scope::cu_op_scope(const rumor_device_t *dev, const char *op) : d(dev), name(op), e0(0), on(0)
+{
+    cu_enter(d);
+    if (cu_profiling != 1 || op_depth++ > 0)
+        return;
+    part_ms = 0;
+    on = prof_start(d, &e0);
+}
+
+cu_op_scope::~cu_op_scope()
+{
+    if (cu_profiling != 1)
+        return;
+    op_depth--;
+    if (!on)
+        return;
+    float ms = prof_stop(d, e0) - part_ms;
+    part_ms = 0;
+    prof_add(d, name, ms > 0 ? ms : 0);
+}
+
+cu_part_scope::cu_part_scope(const rumor_device_t *dev, const char *part)
+    : d(dev), name(part), e0(0), on(0)
+{
+    if (cu_profiling == 1 && op_depth == 1)
+        on = prof_start(d, &e0);
+}
+
+cu_part_scope::~cu_part_scope()
+{
+    if (!on)
+        return;
+    float ms = prof_stop(d, e0);
+    part_ms += ms;
+    prof_add(d, name, ms);
 }
 
 /* The device's profile, the costliest op first, on stderr. */

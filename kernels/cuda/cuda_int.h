@@ -92,6 +92,20 @@ struct cu_op_scope {
 };
 #define CU_ENTER(d) cu_op_scope cu_op_scope_((d), __func__)
 
+/* A part of an op's work timed on its own in the profile (the bf16
+ * rounding of a product's inputs, the copy of its padded output): its time
+ * is the part's, taken off the op's. Nothing without RUMOR_CUDA_PROFILE, or
+ * outside an op. */
+struct cu_part_scope {
+    const rumor_device_t *d;
+    const char *name;
+    cudaEvent_t e0;
+    int on;
+    cu_part_scope(const rumor_device_t *dev, const char *part);
+    ~cu_part_scope();
+};
+#define CU_PART(d, name) cu_part_scope cu_part_scope_((d), (name))
+
 /* Keeps the first failure of an asynchronous op (what, where); no-op on
  * success. */
 void cu_keep(const rumor_device_t *d, cudaError_t e, const char *what, const char *file,

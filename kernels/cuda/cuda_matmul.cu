@@ -78,10 +78,34 @@ static __global__ void to_bf16_kernel(uint16_t *dst, int drows, int dcols, int l
     }
 }
 
-/* queues to_bf16_kernel over (drows, dcols) */
-static void to_bf16(cudaStream_t st, uint16_t *dst, int drows, int dcols, int ldd,
+/* dst[i] = bf16(src[i]) for n4 runs of four: a packed matrix without
+ * margins, as one flat run */
+static __global__ void to_bf16_flat_kernel(uint2 *dst, const float4 *src, size_t n4)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = src[i];
+        uint2 o;
+        o.x = (uint32_t)bf16_rn(v.x) | ((uint32_t)bf16_rn(v.y) << 16);
+        o.y = (uint32_t)bf16_rn(v.z) | ((uint32_t)bf16_rn(v.w) << 16);
+        dst[i] = o;
+    }
+}
+
+/* queues the rounding of src (rows, cols; ld) into dst (drows, dcols; ldd)
+ * (its time a part of the op's in the profile) */
+static void to_bf16(const rumor_device_t *d, uint16_t *dst, int drows, int dcols, int ldd,
                     const float *src, int rows, int cols, int ld)
 {
+    CU_PART(d, "cu_bf16_round");
+    cudaStream_t st = cu_of(d)->cur;
+    size_t n = (size_t)rows * (size_t)cols;
+    if (drows == rows && dcols == cols && ld == cols && ldd == cols && n % 4 == 0 &&
+        ((uintptr_t)src & 15) == 0 && ((uintptr_t)dst & 7) == 0) {
+        CU_LAUNCH(to_bf16_flat_kernel, cu_blocks(n / 4, 256), 256, 0, st, (uint2 *)dst,
+                  (const float4 *)src, n / 4);
+        return;
+    }
     unsigned bx = (unsigned)((dcols / 4 + 255) / 256), by = (unsigned)drows;
     if (bx < 1)
         bx = 1;
@@ -106,9 +130,11 @@ static __global__ void copy2d_kernel(float *dst, int ldd, const float *src, int 
             dst[(size_t)r * ldd + c] = src[(size_t)r * lds + c];
 }
 
-static void copy2d(cudaStream_t st, float *dst, int ldd, const float *src, int lds, int rows,
-                   int cols)
+static void copy2d(const rumor_device_t *d, float *dst, int ldd, const float *src, int lds,
+                   int rows, int cols)
 {
+    CU_PART(d, "cu_gemm_out_copy");
+    cudaStream_t st = cu_of(d)->cur;
     unsigned bx = (unsigned)((cols + 255) / 256), by = (unsigned)(rows < 16384 ? rows : 16384);
     if (bx > 64)
         bx = 64;
@@ -158,9 +184,8 @@ int cu_bf16_pair(rumor_device_t *d, const float *a, int ar, int ac, int lda, con
     uint16_t *s = bf16_scratch(d, na_pad + nb);
     if (!s)
         return -1;
-    cu_ctx *x = cu_of(d);
-    to_bf16(x->cur, s, ar, ac, ac, a, ar, ac, lda);
-    to_bf16(x->cur, s + na_pad, br, bc, bc, b, br, bc, ldb);
+    to_bf16(d, s, ar, ac, ac, a, ar, ac, lda);
+    to_bf16(d, s + na_pad, br, bc, bc, b, br, bc, ldb);
     CU_LAUNCHED(d, "gemm: inputs to bf16");
     *a16 = s;
     *b16 = s + na_pad;
@@ -203,27 +228,27 @@ static int gemm_bf16(rumor_device_t *d, int ta, int tb, int m, int n, int k, flo
         return -1;
     uint16_t *b16 = s, *a16 = s + nb;
     float *out = pad_out ? (float *)(s + nb + na) : NULL;
-    to_bf16(x->cur, b16, bpr, bpc, bpc, b, br, bc, ldb);
+    to_bf16(d, b16, bpr, bpc, bpc, b, br, bc, ldb);
     for (int m0 = 0; m0 < m; m0 += (int)mc) {
         int rows = m - m0 < (int)mc ? m - m0 : (int)mc, ald;
         if (ta) { /* columns m0.. of the stored (k, m) A, as (k8, rows8) */
             ald = (int)round8((size_t)rows);
-            to_bf16(x->cur, a16, (int)k8, ald, ald, a + m0, k, rows, lda);
+            to_bf16(d, a16, (int)k8, ald, ald, a + m0, k, rows, lda);
         } else { /* rows m0.. of the stored (m, k) A, as (rows, k8) */
             ald = (int)k8;
-            to_bf16(x->cur, a16, rows, ald, ald, a + (size_t)m0 * lda, rows, k, lda);
+            to_bf16(d, a16, rows, ald, ald, a + (size_t)m0 * lda, rows, k, lda);
         }
         float *cc = c + (size_t)m0 * ldc, *dst = pad_out ? out : cc;
         int ldd = pad_out ? (int)n8 : ldc;
         if (pad_out && beta != 0.0f)
-            copy2d(x->cur, out, ldd, cc, ldc, rows, n);
+            copy2d(d, out, ldd, cc, ldc, rows, n);
         CU_LAUNCHED(d, "gemm: inputs to bf16");
         CUBLAS_KEEP(d, cublasGemmEx(x->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n8, rows, (int)k8, &alpha,
                                     b16, CUDA_BF16_TYPE, bpc, a16, CUDA_BF16_TYPE, ald, &beta, dst,
                                     CUDA_R_32F, ldd, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         if (pad_out) {
-            copy2d(x->cur, cc, ldc, out, ldd, rows, n);
+            copy2d(d, cc, ldc, out, ldd, rows, n);
             CU_LAUNCHED(d, "gemm: output rows");
         }
     }

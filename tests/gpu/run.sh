@@ -1,12 +1,13 @@
 #!/bin/sh
-# tests/gpu/run.sh [check|bench|cores|quick|focus|kernels|swarm|all]: what only a machine with an NVIDIA GPU
+# tests/gpu/run.sh [check|bench|cores|quick|focus|kernels|swarm|profile|all]: what only a machine with an NVIDIA GPU
 # can tell, in one run, from what tests/gpu/pack.sh packed into .gpu/:
 #   check  rumor-train devices; every op on the GPU against the CPU
 #          (test_backend_ops, test_ops, test_ops_tf); GPT steps, bf16,
 #          pipelines on the GPU, links and NCCL (test_cuda_train); 50 bf16
 #          steps against the CPU's fp32 (test_cuda_parity); rumor's
 #          GPT against PyTorch and its Hugging Face export against
-#          transformers (test_gpt_torch.sh); a GPU peer in a CPU swarm
+#          transformers (test_gpt_torch.sh); GPT-2 token shards and the
+#          export's tokenizer in transformers (test_tokenize.sh); a GPU peer in a CPU swarm
 #          (test_gpu_swarm.sh); test_backend_ops under compute-sanitizer
 #   bench  bench_cuda (GPT-2 124M against PyTorch, ops against a copy,
 #          GEMMs against cuBLAS, a 4-stage pipeline on one GPU), the op
@@ -21,11 +22,14 @@
 #   quick  the GPU's op and step tests and the swarm with a GPU peer (a
 #          short call to recheck a change)
 #   focus  the GPU's op and step tests, then bench_cuda's parts named in
-#          RUMOR_BENCH_CUDA_ONLY (e.g. gpt124m,attention) and the op profile:
-#          a short call to measure one kernel's change
+#          RUMOR_BENCH_CUDA_ONLY (e.g. gpt124m,attention) and the op profile,
+#          then test_tokenize (its Hugging Face check): a short call to
+#          measure one kernel's change
 #   kernels the GPU's op and step tests, bench_cuda, the op profile,
-#          test_backend_ops under compute-sanitizer and rumor's GPT against
-#          PyTorch (a call after the kernels changed)
+#          test_backend_ops under compute-sanitizer, rumor's GPT against
+#          PyTorch and the tokenizer's export in transformers (a call after
+#          the kernels changed)
+#   profile the op profile of GPT-2 124M steps alone
 #   all    both, the most telling first (the GPU's op and step tests, its
 #          benchmarks, the rest), so a call cut at its limit keeps the most
 # Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
@@ -39,6 +43,9 @@ out=${OUT:-/tmp/rumor-gpu}
 mkdir -p "$out"
 log=$out/gpu-$what.log
 : >"$log"
+# the binaries travel compressed (pack.sh): unpacked afresh, since a warm
+# machine may keep an older .gpu/build
+if [ -f "$G/build.tar.gz" ]; then rm -rf "$B"; tar -C "$G" -xzf "$G/build.tar.gz"; fi
 [ -x "$B/rumor-train" ] || { echo "run: $B/rumor-train missing: run tests/gpu/pack.sh first and carry .gpu" | tee -a "$log"; exit 2; }
 
 # the libraries that travelled as .deb files, unpacked where nothing else looks
@@ -124,6 +131,7 @@ check_first() { # the GPU's own checks, fast, most telling first
 }
 check_rest() {
   step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh"
+  step test_tokenize 150 sh "$top/tests/test_tokenize.sh"
   step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh"
   step memcheck 120 sanitize
 }
@@ -132,12 +140,12 @@ bench_gpu() {
   step profile_124m 90 profile
 }
 # the main job's mixed swarm, peer 0 pipelined on the GPU (the corpus
-# travelled in .gpu/corpus)
+# travelled in .gpu/build/corpus)
 demo() {
   "$B/rumor-train" devices --json | grep -q '"spec":"cuda:0"' || { echo "no GPU"; return 77; }
-  [ -f "$G/corpus/kjv.txt" ] || { echo "no $G/corpus/kjv.txt: run tests/gpu/pack.sh after ./bootstrap build"; return 1; }
+  [ -f "$B/corpus/kjv.txt" ] || { echo "no $B/corpus/kjv.txt: run tests/gpu/pack.sh after ./bootstrap build"; return 1; }
   RUMOR_TRAIN="$B/rumor-train" RUMOR_PEER="$B/rumor-peer" \
-    sh "$top/examples/mixed-swarm.sh" -c "$G/corpus/kjv.txt" -d /tmp/rumor-demo
+    sh "$top/examples/mixed-swarm.sh" -c "$B/corpus/kjv.txt" -d /tmp/rumor-demo
 }
 bench_cores() { # the CPU benchmarks that want 16 cores
   step bench_pipeline 180 "$B/tests/bench/bench_pipeline"
@@ -155,11 +163,13 @@ case $what in
     step test_ops_tf 60 "$B/tests/test_ops_tf"
     step test_backend_ops 90 "$B/tests/test_backend_ops" ;;
   quick) check_first; step test_gpu_swarm 200 sh "$top/tests/test_gpu_swarm.sh" ;;
-  focus) check_first; bench_gpu ;;
+  focus) check_first; bench_gpu; step test_tokenize 150 sh "$top/tests/test_tokenize.sh" ;;
   kernels) check_first; bench_gpu; step memcheck 120 sanitize
-    step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh" ;;
+    step test_gpt_torch 150 sh "$top/tests/test_gpt_torch.sh"
+    step test_tokenize 150 sh "$top/tests/test_tokenize.sh" ;;
+  profile) step profile_124m 90 profile ;;
   all) check_first; bench_gpu; check_rest; bench_cores; step demo 200 demo ;;
-  *) note "run: '$what': expected check, bench, cores, quick, focus, kernels, swarm or all"; exit 2 ;;
+  *) note "run: '$what': expected check, bench, cores, quick, focus, kernels, swarm, profile or all"; exit 2 ;;
 esac
 note ""
 note "== summary"
