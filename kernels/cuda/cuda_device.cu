@@ -105,6 +105,32 @@ static __thread int current = -1;
 static __thread int op_depth = 0;  /* ops inside ops count as the outer one */
 static __thread float part_ms = 0; /* the outer op's parts, timed on their own */
 int cu_profiling = -1;             /* -1: RUMOR_CUDA_PROFILE not read yet */
+static int prof_shapes;            /* RUMOR_CUDA_PROFILE=shapes */
+
+const char *cu_prof_shape(const char *fmt, ...)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char names[CU_PROF_MAX][64];
+    static int n;
+    if (cu_profiling != 1 || !prof_shapes)
+        return NULL;
+    char name[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    const char *r = NULL;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < n && !r; i++)
+        if (strcmp(names[i], name) == 0)
+            r = names[i];
+    if (!r && n < CU_PROF_MAX / 2) { /* half the profile: room for the other ops */
+        memcpy(names[n], name, sizeof name);
+        r = names[n++];
+    }
+    pthread_mutex_unlock(&mu);
+    return r;
+}
 
 static void prof_add(const rumor_device_t *d, const char *name, float ms)
 {
@@ -113,7 +139,7 @@ static void prof_add(const rumor_device_t *d, const char *name, float ms)
     int i = 0;
     while (i < c->nprof && strcmp(c->prof[i].name, name) != 0)
         i++;
-    if (i < 64) {
+    if (i < CU_PROF_MAX) {
         if (i == c->nprof) {
             c->prof[i].name = name;
             c->nprof++;
@@ -197,9 +223,9 @@ static void prof_print(const rumor_device_t *d)
             c->prof[j - 1] = t;
         }
     fprintf(stderr, "%s: op profile (RUMOR_CUDA_PROFILE): %.1f ms in ops\n", d->name, total);
-    fprintf(stderr, "  %-26s %10s %8s %10s %6s\n", "op", "ms", "calls", "us/call", "share");
+    fprintf(stderr, "  %-30s %10s %8s %10s %6s\n", "op", "ms", "calls", "us/call", "share");
     for (int i = 0; i < c->nprof; i++)
-        fprintf(stderr, "  %-26s %10.2f %8ld %10.1f %5.1f%%\n", c->prof[i].name + 3 /* cu_ */,
+        fprintf(stderr, "  %-30s %10.2f %8ld %10.1f %5.1f%%\n", c->prof[i].name + 3 /* cu_ */,
                 c->prof[i].ms, c->prof[i].calls, 1e3 * c->prof[i].ms / (double)c->prof[i].calls,
                 100.0 * c->prof[i].ms / total);
 }
@@ -603,6 +629,7 @@ extern "C" int rumor_cuda_open(rumor_device_t *d, int index)
     if (cu_profiling < 0) {
         const char *e = getenv("RUMOR_CUDA_PROFILE");
         cu_profiling = e && *e && strcmp(e, "0") != 0;
+        prof_shapes = e && strcmp(e, "shapes") == 0;
     }
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
     if (!c)

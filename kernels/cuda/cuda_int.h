@@ -22,6 +22,8 @@
 #include "err.h"
 #include "ops.h"
 
+#define CU_PROF_MAX 128 /* entries of a device's profile */
+
 typedef struct cu_ctx {
     int index;
     cudaStream_t stream;   /* the device's own stream (NULL rumor_stream_t) */
@@ -49,7 +51,7 @@ typedef struct cu_ctx {
         const char *name;
         double ms;
         long calls;
-    } prof[64];
+    } prof[CU_PROF_MAX];
     int nprof;
     /* the first failure of an asynchronous op since the last report (under
      * mu: a pipeline's link may sync a device from another stage's thread) */
@@ -105,6 +107,11 @@ struct cu_part_scope {
     ~cu_part_scope();
 };
 #define CU_PART(d, name) cu_part_scope cu_part_scope_((d), (name))
+
+/* RUMOR_CUDA_PROFILE=shapes: a name for the op's entry that says its
+ * shape ("cu_gemm NT 8192x768x50257"), kept for the process; NULL when
+ * the profile is not by shape or has no room */
+const char *cu_prof_shape(const char *fmt, ...);
 
 /* Keeps the first failure of an asynchronous op (what, where); no-op on
  * success. */

@@ -261,6 +261,12 @@ void cu_gemm(rumor_device_t *d, int ta, int tb, int m, int n, int k, float alpha
     if (m <= 0 || n <= 0)
         return;
     CU_ENTER(d);
+    if (cu_profiling == 1) {
+        const char *shape = cu_prof_shape("cu_gemm %c%c %dx%dx%d", ta ? 'T' : 'N',
+                                          tb ? 'T' : 'N', m, n, k);
+        if (shape)
+            cu_op_scope_.name = shape;
+    }
     cu_ctx *x = cu_of(d);
     if (d->precision == RUMOR_PREC_BF16 && k > 0 &&
         gemm_bf16(d, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0)

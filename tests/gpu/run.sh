@@ -29,7 +29,8 @@
 #          test_backend_ops under compute-sanitizer, rumor's GPT against
 #          PyTorch and the tokenizer's export in transformers (a call after
 #          the kernels changed)
-#   profile the op profile of GPT-2 124M steps alone
+#   profile the op profile of GPT-2 124M steps alone (RUMOR_CUDA_PROFILE=shapes:
+#          each product by its shape)
 #   all    both, the most telling first (the GPU's op and step tests, its
 #          benchmarks, the rest), so a call cut at its limit keeps the most
 # Logs go to $OUT (the device tool's) or /tmp/rumor-gpu; the last lines
@@ -114,7 +115,7 @@ PY
 profile() {
   "$B/rumor-train" devices --json | grep -q '"spec":"cuda:0"' || { echo "no GPU"; return 77; }
   tokens
-  env RUMOR_CUDA_PROFILE=1 "$B/rumor-train" --model gpt:layers=12,dim=768,heads=12,ctx=1024,vocab=50257 \
+  env RUMOR_CUDA_PROFILE="${RUMOR_CUDA_PROFILE:-1}" "$B/rumor-train" --model gpt:layers=12,dim=768,heads=12,ctx=1024,vocab=50257 \
     --data "tokens:$tok/train.bin,$tok/val.bin" --device cuda:0:bf16 --optimizer adamw \
     --steps 6 --batch 8 --eval-every 6 --eval-batches 1 --progress 1
 }
