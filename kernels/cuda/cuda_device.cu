@@ -142,10 +142,12 @@ static void prof_add(const rumor_device_t *d, const char *name, float ms)
     if (i < CU_PROF_MAX) {
         if (i == c->nprof) {
             c->prof[i].name = name;
+            c->prof[i].first = ms;
             c->nprof++;
+        } else {
+            c->prof[i].ms += ms;
+            c->prof[i].calls++;
         }
-        c->prof[i].ms += ms;
-        c->prof[i].calls++;
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -211,10 +213,12 @@ cu_part_scope::~cu_part_scope()
 static void prof_print(const rumor_device_t *d)
 {
     cu_ctx *c = cu_of(d);
-    double total = 0;
-    for (int i = 0; i < c->nprof; i++)
+    double total = 0, first = 0;
+    for (int i = 0; i < c->nprof; i++) {
         total += c->prof[i].ms;
-    if (c->nprof == 0 || total <= 0)
+        first += c->prof[i].first;
+    }
+    if (c->nprof == 0 || total + first <= 0)
         return;
     for (int i = 1; i < c->nprof; i++) /* few entries: insertion sort by time */
         for (int j = i; j > 0 && c->prof[j].ms > c->prof[j - 1].ms; j--) {
@@ -222,12 +226,19 @@ static void prof_print(const rumor_device_t *d)
             c->prof[j] = c->prof[j - 1];
             c->prof[j - 1] = t;
         }
-    fprintf(stderr, "%s: op profile (RUMOR_CUDA_PROFILE): %.1f ms in ops\n", d->name, total);
-    fprintf(stderr, "  %-30s %10s %8s %10s %6s\n", "op", "ms", "calls", "us/call", "share");
-    for (int i = 0; i < c->nprof; i++)
-        fprintf(stderr, "  %-30s %10.2f %8ld %10.1f %5.1f%%\n", c->prof[i].name + 3 /* cu_ */,
-                c->prof[i].ms, c->prof[i].calls, 1e3 * c->prof[i].ms / (double)c->prof[i].calls,
-                100.0 * c->prof[i].ms / total);
+    fprintf(stderr, "%s: op profile (RUMOR_CUDA_PROFILE): %.1f ms in ops after each op's first "
+            "call, %.1f ms in first calls (loading kernels, growing scratch, one-off uploads)\n",
+            d->name, total, first);
+    fprintf(stderr, "  %-30s %10s %8s %10s %6s %10s\n", "op", "ms", "calls", "us/call", "share",
+            "first ms");
+    for (int i = 0; i < c->nprof; i++) {
+        const struct cu_ctx::cu_prof *p = &c->prof[i];
+        char per[32] = "-";
+        if (p->calls > 0)
+            snprintf(per, sizeof per, "%.1f", 1e3 * p->ms / (double)p->calls);
+        fprintf(stderr, "  %-30s %10.2f %8ld %10s %5.1f%% %10.2f\n", p->name + 3 /* cu_ */, p->ms,
+                p->calls, per, total > 0 ? 100.0 * p->ms / total : 0.0, p->first);
+    }
 }
 
 void cu_enter(const rumor_device_t *d)

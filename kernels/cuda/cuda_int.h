@@ -49,8 +49,9 @@ typedef struct cu_ctx {
     /* RUMOR_CUDA_PROFILE=1: each op's time and calls, by name (under mu) */
     struct cu_prof {
         const char *name;
-        double ms;
-        long calls;
+        double first; /* the first call's ms: loading kernels, growing scratch */
+        double ms;    /* the later calls' */
+        long calls;   /* the later calls */
     } prof[CU_PROF_MAX];
     int nprof;
     /* the first failure of an asynchronous op since the last report (under
