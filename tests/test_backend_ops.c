@@ -724,6 +724,18 @@ int main(void)
         emulated = strstr(gpu->name, "emulation") != NULL || (small && *small == '1');
         run_backend();
         rumor_device_close(&gpu);
+        /* cuBLASLt's DGELU epilogue, off by default (slower than the
+         * separate ops where measured): the same checks with it on */
+        setenv("RUMOR_CUDA_LT_DGELU", "1", 1);
+        if (rumor_device_open(spec, &gpu) == 0) {
+            op_gemm_gelu(RUMOR_PREC_FP32);
+            if (gpu->ops->supports(gpu, RUMOR_CAP_TF32))
+                op_gemm_gelu(RUMOR_PREC_TF32);
+            if (gpu->ops->supports(gpu, RUMOR_CAP_BF16))
+                op_gemm_gelu(RUMOR_PREC_BF16);
+            rumor_device_close(&gpu);
+        }
+        unsetenv("RUMOR_CUDA_LT_DGELU");
     }
     rumor_device_close(&cpu);
     return tu_finish("test_backend_ops");

@@ -40,9 +40,10 @@ typedef struct cu_ctx {
     uint16_t *bf16;        /* (bf16_cap) bf16 inputs of a GEMM (cuda_matmul.cu) */
     size_t bf16_cap;
     /* cuda_lt.cu: the cuBLASLt handle and workspace, made at the first use;
-     * lt_off: none (RUMOR_CUDA_NO_LT=1, or they could not be made) */
+     * lt_off: none (RUMOR_CUDA_NO_LT=1, or they could not be made);
+     * lt_dgelu: the backward's DGELU epilogue too (RUMOR_CUDA_LT_DGELU=1) */
     void *lt, *lt_ws;
-    int lt_off;
+    int lt_off, lt_dgelu;
     /* what stalled the host or the GPU (rumor_dev_counters_t; atomics: a
      * link may wait on a device's stream from another stage's thread) */
     long n_malloc, n_free, n_device_sync, n_host_wait;

@@ -3,7 +3,11 @@
  *   gemm_bias_gelu: pre = x W + bias, y = gelu(pre)  (CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
  *                   pre written as the epilogue's auxiliary output)
  *   gemm_dgelu:     dx = (dy W^T) * gelu'(pre)       (CUBLASLT_EPILOGUE_DGELU, pre read
- *                   as its auxiliary input)
+ *                   as its auxiliary input), only where RUMOR_CUDA_LT_DGELU=1:
+ *                   on an H200 (fp32 output and auxiliary matrix) it took
+ *                   304 us where the GEMM and GELU's backward as separate
+ *                   ops take about 160, a GPT-2 124M step 3% longer
+ *                   (bench_cuda's gpt124m_lt_dgelu_vs_default measures it)
  * cuBLASLt's GELU is the tanh approximation, rumor's (ops.h).
  *
  * Row-major onto column-major as in cuda_matmul.cu: a row-major (r, c)
@@ -60,10 +64,11 @@ static int lt_ready(rumor_device_t *d)
         return 1;
     if (x->lt_off)
         return 0;
-    const char *e = getenv("RUMOR_CUDA_NO_LT");
+    const char *e = getenv("RUMOR_CUDA_NO_LT"), *dg = getenv("RUMOR_CUDA_LT_DGELU");
     x->lt_off = 1;
     if (e && *e && strcmp(e, "0") != 0)
         return 0;
+    x->lt_dgelu = dg && *dg && strcmp(dg, "0") != 0;
     cublasLtHandle_t h = NULL;
     if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
         return 0;
@@ -222,8 +227,9 @@ void cu_gemm_dgelu(rumor_device_t *d, float *dx, const float *dy, const float *w
         return;
     CU_ENTER(d);
 #ifndef RUMOR_CUDA_EMU
-    if (out > 0 && lt_matmul(d, CUBLASLT_EPILOGUE_DGELU, 1, in, rows, out, w, out, dy, out, dx,
-                             in, NULL, pre))
+    if (out > 0 && lt_ready(d) && cu_of(d)->lt_dgelu &&
+        lt_matmul(d, CUBLASLT_EPILOGUE_DGELU, 1, in, rows, out, w, out, dy, out, dx, in, NULL,
+                  pre))
         return;
 #endif
     cu_gemm(d, 0, 1, rows, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);

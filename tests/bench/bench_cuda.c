@@ -16,8 +16,11 @@
  *                            90% of 80 GB beside the parameters, gradients
  *                            and AdamW's moments
  *   gpt124m_lt_vs_separate   tokens/s with the MLP's fc GEMM, bias and GELU
- *                            fused in cuBLASLt's epilogues / with them as
- *                            separate ops (RUMOR_CUDA_NO_LT=1)
+ *                            fused in cuBLASLt's epilogue (forward) / with
+ *                            them as separate ops (RUMOR_CUDA_NO_LT=1)
+ *   gpt124m_lt_dgelu_vs_default tokens/s with cuBLASLt's DGELU epilogue in
+ *                            the backward too (RUMOR_CUDA_LT_DGELU=1) / the
+ *                            default's
  *   gpt350m_*, gpt774m_*     the same for GPT-2 medium and large
  *   cuda_attention_ms        the attention op's forward + backward (B 16, T
  *                            1024, 12 heads of 64, bf16); _vs_torch_sdpa
@@ -388,7 +391,8 @@ static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok,
 }
 
 /* RUMOR_BENCH_CUDA_ONLY=PART,... runs those parts alone (gpt124m, separate,
- * attention, big, eltwise, gemm, pipe, torch; torch needs gpt124m): a
+ * dgelu, attention, big, eltwise, gemm, pipe, torch; torch, separate and
+ * dgelu need gpt124m): a
  * short call on a lent GPU after one kernel changed */
 static int part(const char *name)
 {
@@ -438,6 +442,19 @@ int main(void)
     }
     rumor_device_close(&sep);
     unsetenv("RUMOR_CUDA_NO_LT");
+    /* and with cuBLASLt's DGELU epilogue in the backward too (off by
+     * default: slower than the GEMM and GELU's backward apart where
+     * measured) */
+    setenv("RUMOR_CUDA_LT_DGELU", "1", 1);
+    if (tps > 0 && part("dgelu") && rumor_device_open("cuda:0", &sep) == 0 &&
+        rumor_device_set_precision(sep, prec) == 0) {
+        int bs;
+        double fs, tdg = bench_gpt(sep, z, spec, "gpt124m_lt_dgelu", peak, &bs, &fs);
+        if (tdg > 0)
+            printf("bench: gpt124m_lt_dgelu_vs_default = %.3f x\n", tdg / tps);
+    }
+    rumor_device_close(&sep);
+    unsetenv("RUMOR_CUDA_LT_DGELU");
     if (part("attention"))
         bc_attention(d, z);
     /* GPT-2's larger sizes on one GPU (not emulated: minutes on a CPU) */
