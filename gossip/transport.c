@@ -76,6 +76,16 @@ static int common_opts(const rumor_transport_t *t, void *s, int sender)
     return 0;
 }
 
+/* ZeroMQ resolves IPv6 only on a socket told so: an endpoint in brackets
+ * ("tcp://[::1]:7000", "tcp://[2001:db8::5]:7000") and a listener on the
+ * wildcard (a star for the host, which then takes both IPv4 and IPv6; libzmq
+ * falls back to IPv4 where the system has no IPv6) */
+static int ipv6_for(void *s, const char *endpoint, int listener)
+{
+    int on = strstr(endpoint, "://[") != NULL || (listener && strstr(endpoint, "://*:") != NULL);
+    return set_int(s, ZMQ_IPV6, on, "IPV6");
+}
+
 /* Keeps a copy of our keys and starts the ZAP handler in t's context,
  * before any socket of it exists. */
 static int secure_setup(rumor_transport_t *t, const rumor_transport_opts_t *o)
@@ -178,6 +188,8 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH,
                    &t->mon);
+    if (rc == 0)
+        rc = ipv6_for(t->pull, o->listen, 1);
     if (rc == 0 && zmq_bind(t->pull, o->listen) != 0) {
         int e = zmq_errno();
         rc = rumor_err_set(RUMOR_ESYS, "cannot listen on '%s': %s%s", o->listen, zmq_strerror(e),
@@ -353,6 +365,8 @@ int rumor_transport_probe_open(rumor_transport_t *t, const char *endpoint, const
                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH,
                    &t->probe_mon);
+    if (rc == 0)
+        rc = ipv6_for(s, endpoint, 0);
     if (rc == 0 && zmq_connect(s, endpoint) != 0)
         rc = rumor_err_set(RUMOR_EINVAL, "probe: cannot connect to '%s': %s", endpoint,
                            zmq_strerror(zmq_errno()));
@@ -392,6 +406,7 @@ static int connect_one(rumor_transport_t *t, void *s, int peer, int c, const cha
             return rumor_err_set(RUMOR_ESYS, "zmq_setsockopt(AFFINITY): %s",
                                  zmq_strerror(zmq_errno()));
     }
+    RUMOR_CHECK(ipv6_for(s, endpoint, 0));
     if (zmq_connect(s, endpoint) != 0)
         return rumor_err_set(RUMOR_EINVAL, "peer %d: cannot connect to '%s': %s", peer, endpoint,
                              zmq_strerror(zmq_errno()));

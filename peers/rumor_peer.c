@@ -257,7 +257,7 @@ static int check_at_start(struct peer *p, struct options *o)
     if (rumor_peerlist_try_bind(o->listen_ep) < 0) {
         fprintf(stderr, "rumor-peer: %s%s\n", rumor_err_msg(),
                 rumor_err_code() == RUMOR_EINVAL ? " (give --listen an address of this machine, "
-                                                   "or tcp://0.0.0.0:PORT for all of them)"
+                                                   "or tcp://*:PORT for all of them, IPv4 and IPv6)"
                                                  : "");
         return rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
     }
