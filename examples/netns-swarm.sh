@@ -39,6 +39,13 @@ e.g. --mode allreduce --topology onepeer-exp --epochs 2):
                        listens on 127.0.0.1:PORT+1 of its namespace behind an
                        examples/delay-relay on its address (half of MS each
                        way, 4 MiB in flight at most; netem is not needed)
+      --jitter MS      with --delay: each one-way delay varies uniformly by up
+                       to MS/2 either side of half the RTT (the relay keeps a
+                       connection's order, as TCP does); MS <= --delay
+      --loss PCT       drop PCT% of the packets arriving at every peer (0 to
+                       50, e.g. 1 or 0.5), with an nftables rule in its
+                       namespace (numgen random): TCP retransmits them, as on
+                       a lossy line; the summary counts the drops
       --port PORT      TCP port of every peer (default 7000)
       --prefix NAME    namespace name prefix (default rumor-\$\$, i.e. unique per
                        run); leftovers with the same prefix are removed first
@@ -72,6 +79,7 @@ Examples:
   sudo $PROG --epochs 2
   sudo $PROG -n 16 --rate 1gbit -- --mode allreduce --epochs 1
   sudo $PROG --topology onepeer-exp --lr 0.05
+  sudo $PROG --delay 50 --jitter 20 --loss 1 -- --epochs 1
 EOF
 }
 
@@ -94,6 +102,8 @@ SETUP_ONLY=0
 CLEANUP_ONLY=0
 PASS=()
 DELAY=0
+JITTER=0
+LOSS=0
 declare -A LINK_RATE
 
 need_arg() { [ $# -ge 2 ] || die "option $1 needs a value (see --help)"; }
@@ -107,6 +117,8 @@ while [ $# -gt 0 ]; do
         --burst) need_arg "$@"; BURST=$2; shift 2 ;;
         --port) need_arg "$@"; PORT=$2; shift 2 ;;
         --delay) need_arg "$@"; DELAY=$2; shift 2 ;;
+        --jitter) need_arg "$@"; JITTER=$2; shift 2 ;;
+        --loss) need_arg "$@"; LOSS=$2; shift 2 ;;
         --link) need_arg "$@"
             case $2 in [0-9]*=?*) LINK_RATE[${2%%=*}]=${2#*=} ;; *) die "--link '$2': expected K=RATE, e.g. 3=10mbit" ;; esac
             shift 2 ;;
@@ -130,6 +142,13 @@ case $NODES in ''|*[!0-9]*) die "--nodes must be a number, not '$NODES'" ;; esac
 if [ "$NODES" -lt 1 ] || [ "$NODES" -gt 250 ]; then die "--nodes must be 1..250"; fi
 case $PORT in ''|*[!0-9]*) die "--port must be a number" ;; esac
 case $DELAY in ''|*[!0-9.]*|*.*.*) die "--delay must be milliseconds, not '$DELAY'" ;; esac
+case $JITTER in ''|*[!0-9.]*|*.*.*) die "--jitter must be milliseconds, not '$JITTER'" ;; esac
+awk -v j="$JITTER" -v d="$DELAY" 'BEGIN { exit !(j == 0 || (d > 0 && j <= d)) }' ||
+    die "--jitter $JITTER needs --delay of at least as many milliseconds (--delay $DELAY)"
+case $LOSS in ''|*[!0-9.]*|*.*.*) die "--loss must be a percentage, not '$LOSS'" ;; esac
+awk -v l="$LOSS" 'BEGIN { exit !(l <= 50) }' || die "--loss $LOSS: expected 0 to 50 (%)"
+# drop a packet when a random number in [0, 100000) falls under this
+LOSS_N=$(awk -v l="$LOSS" 'BEGIN { printf "%.0f", l * 1000 }')
 for k in "${!LINK_RATE[@]}"; do
     case $k in *[!0-9]*) die "--link: '$k' is not a peer number" ;; esac
     [ "$k" -lt "$NODES" ] || die "--link $k=...: there are only $NODES peers"
@@ -153,6 +172,9 @@ done
 command -v ip >/dev/null 2>&1 || die "the 'ip' command (iproute2) is not installed"
 if [ "$RATE" != 0 ]; then
     command -v tc >/dev/null 2>&1 || die "the 'tc' command (iproute2) is not installed; use --rate 0 for unlimited links"
+fi
+if [ "$LOSS_N" != 0 ]; then
+    command -v nft >/dev/null 2>&1 || die "--loss needs the 'nft' command (Debian: apt-get install nftables)"
 fi
 ip netns list >/dev/null 2>&1 || die "'ip netns' does not work here (no network namespace support?)"
 
@@ -305,6 +327,11 @@ for ((k = 0; k < NODES; k++)); do
         ip netns exec "$BR_NS" tc qdisc add dev "p$k" root tbf rate "$rate" burst "$burst" latency 50ms ||
             die "tc tbf failed on $BR_NS/p$k"
     fi
+    if [ "$LOSS_N" != 0 ]; then
+        # every packet crosses one peer's eth0 inwards: LOSS% of them dropped
+        printf 'table inet rumor_loss {\n chain in {\n  type filter hook input priority 0; policy accept;\n  iifname "eth0" numgen random mod 100000 < %s counter drop\n }\n}\n' "$LOSS_N" |
+            ip netns exec "$ns" nft -f - || die "nft failed in $ns (--loss $LOSS)"
+    fi
 done
 nports=$(ip -n "$BR_NS" -o link show master br0 | wc -l)
 [ "$nports" -eq "$NODES" ] || die "bridge has $nports ports, expected $NODES"
@@ -334,7 +361,7 @@ mkdir -p "$RUN_DIR"
 RUN_DIR=$(cd "$RUN_DIR" && pwd)
 {
     echo "date: $(date -Is)"
-    echo "nodes: $NODES  rate: $RATE  burst: ${BURST:-none}  delay: ${DELAY} ms  prefix: $PREFIX"
+    echo "nodes: $NODES  rate: $RATE  burst: ${BURST:-none}  delay: ${DELAY} ms  jitter: ${JITTER} ms  loss: ${LOSS}%  prefix: $PREFIX"
     for k in "${!LINK_RATE[@]}"; do echo "link $k: ${LINK_RATE[$k]}"; done
     echo "binary: $BIN"
     echo "peers: $EPS"
@@ -367,7 +394,8 @@ if [ "$DELAY" != 0 ]; then
     PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
     for ((k = 0; k < NODES; k++)); do
         ip netns exec "$PREFIX-$k" "$PY" "$SCRIPT_DIR/delay-relay" "$(addr_of $k):$PORT" \
-            "127.0.0.1:$((PORT + 1))" --delay "$DELAY" > "$RUN_DIR/relay$k.log" 2>&1 < /dev/null &
+            "127.0.0.1:$((PORT + 1))" --delay "$DELAY" --jitter "$JITTER" \
+            > "$RUN_DIR/relay$k.log" 2>&1 < /dev/null &
         RELAY_PIDS+=($!)
     done
     for ((k = 0; k < NODES; k++)); do
@@ -375,7 +403,7 @@ if [ "$DELAY" != 0 ]; then
         grep -q "RTT" "$RUN_DIR/relay$k.log" || die "delay relay $k did not start: $(cat "$RUN_DIR/relay$k.log")"
     done
     LISTEN=(--listen "tcp://127.0.0.1:$((PORT + 1))")
-    say "links add $DELAY ms of round-trip time (examples/delay-relay in each namespace)"
+    say "links add $DELAY ms of round-trip time, jitter $JITTER ms (examples/delay-relay in each namespace)"
 fi
 say "starting $NODES peers: $BIN ${PASS[*]-}"
 T0=$(date +%s.%N)
@@ -412,13 +440,17 @@ for ((k = 0; k < NODES; k++)); do
             echo "upload:"; ip netns exec "$PREFIX-$k" tc -s qdisc show dev eth0 2>/dev/null
             echo "download:"; ip netns exec "$BR_NS" tc -s qdisc show dev "p$k" 2>/dev/null
         fi
+        if [ "$LOSS_N" != 0 ]; then
+            echo "loss:"; ip netns exec "$PREFIX-$k" nft list table inet rumor_loss 2>/dev/null
+        fi
     } > "$RUN_DIR/net$k.txt"
 done
 NET_LOST=$(cat "$RUN_DIR"/net*.txt 2>/dev/null | awk '
     /^Tcp:/ { if (!h) { for (i = 2; i <= NF; i++) col[$i] = i; h = 1; next }
               out += $col["OutSegs"]; re += $col["RetransSegs"]; h = 0 }
     /dropped/ { s = $0; sub(/.*dropped /, "", s); sub(/,.*/, "", s); dr += s }
-    END { if (out) printf "TCP: %d segments sent, %d retransmitted (%.3f%%); the links'"'"' shaping dropped %d packets\n", out, re, 100 * re / out, dr }')
+    /counter packets/ { s = $0; sub(/.*counter packets /, "", s); sub(/ .*/, "", s); lost += s; nft = 1 }
+    END { if (out) printf "TCP: %d segments sent, %d retransmitted (%.3f%%); the links'"'"' shaping dropped %d packets%s\n", out, re, 100 * re / out, dr, nft ? sprintf("; --loss dropped %d", lost) : "" }')
 if [ -n "$FOLLOW_PID" ]; then
     sleep 0.3; kill "$FOLLOW_PID" 2>/dev/null || true
     wait "$FOLLOW_PID" 2>/dev/null || true; FOLLOW_PID=

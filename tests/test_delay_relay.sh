@@ -5,9 +5,11 @@
 # (same SHA-256) and no faster than its window allows (1 MiB held at most
 # over a 50 ms one-way delay: at least 0.25 s), and two rumor-peers whose
 # incoming connections each pass through a relay still train together,
-# rounds taking at least the added delay; examples/netns-swarm.sh --delay
-# and --link (as root) give a swarm those latencies and an unlike link.
-# Bad arguments are refused.
+# rounds taking at least the added delay; --jitter spreads the delays but
+# keeps a stream's order; examples/netns-swarm.sh --delay and --link (as
+# root) give a swarm those latencies and an unlike link, and --loss with
+# --jitter a lossy, jittery one (nftables drops, TCP retransmits, every
+# round runs). Bad arguments are refused.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3
@@ -68,6 +70,61 @@ assert got.decode() == hashlib.sha256(data).hexdigest(), "the bytes changed on t
 assert dt >= 0.25, dt
 PY
 
+# --jitter: one-way delays spread over [10, 50] ms around 30 (RTT 60, jitter
+# 40); ping-pongs take 20-100 ms and vary, and a stream's bytes keep their
+# order (a chunk never overtakes the one before)
+p_jr=$(port "$eps" 3) p_js=$(port "$eps" 4)
+"$py" "$relay" "127.0.0.1:$p_jr" "127.0.0.1:$p_js" --delay 60 --jitter 40 --seed 7 \
+  >>"$tmp/relay.log" 2>&1 &
+pj=$!
+"$py" - "$p_jr" "$p_js" <<'PY' || fail "the relay's jitter: see above"
+import hashlib, os, socket, statistics, sys, threading, time
+relay, server = int(sys.argv[1]), int(sys.argv[2])
+ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", server)); ls.listen(4)
+def serve():
+    c, _ = ls.accept()
+    for _ in range(40):
+        c.sendall(c.recv(1))
+    c.close()
+    c, _ = ls.accept()
+    h = hashlib.sha256()
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        h.update(b)
+    c.sendall(h.hexdigest().encode()); c.close()
+threading.Thread(target=serve, daemon=True).start()
+for _ in range(100):
+    try:
+        s = socket.create_connection(("127.0.0.1", relay)); break
+    except OSError:
+        time.sleep(0.05)
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+rtts = []
+for _ in range(40):
+    t0 = time.monotonic(); s.sendall(b"x"); assert s.recv(1) == b"x"; rtts.append(time.monotonic() - t0)
+s.close()
+sd = statistics.pstdev(rtts)
+print(f"ping-pong with 40 ms of jitter: {1e3 * min(rtts):.1f} - {1e3 * max(rtts):.1f} ms, "
+      f"median {1e3 * statistics.median(rtts):.1f}, deviation {1e3 * sd:.1f} ms")
+assert min(rtts) >= 0.019 and max(rtts) <= 0.125, rtts
+assert sd >= 0.006 and max(rtts) - min(rtts) >= 0.025, rtts
+data = os.urandom(3 << 20)
+s = socket.create_connection(("127.0.0.1", relay))
+s.sendall(data); s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(1 << 16)
+    if not b:
+        break
+    got += b
+assert got.decode() == hashlib.sha256(data).hexdigest(), "jitter reordered or changed the bytes"
+print("3 MiB through the jittering relay arrive in order")
+PY
+kill "$pj" 2>/dev/null; wait "$pj" 2>/dev/null
+
 # two peers, each one's incoming connection through a relay: 40 ms RTT
 ep_a=$(port "$eps" 3) ep_b=$(port "$eps" 4)
 i_a=$((ep_a + 1)) i_b=$((ep_b + 1))
@@ -107,6 +164,29 @@ if [ "$(id -u)" = 0 ] && ip netns list >/dev/null 2>&1 && command -v tc >/dev/nu
   echo "netns, 60 ms RTT, peer 2 at 10 Mbit/s: 10 rounds in ${s0:-?} s (peer 0), ${s2:-?} s (peer 2)"
   expect_num_ge "${s2:-0}" 2.4 "10 rounds with a 10 Mbit/s line carrying 3 Mbit a round"
   grep -q "RTT 60 ms" "$tmp/netns/relay0.log" || fail "no relay in front of peer 0: $(cat "$tmp/netns/relay0.log")"
+  # a lossy, jittery swarm: 2% of the packets into every peer dropped by
+  # nftables, one-way delays spread by 20 ms; TCP retransmits, the rounds
+  # all run
+  if command -v nft >/dev/null; then
+    timeout 120 bash "$RUMOR_SRCDIR/examples/netns-swarm.sh" -n 3 --delay 40 --jitter 20 --loss 2 \
+      --no-follow --timeout 90 --run-dir "$tmp/lossy" --bin "$RUMOR_BUILDDIR/rumor-peer" -- \
+      --insecure --data text:/usr/share/common-licenses/GPL-3 --model gpt:layers=3,dim=32,heads=2,ctx=32 \
+      --batch 4 --rounds 20 --no-average --progress 0 >"$tmp/lossy.out" 2>&1
+    expect_rc 0 $? "netns-swarm.sh --delay 40 --jitter 20 --loss 2" "$tmp/lossy.out"
+    net=$(grep '^TCP:' "$tmp/lossy.out")
+    echo "netns, 2% loss, 40 ms RTT with 20 ms of jitter: $net"
+    lost=$(echo "$net" | sed -n 's/.*--loss dropped \([0-9]*\).*/\1/p')
+    re=$(echo "$net" | sed -n 's/.*, \([0-9]*\) retransmitted.*/\1/p')
+    expect_num_ge "${lost:-0}" 1 "packets dropped by --loss 2"
+    expect_num_ge "${re:-0}" 1 "TCP segments retransmitted after the drops"
+    for k in 0 1 2; do
+      r=$(metrics_field "$tmp/lossy/peer$k.jsonl" done rounds)
+      [ "${r:-0}" = 20 ] || fail "lossy swarm: peer $k ran ${r:-no} rounds of 20"
+    done
+    grep -q "jitter 20 ms" "$tmp/lossy/relay0.log" || fail "no jitter at peer 0's relay: $(cat "$tmp/lossy/relay0.log")"
+  else
+    echo "(nft not installed: the lossy swarm is skipped)"
+  fi
 else
   echo "(network namespaces need root and iproute2: the harness part is skipped)"
 fi
@@ -114,4 +194,9 @@ fi
 run_expect 2 "expected HOST:PORT" "$py" "$relay" "127.0.0.1" "127.0.0.1:1" --delay 10
 run_expect 2 "expected 0 to 60000 ms" "$py" "$relay" "127.0.0.1:1" "127.0.0.1:2" --delay -5
 run_expect 2 "at least 65536" "$py" "$relay" "127.0.0.1:1" "127.0.0.1:2" --delay 5 --window 10
+run_expect 2 "expected 0 to --delay" "$py" "$relay" "127.0.0.1:1" "127.0.0.1:2" --delay 5 --jitter 10
+if [ "$(id -u)" = 0 ] && ip netns list >/dev/null 2>&1; then
+  run_expect 2 "needs --delay" bash "$RUMOR_SRCDIR/examples/netns-swarm.sh" --jitter 10 --setup-only
+  run_expect 2 "expected 0 to 50" bash "$RUMOR_SRCDIR/examples/netns-swarm.sh" --loss 60 --setup-only
+fi
 finish
