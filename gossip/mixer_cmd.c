@@ -248,6 +248,14 @@ static int list_waiting(const rumor_mixer_t *m)
             (m->nready == 0 && m->nincompat > 0) || (m->swim && m->vn < m->nready + 1));
 }
 
+/* This peer's own connections to others came up, yet no other peer's
+ * message ever arrived at its listener: it can dial out, nobody can dial
+ * in (a NAT, a firewall, or an address announced that leads elsewhere). */
+static int unreachable(const rumor_mixer_t *m)
+{
+    return rumor_transport_stats(m->tr)->out_hs_ok > 0 && m->heard_others == 0;
+}
+
 static void open_answer(rumor_mixer_t *m, struct mx_reply *r, int vready)
 {
     double timeout = m->barrier_timeout;
@@ -271,7 +279,15 @@ static void open_answer(rumor_mixer_t *m, struct mx_reply *r, int vready)
         for (int i = 0; i < m->cfg.nseeds && strlen(seeds) < 400; i++)
             snprintf(seeds + strlen(seeds), sizeof seeds - strlen(seeds), "%s%s", i ? ", " : "",
                      m->cfg.seeds[i]);
-        if (alive <= 1 && m->cfg.nseeds)
+        if (alive <= 1 && m->cfg.nseeds && unreachable(m))
+            mx_reply(m, r, RUMOR_ETIMEOUT,
+                     "this peer reached %s (%s handshake completed) but nothing came back "
+                     "to its address %s within %.1f s: the others cannot dial it (a NAT or a "
+                     "firewall in between?); announce an address they can reach with "
+                     "--advertise (a port forwarded to this one), or run it where it can be "
+                     "reached", seeds, rumor_transport_secure(m->tr) ? "the CurveZMQ" : "the",
+                     mx_endpoint_name(m, m->self), timeout);
+        else if (alive <= 1 && m->cfg.nseeds)
             mx_reply(m, r, RUMOR_ETIMEOUT,
                      "no peer answered at %s within %.1f s: check the address, that a peer "
                      "runs there%s", seeds, timeout,
@@ -302,6 +318,11 @@ static void list_answer(rumor_mixer_t *m, struct mx_reply *r)
         mx_reply(m, r, RUMOR_EINVAL, "%s", m->rank_err);
         return;
     }
+    if (!atomic_load(&m->hurry) && m->nready == 0 && m->ntalk > 0 && unreachable(m))
+        rumor_warn("this peer's connections to its neighbours came up but none of them "
+                   "reached it at %s within %.1f s: they cannot dial it (a NAT or a firewall "
+                   "in between?); list an address they can reach", mx_endpoint_name(m, m->self),
+                   m->barrier_timeout);
     if (!atomic_load(&m->hurry)) /* leaving before the first round: nobody to blame */
         for (int j = 0; j < m->npeers; j++)
             if (m->talks_to[j] && !m->ready[j] && !m->incompatible[j])

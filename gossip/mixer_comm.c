@@ -449,6 +449,8 @@ static int recv_one(rumor_mixer_t *m)
             v = -RUMOR_WIRE_BAD_IDENTITY;
         }
     }
+    if (v == 0) /* another peer dialled this one's address and was understood */
+        m->heard_others++;
     /* open membership: a newcomer's first SWIM messages come before it has
      * a slot here; SWIM judges them, and the view gives it one */
     int swim_type = h.type == RUMOR_WIRE_PROBE || h.type == RUMOR_WIRE_PROBE_REQ ||

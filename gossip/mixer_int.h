@@ -461,6 +461,8 @@ struct rumor_mixer {
     int barrier_run;           /* rumor_mixer_barrier was called */
 
     rumor_wire_stats_t wire_stats;
+    uint64_t heard_others;     /* well-formed messages from other peers on this
+                                * peer's listener: someone could dial it */
     struct mx_allreduce ar;
     struct mx_held *hold;      /* (MX_HOLD_MAX) */
     int nhold;

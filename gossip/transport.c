@@ -310,10 +310,12 @@ void rumor_transport_events(rumor_transport_t *t)
      * anything but a TCP socket and does no harm on one) */
     for (int j = 0; j < t->peers; j++)
         while (t->push_mon[j] && next_event(t->push_mon[j], &ev, &v))
-            if (ev == ZMQ_EVENT_CONNECTED) {
+            if (ev == ZMQ_EVENT_CONNECTED && t->o.notsent_lowat > 0) {
                 int lowat = t->o.notsent_lowat;
                 if (setsockopt((int)v, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat) == 0)
                     t->stats.lowat_set++;
+            } else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+                t->stats.out_hs_ok++;
             }
     while (t->mon && next_event(t->mon, &ev, &v)) {
         if (ev == ZMQ_EVENT_ACCEPTED)
@@ -468,12 +470,15 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
          zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, t->keys->secret_key, RUMOR_CURVE_KEY_BYTES) != 0))
         rc = rumor_err_set(RUMOR_ESYS, "peer %d: CURVE client options: %s", peer,
                            zmq_strerror(zmq_errno()));
-    if (rc == 0 && t->o.notsent_lowat > 0 && !strncmp(endpoint, "tcp://", 6)) {
-        /* an optimization: a connection without it still works */
+    if (rc == 0 && !strncmp(endpoint, "tcp://", 6)) {
+        /* TCP_NOTSENT_LOWAT once a connection is up (an optimization: a
+         * connection without it still works), and the handshakes that
+         * succeed (whether this peer can reach others) */
         char what[32];
         snprintf(what, sizeof what, "push%u", ++t->push_mons);
-        if (watch(t, s, what, ZMQ_EVENT_CONNECTED, &t->push_mon[peer]) < 0)
-            rumor_debug("peer %d: no TCP_NOTSENT_LOWAT: %s", peer, rumor_err_msg());
+        if (watch(t, s, what, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
+                  &t->push_mon[peer]) < 0)
+            rumor_debug("peer %d: no connection monitor: %s", peer, rumor_err_msg());
     }
     if (rc == 0)
         rc = connect_one(t, s, peer, 0, endpoint);

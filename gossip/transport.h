@@ -175,6 +175,9 @@ typedef struct rumor_transport_stats {
     uint64_t conn_accepted, conn_closed, hs_ok;
     /* outgoing TCP connections given TCP_NOTSENT_LOWAT (opts.notsent_lowat) */
     uint64_t lowat_set;
+    /* outgoing connections to peers whose handshake succeeded (CurveZMQ's,
+     * or the plaintext greeting): this peer can reach others */
+    uint64_t out_hs_ok;
 } rumor_transport_stats_t;
 const rumor_transport_stats_t *rumor_transport_stats(const rumor_transport_t *t);
 
