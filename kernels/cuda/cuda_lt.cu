@@ -6,7 +6,7 @@
  *                   as its auxiliary input), only where RUMOR_CUDA_LT_DGELU=1:
  *                   on an H200 (fp32 output and auxiliary matrix) it took
  *                   304 us where the GEMM and GELU's backward as separate
- *                   ops take about 160, a GPT-2 124M step 3% longer
+ *                   ops take about 160, a GPT-2 124M step 4% longer
  *                   (bench_cuda's gpt124m_lt_dgelu_vs_default measures it)
  * cuBLASLt's GELU is the tanh approximation, rumor's (ops.h).
  *

@@ -390,6 +390,23 @@ static void report_torch(const bc_sizes *z, int B, double tps, double flops_tok,
     }
 }
 
+/* bench_gpt's tokens/s for spec on a cuda:0 opened with the environment's
+ * ENV=1 (the device reads its switches when it opens); 0 when it does not
+ * open or run */
+static double bench_variant(const bc_sizes *z, rumor_precision prec, const char *spec,
+                            const char *env, const char *name, double peak)
+{
+    rumor_device_t *v = NULL;
+    double tps = 0, flops;
+    int batch;
+    setenv(env, "1", 1);
+    if (rumor_device_open("cuda:0", &v) == 0 && rumor_device_set_precision(v, prec) == 0)
+        tps = bench_gpt(v, z, spec, name, peak, &batch, &flops);
+    rumor_device_close(&v);
+    unsetenv(env);
+    return tps > 0 ? tps : 0;
+}
+
 /* RUMOR_BENCH_CUDA_ONLY=PART,... runs those parts alone (gpt124m, separate,
  * dgelu, attention, big, eltwise, gemm, pipe, torch; torch, separate and
  * dgelu need gpt124m): a
@@ -428,33 +445,20 @@ int main(void)
     double flops_tok = 0, tps = 0;
     if (part("gpt124m") && (tps = bench_gpt(d, z, spec, "gpt124m", peak, &B, &flops_tok)) <= 0)
         rc = 1;
-    /* the same steps with the MLP's GEMM, bias and GELU as separate ops
-     * (RUMOR_CUDA_NO_LT=1 on a device opened now): what the cuBLASLt
-     * epilogues give */
-    rumor_device_t *sep = NULL;
-    setenv("RUMOR_CUDA_NO_LT", "1", 1);
-    if (tps > 0 && part("separate") && rumor_device_open("cuda:0", &sep) == 0 &&
-        rumor_device_set_precision(sep, prec) == 0) {
-        int bs;
-        double fs, tsep = bench_gpt(sep, z, spec, "gpt124m_separate", peak, &bs, &fs);
-        if (tsep > 0)
-            printf("bench: gpt124m_lt_vs_separate = %.3f x\n", tps / tsep);
-    }
-    rumor_device_close(&sep);
-    unsetenv("RUMOR_CUDA_NO_LT");
-    /* and with cuBLASLt's DGELU epilogue in the backward too (off by
-     * default: slower than the GEMM and GELU's backward apart where
-     * measured) */
-    setenv("RUMOR_CUDA_LT_DGELU", "1", 1);
-    if (tps > 0 && part("dgelu") && rumor_device_open("cuda:0", &sep) == 0 &&
-        rumor_device_set_precision(sep, prec) == 0) {
-        int bs;
-        double fs, tdg = bench_gpt(sep, z, spec, "gpt124m_lt_dgelu", peak, &bs, &fs);
-        if (tdg > 0)
-            printf("bench: gpt124m_lt_dgelu_vs_default = %.3f x\n", tdg / tps);
-    }
-    rumor_device_close(&sep);
-    unsetenv("RUMOR_CUDA_LT_DGELU");
+    /* the same steps with the MLP's GEMM, bias and GELU as separate ops:
+     * what the cuBLASLt epilogue gives; and with cuBLASLt's DGELU epilogue
+     * in the backward too (off by default: slower than the GEMM and GELU's
+     * backward apart where measured) */
+    double tsep = tps > 0 && part("separate")
+                      ? bench_variant(z, prec, spec, "RUMOR_CUDA_NO_LT", "gpt124m_separate", peak)
+                      : 0;
+    if (tsep > 0)
+        printf("bench: gpt124m_lt_vs_separate = %.3f x\n", tps / tsep);
+    double tdg = tps > 0 && part("dgelu")
+                     ? bench_variant(z, prec, spec, "RUMOR_CUDA_LT_DGELU", "gpt124m_lt_dgelu", peak)
+                     : 0;
+    if (tdg > 0)
+        printf("bench: gpt124m_lt_dgelu_vs_default = %.3f x\n", tdg / tps);
     if (part("attention"))
         bc_attention(d, z);
     /* GPT-2's larger sizes on one GPU (not emulated: minutes on a CPU) */
