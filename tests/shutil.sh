@@ -122,6 +122,15 @@ text_peer_test_setup() {
   export RUMOR_PEER
   swarm_setup
 }
+# netns_remove PREFIX: deletes the network namespaces named PREFIX-*, killing
+# what still runs in them first
+netns_remove() {
+  _nss=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$1-")
+  for _ns in $_nss; do
+    for _p in $(ip netns pids "$_ns" 2>/dev/null); do kill -KILL "$_p" 2>/dev/null; done
+  done
+  for _ns in $_nss; do ip netns del "$_ns" 2>/dev/null; done
+}
 swarm_cleanup() {
   for _p in $pids; do kill -CONT "$_p" 2>/dev/null; kill -KILL "$_p" 2>/dev/null; done
   [ -n "$wd" ] && kill "$wd" 2>/dev/null

@@ -23,10 +23,7 @@ tmp=$(mktemp -d)
 pids=
 cleanup() {
   for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-  for ns in $P-pub $P-rt $P-nat; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-  done
+  netns_remove "$P"
   if [ -n "${RUMOR_KEEP_TMP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT

@@ -54,12 +54,7 @@ pids=
 
 cleanup() {
   for p in $pids; do kill -TERM "$p" 2>/dev/null; done
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX-"); do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-  done
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX-"); do
-    ip netns del "$ns" 2>/dev/null
-  done
+  netns_remove "$PREFIX"
   if [ -n "${PARTITION_KEEP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
