@@ -93,8 +93,17 @@ pids="$p0 $p1"
 i=0
 while ! ls "$tmp/ck0"/*.safetensors >/dev/null 2>&1 && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
 ls "$tmp/ck0"/*.safetensors >/dev/null 2>&1 || fail "peer 0 wrote no first checkpoint"
-# the directories go away (a volume unmounted, a cleanup job): files instead
-mv "$tmp/ck0" "$tmp/ck0.gone" && touch "$tmp/ck0"
+# the directories go away (a volume unmounted, a cleanup job): files instead.
+# The peer makes its checkpoint directory again when it is missing, so one
+# may come back between the move and the file: move it away until a file
+# stands in its place.
+n=0
+while [ ! -f "$tmp/ck0" ] && [ $n -lt 100 ]; do
+  [ -d "$tmp/ck0" ] && mv "$tmp/ck0" "$tmp/ck0.gone.$n"
+  : >"$tmp/ck0" 2>/dev/null
+  n=$((n + 1))
+done
+[ -f "$tmp/ck0" ] || fail "could not put a file in place of peer 0's checkpoint directory"
 rmdir "$tmp/avg" && touch "$tmp/avg"
 wait $p0
 rc0=$?
