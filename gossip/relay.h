@@ -1,0 +1,106 @@
+/* Relays for peers that cannot be dialled (behind a NAT or a firewall).
+ *
+ * A relay is a reachable peer (or a process of its own: rumor-peer relay)
+ * that splices TCP streams and nothing more. A peer P that others cannot
+ * dial registers with a relay over a CurveZMQ control connection that P
+ * opens (outbound, so a NAT lets it through). The relay opens a TCP port
+ * for P, its "relayed address", which P announces as its own. When a
+ * neighbour dials the relayed address, the relay tells P over the control
+ * connection; P opens a data connection to the relay's back port, proves
+ * with its registration's token which of its waiting neighbours it is for,
+ * and connects it to its own listener; from then on the relay copies bytes
+ * between the two TCP streams. The neighbour's CurveZMQ handshake is with P
+ * itself, end to end: the relay sees only ciphertext and cannot pose as
+ * either side (each checks the other's key, as on a direct connection).
+ *
+ * Control messages (ZeroMQ frames over CURVE; a relay admits only its
+ * allow-list's keys, or anyone in plaintext):
+ *   P -> relay   "REGISTER"                         ask for a relayed address
+ *   relay -> P   "OK" <relayed endpoint> <back endpoint> <32-byte token>
+ *   relay -> P   "REFUSED" <reason>                 full, or a bad request
+ *   relay -> P   "CONN" <8-byte connection id, little-endian>
+ *   P -> relay   "PING"; relay -> P "PONG"          each way's liveness
+ *   P -> relay   "BYE"                              the relayed address closes
+ * A data connection from P starts with 48 bytes: "RUMORRLY", the token and
+ * the connection id; the relay closes one whose token or id is wrong, or
+ * that does not send them within 5 s. A registration not heard from for
+ * the heartbeat timeout is dropped, its port closed. docs/protocol.md
+ * section 9 has the whole protocol.
+ *
+ * Limits a relay gives away: registrations (max_peers), connections
+ * waiting or spliced per registration (max_conns) and the bytes a second
+ * spliced per registration, both ways together (mbit). */
+#ifndef RUMOR_RELAY_H
+#define RUMOR_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curve.h"
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rumor_relay_opts {
+    const char *control;        /* the control socket's bind address, tcp://HOST:PORT */
+    const char *public_host;    /* the host the relayed addresses name (NULL: control's) */
+    int max_peers;              /* registrations at once (default 32) */
+    int max_conns;              /* connections per registration (default 64) */
+    double mbit;                /* per registration, both ways; 0: no limit */
+    int heartbeat_timeout_ms;   /* a silent registration is dropped (default 5000) */
+    const rumor_curve_keypair_t *keys;   /* NULL: plaintext (--insecure) */
+    const rumor_allowlist_t *allow;      /* required with keys */
+    const char *tap;            /* testing: every byte spliced is appended there */
+} rumor_relay_opts_t;
+
+typedef struct rumor_relay_stats {
+    uint64_t registered, refused_full, refused_key, dropped_silent;
+    uint64_t conns_spliced, conns_refused, backs_bad, bytes;
+    int peers_now, conns_now;
+} rumor_relay_stats_t;
+
+typedef struct rumor_relay rumor_relay_t;
+
+/* Binds the control socket and starts the relay's thread. */
+int rumor_relay_start(const rumor_relay_opts_t *o, rumor_relay_t **out) RUMOR_WUR;
+void rumor_relay_stop(rumor_relay_t **rp);
+const char *rumor_relay_endpoint(const rumor_relay_t *r); /* the control address bound */
+void rumor_relay_stats(rumor_relay_t *r, rumor_relay_stats_t *out);
+
+/* ------------------------------------------------------------ a relayed peer */
+
+typedef struct rumor_relay_client_opts {
+    const char *relay;          /* the relay's control address, tcp://HOST:PORT */
+    const uint8_t *relay_key;   /* its public key (secure mode) */
+    const rumor_curve_keypair_t *keys;  /* this peer's (NULL: plaintext) */
+    const char *local;          /* this peer's own listener, where data connections go */
+    double timeout;             /* registering waits at most this long (s) */
+    int heartbeat_timeout_ms;   /* the relay is dead after this much silence (default 5000) */
+} rumor_relay_client_opts_t;
+
+typedef struct rumor_relay_client_stats {
+    uint64_t conns, conns_failed, bytes;
+    uint64_t moved;             /* registered again at another relayed address */
+    int alive;                  /* the relay answered within the heartbeat timeout */
+} rumor_relay_client_stats_t;
+
+typedef struct rumor_relay_client rumor_relay_client_t;
+
+/* Registers with the relay (waits for its answer, at most o->timeout) and
+ * starts the thread that serves the relayed address. The relayed address
+ * to announce: rumor_relay_client_endpoint. RUMOR_ETIMEOUT when the relay
+ * did not answer, RUMOR_EAUTH when it refused (the message says why). */
+int rumor_relay_client_start(const rumor_relay_client_opts_t *o,
+                             rumor_relay_client_t **out) RUMOR_WUR;
+void rumor_relay_client_stop(rumor_relay_client_t **cp);
+/* The relayed address now (it changes when the relay restarted and gave
+ * another); returns snprintf's count. */
+int rumor_relay_client_endpoint(rumor_relay_client_t *c, char *out, size_t cap);
+void rumor_relay_client_stats(rumor_relay_client_t *c, rumor_relay_client_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,329 @@
+/* A relayed peer's side (see relay.h): the registration, the heartbeat and
+ * the data connections spliced to this peer's own listener. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "relay.h"
+#include "relay_int.h"
+
+#define MAX_SPLICES 256
+
+struct rumor_relay_client {
+    rumor_relay_client_opts_t o;
+    char relay[300], local_host[256];
+    int local_port;
+    char endpoint[300];         /* the relayed address */
+    char back_host[256];
+    int back_port;
+    uint8_t token[RLY_TOKEN];
+    void *ctx, *dealer;
+    rly_splice_t sp[MAX_SPLICES];
+    int ns;
+    double heard, pinged;
+    int warned;
+    pthread_t thread;
+    int running;
+    atomic_int stop;
+    pthread_mutex_t mu;
+    rumor_relay_client_stats_t st;
+};
+
+static int send_cmd(rumor_relay_client_t *c, const char *cmd)
+{
+    return zmq_send(c->dealer, cmd, strlen(cmd), ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}
+
+/* A neighbour dialled the relayed address: a data connection to the
+ * relay's back port, its header, and this peer's own listener. */
+static void on_conn(rumor_relay_client_t *c, uint64_t id)
+{
+    int ok = 0;
+    int b = -1, l = -1;
+    if (c->ns < MAX_SPLICES && (b = rly_connect(c->back_host, c->back_port, 3.0)) >= 0) {
+        unsigned char hdr[RLY_HDR];
+        memcpy(hdr, RLY_MAGIC, 8);
+        memcpy(hdr + 8, c->token, RLY_TOKEN);
+        for (int k = 0; k < 8; k++)
+            hdr[8 + RLY_TOKEN + k] = (unsigned char)(id >> (8 * k));
+        if (write(b, hdr, sizeof hdr) == (ssize_t)sizeof hdr &&
+            (l = rly_connect(c->local_host, c->local_port, 3.0)) >= 0 &&
+            rly_splice_init(&c->sp[c->ns], b, l) == 0) {
+            c->ns++;
+            ok = 1;
+        }
+    }
+    if (!ok) {
+        rumor_warn("relay %s: a neighbour's connection %llu could not be served: %s", c->relay,
+                   (unsigned long long)id, rumor_err_msg());
+        if (b >= 0)
+            close(b);
+        if (l >= 0)
+            close(l);
+    }
+    pthread_mutex_lock(&c->mu);
+    if (ok)
+        c->st.conns++;
+    else
+        c->st.conns_failed++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Reads one control message: "CONN" <id>, "PONG", "OK ..." (a repeated
+ * registration's answer). Returns its command's first letter, 0 if none. */
+static int on_control(rumor_relay_client_t *c, zmq_msg_t *parts, int *np)
+{
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, c->dealer, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 4)
+            parts[n++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    *np = n;
+    if (n == 0)
+        return 0;
+    c->heard = rumor_now();
+    return zmq_msg_size(&parts[0]) ? *(const char *)zmq_msg_data(&parts[0]) : 0;
+}
+
+static void close_parts(zmq_msg_t *parts, int n)
+{
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&parts[i]);
+}
+
+/* The relay's answer to REGISTER: "OK" <relayed> <back> <token>. */
+static int take_ok(rumor_relay_client_t *c, zmq_msg_t *p, int np)
+{
+    size_t l1 = zmq_msg_size(&p[1]), l2 = np > 2 ? zmq_msg_size(&p[2]) : 0;
+    if (np != 4 || l1 == 0 || l1 >= sizeof c->endpoint || l2 == 0 || l2 >= 300 ||
+        zmq_msg_size(&p[3]) != RLY_TOKEN)
+        return rumor_err_set(RUMOR_EPROTO, "relay %s: a malformed answer", c->relay);
+    memcpy(c->endpoint, zmq_msg_data(&p[1]), l1);
+    c->endpoint[l1] = 0;
+    char back[300];
+    memcpy(back, zmq_msg_data(&p[2]), l2);
+    back[l2] = 0;
+    int port;
+    RUMOR_CHECK(rly_split(c->endpoint, c->back_host, sizeof c->back_host, &port));
+    RUMOR_CHECK(rly_split(back, c->back_host, sizeof c->back_host, &c->back_port));
+    memcpy(c->token, zmq_msg_data(&p[3]), RLY_TOKEN);
+    return 0;
+}
+
+static void *client_main(void *arg)
+{
+    rumor_relay_client_t *c = arg;
+    zmq_pollitem_t it[1 + 2 * MAX_SPLICES];
+    double hb = c->o.heartbeat_timeout_ms / 1000.0;
+    while (!atomic_load(&c->stop)) {
+        int n = 0;
+        it[n++] = (zmq_pollitem_t){ c->dealer, 0, ZMQ_POLLIN, 0 };
+        for (int k = 0; k < c->ns; k++)
+            for (int j = 0; j < 2; j++)
+                it[n++] = (zmq_pollitem_t){ NULL, c->sp[k].fd[j],
+                                            rly_splice_events(&c->sp[k], j, 1), 0 };
+        if (zmq_poll(it, n, 100) < 0 && zmq_errno() != EINTR)
+            break;
+        for (int k = c->ns - 1; k >= 0; k--) {
+            int live = 1;
+            for (int j = 0; j < 2 && live; j++) {
+                short ev = it[1 + 2 * k + j].revents;
+                size_t moved = 0;
+                if (ev)
+                    live = rly_splice_io(&c->sp[k], j, ev, RLY_BUF, &moved, NULL);
+                if (moved) {
+                    pthread_mutex_lock(&c->mu);
+                    c->st.bytes += moved;
+                    pthread_mutex_unlock(&c->mu);
+                }
+            }
+            if (!live) {
+                rly_splice_close(&c->sp[k]);
+                c->sp[k] = c->sp[--c->ns];
+            }
+        }
+        for (int i = 0; i < 64 && (it[0].revents & ZMQ_POLLIN); i++) {
+            zmq_msg_t parts[4];
+            int np;
+            int cmd = on_control(c, parts, &np);
+            if (!np)
+                break;
+            if (cmd == 'O' && zmq_msg_size(&parts[0]) == 2) {
+                /* registered again (the relay had dropped us, or restarted) */
+                char was[300];
+                snprintf(was, sizeof was, "%s", c->endpoint);
+                pthread_mutex_lock(&c->mu);
+                if (take_ok(c, parts, np) == 0 && strcmp(was, c->endpoint) != 0) {
+                    c->st.moved++;
+                    rumor_warn("relay %s: registered again, relayed at %s now (was %s)",
+                               c->relay, c->endpoint, was);
+                }
+                pthread_mutex_unlock(&c->mu);
+            } else if (cmd == 'C' && np == 2 && zmq_msg_size(&parts[0]) == 4 &&
+                zmq_msg_size(&parts[1]) == 8) {
+                const unsigned char *p = zmq_msg_data(&parts[1]);
+                uint64_t id = 0;
+                for (int k = 0; k < 8; k++)
+                    id |= (uint64_t)p[k] << (8 * k);
+                on_conn(c, id);
+            }
+            close_parts(parts, np);
+        }
+        double now = rumor_now();
+        if (now - c->pinged >= (hb / 4 < 1.0 ? hb / 4 : 1.0)) {
+            /* silent too long: register again (the relay may have dropped us;
+             * it gives the same address back while it still holds it) */
+            send_cmd(c, now - c->heard > hb ? "REGISTER" : "PING");
+            c->pinged = now;
+        }
+        int alive = now - c->heard <= hb;
+        if (!alive && !c->warned) {
+            rumor_warn("relay %s: silent for %.1f s: neighbours cannot reach this peer through "
+                       "it until it answers again", c->relay, now - c->heard);
+            c->warned = 1;
+        } else if (alive && c->warned) {
+            rumor_info("relay %s: answers again", c->relay);
+            c->warned = 0;
+        }
+        pthread_mutex_lock(&c->mu);
+        c->st.alive = alive;
+        pthread_mutex_unlock(&c->mu);
+    }
+    return NULL;
+}
+
+static void client_free(rumor_relay_client_t *c)
+{
+    for (int k = 0; k < c->ns; k++)
+        rly_splice_close(&c->sp[k]);
+    if (c->dealer)
+        zmq_close(c->dealer);
+    if (c->ctx)
+        zmq_ctx_term(c->ctx);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+int rumor_relay_client_start(const rumor_relay_client_opts_t *o, rumor_relay_client_t **out)
+{
+    *out = NULL;
+    rumor_relay_client_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return rumor_err_set(RUMOR_ENOMEM, "relay: out of memory");
+    c->o = *o;
+    pthread_mutex_init(&c->mu, NULL);
+    if (c->o.heartbeat_timeout_ms <= 0)
+        c->o.heartbeat_timeout_ms = 5000;
+    snprintf(c->relay, sizeof c->relay, "%s", o->relay);
+    int rc = rly_split(o->local, c->local_host, sizeof c->local_host, &c->local_port);
+    if (rc == 0 && !c->local_host[0]) /* this peer listens everywhere: loopback reaches it */
+        snprintf(c->local_host, sizeof c->local_host, "127.0.0.1");
+    if (rc == 0 && !(c->ctx = zmq_ctx_new()))
+        rc = rumor_err_set(RUMOR_ESYS, "relay: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0 && !(c->dealer = zmq_socket(c->ctx, ZMQ_DEALER)))
+        rc = rumor_err_set(RUMOR_ESYS, "relay: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0) {
+        int zero = 0, one = 1, ivl = 200;
+        int64_t maxmsg = 4096;
+        zmq_setsockopt(c->dealer, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(c->dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        zmq_setsockopt(c->dealer, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+        if (strchr(o->relay, '['))
+            zmq_setsockopt(c->dealer, ZMQ_IPV6, &one, sizeof one);
+        if (o->keys && (!o->relay_key ||
+                        zmq_setsockopt(c->dealer, ZMQ_CURVE_SERVERKEY, o->relay_key, 32) != 0 ||
+                        zmq_setsockopt(c->dealer, ZMQ_CURVE_PUBLICKEY, o->keys->public_key, 32) != 0 ||
+                        zmq_setsockopt(c->dealer, ZMQ_CURVE_SECRETKEY, o->keys->secret_key, 32) != 0))
+            rc = rumor_err_set(RUMOR_EINVAL, "relay %s: %s", o->relay,
+                               o->relay_key ? "CURVE keys refused" : "its key is not known");
+    }
+    if (rc == 0 && zmq_connect(c->dealer, o->relay) != 0)
+        rc = rumor_err_set(RUMOR_EINVAL, "relay %s: %s", o->relay, zmq_strerror(zmq_errno()));
+    /* register: ask, and ask again each second until the answer or the timeout */
+    double t0 = rumor_now(), asked = -1;
+    int got = 0;
+    while (rc == 0 && !got) {
+        double now = rumor_now();
+        if (now - t0 > o->timeout) {
+            rc = rumor_err_set(RUMOR_ETIMEOUT, "relay %s did not answer within %.0f s (is it "
+                               "running with --relay, is this peer's key on its allow-list, "
+                               "is the key named for it the relay's?)", o->relay, o->timeout);
+            break;
+        }
+        if (now - asked >= 1.0) {
+            send_cmd(c, "REGISTER");
+            asked = now;
+        }
+        zmq_pollitem_t it = { c->dealer, 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        zmq_msg_t p[4];
+        int np;
+        int cmd = on_control(c, p, &np);
+        if (cmd == 'O' && np >= 1 && zmq_msg_size(&p[0]) == 2) {
+            rc = take_ok(c, p, np);
+            got = rc == 0;
+        } else if (cmd == 'R' && np == 2) {
+            rc = rumor_err_set(RUMOR_EAUTH, "relay %s refused: %.*s", o->relay,
+                               (int)(zmq_msg_size(&p[1]) > 200 ? 200 : zmq_msg_size(&p[1])),
+                               (const char *)zmq_msg_data(&p[1]));
+        }
+        close_parts(p, np);
+    }
+    c->pinged = rumor_now();
+    c->st.alive = 1;
+    if (rc == 0 && pthread_create(&c->thread, NULL, client_main, c) != 0)
+        rc = rumor_err_set(RUMOR_ESYS, "relay: cannot start its thread");
+    if (rc < 0) {
+        client_free(c);
+        return rc;
+    }
+    c->running = 1;
+    *out = c;
+    return 0;
+}
+
+void rumor_relay_client_stop(rumor_relay_client_t **cp)
+{
+    if (!cp || !*cp)
+        return;
+    rumor_relay_client_t *c = *cp;
+    atomic_store(&c->stop, 1);
+    if (c->running)
+        pthread_join(c->thread, NULL);
+    int linger = 200; /* the BYE goes out before the socket closes */
+    zmq_setsockopt(c->dealer, ZMQ_LINGER, &linger, sizeof linger);
+    send_cmd(c, "BYE");
+    client_free(c);
+    *cp = NULL;
+}
+
+int rumor_relay_client_endpoint(rumor_relay_client_t *c, char *out, size_t cap)
+{
+    pthread_mutex_lock(&c->mu);
+    int n = snprintf(out, cap, "%s", c->endpoint);
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void rumor_relay_client_stats(rumor_relay_client_t *c, rumor_relay_client_stats_t *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->st;
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,354 @@
+/* Relays (gossip/relay.h) over loopback, with rumor's own transport at both
+ * ends: a peer registers with a relay and gets a relayed address; a
+ * neighbour's CurveZMQ connection to that address reaches the peer's
+ * listener through the relay and authenticates end to end (the receiver
+ * sees the sender's key); what the relay spliced holds no byte of the
+ * payload in clear (and does in plaintext, so the check can fail); keys
+ * not on the relay's allow-list get no address; a full relay refuses by
+ * name; data connections with a bad header are closed and change nothing;
+ * the relay's bandwidth limit holds (measured against the unlimited run);
+ * a peer notices its relay's death within the heartbeat timeout and
+ * registers again once a relay answers at that address. */
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "relay.h"
+#include "testutil.h"
+#include "transport.h"
+
+#define MARKER "rumor-relay-test-plaintext-marker"
+
+static rumor_curve_keypair_t kr, ka, kb, kc;
+static rumor_allowlist_t *allow;
+
+struct ends {
+    rumor_relay_t *relay;
+    rumor_relay_client_t *client;
+    rumor_transport_t *a, *b; /* a: the relayed peer; b: its neighbour */
+    char relayed[300];
+};
+
+static rumor_transport_t *transport(const rumor_curve_keypair_t *k, int port)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    rumor_transport_opts_t o = { .listen = ep, .max_msg_size = 1 << 20, .keys = k,
+                                 .allow = k ? allow : NULL };
+    rumor_transport_t *t = NULL;
+    CHECK_OK(rumor_transport_create(&o, 1, &t));
+    return t;
+}
+
+static int relay_at(int port, int secure, int max_peers, double mbit, const char *tap,
+                    rumor_relay_t **out)
+{
+    char ctl[64];
+    snprintf(ctl, sizeof ctl, "tcp://127.0.0.1:%d", port);
+    rumor_relay_opts_t o = { .control = ctl, .max_peers = max_peers, .mbit = mbit,
+                             .heartbeat_timeout_ms = 1000, .keys = secure ? &kr : NULL,
+                             .allow = secure ? allow : NULL, .tap = tap };
+    return rumor_relay_start(&o, out);
+}
+
+static int client_of(int relay_port, const rumor_curve_keypair_t *k, const char *local,
+                     double timeout, rumor_relay_client_t **out)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", relay_port);
+    rumor_relay_client_opts_t o = { .relay = ep, .relay_key = kr.public_key, .keys = k,
+                                    .local = local, .timeout = timeout,
+                                    .heartbeat_timeout_ms = 1000 };
+    return rumor_relay_client_start(&o, out);
+}
+
+/* Sends n messages of `size` bytes (MARKER repeated) from b to a through the
+ * relayed address; returns how many a received, and the seconds it took. */
+static int pump(struct ends *e, int n, size_t size, double *secs, uint64_t *sender)
+{
+    char *body = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        body[i] = MARKER[i % (sizeof MARKER - 1)];
+    uint32_t hdr = 0x52454c59;
+    int sent = 0, got = 0;
+    double t0 = rumor_now();
+    while (got < n && rumor_now() - t0 < 20) {
+        if (sent < n) {
+            int rc = rumor_transport_send_body(e->b, 0, &hdr, sizeof hdr, body, size);
+            if (rc == 0)
+                sent++;
+        }
+        zmq_pollitem_t it = { rumor_transport_pull(e->a), 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll(&it, 1, sent < n ? 1 : 100) <= 0)
+            continue;
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        while (zmq_msg_recv(&m, rumor_transport_pull(e->a), ZMQ_DONTWAIT) >= 0) {
+            if (zmq_msg_more(&m)) { /* the header; the body follows */
+                if (sender)
+                    *sender = rumor_transport_msg_peer_id(&m);
+                continue;
+            }
+            if (zmq_msg_size(&m) == size && memcmp(zmq_msg_data(&m), body, size) == 0)
+                got++;
+        }
+        zmq_msg_close(&m);
+    }
+    *secs = rumor_now() - t0;
+    free(body);
+    return got;
+}
+
+static void ends_up(struct ends *e, int secure, double mbit, const char *tap)
+{
+    memset(e, 0, sizeof *e);
+    int rp = tu_free_port(), ap = tu_free_port();
+    CHECK_OK(relay_at(rp, secure, 4, mbit, tap, &e->relay));
+    e->a = transport(secure ? &ka : NULL, ap);
+    e->b = transport(secure ? &kb : NULL, tu_free_port());
+    CHECK_OK(client_of(rp, secure ? &ka : NULL, rumor_transport_endpoint(e->a), 5, &e->client));
+    rumor_relay_client_endpoint(e->client, e->relayed, sizeof e->relayed);
+    CHECKF(strncmp(e->relayed, "tcp://127.0.0.1:", 16) == 0, "relayed at %s", e->relayed);
+    if (secure)
+        CHECK_OK(rumor_transport_connect_curve(e->b, 0, e->relayed, ka.public_key));
+    else
+        CHECK_OK(rumor_transport_connect(e->b, 0, e->relayed));
+}
+
+static void ends_down(struct ends *e)
+{
+    rumor_relay_client_stop(&e->client);
+    rumor_relay_stop(&e->relay);
+    rumor_transport_destroy(&e->a);
+    rumor_transport_destroy(&e->b);
+}
+
+static size_t slurp(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        *out = NULL;
+        if (f)
+            fclose(f);
+        return 0;
+    }
+    *out = malloc((size_t)st.st_size + 1);
+    size_t n = fread(*out, 1, (size_t)st.st_size, f);
+    fclose(f);
+    return n;
+}
+
+static int contains(const char *hay, size_t n, const char *needle)
+{
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(hay + i, needle, k) == 0)
+            return 1;
+    return 0;
+}
+
+/* The path end to end, and what the relay sees of it. */
+static void test_splice(int secure)
+{
+    char tap[512];
+    snprintf(tap, sizeof tap, "%s/tap-%d", tu_tmpdir(), secure);
+    struct ends e;
+    ends_up(&e, secure, 0, tap);
+    double secs;
+    uint64_t sender = 0;
+    int got = pump(&e, 20, 64 * 1024, &secs, &sender);
+    CHECKF(got == 20, "%s: %d of 20 messages came through the relay", secure ? "CURVE" : "plain",
+           got);
+    if (secure)
+        CHECKF(sender == rumor_curve_id(kb.public_key),
+               "the receiver sees the sender's own key through the relay (%016llx)",
+               (unsigned long long)sender);
+    rumor_relay_stats_t st;
+    rumor_relay_stats(e.relay, &st);
+    CHECKF(st.conns_spliced >= 1 && st.bytes >= 20 * 64 * 1024,
+           "spliced %llu connections, %llu bytes", (unsigned long long)st.conns_spliced,
+           (unsigned long long)st.bytes);
+    rumor_relay_client_stats_t cs;
+    rumor_relay_client_stats(e.client, &cs);
+    CHECKF(cs.conns >= 1 && cs.alive, "the peer served %llu connections", (unsigned long long)cs.conns);
+    ends_down(&e);
+    char *seen;
+    size_t n = slurp(tap, &seen);
+    CHECKF(n >= 20 * 64 * 1024, "the tap holds %zu bytes", n);
+    if (secure)
+        CHECKF(!contains(seen, n, MARKER), "the relay saw the payload in clear");
+    else
+        CHECKF(contains(seen, n, MARKER), "a plaintext relay's tap shows the payload (the "
+                                          "check above can fail)");
+    free(seen);
+}
+
+static void test_refusals(void)
+{
+    int rp = tu_free_port();
+    rumor_relay_t *r = NULL;
+    CHECK_OK(relay_at(rp, 1, 1, 0, NULL, &r));
+    /* a key not on the allow-list gets nothing */
+    rumor_relay_client_t *c = NULL;
+    double t0 = rumor_now();
+    CHECK_ERR(client_of(rp, &kc, "tcp://127.0.0.1:1", 1.5, &c), RUMOR_ETIMEOUT, "did not answer");
+    CHECKF(rumor_now() - t0 < 3, "refusal took %.1f s", rumor_now() - t0);
+    rumor_relay_stats_t st;
+    rumor_relay_stats(r, &st);
+    CHECKF(st.refused_key >= 1 && st.registered == 0, "ZAP refused %llu, registered %llu",
+           (unsigned long long)st.refused_key, (unsigned long long)st.registered);
+    /* one slot: the first peer gets it, the second is told the relay is full */
+    rumor_relay_client_t *c1 = NULL;
+    CHECK_OK(client_of(rp, &ka, "tcp://127.0.0.1:1", 5, &c1));
+    CHECK_ERR(client_of(rp, &kb, "tcp://127.0.0.1:1", 5, &c), RUMOR_EAUTH, "full: 1 peers");
+    rumor_relay_client_stop(&c1);
+    rumor_relay_stop(&r);
+}
+
+/* A data connection whose header is wrong: the relay closes it and the
+ * waiting neighbour's connection is served by the right one later. */
+static void test_bad_back(void)
+{
+    struct ends e;
+    ends_up(&e, 1, 0, NULL);
+    double secs;
+    CHECK(pump(&e, 2, 1024, &secs, NULL) == 2);
+    /* the back port, as the relay tells it: a registration of b's own */
+    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, kr.public_key, 32);
+    zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, kb.public_key, 32);
+    zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, kb.secret_key, 32);
+    char ctl[300];
+    snprintf(ctl, sizeof ctl, "%s", rumor_relay_endpoint(e.relay));
+    CHECK(zmq_connect(d, ctl) == 0);
+    zmq_send(d, "REGISTER", 8, 0);
+    char part[4][300];
+    int len[4], np = 0, more = 1;
+    zmq_pollitem_t it = { d, 0, ZMQ_POLLIN, 0 };
+    CHECK(zmq_poll(&it, 1, 5000) == 1);
+    while (more && np < 4) {
+        len[np] = zmq_recv(d, part[np], sizeof part[np] - 1, 0);
+        size_t sz = sizeof more;
+        zmq_getsockopt(d, ZMQ_RCVMORE, &more, &sz);
+        np++;
+    }
+    CHECKF(np == 4 && len[0] == 2 && memcmp(part[0], "OK", 2) == 0 && len[3] == 32,
+           "a registration's answer: %d parts", np);
+    part[2][len[2] > 0 ? len[2] : 0] = 0;
+    const char *colon = strrchr(part[2], ':');
+    int bport = colon ? atoi(colon + 1) : 0;
+    rumor_relay_stats_t st;
+    rumor_relay_stats(e.relay, &st);
+    uint64_t bad0 = st.backs_bad, spliced0 = st.conns_spliced;
+    /* garbage, then the right magic with a wrong token */
+    for (int k = 0; k < 2; k++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)bport),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        CHECK(connect(s, (struct sockaddr *)&a, sizeof a) == 0);
+        unsigned char hdr[48];
+        memset(hdr, k ? 0x5a : 0xff, sizeof hdr);
+        if (k) {
+            memcpy(hdr, "RUMORRLY", 8);
+            memset(hdr + 40, 0, 8);
+            hdr[40] = 1; /* connection 1 exists (the pump's) or did */
+        }
+        CHECK(write(s, hdr, sizeof hdr) == (ssize_t)sizeof hdr);
+        char c;
+        struct timeval tv = { 3, 0 };
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        CHECKF(read(s, &c, 1) == 0, "a bad header (%s) is closed", k ? "wrong token" : "garbage");
+        close(s);
+    }
+    rumor_relay_stats(e.relay, &st);
+    CHECKF(st.backs_bad == bad0 + 2 && st.conns_spliced == spliced0,
+           "bad headers counted %llu, spliced %llu", (unsigned long long)(st.backs_bad - bad0),
+           (unsigned long long)(st.conns_spliced - spliced0));
+    CHECK(pump(&e, 2, 1024, &secs, NULL) == 2); /* the path still works */
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    ends_down(&e);
+}
+
+/* The bandwidth a relay gives a peer: 16 Mbit/s (2 MB/s) both ways
+ * together; 3 MB take about 1.5 s there and far less without a limit. */
+static void test_rate(void)
+{
+    struct ends e;
+    double limited, free_secs;
+    ends_up(&e, 0, 16, NULL);
+    int got = pump(&e, 48, 64 * 1024, &limited, NULL);
+    rumor_relay_stats_t st;
+    rumor_relay_stats(e.relay, &st);
+    CHECKF(st.dropped_silent == 0, "a registration in use was dropped as silent");
+    ends_down(&e);
+    ends_up(&e, 0, 0, NULL);
+    int got2 = pump(&e, 48, 64 * 1024, &free_secs, NULL);
+    ends_down(&e);
+    CHECK(got == 48 && got2 == 48);
+    double mbit = 48 * 64 * 1024 * 8 / limited / 1e6;
+    fprintf(stderr, "relay: 3 MiB at a 16 Mbit/s limit: %.2f s (%.1f Mbit/s); unlimited %.3f s\n",
+            limited, mbit, free_secs);
+    CHECKF(mbit <= 16 * 1.15 && mbit >= 16 * 0.5, "%.1f Mbit/s through a 16 Mbit/s relay", mbit);
+    CHECKF(free_secs < limited / 3, "unlimited %.2f s against limited %.2f s", free_secs, limited);
+}
+
+/* The relay dies: the peer says so within the heartbeat timeout, and
+ * registers again when a relay answers at that address. */
+static void test_relay_death(void)
+{
+    int rp = tu_free_port();
+    rumor_relay_t *r = NULL;
+    CHECK_OK(relay_at(rp, 1, 4, 0, NULL, &r));
+    rumor_relay_client_t *c = NULL;
+    CHECK_OK(client_of(rp, &ka, "tcp://127.0.0.1:1", 5, &c));
+    rumor_relay_stop(&r);
+    double t0 = rumor_now();
+    rumor_relay_client_stats_t cs = { .alive = 1 };
+    while (cs.alive && rumor_now() - t0 < 5) {
+        rumor_sleep(0.05);
+        rumor_relay_client_stats(c, &cs);
+    }
+    double dead = rumor_now() - t0;
+    CHECKF(!cs.alive && dead < 2.6, "the relay's death noticed after %.2f s (timeout 1 s)", dead);
+    CHECK_OK(relay_at(rp, 1, 4, 0, NULL, &r));
+    t0 = rumor_now();
+    while (!cs.alive && rumor_now() - t0 < 5) {
+        rumor_sleep(0.05);
+        rumor_relay_client_stats(c, &cs);
+    }
+    CHECKF(cs.alive, "registered again with the new relay after %.2f s", rumor_now() - t0);
+    rumor_relay_stats_t st;
+    rumor_relay_stats(r, &st);
+    CHECK(st.registered == 1);
+    rumor_relay_client_stop(&c);
+    rumor_relay_stop(&r);
+}
+
+int main(void)
+{
+    rumor_log_set_level(RUMOR_LOG_ERROR);
+    tu_watchdog(120, "test_relay");
+    CHECK_OK(rumor_curve_keygen(&kr));
+    CHECK_OK(rumor_curve_keygen(&ka));
+    CHECK_OK(rumor_curve_keygen(&kb));
+    CHECK_OK(rumor_curve_keygen(&kc));
+    CHECK_OK(rumor_allowlist_new(&allow));
+    CHECK_OK(rumor_allowlist_add(allow, kr.public_key, "relay"));
+    CHECK_OK(rumor_allowlist_add(allow, ka.public_key, "a"));
+    CHECK_OK(rumor_allowlist_add(allow, kb.public_key, "b"));
+    test_splice(1);
+    test_splice(0);
+    test_refusals();
+    test_bad_back();
+    test_rate();
+    test_relay_death();
+    rumor_allowlist_destroy(&allow);
+    return tu_finish("test_relay");
+}
