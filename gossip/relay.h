@@ -100,6 +100,10 @@ void rumor_relay_client_stop(rumor_relay_client_t **cp);
 int rumor_relay_client_endpoint(rumor_relay_client_t *c, char *out, size_t cap);
 void rumor_relay_client_stats(rumor_relay_client_t *c, rumor_relay_client_stats_t *out);
 
+/* "tcp://HOST:PORT" (HOST may be [v6], * or a name) into host (brackets
+ * removed; "" for *) and port. RUMOR_EINVAL naming the endpoint. */
+int rumor_endpoint_split(const char *ep, char *host, size_t cap, int *port) RUMOR_WUR;
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "relay.h"
 #include "relay_int.h"
 
 int rly_split(const char *ep, char *host, size_t cap, int *port)
@@ -42,6 +43,11 @@ int rly_split(const char *ep, char *host, size_t cap, int *port)
     host[n] = 0;
     *port = (int)p;
     return 0;
+}
+
+int rumor_endpoint_split(const char *ep, char *host, size_t cap, int *port)
+{
+    return rly_split(ep, host, cap, port);
 }
 
 int rly_nonblock(int fd)

@@ -193,6 +193,24 @@ static const char usage_head[] =
     "                         (plaintext peers get a new id every life), 2 to 65536\n"
     "                         (default: 256)\n"
     "\n"
+    "Relays (for peers that cannot be dialled: behind a NAT or a firewall):\n"
+    "  --relay PORT|HOST:PORT relay for such peers: registrations from the allow-list's\n"
+    "                         keys come to this control address (PORT: on --listen's\n"
+    "                         address), and each registered peer is reached at a port\n"
+    "                         opened for it on the same interface, under --advertise's\n"
+    "                         host. The relay splices TCP streams and sees only\n"
+    "                         ciphertext (rumor-peer relay runs one without training)\n"
+    "  --relay-max-peers N    peers relayed at once, 1 to 4096 (default: 32)\n"
+    "  --relay-mbit R         the bandwidth given to each relayed peer, both ways,\n"
+    "                         in Mbit/s (default: no limit)\n"
+    "  --relay-via LIST       open membership: this peer cannot be dialled; it registers\n"
+    "                         with the first relay of LIST that answers (NAME@HOST:PORT,\n"
+    "                         the relay's control address and the allow-list name or\n"
+    "                         key it holds, comma-separated) and announces the address\n"
+    "                         the relay gives it instead of --advertise; neighbours'\n"
+    "                         connections come through the relay, their CurveZMQ\n"
+    "                         handshake still with this peer (see docs/protocol.md)\n"
+    "\n"
     "Security (CurveZMQ; on unless --insecure):\n"
     "  --keys FILE            this peer's secret key file (from rumor-peer keygen;\n"
     "                         must not be readable by group or others)\n"
@@ -244,6 +262,7 @@ static const char usage_tail[] =
     "\n"
     "rumor-peer keygen PREFIX writes a new CurveZMQ keypair: PREFIX.key (secret,\n"
     "mode 0600) and PREFIX.pub (public: add it to every peer's allow-list).\n"
+    "rumor-peer relay runs a relay and nothing else (rumor-peer relay --help).\n"
     "\n"
     "Every peer of a swarm must run the same model, --mode, --compress (and\n"
     "--keyframe-every), --local-steps and --outer: peers tell each other theirs, and a\n"
@@ -318,6 +337,10 @@ static const rumor_opt_t option_table[] = {
     { "advertise", 0, RUMOR_OPT_STR, offsetof(struct options, advertise), 0, 0, NULL, 0 },
     { "min-peers", 0, RUMOR_OPT_INT, offsetof(struct options, min_peers), 1, 4096, NULL, 0 },
     { "max-peers", 0, RUMOR_OPT_INT, offsetof(struct options, max_peers), 2, 65536, NULL, 0 },
+    { "relay", 0, RUMOR_OPT_STR, offsetof(struct options, relay), 0, 0, NULL, 0 },
+    { "relay-via", 0, RUMOR_OPT_STR, offsetof(struct options, relay_via), 0, 0, NULL, 0 },
+    { "relay-max-peers", 0, RUMOR_OPT_INT, offsetof(struct options, relay_max_peers), 1, 4096, NULL, 0 },
+    { "relay-mbit", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, relay_mbit), 0.001, 1e7, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -340,9 +363,14 @@ static int check_membership_args(struct options *o)
     if (listed && o->rank < 0)
         return peer_usage_error("--rank is required with --peers (without both, a peer joins with "
                            "--listen ADDR --join HOST:PORT)");
-    if (listed && (o->join || o->advertise || o->min_peers))
-        return peer_usage_error("--join, --advertise and --min-peers are open membership's: without "
-                           "--rank and --peers");
+    if (listed && (o->join || o->advertise || o->min_peers || o->relay_via))
+        return peer_usage_error("--join, --advertise, --min-peers and --relay-via are open "
+                           "membership's: without --rank and --peers");
+    if (o->relay_via && o->advertise)
+        return peer_usage_error("--relay-via and --advertise both say where the others reach this "
+                           "peer: give one (with --relay-via, the relay's address is announced)");
+    if ((o->relay_max_peers || o->relay_mbit > 0) && !o->relay)
+        return peer_usage_error("--relay-max-peers and --relay-mbit limit the relay of --relay");
     if (!o->membership)
         o->membership = listed ? "static" : "swim";
     if (listed)
@@ -415,6 +443,7 @@ int peer_opts_parse(int argc, char **argv, struct options *o)
     o->compress = "none";
     o->membership = NULL; /* static with a list; open membership is swim */
     o->max_peers = 256;
+    o->relay_max_peers = 0; /* given, or the relay's default */
     o->start_timeout = 60;
     o->chunk_mb = 0; /* 1 MiB, or an eighth of a smaller model (below) */
     o->max_message_mb = 64;

@@ -22,6 +22,7 @@
 #include "peer.h"
 #include "peer_open.h"
 #include "peer_opts.h"
+#include "peer_relay.h"
 #include "peerlist.h"
 #include "promserve.h"
 #include "topology.h"
@@ -53,6 +54,8 @@ struct peer {
     rumor_peer_open_t open;   /* open membership (no --rank): --join, the id */
     int is_open;
     rumor_peer_t *peer;
+    rumor_relay_t *relay;                 /* --relay */
+    rumor_relay_client_t *relay_client;   /* --relay-via */
 };
 
 /* A public key given as 40 Z85 characters or as a key file. */
@@ -263,9 +266,32 @@ static int check_at_start(struct peer *p, struct options *o)
     }
     return -1;
 }
+/* --relay: a relay beside this peer; --relay-via: this peer reached
+ * through one (its announced address becomes the relayed one). Returns an
+ * exit status, or -1 to go on. */
+static int setup_relays(struct peer *p, struct options *o)
+{
+    const char *local = o->listen_ep[0] ? o->listen_ep : o->listen;
+    if (o->relay) {
+        const char *self = p->is_open ? p->open.advertise : p->pl.ep[o->rank];
+        int rc = peer_relay_serve(o->relay, o->relay_max_peers, o->relay_mbit, local, self,
+                                  p->keys, p->allow, &p->relay);
+        if (rc >= 0)
+            return rc;
+    }
+    if (o->relay_via) {
+        double t = o->start_timeout < 10 ? o->start_timeout : 10;
+        return peer_relay_register(o->relay_via, local, p->keys, p->allow, t > 1 ? t : 1,
+                                   p->open.advertise, sizeof p->open.advertise, &p->relay_client);
+    }
+    return -1;
+}
+
 static void peer_free(struct peer *p)
 {
     rumor_peer_destroy(&p->peer); /* flushes queued chunks, then LEAVE */
+    rumor_relay_client_stop(&p->relay_client); /* after: the LEAVE went out */
+    rumor_relay_stop(&p->relay);
     rumor_prom_stop(&p->prom);    /* after: scrapes see the phase while LEAVE flushes */
     rumor_topo_destroy(&p->topo);
     free(p->pl.ep);
@@ -433,6 +459,8 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
         return keygen_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "relay") == 0)
+        return peer_relay_main(argc, argv);
     catch_leave_signals(10); /* a stop at once is a clean one (on_leave_signal) */
     rumor_blas_autotune(argc, argv);
     /* ZeroMQ allocates each received chunk (1 MiB): keep freed chunks in the
@@ -454,6 +482,8 @@ int main(int argc, char **argv)
     rc = p.is_open ? setup_open(&p, &opts) : setup_list(&p, &opts);
     if (rc < 0)
         rc = check_at_start(&p, &opts);
+    if (rc < 0)
+        rc = setup_relays(&p, &opts);
     if (rc >= 0) {
         peer_free(&p);
         return rc;
@@ -539,6 +569,7 @@ int main(int argc, char **argv)
         return rc;
     }
     rc = report(p.peer, &opts, p.keys != NULL);
+    peer_relay_report(rumor_peer_name(p.peer), p.relay, p.relay_client);
     the_peer = NULL;
     peer_free(&p);
     return rc;

@@ -8,20 +8,19 @@
 
 #include "log.h"
 
-/* A key named at a join address: an allow-list name, 40 Z85 characters or
- * a .pub file; it must be on the allow-list. */
-static int seed_key(const char *text, int i, const rumor_allowlist_t *allow, uint8_t pk[32])
+int rumor_peer_open_key(const char *text, const char *flag, int i,
+                        const rumor_allowlist_t *allow, uint8_t pk[32])
 {
     if (rumor_allowlist_lookup_name(allow, text, pk))
         return 0;
     if (strlen(text) == RUMOR_CURVE_Z85_LEN && rumor_curve_z85_decode(text, pk) == 0)
         ;
     else if (rumor_curve_read_public(text, pk) < 0)
-        return rumor_err_set(RUMOR_EINVAL, "--join address %d: '%s' is no name on the allow-list, "
-                                           "no Z85 key and no readable .pub file", i, text);
+        return rumor_err_set(RUMOR_EINVAL, "%s address %d: '%s' is no name on the allow-list, "
+                                           "no Z85 key and no readable .pub file", flag, i, text);
     if (!rumor_allowlist_contains(allow, pk))
-        return rumor_err_set(RUMOR_EINVAL, "--join address %d: key '%s' is not on the allow-list",
-                             i, text);
+        return rumor_err_set(RUMOR_EINVAL, "%s address %d: key '%s' is not on the allow-list",
+                             flag, i, text);
     return 0;
 }
 
@@ -72,7 +71,7 @@ int rumor_peer_open_init(rumor_peer_open_t *po, const char *join, const char *li
                        po->join.ep[i]);
             continue;
         }
-        RUMOR_CHECK(seed_key(po->join.key[i], i, allow, po->key[i]));
+        RUMOR_CHECK(rumor_peer_open_key(po->join.key[i], "--join", i, allow, po->key[i]));
         po->key_of[i] = po->key[i];
     }
     if (keys)

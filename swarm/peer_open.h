@@ -34,6 +34,12 @@ int rumor_peer_open_init(rumor_peer_open_t *po, const char *join, const char *li
                          const rumor_allowlist_t *allow) RUMOR_WUR;
 void rumor_peer_open_free(rumor_peer_open_t *po);
 
+/* A key named at an address of `flag` (--join, --relay-via; the i-th
+ * address): an allow-list name, 40 Z85 characters or a .pub file, on the
+ * allow-list. RUMOR_EINVAL naming the flag and the address. */
+int rumor_peer_open_key(const char *text, const char *flag, int i,
+                        const rumor_allowlist_t *allow, uint8_t pk[32]) RUMOR_WUR;
+
 /* The swarm's average of x (n floats) into avg: a ring all-reduce over the
  * peers alive (mixer.h). A call whose ring broke (a peer died during it,
  * or views disagreed) fails after `timeout`; it is tried again, up to
