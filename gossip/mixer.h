@@ -116,6 +116,15 @@ typedef struct rumor_mixer_config {
      * increasing order). Not with async's neighbours or the all-reduce
      * baseline's per-round use: only the final average uses the ring. */
     int max_peers;
+    /* Open membership: where the others reach this peer may change while
+     * it runs (a relay it registered with died, and another gave it a new
+     * address: gossip/relay.h). The comm thread asks every 0.25 s; a new
+     * address is announced through SWIM (rumor_swim_set_endpoint) and the
+     * neighbours dial it. Returns its length, or <= 0 when unknown. NULL:
+     * endpoints[0] for the whole run. Called on the comm thread: must not
+     * call back into the mixer. */
+    int (*self_endpoint)(void *arg, char *buf, size_t cap);
+    void *self_endpoint_arg;
     const char *const *seeds;
     int nseeds;
     const uint8_t *const *seed_keys;

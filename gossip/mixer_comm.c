@@ -612,6 +612,7 @@ void mx_comm_main(rumor_mixer_t *m)
         if (!stopping)
             mx_redial(m);
         if (m->swim && !stopping && m->rank_state == 2) {
+            mx_self_endpoint(m);
             (void)rumor_swim_tick(m->swim, rumor_now());
             (void)mx_view_update(m);
         }

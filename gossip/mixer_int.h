@@ -376,6 +376,7 @@ struct rumor_mixer {
      * m->closed), answered when done; NULL none */
     struct mx_reply *close_reply, *cu_reply, *ar_reply, *barrier_reply;
     long close_round;          /* the round asked to close (-1 none) */
+    double self_ep_next;       /* when cfg.self_endpoint is asked next */
     long pend_send;            /* a round begun whose send waits for the params_ready
                                 * hook (-1 none) */
     rumor_sendbuf_t *pend_send_buf;
@@ -683,6 +684,8 @@ int mx_open_seeds(rumor_mixer_t *m);
 /* Secure seeds: the trial whose handshake succeeded becomes the seed's
  * slot, the others are closed. */
 void mx_open_progress(rumor_mixer_t *m);
+/* Open membership: a new address of this peer (cfg.self_endpoint), announced. */
+void mx_self_endpoint(rumor_mixer_t *m);
 /* "peer 3" (a list's rank) or "peer 1f2e3d4c" (open membership: the id's
  * first 8 hex digits), for log lines. */
 const char *mx_peer_name(const rumor_mixer_t *m, int node, char *buf, size_t cap);

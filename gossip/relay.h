@@ -71,9 +71,14 @@ void rumor_relay_stats(rumor_relay_t *r, rumor_relay_stats_t *out);
 
 /* ------------------------------------------------------------ a relayed peer */
 
+#define RUMOR_RELAY_CLIENT_MAX 16  /* relays one peer knows */
+
 typedef struct rumor_relay_client_opts {
-    const char *relay;          /* the relay's control address, tcp://HOST:PORT */
-    const uint8_t *relay_key;   /* its public key (secure mode) */
+    /* the relays' control addresses, tcp://HOST:PORT, in the order tried,
+     * and their public keys (secure mode) */
+    const char *const *relays;
+    const uint8_t *const *relay_keys;
+    int nrelays;
     const rumor_curve_keypair_t *keys;  /* this peer's (NULL: plaintext) */
     const char *local;          /* this peer's own listener, where data connections go */
     double timeout;             /* registering waits at most this long (s) */
@@ -83,15 +88,20 @@ typedef struct rumor_relay_client_opts {
 typedef struct rumor_relay_client_stats {
     uint64_t conns, conns_failed, bytes;
     uint64_t moved;             /* registered again at another relayed address */
-    int alive;                  /* the relay answered within the heartbeat timeout */
+    int alive;
+    int relay;                  /* the index of the relay in use */                  /* the relay answered within the heartbeat timeout */
 } rumor_relay_client_stats_t;
 
 typedef struct rumor_relay_client rumor_relay_client_t;
 
-/* Registers with the relay (waits for its answer, at most o->timeout) and
- * starts the thread that serves the relayed address. The relayed address
- * to announce: rumor_relay_client_endpoint. RUMOR_ETIMEOUT when the relay
- * did not answer, RUMOR_EAUTH when it refused (the message says why). */
+/* Registers with the first relay that answers, trying each in turn (each
+ * for at most o->timeout), and starts the thread that serves the relayed
+ * address. The relayed address to announce: rumor_relay_client_endpoint.
+ * When the relay falls silent for the heartbeat timeout, the thread
+ * registers with the next relay of the list (the same one, alone) and the
+ * relayed address changes. Fails as the last relay tried did:
+ * RUMOR_ETIMEOUT when it did not answer, RUMOR_EAUTH when it refused (the
+ * message says why). */
 int rumor_relay_client_start(const rumor_relay_client_opts_t *o,
                              rumor_relay_client_t **out) RUMOR_WUR;
 void rumor_relay_client_stop(rumor_relay_client_t **cp);

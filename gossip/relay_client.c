@@ -17,7 +17,12 @@
 
 struct rumor_relay_client {
     rumor_relay_client_opts_t o;
-    char relay[300], local_host[256];
+    char relays[RUMOR_RELAY_CLIENT_MAX][300];
+    uint8_t keys[RUMOR_RELAY_CLIENT_MAX][32];
+    int n, cur;
+    double switched;            /* when the relay in use was picked */
+    const char *relay;          /* relays[cur] */
+    char local_host[256];
     int local_port;
     char endpoint[300];         /* the relayed address */
     char back_host[256];
@@ -125,6 +130,24 @@ static int take_ok(rumor_relay_client_t *c, zmq_msg_t *p, int np)
     return 0;
 }
 
+/* Points the control socket at relay i (its key first: a connect takes
+ * the socket's CURVE options of that moment). */
+static int use_relay(rumor_relay_client_t *c, int i)
+{
+    if (c->relay && zmq_disconnect(c->dealer, c->relay) != 0)
+        rumor_debug("relay %s: zmq_disconnect: %s", c->relay, zmq_strerror(zmq_errno()));
+    c->cur = i;
+    c->relay = c->relays[i];
+    c->switched = rumor_now();
+    if (c->o.keys && zmq_setsockopt(c->dealer, ZMQ_CURVE_SERVERKEY, c->keys[i], 32) != 0)
+        return rumor_err_set(RUMOR_EINVAL, "relay %s: CURVE key refused", c->relay);
+    int v6 = strchr(c->relay, '[') != NULL;
+    zmq_setsockopt(c->dealer, ZMQ_IPV6, &v6, sizeof v6);
+    if (zmq_connect(c->dealer, c->relay) != 0)
+        return rumor_err_set(RUMOR_EINVAL, "relay %s: %s", c->relay, zmq_strerror(zmq_errno()));
+    return 0;
+}
+
 static void *client_main(void *arg)
 {
     rumor_relay_client_t *c = arg;
@@ -191,6 +214,16 @@ static void *client_main(void *arg)
             send_cmd(c, now - c->heard > hb ? "REGISTER" : "PING");
             c->pinged = now;
         }
+        if (now - c->heard > hb && now - c->switched > hb && c->n > 1) {
+            /* silent: the next relay of the list */
+            int next = (c->cur + 1) % c->n;
+            rumor_warn("relay %s: silent for %.1f s: registering with %s", c->relay,
+                       now - c->heard, c->relays[next]);
+            if (use_relay(c, next) < 0)
+                rumor_warn("%s", rumor_err_msg());
+            send_cmd(c, "REGISTER");
+            c->pinged = now;
+        }
         int alive = now - c->heard <= hb;
         if (!alive && !c->warned) {
             rumor_warn("relay %s: silent for %.1f s: neighbours cannot reach this peer through "
@@ -202,6 +235,7 @@ static void *client_main(void *arg)
         }
         pthread_mutex_lock(&c->mu);
         c->st.alive = alive;
+        c->st.relay = c->cur;
         pthread_mutex_unlock(&c->mu);
     }
     return NULL;
@@ -219,52 +253,17 @@ static void client_free(rumor_relay_client_t *c)
     free(c);
 }
 
-int rumor_relay_client_start(const rumor_relay_client_opts_t *o, rumor_relay_client_t **out)
+/* Registers with the relay in use: asks, and asks again each second
+ * until it answers or the timeout. */
+static int register_with(rumor_relay_client_t *c, double timeout)
 {
-    *out = NULL;
-    rumor_relay_client_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return rumor_err_set(RUMOR_ENOMEM, "relay: out of memory");
-    c->o = *o;
-    pthread_mutex_init(&c->mu, NULL);
-    if (c->o.heartbeat_timeout_ms <= 0)
-        c->o.heartbeat_timeout_ms = 5000;
-    snprintf(c->relay, sizeof c->relay, "%s", o->relay);
-    int rc = rly_split(o->local, c->local_host, sizeof c->local_host, &c->local_port);
-    if (rc == 0 && !c->local_host[0]) /* this peer listens everywhere: loopback reaches it */
-        snprintf(c->local_host, sizeof c->local_host, "127.0.0.1");
-    if (rc == 0 && !(c->ctx = zmq_ctx_new()))
-        rc = rumor_err_set(RUMOR_ESYS, "relay: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    if (rc == 0 && !(c->dealer = zmq_socket(c->ctx, ZMQ_DEALER)))
-        rc = rumor_err_set(RUMOR_ESYS, "relay: zmq_socket: %s", zmq_strerror(zmq_errno()));
-    if (rc == 0) {
-        int zero = 0, one = 1, ivl = 200;
-        int64_t maxmsg = 4096;
-        zmq_setsockopt(c->dealer, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_setsockopt(c->dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-        zmq_setsockopt(c->dealer, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-        if (strchr(o->relay, '['))
-            zmq_setsockopt(c->dealer, ZMQ_IPV6, &one, sizeof one);
-        if (o->keys && (!o->relay_key ||
-                        zmq_setsockopt(c->dealer, ZMQ_CURVE_SERVERKEY, o->relay_key, 32) != 0 ||
-                        zmq_setsockopt(c->dealer, ZMQ_CURVE_PUBLICKEY, o->keys->public_key, 32) != 0 ||
-                        zmq_setsockopt(c->dealer, ZMQ_CURVE_SECRETKEY, o->keys->secret_key, 32) != 0))
-            rc = rumor_err_set(RUMOR_EINVAL, "relay %s: %s", o->relay,
-                               o->relay_key ? "CURVE keys refused" : "its key is not known");
-    }
-    if (rc == 0 && zmq_connect(c->dealer, o->relay) != 0)
-        rc = rumor_err_set(RUMOR_EINVAL, "relay %s: %s", o->relay, zmq_strerror(zmq_errno()));
-    /* register: ask, and ask again each second until the answer or the timeout */
     double t0 = rumor_now(), asked = -1;
-    int got = 0;
-    while (rc == 0 && !got) {
+    for (;;) {
         double now = rumor_now();
-        if (now - t0 > o->timeout) {
-            rc = rumor_err_set(RUMOR_ETIMEOUT, "relay %s did not answer within %.0f s (is it "
-                               "running with --relay, is this peer's key on its allow-list, "
-                               "is the key named for it the relay's?)", o->relay, o->timeout);
-            break;
-        }
+        if (now - t0 > timeout)
+            return rumor_err_set(RUMOR_ETIMEOUT, "relay %s did not answer within %.0f s (is it "
+                                 "running with --relay, is this peer's key on its allow-list, "
+                                 "is the key named for it the relay's?)", c->relay, timeout);
         if (now - asked >= 1.0) {
             send_cmd(c, "REGISTER");
             asked = now;
@@ -273,20 +272,83 @@ int rumor_relay_client_start(const rumor_relay_client_opts_t *o, rumor_relay_cli
         if (zmq_poll(&it, 1, 100) <= 0)
             continue;
         zmq_msg_t p[4];
-        int np;
+        int np, rc = 1;
         int cmd = on_control(c, p, &np);
         if (cmd == 'O' && np >= 1 && zmq_msg_size(&p[0]) == 2) {
             rc = take_ok(c, p, np);
-            got = rc == 0;
         } else if (cmd == 'R' && np == 2) {
-            rc = rumor_err_set(RUMOR_EAUTH, "relay %s refused: %.*s", o->relay,
+            rc = rumor_err_set(RUMOR_EAUTH, "relay %s refused: %.*s", c->relay,
                                (int)(zmq_msg_size(&p[1]) > 200 ? 200 : zmq_msg_size(&p[1])),
                                (const char *)zmq_msg_data(&p[1]));
         }
         close_parts(p, np);
+        if (rc <= 0)
+            return rc;
+    }
+}
+
+int rumor_relay_client_start(const rumor_relay_client_opts_t *o, rumor_relay_client_t **out)
+{
+    *out = NULL;
+    if (!o || o->nrelays < 1 || o->nrelays > RUMOR_RELAY_CLIENT_MAX)
+        return rumor_err_set(RUMOR_EINVAL, "relay: 1 to %d relays, not %d",
+                             RUMOR_RELAY_CLIENT_MAX, o ? o->nrelays : 0);
+    rumor_relay_client_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return rumor_err_set(RUMOR_ENOMEM, "relay: out of memory");
+    c->o = *o;
+    pthread_mutex_init(&c->mu, NULL);
+    if (c->o.heartbeat_timeout_ms <= 0)
+        c->o.heartbeat_timeout_ms = 5000;
+    int rc = 0;
+    c->n = o->nrelays;
+    for (int i = 0; i < c->n && rc == 0; i++) {
+        if (strlen(o->relays[i]) >= sizeof c->relays[i])
+            rc = rumor_err_set(RUMOR_EINVAL, "relay: address %d too long", i);
+        else
+            snprintf(c->relays[i], sizeof c->relays[i], "%s", o->relays[i]);
+        if (o->keys && (!o->relay_keys || !o->relay_keys[i]))
+            rc = rumor_err_set(RUMOR_EINVAL, "relay %s: its key is not known", o->relays[i]);
+        else if (o->keys)
+            memcpy(c->keys[i], o->relay_keys[i], 32);
+    }
+    c->o.relays = NULL;
+    c->o.relay_keys = NULL;
+    if (rc == 0)
+        rc = rly_split(o->local, c->local_host, sizeof c->local_host, &c->local_port);
+    if (rc == 0 && !c->local_host[0]) /* this peer listens everywhere: loopback reaches it */
+        snprintf(c->local_host, sizeof c->local_host, "127.0.0.1");
+    if (rc == 0 && !(c->ctx = zmq_ctx_new()))
+        rc = rumor_err_set(RUMOR_ESYS, "relay: zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0 && !(c->dealer = zmq_socket(c->ctx, ZMQ_DEALER)))
+        rc = rumor_err_set(RUMOR_ESYS, "relay: zmq_socket: %s", zmq_strerror(zmq_errno()));
+    if (rc == 0) {
+        int zero = 0, ivl = 200;
+        int64_t maxmsg = 4096;
+        zmq_setsockopt(c->dealer, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(c->dealer, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        zmq_setsockopt(c->dealer, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+        if (o->keys &&
+            (zmq_setsockopt(c->dealer, ZMQ_CURVE_PUBLICKEY, o->keys->public_key, 32) != 0 ||
+             zmq_setsockopt(c->dealer, ZMQ_CURVE_SECRETKEY, o->keys->secret_key, 32) != 0))
+            rc = rumor_err_set(RUMOR_EINVAL, "relay: this peer's CURVE keys were refused");
+    }
+    /* the first relay that takes this peer */
+    int got = 0;
+    for (int i = 0; rc == 0 && !got && i < c->n; i++) {
+        int r = use_relay(c, i);
+        if (r == 0)
+            r = register_with(c, o->timeout);
+        if (r == 0)
+            got = 1;
+        else if (i + 1 < c->n)
+            rumor_warn("%s; trying %s", rumor_err_msg(), c->relays[i + 1]);
+        else
+            rc = r;
     }
     c->pinged = rumor_now();
     c->st.alive = 1;
+    c->st.relay = c->cur;
     if (rc == 0 && pthread_create(&c->thread, NULL, client_main, c) != 0)
         rc = rumor_err_set(RUMOR_ESYS, "relay: cannot start its thread");
     if (rc < 0) {

@@ -629,6 +629,30 @@ void rumor_swim_heard(rumor_swim_t *sw, double now, uint64_t sender, uint64_t in
     }
 }
 
+int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint)
+{
+    if (!endpoint || !rumor_swim_endpoint_valid(endpoint, strlen(endpoint)) ||
+        rumor_peerlist_check_endpoint(endpoint) < 0)
+        return rumor_err_set(RUMOR_EINVAL, "swim: endpoint '%.140s' is not a tcp:// endpoint",
+                             endpoint ? endpoint : "(null)");
+    struct swim_mem *s = swim_self(sw);
+    if (sw->left)
+        return rumor_err_set(RUMOR_ESTATE, "swim: already left");
+    if (strcmp(s->m.endpoint, endpoint) == 0)
+        return 0;
+    if (s->m.refutation == UINT32_MAX)
+        return rumor_err_set(RUMOR_ESTATE, "swim: the refutation counter is spent");
+    snprintf(sw->self_ep, sizeof sw->self_ep, "%s", endpoint);
+    snprintf(s->m.endpoint, sizeof s->m.endpoint, "%s", endpoint);
+    s->m.refutation++; /* a newer record of this life: it supersedes the old one everywhere */
+    s->m.since = now;
+    sw->next_gossip = now; /* tell a few members at once */
+    sw->due = compute_due(sw);
+    rumor_info("swim: %016llx announces its new address %s (refutation %u)",
+               (unsigned long long)s->m.id, endpoint, s->m.refutation);
+    return 1;
+}
+
 int rumor_swim_leave(rumor_swim_t *sw, double now)
 {
     if (sw->left)

@@ -187,6 +187,14 @@ void rumor_swim_heard(rumor_swim_t *sw, double now, uint64_t sender, uint64_t in
  * RUMOR_ESTATE when already left. */
 int rumor_swim_leave(rumor_swim_t *sw, double now);
 
+/* This peer is reached at another address now (its relay changed): its
+ * own record takes the endpoint and a higher refutation number, so that
+ * it supersedes the old one on every member it reaches (each message
+ * carries it; a gossip round goes out at once). Returns 1 when it changed,
+ * 0 when it was that already; RUMOR_EINVAL for a bad endpoint,
+ * RUMOR_ESTATE after leaving. */
+int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint) RUMOR_WUR;
+
 /* ------------------------------------------------------------ the view */
 
 /* The members (ALIVE and SUSPECT: a suspect is a member until declared

@@ -86,33 +86,40 @@ int peer_relay_register(const char *via, const char *listen_ep, const rumor_curv
         fprintf(stderr, "rumor-peer: --relay-via: %s\n", rumor_err_msg());
         return 2;
     }
-    int rc = 1;
-    for (int i = 0; i < pl.n && rc == 1; i++) {
-        uint8_t pk[32];
-        if (keys && !pl.key[i]) {
+    int rc = -1;
+    uint8_t(*pk)[32] = calloc((size_t)pl.n + 1, sizeof *pk);
+    const uint8_t **keyp = calloc((size_t)pl.n + 1, sizeof *keyp);
+    if (!pk || !keyp || pl.n > RUMOR_RELAY_CLIENT_MAX) {
+        fprintf(stderr, "rumor-peer: --relay-via: %s\n", pk && keyp ? "at most 16 relays"
+                                                                      : "out of memory");
+        rc = 2;
+    }
+    for (int i = 0; rc < 0 && keys && i < pl.n; i++) {
+        if (!pl.key[i]) {
             fprintf(stderr, "rumor-peer: --relay-via address %d (%s): name the relay's key, "
                             "NAME@HOST:PORT (an allow-list name, a Z85 key or a .pub file)\n",
                     i, pl.ep[i]);
             rc = 2;
-            break;
-        }
-        if (keys && rumor_peer_open_key(pl.key[i], "--relay-via", i, allow, pk) < 0) {
+        } else if (rumor_peer_open_key(pl.key[i], "--relay-via", i, allow, pk[i]) < 0) {
             fprintf(stderr, "rumor-peer: %s\n", rumor_err_msg());
             rc = 2;
-            break;
         }
-        rumor_relay_client_opts_t o = { .relay = pl.ep[i], .relay_key = keys ? pk : NULL,
+        keyp[i] = pk[i];
+    }
+    if (rc < 0) {
+        rumor_relay_client_opts_t o = { .relays = (const char *const *)pl.ep,
+                                        .relay_keys = keys ? keyp : NULL, .nrelays = pl.n,
                                         .keys = keys, .local = listen_ep, .timeout = timeout };
         if (rumor_relay_client_start(&o, out) == 0) {
             rumor_relay_client_endpoint(*out, advertise, cap);
-            rumor_info("reached through relay %s at %s", pl.ep[i], advertise);
-            rc = -1;
+            rumor_info("reached through a relay at %s", advertise);
         } else {
             fprintf(stderr, "rumor-peer: --relay-via: %s\n", rumor_err_msg());
-            if (rumor_err_code() == RUMOR_EINVAL)
-                rc = 2;
+            rc = rumor_err_code() == RUMOR_EINVAL ? 2 : 1;
         }
     }
+    free(pk);
+    free(keyp);
     if (rc == 1)
         fprintf(stderr, "rumor-peer: --relay-via %s: no relay took this peer; the others cannot "
                         "reach it\n", via);

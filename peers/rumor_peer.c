@@ -287,6 +287,12 @@ static int setup_relays(struct peer *p, struct options *o)
     return -1;
 }
 
+/* The address a relay gives this peer now (mixer.h, self_endpoint). */
+static int relayed_endpoint(void *arg, char *buf, size_t cap)
+{
+    return rumor_relay_client_endpoint(arg, buf, cap);
+}
+
 static void peer_free(struct peer *p)
 {
     rumor_peer_destroy(&p->peer); /* flushes queued chunks, then LEAVE */
@@ -540,6 +546,10 @@ int main(int argc, char **argv)
         if (p.open.join.n && mc->min_members < 2)
             mc->min_members = 2; /* a joiner must reach someone */
         mc->ids = &p.open.id;
+        if (p.relay_client) { /* the relay may move it: another relay, another port */
+            mc->self_endpoint = relayed_endpoint;
+            mc->self_endpoint_arg = p.relay_client;
+        }
     }
     if (cfg.swim) { /* the family of the spec: "ring:8" -> "ring" */
         snprintf(family, sizeof family, "%s", opts.topology);

@@ -54,15 +54,26 @@ static int relay_at(int port, int secure, int max_peers, double mbit, const char
     return rumor_relay_start(&o, out);
 }
 
+/* A client of the relay at port (and of a second one at port2, when not 0,
+ * with the same key). */
+static int client_of2(int port, int port2, const rumor_curve_keypair_t *k, const char *local,
+                      double timeout, rumor_relay_client_t **out)
+{
+    char ep[2][64];
+    snprintf(ep[0], sizeof ep[0], "tcp://127.0.0.1:%d", port);
+    snprintf(ep[1], sizeof ep[1], "tcp://127.0.0.1:%d", port2);
+    const char *eps[2] = { ep[0], ep[1] };
+    const uint8_t *keys[2] = { kr.public_key, kr.public_key };
+    rumor_relay_client_opts_t o = { .relays = eps, .relay_keys = keys, .nrelays = port2 ? 2 : 1,
+                                    .keys = k, .local = local, .timeout = timeout,
+                                    .heartbeat_timeout_ms = 1000 };
+    return rumor_relay_client_start(&o, out);
+}
+
 static int client_of(int relay_port, const rumor_curve_keypair_t *k, const char *local,
                      double timeout, rumor_relay_client_t **out)
 {
-    char ep[64];
-    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", relay_port);
-    rumor_relay_client_opts_t o = { .relay = ep, .relay_key = kr.public_key, .keys = k,
-                                    .local = local, .timeout = timeout,
-                                    .heartbeat_timeout_ms = 1000 };
-    return rumor_relay_client_start(&o, out);
+    return client_of2(relay_port, 0, k, local, timeout, out);
 }
 
 /* Sends n messages of `size` bytes (MARKER repeated) from b to a through the
@@ -331,6 +342,53 @@ static void test_relay_death(void)
     rumor_relay_stop(&r);
 }
 
+/* Two relays: the first dies, the peer registers with the second within
+ * the heartbeat timeout and a neighbour reaches it at its new address. */
+static void test_failover(void)
+{
+    int p1 = tu_free_port(), p2 = tu_free_port();
+    rumor_relay_t *r1 = NULL, *r2 = NULL;
+    CHECK_OK(relay_at(p1, 1, 4, 0, NULL, &r1));
+    CHECK_OK(relay_at(p2, 1, 4, 0, NULL, &r2));
+    struct ends e = { 0 };
+    e.a = transport(&ka, tu_free_port());
+    e.b = transport(&kb, tu_free_port());
+    CHECK_OK(client_of2(p1, p2, &ka, rumor_transport_endpoint(e.a), 5, &e.client));
+    char first[300], now_ep[300];
+    rumor_relay_client_endpoint(e.client, first, sizeof first);
+    CHECK_OK(rumor_transport_connect_curve(e.b, 0, first, ka.public_key));
+    double secs;
+    CHECK(pump(&e, 3, 4096, &secs, NULL) == 3);
+    rumor_relay_stop(&r1);
+    double t0 = rumor_now();
+    rumor_relay_client_stats_t cs = { 0 };
+    while (rumor_now() - t0 < 6) {
+        rumor_sleep(0.05);
+        rumor_relay_client_stats(e.client, &cs);
+        if (cs.moved)
+            break;
+    }
+    double moved = rumor_now() - t0;
+    rumor_relay_client_endpoint(e.client, now_ep, sizeof now_ep);
+    CHECKF(cs.moved == 1 && cs.relay == 1 && strcmp(first, now_ep) != 0,
+           "moved %llu times to relay %d (%s, was %s)", (unsigned long long)cs.moved, cs.relay,
+           now_ep, first);
+    CHECKF(moved < 3.5, "registered with the second relay %.2f s after the first died "
+                        "(heartbeat timeout 1 s)", moved);
+    fprintf(stderr, "relay: failover to the second relay after %.2f s\n", moved);
+    CHECK_OK(rumor_transport_connect_curve(e.b, 0, now_ep, ka.public_key));
+    uint64_t sender = 0;
+    CHECK(pump(&e, 3, 4096, &secs, &sender) == 3);
+    CHECK(sender == rumor_curve_id(kb.public_key));
+    rumor_relay_stats_t st;
+    rumor_relay_stats(r2, &st);
+    CHECKF(st.registered == 1 && st.conns_spliced >= 1, "the second relay registered %llu, "
+           "spliced %llu", (unsigned long long)st.registered,
+           (unsigned long long)st.conns_spliced);
+    e.relay = r2;
+    ends_down(&e);
+}
+
 int main(void)
 {
     rumor_log_set_level(RUMOR_LOG_ERROR);
@@ -349,6 +407,7 @@ int main(void)
     test_bad_back();
     test_rate();
     test_relay_death();
+    test_failover();
     rumor_allowlist_destroy(&allow);
     return tu_finish("test_relay");
 }

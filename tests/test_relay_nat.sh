@@ -12,6 +12,10 @@
 #    RUMOR_RELAY_TAP) holds none of the swarm's terms (model=...), which
 #    every HELLO carries; the same swarm in plaintext shows them there (the check can
 #    fail);
+#  - failover: with relays on A and D, A is killed while the swarm trains;
+#    B and C register with D's relay within the heartbeat timeout (5 s) and
+#    a little more, announce their new addresses through SWIM, and D, B and
+#    C train to their end and one swarm average;
 #  - a peer whose key is not on the relay's allow-list gets no address: it
 #    exits 1 saying the relay did not answer, and the relay counts the
 #    refusal.
@@ -120,7 +124,7 @@ set -- $accs
 [ "$1" = "$2" ] && [ "$1" = "$3" ] && [ "$1" = "$4" ] || fail "the four swarm averages differ:$accs"
 expect_num_ge "${1:-0}" 70 "the swarm average"
 for x in b c; do
-  line=$(grep "reached through a relay at tcp://10.99.1.1:" "$tmp/secure-$x.log")
+  line=$(grep "reached through a relay at tcp://10.99.1.1:.*neighbours' connections" "$tmp/secure-$x.log")
   echo "relay-nat: $x: ${line#*: }"
   n=$(echo "$line" | sed -n 's/.*: \([0-9]*\) neighbours. connections, \([0-9.]*\) MB.*/\1/p')
   mb=$(echo "$line" | sed -n 's/.*connections, \([0-9.]*\) MB.*/\1/p')
@@ -144,6 +148,65 @@ swarm insecure
 grep -a -q "model=mlp:784-32-10" "$tmp/tap-insecure" ||
   fail "the plaintext swarm's relayed bytes do not show its terms: the check above cannot fail"
 echo "relay-nat: the relay spliced $tapped bytes of CurveZMQ, none of them in clear"
+
+# failover: A and D both relay; B and C know both (A's first). A is killed
+# while the swarm trains: B and C register with D within the heartbeat
+# timeout (5 s) and a few seconds more, announce their new addresses, and
+# the swarm of D, B and C trains to its end
+fo="--data $FASHION --model mlp:784-32-10 --train-limit 2000 --batch 32 --lr 0.05 --progress 0
+    --epochs 12 --throttle 4 --min-peers 4 --start-timeout 30 --swarm relay-failover"
+fsec() { echo --keys "$tmp/keys/$1.key" --allow "$tmp/keys"; }
+via="--relay-via a@10.99.1.1:7001,d@10.99.1.2:7001 --join a@10.99.1.1:7000,d@10.99.1.2:7000"
+ip netns exec $P-pub timeout -k 5 90 "$peer" --listen tcp://10.99.1.1:7000 --relay 7001 \
+  $(fsec a) $fo --no-average >"$tmp/fo-a.log" 2>&1 &
+pa=$!
+sleep 0.5
+ip netns exec $P-pub timeout -k 5 90 "$peer" --listen tcp://10.99.1.2:7000 --relay 7001 \
+  --join a@10.99.1.1:7000 $(fsec d) $fo >"$tmp/fo-d.log" 2>&1 &
+pd=$!
+sleep 0.5
+ip netns exec $P-b timeout -k 5 90 "$peer" --listen tcp://10.99.2.2:7000 $via $(fsec b) $fo \
+  >"$tmp/fo-b.log" 2>&1 &
+pb=$!
+ip netns exec $P-c timeout -k 5 90 "$peer" --listen tcp://10.99.3.2:7000 $via $(fsec c) $fo \
+  >"$tmp/fo-c.log" 2>&1 &
+pc=$!
+pids="$pa $pd $pb $pc"
+i=0 # until the swarm trains: B's first rounds
+while ! grep -q "joined a swarm\|epoch 1/" "$tmp/fo-b.log" 2>/dev/null && [ $i -lt 300 ]; do
+  sleep 0.1; i=$((i + 1)); done
+sleep 2
+killed=$(date +%s.%N)
+kill -KILL $pa
+wait $pa 2>/dev/null
+for x in d b c; do
+  eval "wait \$p$x"
+  rc=$?
+  [ $rc = 0 ] || fail "failover: peer $x exited $rc: $(tail -n 3 "$tmp/fo-$x.log")"
+done
+pids=
+for x in b c; do
+  line=$(grep -m1 "registered again, relayed at tcp://10.99.1.2:" "$tmp/fo-$x.log")
+  [ -n "$line" ] || { fail "failover: $x did not move to D's relay: $(grep -m3 'relay' "$tmp/fo-$x.log")"; continue; }
+  # the log line's time of day against the kill's
+  t=$(echo "$line" | sed -n 's/.* \([0-9][0-9]\):\([0-9][0-9]\):\([0-9.]*\) warn.*/\1 \2 \3/p')
+  after=$(echo "$t $killed" | awk '{ k = $4 % 86400; s = $1 * 3600 + $2 * 60 + $3; d = s - k; if (d < -43200) d += 86400; printf "%.2f", d }')
+  echo "relay-nat: failover: $x registered with D's relay $after s after A was killed"
+  expect_num_le "$after" 8 "$x's failover time (heartbeat timeout 5 s)"
+  line=$(grep "reached through a relay at .*neighbours' connections" "$tmp/fo-$x.log")
+  echo "$line" | grep -q "at tcp://10.99.1.2:" || fail "failover: $x's final relay is not D's: $line"
+  echo "relay-nat: failover: $x: ${line#*: }"
+done
+accs=""
+for x in d b c; do
+  acc=$(sed -n 's/.*swarm average test accuracy \([0-9.]*\)% (3 peers alive).*/\1/p' "$tmp/fo-$x.log")
+  accs="$accs ${acc:-none}"
+done
+echo "relay-nat: failover: swarm averages of D, B, C:$accs"
+set -- $accs
+[ "$1" = "$2" ] && [ "$1" = "$3" ] && [ "$1" != none ] || fail "failover: the swarm averages differ:$accs"
+grep "relayed for" "$tmp/fo-d.log" | grep -q "relayed for 2 peers" ||
+  fail "failover: D's relay did not take B and C: $(grep 'relayed for' "$tmp/fo-d.log")"
 
 # a key not on the relay's allow-list: no address
 ip netns exec $P-pub timeout -k 5 60 "$peer" --listen tcp://10.99.1.1:7000 --relay 7001 \

@@ -495,6 +495,59 @@ static void test_crash(void)
     net_free(&net);
 }
 
+/* A member reached at a new address (its relay changed): its record with
+ * the new endpoint supersedes the old one on every member within the
+ * dissemination bound, each view's version moves (neighbours are dialled
+ * again), and nobody suspects it meanwhile. */
+static void test_new_endpoint(void)
+{
+    net_t net;
+    int n = 12, x = 4;
+    net_chain(&net, n, 9);
+    uint64_t all = (1ull << n) - 1;
+    CHECK(run_to_convergence(&net, all, 30) >= 0);
+    run_until(&net, net.now + 2);
+    uint64_t ver[NMAX];
+    for (int i = 0; i < n; i++)
+        ver[i] = rumor_swim_view_version(net.nodes[i].sw);
+    rumor_swim_t *sw = net.nodes[x].sw;
+    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "udp://10.0.0.1:1"), RUMOR_EINVAL, "tcp://");
+    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "tcp://10.0.0.1:0"), RUMOR_EINVAL, "");
+    CHECK(rumor_swim_set_endpoint(sw, net.now, net.nodes[x].ep) == 0); /* unchanged */
+    const char *moved = "tcp://10.9.9.9:6001";
+    snprintf(net.nodes[x].ep, sizeof net.nodes[x].ep, "%s", moved);
+    double t0 = net.now;
+    CHECK(rumor_swim_set_endpoint(sw, net.now, moved) == 1);
+    double all_at = -1;
+    while (net.now < t0 + 30 && all_at < 0) {
+        run_until(&net, net.now + 0.02);
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            const rumor_swim_member_t *m = rumor_swim_find(net.nodes[i].sw, node_id(x));
+            k += m && !strcmp(m->endpoint, moved);
+        }
+        if (k == n)
+            all_at = net.now - t0;
+    }
+    double bound = spread_bound(n) + 2 * IVL;
+    fprintf(stderr, "new endpoint: known everywhere after %.2f s (bound %.2f s)\n", all_at, bound);
+    CHECKF(all_at >= 0 && all_at <= bound, "the new endpoint everywhere after %.2f s", all_at);
+    for (int i = 0; i < n; i++) {
+        if (i == x)
+            continue;
+        CHECKF(rumor_swim_view_version(net.nodes[i].sw) > ver[i], "member %d's view did not "
+               "move", i);
+        CHECK(state_of(&net, i, x) == RUMOR_SWIM_ALIVE);
+        rumor_swim_stats_t st;
+        rumor_swim_stats(net.nodes[i].sw, &st);
+        CHECK(st.declared_dead == 0);
+    }
+    CHECK(converged(&net, all));
+    CHECK(rumor_swim_leave(sw, net.now) >= 0);
+    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "tcp://10.9.9.9:6002"), RUMOR_ESTATE, "left");
+    net_free(&net);
+}
+
 /* 10% of all messages lost for 200 intervals: indirect probes and
  * refutation keep every live member alive everywhere. */
 static void test_loss(void)
@@ -1393,6 +1446,7 @@ int main(void)
     test_topology();
     test_join();
     test_crash();
+    test_new_endpoint();
     test_loss();
     test_freeze_restart();
     test_partition();
