@@ -37,6 +37,7 @@
 #include "curve.h"
 #include "err.h"
 #include "ops.h"
+#include "swim.h"
 #include "topology.h"
 #include "transport.h"
 #include "wire.h"
@@ -116,15 +117,21 @@ typedef struct rumor_mixer_config {
      * increasing order). Not with async's neighbours or the all-reduce
      * baseline's per-round use: only the final average uses the ring. */
     int max_peers;
-    /* Open membership: where the others reach this peer may change while
-     * it runs (a relay it registered with died, and another gave it a new
-     * address: gossip/relay.h). The comm thread asks every 0.25 s; a new
-     * address is announced through SWIM (rumor_swim_set_endpoint) and the
-     * neighbours dial it. Returns its length, or <= 0 when unknown. NULL:
-     * endpoints[0] for the whole run. Called on the comm thread: must not
-     * call back into the mixer. */
+    /* Open membership and relays (gossip/relay.h). self_endpoint: this
+     * peer is reached through a relay (its SWIM record says so), and where
+     * may change while it runs (its relay died and another gave it a new
+     * address). The comm thread asks every 0.25 s; a new address is
+     * announced through SWIM (rumor_swim_set_endpoint) and the neighbours
+     * dial it. Returns its length, or <= 0 when unknown. NULL: endpoints[0]
+     * for the whole run, dialled directly. relays_seen: told the members
+     * that offer relaying (their records' RUMOR_SWIM_RELAY, the control
+     * endpoint in .relay) whenever the view changes. relay_offer: this peer
+     * relays, at that control endpoint (announced in its record). The
+     * callbacks run on the comm thread and must not call into the mixer. */
     int (*self_endpoint)(void *arg, char *buf, size_t cap);
-    void *self_endpoint_arg;
+    void (*relays_seen)(void *arg, const rumor_swim_member_t *relays, int n);
+    void *reach_arg;
+    const char *relay_offer;
     const char *const *seeds;
     int nseeds;
     const uint8_t *const *seed_keys;
@@ -384,6 +391,9 @@ typedef struct rumor_mixer_counters {
     uint64_t outlier_rounds;   /* rounds a neighbour was left out as an outlier
                                 * (outlier_ratio), summed over neighbours */
     int incompatible;          /* neighbours whose terms differ (cfg.terms) */
+    /* open membership, the view now: members (this peer aside) reached
+     * directly, through a relay, and offering to relay */
+    int members_direct, members_relayed, members_relaying;
 } rumor_mixer_counters_t;
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 

@@ -495,6 +495,7 @@ struct rumor_mixer {
     rumor_topo_t *vtopo;       /* the family over the view; NULL: cfg.topo */
     int vself, vn;
     rumor_swim_member_t *vmember; /* (vcap) the view, sorted by id */
+    rumor_swim_member_t *vtmp_member; /* (vcap, open membership) the relays in it */
     int *vslot;                /* (vcap) view node -> peer slot (-1 none) */
     int *vtmp;                 /* (vcap) scratch */
     double *vw;                /* (vcap) scratch weights */

@@ -359,13 +359,13 @@ void mx_self_endpoint(rumor_mixer_t *m)
         return;
     m->self_ep_next = now + 0.25;
     char ep[RUMOR_SWIM_ENDPOINT_MAX];
-    int n = m->cfg.self_endpoint(m->cfg.self_endpoint_arg, ep, sizeof ep);
+    int n = m->cfg.self_endpoint(m->cfg.reach_arg, ep, sizeof ep);
     if (n <= 0 || (size_t)n >= sizeof ep || (m->ep[m->self] && strcmp(ep, m->ep[m->self]) == 0))
         return;
     char *e = strdup(ep);
     if (!e)
         return;
-    if (rumor_swim_set_endpoint(m->swim, now, ep) < 0) {
+    if (rumor_swim_set_endpoint(m->swim, now, ep, 1) < 0) {
         rumor_warn("mixer: this peer's new address %s: %s", ep, rumor_err_msg());
         free(e);
         return;

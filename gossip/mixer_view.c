@@ -60,6 +60,8 @@ int mx_view_create(rumor_mixer_t *m)
     sc.self_id = m->ids[m->self];
     sc.incarnation = m->incarnation;
     sc.self_endpoint = m->ep[m->self];
+    sc.self_relayed = m->cfg.self_endpoint != NULL;
+    sc.self_relay = m->cfg.relay_offer;
     sc.seed = m->incarnation;
     RUMOR_CHECK(rumor_swim_create(&sc, swim_send, m, &m->swim));
     for (int j = 0; !m->open && j < m->npeers; j++)
@@ -73,7 +75,8 @@ int mx_view_create(rumor_mixer_t *m)
     m->vslot = calloc((size_t)m->vcap, sizeof *m->vslot);
     m->vtmp = calloc((size_t)m->vcap, sizeof *m->vtmp);
     m->vw = calloc((size_t)m->vcap, sizeof *m->vw);
-    if (!m->vmember || !m->vslot || !m->vtmp || !m->vw)
+    m->vtmp_member = m->open ? calloc((size_t)m->vcap, sizeof *m->vtmp_member) : NULL;
+    if (!m->vmember || !m->vslot || !m->vtmp || !m->vw || (m->open && !m->vtmp_member))
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     m->vversion = (uint64_t)-1;
     return mx_view_update(m);
@@ -87,6 +90,7 @@ void mx_view_free(rumor_mixer_t *m)
     free(m->vslot);
     free(m->vtmp);
     free(m->vw);
+    free(m->vtmp_member);
 }
 
 /* Rebuilds the view's topology when SWIM's view changed. */
@@ -116,6 +120,22 @@ int mx_view_update(rumor_mixer_t *m)
     m->vself = self;
     m->vn = (int)n;
     m->view_changes++;
+    /* how the members are reached, and who relays */
+    int direct = 0, relayed = 0, relaying = 0;
+    for (size_t i = 0; i < n; i++) {
+        const rumor_swim_member_t *v = &m->vmember[i];
+        if (v->id == m->ids[m->self])
+            continue;
+        relayed += (v->reach & RUMOR_SWIM_RELAYED) != 0;
+        direct += !(v->reach & RUMOR_SWIM_RELAYED);
+        if ((v->reach & RUMOR_SWIM_RELAY) && m->vtmp_member)
+            m->vtmp_member[relaying++] = *v;
+    }
+    m->counters.members_direct = direct;
+    m->counters.members_relayed = relayed;
+    m->counters.members_relaying = relaying;
+    if (m->cfg.relays_seen)
+        m->cfg.relays_seen(m->cfg.reach_arg, m->vtmp_member, relaying);
     rumor_info("membership: %zu peers alive; %s", n, t->desc);
     /* rounds opened under the old view that nobody has sent to yet take
      * the new graph (the first rounds open before the view is complete) */

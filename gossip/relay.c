@@ -53,7 +53,7 @@ struct splice {
 struct rumor_relay {
     rumor_relay_opts_t o;
     char host[256], public_host[256];
-    char endpoint[300], back_ep[300];
+    char endpoint[300], back_ep[300], public_ep[300];
     void *ctx, *router;
     rumor_zap_t *zap;
     rumor_curve_keypair_t keys;
@@ -555,6 +555,12 @@ int rumor_relay_start(const rumor_relay_opts_t *o, rumor_relay_t **out)
     if (rc == 0) {
         size_t sz = sizeof r->endpoint;
         zmq_getsockopt(r->router, ZMQ_LAST_ENDPOINT, r->endpoint, &sz);
+        char h[256];
+        int cp = 0;
+        if (rly_split(r->endpoint, h, sizeof h, &cp) == 0)
+            snprintf(r->public_ep, sizeof r->public_ep,
+                     strchr(r->public_host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
+                     r->public_host, cp);
         int bp = 0;
         r->back_fd = rly_listen(r->host, 0, &bp);
         if (r->back_fd < 0)
@@ -589,6 +595,11 @@ void rumor_relay_stop(rumor_relay_t **rp)
 const char *rumor_relay_endpoint(const rumor_relay_t *r)
 {
     return r->endpoint;
+}
+
+const char *rumor_relay_public_endpoint(const rumor_relay_t *r)
+{
+    return r->public_ep;
 }
 
 void rumor_relay_stats(rumor_relay_t *r, rumor_relay_stats_t *out)

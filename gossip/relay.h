@@ -67,6 +67,8 @@ typedef struct rumor_relay rumor_relay_t;
 int rumor_relay_start(const rumor_relay_opts_t *o, rumor_relay_t **out) RUMOR_WUR;
 void rumor_relay_stop(rumor_relay_t **rp);
 const char *rumor_relay_endpoint(const rumor_relay_t *r); /* the control address bound */
+/* The control address others dial: the public host and the port bound. */
+const char *rumor_relay_public_endpoint(const rumor_relay_t *r);
 void rumor_relay_stats(rumor_relay_t *r, rumor_relay_stats_t *out);
 
 /* ------------------------------------------------------------ a relayed peer */
@@ -105,6 +107,10 @@ typedef struct rumor_relay_client rumor_relay_client_t;
 int rumor_relay_client_start(const rumor_relay_client_opts_t *o,
                              rumor_relay_client_t **out) RUMOR_WUR;
 void rumor_relay_client_stop(rumor_relay_client_t **cp);
+/* One more relay to fail over to (learned from the membership: a member
+ * whose record offers relaying), with its key in secure mode. 1 when
+ * added, 0 when known already, RUMOR_EINVAL when the list is full. */
+int rumor_relay_client_add(rumor_relay_client_t *c, const char *relay, const uint8_t *key);
 /* The relayed address now (it changes when the relay restarted and gave
  * another); returns snprintf's count. */
 int rumor_relay_client_endpoint(rumor_relay_client_t *c, char *out, size_t cap);

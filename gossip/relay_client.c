@@ -214,9 +214,12 @@ static void *client_main(void *arg)
             send_cmd(c, now - c->heard > hb ? "REGISTER" : "PING");
             c->pinged = now;
         }
-        if (now - c->heard > hb && now - c->switched > hb && c->n > 1) {
+        pthread_mutex_lock(&c->mu);
+        int known = c->n; /* relays learned later are appended (rumor_relay_client_add) */
+        pthread_mutex_unlock(&c->mu);
+        if (now - c->heard > hb && now - c->switched > hb && known > 1) {
             /* silent: the next relay of the list */
-            int next = (c->cur + 1) % c->n;
+            int next = (c->cur + 1) % known;
             rumor_warn("relay %s: silent for %.1f s: registering with %s", c->relay,
                        now - c->heard, c->relays[next]);
             if (use_relay(c, next) < 0)
@@ -373,6 +376,29 @@ void rumor_relay_client_stop(rumor_relay_client_t **cp)
     send_cmd(c, "BYE");
     client_free(c);
     *cp = NULL;
+}
+
+int rumor_relay_client_add(rumor_relay_client_t *c, const char *relay, const uint8_t *key)
+{
+    if (!relay || strlen(relay) >= sizeof c->relays[0] || (c->o.keys && !key))
+        return rumor_err_set(RUMOR_EINVAL, "relay: a relay needs its address%s",
+                             c->o.keys ? " and its key" : "");
+    pthread_mutex_lock(&c->mu);
+    int rc = 1;
+    for (int i = 0; i < c->n && rc == 1; i++)
+        if (!strcmp(c->relays[i], relay))
+            rc = 0;
+    if (rc == 1 && c->n == RUMOR_RELAY_CLIENT_MAX)
+        rc = rumor_err_set(RUMOR_EINVAL, "relay: %d relays known already", c->n);
+    if (rc == 1) {
+        snprintf(c->relays[c->n], sizeof c->relays[0], "%s", relay);
+        if (key)
+            memcpy(c->keys[c->n], key, 32);
+        c->n++;
+        rumor_info("relay %s: another relay to fail over to", relay);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 int rumor_relay_client_endpoint(rumor_relay_client_t *c, char *out, size_t cap)

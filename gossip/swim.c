@@ -156,6 +156,10 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
                              cfg->self_endpoint ? cfg->self_endpoint : "(null)");
     if (rumor_peerlist_check_endpoint(cfg->self_endpoint) < 0) /* port in 1-65535 */
         return rumor_err_prefix(RUMOR_EINVAL, "swim");
+    if (cfg->self_relay && (!rumor_swim_endpoint_valid(cfg->self_relay, strlen(cfg->self_relay)) ||
+                            rumor_peerlist_check_endpoint(cfg->self_relay) < 0))
+        return rumor_err_set(RUMOR_EINVAL, "swim: relay endpoint '%.140s' is not a tcp:// "
+                             "endpoint", cfg->self_relay);
     rumor_swim_config_t c = *cfg;
     if (!(c.probe_interval >= 0) || !(c.probe_timeout >= 0) || !(c.suspicion_timeout >= 0) ||
         !(c.suspicion_mult >= 0) || !(c.tombstone_timeout >= 0) || isnan(c.gossip_interval) ||
@@ -215,6 +219,10 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
     s->m.incarnation = c.incarnation;
     s->m.state = RUMOR_SWIM_ALIVE;
     snprintf(s->m.endpoint, sizeof s->m.endpoint, "%s", sw->self_ep);
+    s->m.reach = (c.self_relayed ? RUMOR_SWIM_RELAYED : 0) | (c.self_relay ? RUMOR_SWIM_RELAY : 0);
+    if (c.self_relay)
+        snprintf(s->m.relay, sizeof s->m.relay, "%s", c.self_relay);
+    c.self_relay = NULL; /* copied into the record; the caller's string is not kept */
     sw->nmem = 1;
     sw->nview = 1;
     sw->version = 1;
@@ -629,7 +637,7 @@ void rumor_swim_heard(rumor_swim_t *sw, double now, uint64_t sender, uint64_t in
     }
 }
 
-int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint)
+int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint, int relayed)
 {
     if (!endpoint || !rumor_swim_endpoint_valid(endpoint, strlen(endpoint)) ||
         rumor_peerlist_check_endpoint(endpoint) < 0)
@@ -638,8 +646,10 @@ int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint)
     struct swim_mem *s = swim_self(sw);
     if (sw->left)
         return rumor_err_set(RUMOR_ESTATE, "swim: already left");
-    if (strcmp(s->m.endpoint, endpoint) == 0)
+    unsigned reach = (s->m.reach & ~RUMOR_SWIM_RELAYED) | (relayed ? RUMOR_SWIM_RELAYED : 0);
+    if (strcmp(s->m.endpoint, endpoint) == 0 && reach == s->m.reach)
         return 0;
+    s->m.reach = reach;
     if (s->m.refutation == UINT32_MAX)
         return rumor_err_set(RUMOR_ESTATE, "swim: the refutation counter is spent");
     snprintf(sw->self_ep, sizeof sw->self_ep, "%s", endpoint);

@@ -51,10 +51,16 @@ enum rumor_swim_state {
     RUMOR_SWIM_LEFT = 3     /* left in order; final for that incarnation */
 };
 
+/* How a member is reached, beside its state (entry byte 20's high bits). */
+#define RUMOR_SWIM_RELAYED 0x40u  /* its endpoint is a relay's (gossip/relay.h) */
+#define RUMOR_SWIM_RELAY 0x80u    /* it relays for others: its control endpoint follows */
+
 typedef struct rumor_swim_config {
     uint64_t self_id;          /* rumor_wire_peer_id of our key; never 0 */
     uint64_t incarnation;      /* this process's life, as in the header (restart => larger) */
     const char *self_endpoint; /* what others send to: "tcp://10.0.0.2:5001" (copied) */
+    int self_relayed;          /* self_endpoint is a relay's */
+    const char *self_relay;    /* this peer relays; its control endpoint (copied), or NULL */
     double probe_interval;     /* s between probes (0: 0.5) */
     double probe_timeout;      /* s to wait for a direct ACK before asking helpers
                                   (0: probe_interval / 2; must be < probe_interval) */
@@ -82,8 +88,10 @@ typedef struct rumor_swim_member {
     uint64_t incarnation;     /* the member's process life */
     uint32_t refutation;      /* SWIM incarnation number within that life */
     int state;                /* enum rumor_swim_state */
+    unsigned reach;           /* RUMOR_SWIM_RELAYED, RUMOR_SWIM_RELAY */
     double since;             /* caller's time when this record last changed here */
     char endpoint[RUMOR_SWIM_ENDPOINT_MAX];
+    char relay[RUMOR_SWIM_ENDPOINT_MAX]; /* with RUMOR_SWIM_RELAY: its relay's control */
 } rumor_swim_member_t;
 
 /* What an instance did and refused, since create. */
@@ -187,13 +195,14 @@ void rumor_swim_heard(rumor_swim_t *sw, double now, uint64_t sender, uint64_t in
  * RUMOR_ESTATE when already left. */
 int rumor_swim_leave(rumor_swim_t *sw, double now);
 
-/* This peer is reached at another address now (its relay changed): its
- * own record takes the endpoint and a higher refutation number, so that
- * it supersedes the old one on every member it reaches (each message
- * carries it; a gossip round goes out at once). Returns 1 when it changed,
- * 0 when it was that already; RUMOR_EINVAL for a bad endpoint,
- * RUMOR_ESTATE after leaving. */
-int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint) RUMOR_WUR;
+/* This peer is reached at another address now (its relay changed;
+ * relayed: the address is a relay's): its own record takes it and a higher
+ * refutation number, so that it supersedes the old one on every member it
+ * reaches (each message carries it; a gossip round goes out at once).
+ * Returns 1 when it changed, 0 when it was that already; RUMOR_EINVAL for
+ * a bad endpoint, RUMOR_ESTATE after leaving. */
+int rumor_swim_set_endpoint(rumor_swim_t *sw, double now, const char *endpoint,
+                            int relayed) RUMOR_WUR;
 
 /* ------------------------------------------------------------ the view */
 

@@ -37,16 +37,23 @@ void swim_body_target(struct body_w *w, uint64_t id, const char *ep)
 int swim_body_entry(struct body_w *w, const rumor_swim_member_t *m)
 {
     size_t l = strlen(m->endpoint);
-    if (w->len + SWIM_ENTRY_FIXED + l > w->cap || w->count == UINT16_MAX)
+    int relay = (m->reach & RUMOR_SWIM_RELAY) != 0;
+    size_t rl = relay ? strlen(m->relay) : 0;
+    size_t need = SWIM_ENTRY_FIXED + l + (relay ? 1 + rl : 0);
+    if (w->len + need > w->cap || w->count == UINT16_MAX)
         return -1;
     uint8_t *p = w->buf + w->len;
     put64(p, m->id);
     put64(p + 8, m->incarnation);
     put32(p + 16, m->refutation);
-    p[20] = (uint8_t)m->state;
+    p[20] = (uint8_t)(m->state | (m->reach & (RUMOR_SWIM_RELAYED | RUMOR_SWIM_RELAY)));
     p[21] = (uint8_t)l;
     memcpy(p + 22, m->endpoint, l);
-    w->len += SWIM_ENTRY_FIXED + l;
+    if (relay) {
+        p[22 + l] = (uint8_t)rl;
+        memcpy(p + 23 + l, m->relay, rl);
+    }
+    w->len += need;
     w->count++;
     return 0;
 }
@@ -63,10 +70,17 @@ const uint8_t *swim_body_get(const uint8_t *p, rumor_swim_member_t *m)
     m->id = get64(p);
     m->incarnation = get64(p + 8);
     m->refutation = get32(p + 16);
-    m->state = p[20];
+    m->state = p[20] & SWIM_STATE_MASK;
+    m->reach = p[20] & (RUMOR_SWIM_RELAYED | RUMOR_SWIM_RELAY);
     memcpy(m->endpoint, p + 22, p[21]);
     m->endpoint[p[21]] = 0;
-    return p + SWIM_ENTRY_FIXED + p[21];
+    const uint8_t *next = p + SWIM_ENTRY_FIXED + p[21];
+    if (m->reach & RUMOR_SWIM_RELAY) {
+        memcpy(m->relay, next + 1, next[0]);
+        m->relay[next[0]] = 0;
+        next += 1 + next[0];
+    }
+    return next;
 }
 
 int swim_body_parse(const void *body, size_t len, int type, uint64_t sender, uint64_t sender_inc,
@@ -114,17 +128,26 @@ int swim_body_parse(const void *body, size_t len, int type, uint64_t sender, uin
         size_t l = e[21];
         if (!get64(e))
             return *why = "entry with id 0", BAD_BODY;
-        if (e[20] > RUMOR_SWIM_LEFT)
+        int st = e[20] & SWIM_STATE_MASK;
+        if (st > RUMOR_SWIM_LEFT || (e[20] & ~(SWIM_STATE_MASK | RUMOR_SWIM_RELAYED |
+                                               RUMOR_SWIM_RELAY)))
             return *why = "entry with an unknown state", BAD_BODY;
         if (len - pos - SWIM_ENTRY_FIXED < l)
             return *why = "entry endpoint truncated", BAD_BODY;
         if (!rumor_swim_endpoint_valid((const char *)e + SWIM_ENTRY_FIXED, l))
             return *why = "entry endpoint invalid", BAD_BODY;
         if (i == 0 && (get64(e) != sender || get64(e + 8) != sender_inc ||
-                       (e[20] != RUMOR_SWIM_ALIVE && e[20] != RUMOR_SWIM_LEFT)))
+                       (st != RUMOR_SWIM_ALIVE && st != RUMOR_SWIM_LEFT)))
             return *why = "first entry is not the sender's own (id, incarnation, alive or left)",
                    BAD_BODY;
         pos += SWIM_ENTRY_FIXED + l;
+        if (e[20] & RUMOR_SWIM_RELAY) { /* the relay's control endpoint */
+            if (len - pos < 1 || len - pos - 1 < b[pos])
+                return *why = "entry relay endpoint truncated", BAD_BODY;
+            if (!rumor_swim_endpoint_valid((const char *)b + pos + 1, b[pos]))
+                return *why = "entry relay endpoint invalid", BAD_BODY;
+            pos += 1 + (size_t)b[pos];
+        }
     }
     if (pos != len)
         return *why = "trailing bytes after the entries", BAD_BODY;

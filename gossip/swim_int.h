@@ -78,6 +78,7 @@ struct rumor_swim {
 /* ---- swim_body.c: the body codec */
 #define SWIM_BODY_FIXED 4   /* version, flags, count */
 #define SWIM_ENTRY_FIXED 22 /* id, incarnation, refutation, state, endpoint length */
+#define SWIM_STATE_MASK 0x03u /* entry byte 20: the state; the high bits say how it is reached */
 #define SWIM_FLAGS_KNOWN (RUMOR_SWIM_F_SYNC | RUMOR_SWIM_F_STATE)
 
 /* A body being written into a caller's buffer. */

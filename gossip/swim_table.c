@@ -221,7 +221,8 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
     if (!supersedes(&u, &c->m))
         return 0;
     int was_in = swim_in_view(sw, c);
-    int moved = strcmp(u.endpoint, c->m.endpoint) || u.incarnation != c->m.incarnation;
+    int moved = strcmp(u.endpoint, c->m.endpoint) || u.incarnation != c->m.incarnation ||
+                u.reach != c->m.reach || strcmp(u.relay, c->m.relay);
     int old_state = c->m.state;
     c->m = u;
     set_timer(sw, c, now);

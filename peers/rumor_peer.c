@@ -290,7 +290,21 @@ static int setup_relays(struct peer *p, struct options *o)
 /* The address a relay gives this peer now (mixer.h, self_endpoint). */
 static int relayed_endpoint(void *arg, char *buf, size_t cap)
 {
-    return rumor_relay_client_endpoint(arg, buf, cap);
+    return rumor_relay_client_endpoint(((struct peer *)arg)->relay_client, buf, cap);
+}
+
+/* Members that relay (mixer.h, relays_seen): more relays to fail over to,
+ * each with the allow-list's key for its id. */
+static void relays_seen(void *arg, const rumor_swim_member_t *relays, int n)
+{
+    struct peer *p = arg;
+    for (int i = 0; i < n; i++) {
+        uint8_t pk[32];
+        if (p->keys && !rumor_allowlist_lookup_id(p->allow, relays[i].id, pk))
+            continue; /* not dialled: no allowed key has its id */
+        if (rumor_relay_client_add(p->relay_client, relays[i].relay, p->keys ? pk : NULL) < 0)
+            rumor_debug("%s", rumor_err_msg());
+    }
 }
 
 static void peer_free(struct peer *p)
@@ -437,6 +451,9 @@ static int report(const rumor_peer_t *peer, const struct options *o, int secure)
     if (m->elems_ahead) /* --send-ahead */
         printf("%s: sent ahead: %.1f%% of the parameters sent went before their round began\n",
                name, 100.0 * (double)m->elems_ahead / (double)m->elems_sent);
+    if (o->rank < 0 && (m->members_relayed || m->members_relaying || o->relay_via))
+        printf("%s: membership: %d peers reached directly, %d through relays; %d offer to relay\n",
+               name, m->members_direct, m->members_relayed, m->members_relaying);
     if (m->jumps || r->catch_ups || m->state_served)
         printf("%s: caught up: %llu jumps over %llu rounds, %ld state fetches; served state "
                "%llu times\n", name, (unsigned long long)m->jumps,
@@ -546,10 +563,13 @@ int main(int argc, char **argv)
         if (p.open.join.n && mc->min_members < 2)
             mc->min_members = 2; /* a joiner must reach someone */
         mc->ids = &p.open.id;
+        mc->reach_arg = &p;
         if (p.relay_client) { /* the relay may move it: another relay, another port */
             mc->self_endpoint = relayed_endpoint;
-            mc->self_endpoint_arg = p.relay_client;
+            mc->relays_seen = relays_seen; /* more relays to fail over to */
         }
+        if (p.relay) /* the others learn that this peer relays, and where */
+            mc->relay_offer = rumor_relay_public_endpoint(p.relay);
     }
     if (cfg.swim) { /* the family of the spec: "ring:8" -> "ring" */
         snprintf(family, sizeof family, "%s", opts.topology);

@@ -67,7 +67,7 @@ expect_num_ge "${nl:-0}" 1 "the founder's not_listed count"
 k="--keys $tmp/keys/peer-a.key --allow $tmp/keys"
 run_expect 2 "join address 0: endpoint 'tcp://h:0'" "$RUMOR_PEER" --listen "$E" $k --join h:0
 run_expect 2 "join addresses 0 and 1 are both" "$RUMOR_PEER" --listen "$E" $k --join h:1,tcp://h:1
-run_expect 2 "--join, --advertise and --min-peers are open membership's" \
+run_expect 2 "--join, --advertise, --min-peers and --relay-via are open membership's" \
   "$RUMOR_PEER" --rank 0 --peers "$A" $k --join h:1
 run_expect 2 "open membership runs --mode dpsgd" "$RUMOR_PEER" --listen "$E" $k --mode allreduce
 run_expect 2 "binds every interface: say which address" \
@@ -75,4 +75,21 @@ run_expect 2 "binds every interface: say which address" \
 run_expect 2 "is not on the allow-list" "$RUMOR_PEER" --listen "$E" $k \
   --join "$tmp/other/intruder.pub@h:1"
 run_expect 2 "give --rank R and --peers LIST" "$RUMOR_PEER" $k
+# relays: their options, named
+run_expect 2 "--relay-via and --advertise both say" "$RUMOR_PEER" --listen "$E" $k --join h:1 \
+  --relay-via peer-a@h:2 --advertise h:3
+run_expect 2 "--relay-max-peers and --relay-mbit limit the relay of --relay" \
+  "$RUMOR_PEER" --listen "$E" $k --relay-mbit 10
+run_expect 2 "--relay-via address 0 (tcp://h:2): name the relay's key" \
+  "$RUMOR_PEER" --listen "$E" $k --join h:1 --relay-via h:2
+run_expect 2 "--relay-via address 0: key '$tmp/other/intruder.pub' is not on the allow-list" \
+  "$RUMOR_PEER" --listen "$E" $k --join h:1 --relay-via "$tmp/other/intruder.pub@h:2"
+run_expect 2 "--relay 70000: a port is 1 to 65535" "$RUMOR_PEER" --listen "$E" $k --relay 70000
+run_expect 2 "--relay x:y: give PORT" "$RUMOR_PEER" --listen "$E" $k --relay x:y
+run_expect 2 "--listen ADDR is required" "$RUMOR_PEER" relay --insecure
+run_expect 2 "give --keys and --allow" "$RUMOR_PEER" relay --listen tcp://127.0.0.1:7
+run_expect 2 "--advertise HOST: a host name or address, no port" \
+  "$RUMOR_PEER" relay --listen tcp://127.0.0.1:7 --insecure --advertise h:1
+run_expect 2 "--mbit 0: unknown option or a value out of range" \
+  "$RUMOR_PEER" relay --listen tcp://127.0.0.1:7 --insecure --mbit 0
 finish

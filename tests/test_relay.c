@@ -343,8 +343,10 @@ static void test_relay_death(void)
 }
 
 /* Two relays: the first dies, the peer registers with the second within
- * the heartbeat timeout and a neighbour reaches it at its new address. */
-static void test_failover(void)
+ * the heartbeat timeout and a neighbour reaches it at its new address. The
+ * second is in the list from the start, or learned later (as from the
+ * membership: rumor_relay_client_add). */
+static void test_failover(int learned)
 {
     int p1 = tu_free_port(), p2 = tu_free_port();
     rumor_relay_t *r1 = NULL, *r2 = NULL;
@@ -353,7 +355,16 @@ static void test_failover(void)
     struct ends e = { 0 };
     e.a = transport(&ka, tu_free_port());
     e.b = transport(&kb, tu_free_port());
-    CHECK_OK(client_of2(p1, p2, &ka, rumor_transport_endpoint(e.a), 5, &e.client));
+    if (learned) {
+        CHECK_OK(client_of(p1, &ka, rumor_transport_endpoint(e.a), 5, &e.client));
+        char ep2[64];
+        snprintf(ep2, sizeof ep2, "tcp://127.0.0.1:%d", p2);
+        CHECK(rumor_relay_client_add(e.client, ep2, kr.public_key) == 1);
+        CHECK(rumor_relay_client_add(e.client, ep2, kr.public_key) == 0); /* known */
+        CHECK_ERR(rumor_relay_client_add(e.client, ep2, NULL), RUMOR_EINVAL, "its key");
+    } else {
+        CHECK_OK(client_of2(p1, p2, &ka, rumor_transport_endpoint(e.a), 5, &e.client));
+    }
     char first[300], now_ep[300];
     rumor_relay_client_endpoint(e.client, first, sizeof first);
     CHECK_OK(rumor_transport_connect_curve(e.b, 0, first, ka.public_key));
@@ -375,7 +386,8 @@ static void test_failover(void)
            now_ep, first);
     CHECKF(moved < 3.5, "registered with the second relay %.2f s after the first died "
                         "(heartbeat timeout 1 s)", moved);
-    fprintf(stderr, "relay: failover to the second relay after %.2f s\n", moved);
+    fprintf(stderr, "relay: failover to the second relay (%s) after %.2f s\n",
+            learned ? "learned" : "listed", moved);
     CHECK_OK(rumor_transport_connect_curve(e.b, 0, now_ep, ka.public_key));
     uint64_t sender = 0;
     CHECK(pump(&e, 3, 4096, &secs, &sender) == 3);
@@ -407,7 +419,8 @@ int main(void)
     test_bad_back();
     test_rate();
     test_relay_death();
-    test_failover();
+    test_failover(0);
+    test_failover(1);
     rumor_allowlist_destroy(&allow);
     return tu_finish("test_relay");
 }

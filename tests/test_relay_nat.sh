@@ -12,7 +12,10 @@
 #    RUMOR_RELAY_TAP) holds none of the swarm's terms (model=...), which
 #    every HELLO carries; the same swarm in plaintext shows them there (the check can
 #    fail);
-#  - failover: with relays on A and D, A is killed while the swarm trains;
+#  - membership records say how a member is reached: D counts A as direct
+#    (and relaying), B and C as relayed;
+#  - failover: with relays on A and D, B and C told of A's only (D's they
+#    learn from its membership record), A is killed while the swarm trains;
 #    B and C register with D's relay within the heartbeat timeout (5 s) and
 #    a little more, announce their new addresses through SWIM, and D, B and
 #    C train to their end and one swarm average;
@@ -131,6 +134,12 @@ for x in b c; do
   expect_num_ge "${n:-0}" 1 "$x's neighbours' connections through the relay"
   expect_num_ge "${mb:-0}" 0.5 "$x's megabytes through the relay"
 done
+# how each is reached, as D's membership records say: A directly (and it
+# relays), B and C through a relay
+line=$(grep "membership: .* offer to relay" "$tmp/secure-d.log")
+echo "relay-nat: d: ${line#*: }"
+echo "$line" | grep -q "1 peers reached directly, 2 through relays; 1 offer to relay" ||
+  fail "D's membership does not say how its peers are reached: $line"
 line=$(grep "relayed for" "$tmp/secure-a.log")
 echo "relay-nat: a: ${line#*: }"
 echo "$line" | grep -q "relayed for 2 peers" || fail "A's relay did not serve B and C: $line"
@@ -149,15 +158,18 @@ grep -a -q "model=mlp:784-32-10" "$tmp/tap-insecure" ||
   fail "the plaintext swarm's relayed bytes do not show its terms: the check above cannot fail"
 echo "relay-nat: the relay spliced $tapped bytes of CurveZMQ, none of them in clear"
 
-# failover: A and D both relay; B and C know both (A's first). A is killed
-# while the swarm trains: B and C register with D within the heartbeat
-# timeout (5 s) and a few seconds more, announce their new addresses, and
-# the swarm of D, B and C trains to its end
+# failover: A and D both relay; B and C are told of A's relay only and
+# learn D's from the membership (D's record offers it). A is killed while
+# the swarm trains: B and C register with D within the heartbeat timeout
+# (5 s) and a few seconds more, announce their new addresses, and the
+# swarm of D, B and C trains to its end
 fo="--data $FASHION --model mlp:784-32-10 --train-limit 2000 --batch 32 --lr 0.05 --progress 0
-    --epochs 12 --throttle 4 --min-peers 4 --start-timeout 30 --swarm relay-failover"
+    --epochs 40 --throttle 8 --min-peers 4 --start-timeout 30 --swarm relay-failover"
 fsec() { echo --keys "$tmp/keys/$1.key" --allow "$tmp/keys"; }
-via="--relay-via a@10.99.1.1:7001,d@10.99.1.2:7001 --join a@10.99.1.1:7000,d@10.99.1.2:7000"
-ip netns exec $P-pub timeout -k 5 90 "$peer" --listen tcp://10.99.1.1:7000 --relay 7001 \
+via="--relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000,d@10.99.1.2:7000"
+# no timeout(1) around A: killing it must kill the peer itself (ip netns
+# exec execs it; the cleanup kills it should the test stop early)
+ip netns exec $P-pub "$peer" --listen tcp://10.99.1.1:7000 --relay 7001 \
   $(fsec a) $fo --no-average >"$tmp/fo-a.log" 2>&1 &
 pa=$!
 sleep 0.5
@@ -186,6 +198,8 @@ for x in d b c; do
 done
 pids=
 for x in b c; do
+  grep -q "relay tcp://10.99.1.2:7001: another relay to fail over to" "$tmp/fo-$x.log" ||
+    fail "failover: $x did not learn D's relay from the membership"
   line=$(grep -m1 "registered again, relayed at tcp://10.99.1.2:" "$tmp/fo-$x.log")
   [ -n "$line" ] || { fail "failover: $x did not move to D's relay: $(grep -m3 'relay' "$tmp/fo-$x.log")"; continue; }
   # the log line's time of day against the kill's

@@ -511,20 +511,20 @@ static void test_new_endpoint(void)
     for (int i = 0; i < n; i++)
         ver[i] = rumor_swim_view_version(net.nodes[i].sw);
     rumor_swim_t *sw = net.nodes[x].sw;
-    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "udp://10.0.0.1:1"), RUMOR_EINVAL, "tcp://");
-    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "tcp://10.0.0.1:0"), RUMOR_EINVAL, "");
-    CHECK(rumor_swim_set_endpoint(sw, net.now, net.nodes[x].ep) == 0); /* unchanged */
+    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "udp://10.0.0.1:1", 1), RUMOR_EINVAL, "tcp://");
+    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "tcp://10.0.0.1:0", 1), RUMOR_EINVAL, "");
+    CHECK(rumor_swim_set_endpoint(sw, net.now, net.nodes[x].ep, 0) == 0); /* unchanged */
     const char *moved = "tcp://10.9.9.9:6001";
     snprintf(net.nodes[x].ep, sizeof net.nodes[x].ep, "%s", moved);
     double t0 = net.now;
-    CHECK(rumor_swim_set_endpoint(sw, net.now, moved) == 1);
+    CHECK(rumor_swim_set_endpoint(sw, net.now, moved, 1) == 1); /* a relay's address now */
     double all_at = -1;
     while (net.now < t0 + 30 && all_at < 0) {
         run_until(&net, net.now + 0.02);
         int k = 0;
         for (int i = 0; i < n; i++) {
             const rumor_swim_member_t *m = rumor_swim_find(net.nodes[i].sw, node_id(x));
-            k += m && !strcmp(m->endpoint, moved);
+            k += m && !strcmp(m->endpoint, moved) && m->reach == RUMOR_SWIM_RELAYED;
         }
         if (k == n)
             all_at = net.now - t0;
@@ -544,8 +544,28 @@ static void test_new_endpoint(void)
     }
     CHECK(converged(&net, all));
     CHECK(rumor_swim_leave(sw, net.now) >= 0);
-    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "tcp://10.9.9.9:6002"), RUMOR_ESTATE, "left");
+    CHECK_ERR(rumor_swim_set_endpoint(sw, net.now, "tcp://10.9.9.9:6002", 1), RUMOR_ESTATE,
+              "left");
     net_free(&net);
+    /* members that relay say where (RUMOR_SWIM_RELAY and the control
+     * endpoint ride in every record of theirs) */
+    net_init(&net, 6, 3);
+    net.base.self_relay = "tcp://10.7.7.7:7001";
+    for (int i = 0; i < 6; i++)
+        node_start(&net, i, 100, i - 1);
+    CHECK(run_to_convergence(&net, (1ull << 6) - 1, 30) >= 0);
+    int offered = 0;
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+            const rumor_swim_member_t *m = rumor_swim_find(net.nodes[i].sw, node_id(j));
+            offered += m && m->reach == RUMOR_SWIM_RELAY && !strcmp(m->relay, "tcp://10.7.7.7:7001");
+        }
+    CHECKF(offered == 36, "%d of 36 records say their member relays", offered);
+    net_free(&net);
+    rumor_swim_config_t bad = { .self_id = 1, .self_endpoint = "tcp://10.0.0.1:1",
+                                .self_relay = "tcp://10.0.0.1:0" };
+    rumor_swim_t *sw2 = NULL;
+    CHECK_ERR(rumor_swim_create(&bad, sim_send, NULL, &sw2), RUMOR_EINVAL, "relay endpoint");
 }
 
 /* 10% of all messages lost for 200 intervals: indirect probes and
@@ -1204,6 +1224,11 @@ static void test_bodies(void)
         { "state 4", RUMOR_WIRE_ACK, 0x2222, 7, 0, 2, { peer, { 0x5555, 1, 0, 4, "tcp://x:1" } },
           2, RUMOR_WIRE_BAD_PAYLOAD_SIZE },
         { "id 0", RUMOR_WIRE_ACK, 0x2222, 7, 0, 2, { peer, { 0, 1, 0, 0, "tcp://x:1" } }, 2,
+          RUMOR_WIRE_BAD_PAYLOAD_SIZE },
+        { "state with an unknown high bit", RUMOR_WIRE_ACK, 0x2222, 7, 0, 2,
+          { peer, { 0x5555, 1, 0, 0x20, "tcp://x:1" } }, 2, RUMOR_WIRE_BAD_PAYLOAD_SIZE },
+        { "relay flag without its endpoint", RUMOR_WIRE_ACK, 0x2222, 7, 0, 2,
+          { peer, { 0x5555, 1, 0, RUMOR_SWIM_RELAY, "tcp://x:1" } }, 2,
           RUMOR_WIRE_BAD_PAYLOAD_SIZE },
         { "first entry someone else", RUMOR_WIRE_ACK, 0x2222, 7, 0, 1, { other }, 1,
           RUMOR_WIRE_BAD_PAYLOAD_SIZE },
