@@ -182,20 +182,7 @@ static int find_reg(rumor_relay_t *r, const unsigned char *rid, size_t rid_len)
 static void on_control(rumor_relay_t *r)
 {
     zmq_msg_t part[4];
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, r->router, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 4)
-            part[n++] = m;
-        else
-            zmq_msg_close(&m);
-    }
+    int n = rly_recv_parts(r->router, part, 4);
     if (n >= 2 && zmq_msg_size(&part[0]) <= sizeof r->regs[0].rid) {
         const unsigned char *rid = zmq_msg_data(&part[0]);
         size_t rl = zmq_msg_size(&part[0]);

@@ -84,20 +84,7 @@ static void on_conn(rumor_relay_client_t *c, uint64_t id)
  * registration's answer). Returns its command's first letter, 0 if none. */
 static int on_control(rumor_relay_client_t *c, zmq_msg_t *parts, int *np)
 {
-    int n = 0, more = 1;
-    while (more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        if (zmq_msg_recv(&m, c->dealer, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&m);
-            break;
-        }
-        more = zmq_msg_more(&m);
-        if (n < 4)
-            parts[n++] = m;
-        else
-            zmq_msg_close(&m);
-    }
+    int n = rly_recv_parts(c->dealer, parts, 4);
     *np = n;
     if (n == 0)
         return 0;

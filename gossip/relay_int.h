@@ -27,6 +27,11 @@ int rly_connect(const char *host, int port, double timeout);
 
 int rly_nonblock(int fd);
 
+/* Receives one multipart message without waiting: its first `cap` frames
+ * into parts (the rest dropped). Returns how many were kept (0: none). */
+struct zmq_msg_t;
+int rly_recv_parts(void *sock, struct zmq_msg_t *parts, int cap);
+
 /* Two TCP streams spliced: p[i] holds bytes read from fd[i] for fd[1-i]. */
 typedef struct rly_pipe {
     unsigned char *buf;

@@ -50,6 +50,25 @@ int rumor_endpoint_split(const char *ep, char *host, size_t cap, int *port)
     return rly_split(ep, host, cap, port);
 }
 
+int rly_recv_parts(void *sock, zmq_msg_t *parts, int cap)
+{
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (n < cap)
+            parts[n++] = m;
+        else
+            zmq_msg_close(&m);
+    }
+    return n;
+}
+
 int rly_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);

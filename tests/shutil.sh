@@ -131,6 +131,30 @@ netns_remove() {
   done
   for _ns in $_nss; do ip netns del "$_ns" 2>/dev/null; done
 }
+# netns_test_setup PREFIX: a test of peers in network namespaces behind
+# nftables NATs: skips without root, ip, nft, Fashion-MNIST or working
+# namespaces; sets $peer, $P (PREFIX and this shell's pid: the namespaces'
+# prefix), $tmp and $pids, and on exit kills $pids, removes the namespaces
+# and $tmp (kept with RUMOR_KEEP_TMP).
+netns_test_setup() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, nft)"
+  command -v ip >/dev/null || skip "ip (iproute2) not found"
+  command -v nft >/dev/null || skip "nft (nftables) not found"
+  need_fashion
+  ip netns list >/dev/null 2>&1 || skip "ip netns does not work here"
+  peer="$RUMOR_BUILDDIR/rumor-peer"
+  P=$1$$
+  tmp=$(mktemp -d)
+  pids=
+  trap netns_test_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+netns_test_cleanup() {
+  for _p in $pids; do kill -KILL "$_p" 2>/dev/null; done
+  netns_remove "$P"
+  if [ -n "${RUMOR_KEEP_TMP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
+}
 swarm_cleanup() {
   for _p in $pids; do kill -CONT "$_p" 2>/dev/null; kill -KILL "$_p" 2>/dev/null; done
   [ -n "$wd" ] && kill "$wd" 2>/dev/null

@@ -24,23 +24,7 @@
 #    refusal.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, nft)"
-command -v ip >/dev/null || skip "ip (iproute2) not found"
-command -v nft >/dev/null || skip "nft (nftables) not found"
-need_fashion
-ip netns list >/dev/null 2>&1 || skip "ip netns does not work here"
-peer="$RUMOR_BUILDDIR/rumor-peer"
-P=rr$$
-tmp=$(mktemp -d)
-pids=
-cleanup() {
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; done
-  netns_remove "$P"
-  if [ -n "${RUMOR_KEEP_TMP:-}" ]; then echo "kept $tmp" >&2; else rm -rf "$tmp"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+netns_test_setup rr
 
 for ns in $P-pub $P-rt $P-b $P-c; do
   ip netns add "$ns" || skip "cannot create a network namespace"
