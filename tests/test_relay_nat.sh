@@ -182,8 +182,7 @@ for x in d b c; do
 done
 pids=
 for x in b c; do
-  grep -q "relay tcp://10.99.1.2:7001: another relay to fail over to" "$tmp/fo-$x.log" ||
-    fail "failover: $x did not learn D's relay from the membership"
+  # told of A's relay only: a move to D's is one learned from the membership
   line=$(grep -m1 "registered again, relayed at tcp://10.99.1.2:" "$tmp/fo-$x.log")
   [ -n "$line" ] || { fail "failover: $x did not move to D's relay: $(grep -m3 'relay' "$tmp/fo-$x.log")"; continue; }
   # the log line's time of day against the kill's
