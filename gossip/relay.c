@@ -212,10 +212,10 @@ static void on_front(rumor_relay_t *r, int g)
     if (fd < 0)
         return;
     if (rg->conns >= r->o.max_conns || r->nf >= r->cap_conns) {
-        close(fd);
         pthread_mutex_lock(&r->mu);
         r->st.conns_refused++;
         pthread_mutex_unlock(&r->mu);
+        close(fd);
         return;
     }
     struct front *f = &r->fronts[r->nf++];
@@ -247,11 +247,11 @@ static void on_back_accept(rumor_relay_t *r)
 
 static void bad_back(rumor_relay_t *r, int k)
 {
-    close(r->backs[k].fd);
-    r->backs[k] = r->backs[--r->nb];
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu); /* counted before the other end sees the close */
     r->st.backs_bad++;
     pthread_mutex_unlock(&r->mu);
+    close(r->backs[k].fd);
+    r->backs[k] = r->backs[--r->nb];
 }
 
 /* Reads a data connection's header; a whole one pairs it with its front.
