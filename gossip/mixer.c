@@ -254,6 +254,8 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     to.max_msg_size = rumor_wire_max_msg_size(2 * m->max_recv);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
     to.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+    to.dial = cfg->dial;
+    to.dial_arg = cfg->reach_arg;
     if (rc == 0 && open && !to.listen)
         rc = rumor_err_set(RUMOR_EINVAL, "mixer: open membership needs an address to listen on");
     if (rc == 0)

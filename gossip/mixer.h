@@ -129,6 +129,9 @@ typedef struct rumor_mixer_config {
      * relays, at that control endpoint (announced in its record). The
      * callbacks run on the comm thread and must not call into the mixer. */
     int (*self_endpoint)(void *arg, char *buf, size_t cap);
+    /* dial: the transport's dial hook (transport.h), with reach_arg: the
+     * address dialled for a member's endpoint. NULL: the endpoint. */
+    int (*dial)(void *arg, const char *endpoint, char *out, size_t cap);
     void (*relays_seen)(void *arg, const rumor_swim_member_t *relays, int n);
     void *reach_arg;
     const char *relay_offer;

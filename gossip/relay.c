@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -50,6 +52,14 @@ struct splice {
     int reg;
 };
 
+#define PUNCHES 64               /* hole punches waiting for their answer */
+
+struct punch {                  /* from asked of to, for the relay's id rid */
+    int from, to;
+    uint64_t id, rid;
+    double t;
+};
+
 struct rumor_relay {
     rumor_relay_opts_t o;
     char host[256], public_host[256];
@@ -64,6 +74,9 @@ struct rumor_relay {
     struct back *backs;
     struct splice *splices;
     int nf, nb, ns, cap_conns;
+    struct punch punch[PUNCHES];
+    int np;
+    uint64_t next_rid;
     FILE *tap;
     double rate;                /* bytes/s per registration, 0: unlimited */
     pthread_t thread;
@@ -101,6 +114,9 @@ static void drop_reg(rumor_relay_t *r, int i, const char *why)
     for (int k = 0; k < r->ns; k++)
         if (r->splices[k].reg == i)
             r->splices[k].reg = -1; /* it ends on its own */
+    for (int k = 0; k < r->np; k++)
+        if (r->punch[k].from == i || r->punch[k].to == i)
+            r->punch[k--] = r->punch[--r->np];
     memset(g, 0, sizeof *g);
     g->lfd = -1;
     pthread_mutex_lock(&r->mu);
@@ -153,8 +169,7 @@ static void on_register(rumor_relay_t *r, const unsigned char *rid, size_t rid_l
         randombytes_buf(g->token, sizeof g->token);
         g->tokens = r->rate > 0 ? r->rate * 0.1 : 0;
         g->refilled = rumor_now();
-        snprintf(g->ep, sizeof g->ep, strchr(r->public_host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
-                 r->public_host, port);
+        rly_endpoint(g->ep, sizeof g->ep, r->public_host, port);
         pthread_mutex_lock(&r->mu);
         r->st.registered++;
         r->st.peers_now++;
@@ -177,12 +192,100 @@ static int find_reg(rumor_relay_t *r, const unsigned char *rid, size_t rid_len)
     return -1;
 }
 
+/* An address seen ("tcp://HOST:PORT", as a probe answers it) in a frame. */
+static int addr_frame(zmq_msg_t *m, char *out)
+{
+    size_t l = zmq_msg_size(m);
+    if (l < 8 || l >= RLY_ADDR)
+        return 0;
+    memcpy(out, zmq_msg_data(m), l);
+    out[l] = 0;
+    char host[RLY_ADDR];
+    int port;
+    return strlen(out) == l && rly_split(out, host, sizeof host, &port) == 0 && port > 0;
+}
+
+static uint64_t id_frame(zmq_msg_t *m)
+{
+    const unsigned char *p = zmq_msg_data(m);
+    uint64_t id = 0;
+    for (int k = 0; k < 8; k++)
+        id |= (uint64_t)p[k] << (8 * k);
+    return id;
+}
+
+static void put_id(unsigned char *p, uint64_t id)
+{
+    for (int k = 0; k < 8; k++)
+        p[k] = (unsigned char)(id >> (8 * k));
+}
+
+/* "PUNCH" <id> <port> <address> from registration g: passed on to the
+ * peer relayed at that port, or refused with a reason. */
+static void on_punch(rumor_relay_t *r, int g, zmq_msg_t *part, int n)
+{
+    char addr[RLY_ADDR], port_s[8];
+    unsigned char id[8];
+    if (n != 5 || zmq_msg_size(&part[2]) != 8 || zmq_msg_size(&part[3]) >= sizeof port_s ||
+        !addr_frame(&part[4], addr))
+        return; /* malformed: nothing to answer to */
+    memcpy(id, zmq_msg_data(&part[2]), 8);
+    memcpy(port_s, zmq_msg_data(&part[3]), zmq_msg_size(&part[3]));
+    port_s[zmq_msg_size(&part[3])] = 0;
+    int port = atoi(port_s), to = -1;
+    for (int i = 0; i < r->o.max_peers && to < 0; i++)
+        if (r->regs[i].used && r->regs[i].port == port && i != g)
+            to = i;
+    const char *why = to < 0 ? "no peer is relayed at that port" : NULL;
+    if (!why && r->np == PUNCHES)
+        why = "too many hole punches under way";
+    if (why) {
+        send_parts(r, &r->regs[g], "NOPUNCH", id, 8, why, strlen(why), NULL, 0);
+        return;
+    }
+    struct punch *p = &r->punch[r->np++];
+    p->from = g;
+    p->to = to;
+    p->id = id_frame(&part[2]);
+    p->rid = ++r->next_rid;
+    p->t = rumor_now();
+    unsigned char rid[8];
+    put_id(rid, p->rid);
+    send_parts(r, &r->regs[to], "PUNCH", rid, 8, addr, strlen(addr), NULL, 0);
+    pthread_mutex_lock(&r->mu);
+    r->st.punches++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* "PUNCHED" <relay's id> <address> or "NOPUNCH" <relay's id> from the
+ * peer asked: the answer goes to the one that asked. */
+static void on_punched(rumor_relay_t *r, int g, int yes, zmq_msg_t *part, int n)
+{
+    char addr[RLY_ADDR];
+    if (n < 3 || zmq_msg_size(&part[2]) != 8 || (yes && (n != 4 || !addr_frame(&part[3], addr))))
+        return;
+    uint64_t rid = id_frame(&part[2]);
+    for (int i = 0; i < r->np; i++) {
+        struct punch *p = &r->punch[i];
+        if (p->rid != rid || p->to != g)
+            continue;
+        unsigned char id[8];
+        put_id(id, p->id);
+        const char *why = "the peer declined";
+        if (r->regs[p->from].used)
+            send_parts(r, &r->regs[p->from], yes ? "PUNCHED" : "NOPUNCH", id, 8,
+                       yes ? addr : why, strlen(yes ? addr : why), NULL, 0);
+        r->punch[i] = r->punch[--r->np];
+        return;
+    }
+}
+
 /* One control message: [routing id][command][...]. Anything else is
  * ignored: a malformed request changes nothing. */
 static void on_control(rumor_relay_t *r)
 {
-    zmq_msg_t part[4];
-    int n = rly_recv_parts(r->router, part, 4);
+    zmq_msg_t part[5];
+    int n = rly_recv_parts(r->router, part, 5);
     if (n >= 2 && zmq_msg_size(&part[0]) <= sizeof r->regs[0].rid) {
         const unsigned char *rid = zmq_msg_data(&part[0]);
         size_t rl = zmq_msg_size(&part[0]);
@@ -197,6 +300,12 @@ static void on_control(rumor_relay_t *r)
             send_parts(r, &r->regs[g], "PONG", NULL, 0, NULL, 0, NULL, 0);
         } else if (cl == 3 && memcmp(cmd, "BYE", 3) == 0 && g >= 0) {
             drop_reg(r, g, "the peer left");
+        } else if (cl == 5 && memcmp(cmd, "PUNCH", 5) == 0 && g >= 0) {
+            on_punch(r, g, part, n);
+        } else if (cl == 7 && memcmp(cmd, "PUNCHED", 7) == 0 && g >= 0) {
+            on_punched(r, g, 1, part, n);
+        } else if (cl == 7 && memcmp(cmd, "NOPUNCH", 7) == 0 && g >= 0) {
+            on_punched(r, g, 0, part, n);
         }
     }
     for (int i = 0; i < n; i++)
@@ -254,6 +363,46 @@ static void bad_back(rumor_relay_t *r, int k)
     r->backs[k] = r->backs[--r->nb];
 }
 
+/* A registered peer's probe: the address its connection comes from, as
+ * this side sees it (its NAT's), then the close. */
+static void on_probe(rumor_relay_t *r, int k)
+{
+    struct back *b = &r->backs[k];
+    int known = 0;
+    for (int i = 0; i < r->o.max_peers && !known; i++)
+        known = r->regs[i].used && sodium_memcmp(r->regs[i].token, b->hdr + 8, RLY_TOKEN) == 0;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "", out[RLY_ADDR] = { 0 };
+    int port = 0;
+    if (known && getpeername(b->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof host);
+            port = ntohs(s6->sin6_port);
+            if (!strncmp(host, "::ffff:", 7) && strchr(host, '.')) /* IPv4, mapped */
+                memmove(host, host + 7, strlen(host + 7) + 1);
+        } else {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &s4->sin_addr, host, sizeof host);
+            port = ntohs(s4->sin_port);
+        }
+    }
+    if (!port) {
+        bad_back(r, k);
+        return;
+    }
+    rly_endpoint(out, sizeof out, host, port);
+    /* 64 bytes into an empty socket buffer: one write, or nothing */
+    if (write(b->fd, out, sizeof out) != (ssize_t)sizeof out)
+        rumor_debug("relay: a probe's answer was not sent: %s", strerror(errno));
+    pthread_mutex_lock(&r->mu);
+    r->st.probes++;
+    pthread_mutex_unlock(&r->mu);
+    close(b->fd);
+    r->backs[k] = r->backs[--r->nb];
+}
+
 /* Reads a data connection's header; a whole one pairs it with its front.
  * Returns 1 when backs[k] was removed (paired or refused). */
 static int on_back_read(rumor_relay_t *r, int k)
@@ -268,6 +417,10 @@ static int on_back_read(rumor_relay_t *r, int k)
         b->got += (int)n;
     if (b->got < RLY_HDR)
         return 0;
+    if (memcmp(b->hdr, RLY_PROBE, 8) == 0) {
+        on_probe(r, k);
+        return 1;
+    }
     uint64_t id = 0;
     for (int i = 0; i < 8; i++)
         id |= (uint64_t)b->hdr[8 + RLY_TOKEN + i] << (8 * i);
@@ -428,6 +581,9 @@ static void *relay_main(void *arg)
                 r->regs[r->fronts[k].reg].conns--;
                 r->fronts[k] = r->fronts[--r->nf];
             }
+        for (int k = r->np - 1; k >= 0; k--)
+            if (now - r->punch[k].t > RLY_BACK_TIMEOUT)
+                r->punch[k] = r->punch[--r->np];
         for (int i = 0; i < r->o.max_peers; i++)
             if (r->regs[i].used && now - r->regs[i].heard > r->o.heartbeat_timeout_ms / 1000.0) {
                 drop_reg(r, i, "silent for the heartbeat timeout");
@@ -545,16 +701,12 @@ int rumor_relay_start(const rumor_relay_opts_t *o, rumor_relay_t **out)
         char h[256];
         int cp = 0;
         if (rly_split(r->endpoint, h, sizeof h, &cp) == 0)
-            snprintf(r->public_ep, sizeof r->public_ep,
-                     strchr(r->public_host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d",
-                     r->public_host, cp);
+            rly_endpoint(r->public_ep, sizeof r->public_ep, r->public_host, cp);
         int bp = 0;
         r->back_fd = rly_listen(r->host, 0, &bp);
         if (r->back_fd < 0)
             rc = r->back_fd;
-        snprintf(r->back_ep, sizeof r->back_ep,
-                 strchr(r->public_host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", r->public_host,
-                 bp);
+        rly_endpoint(r->back_ep, sizeof r->back_ep, r->public_host, bp);
     }
     for (int i = 0; r->regs && i < r->o.max_peers; i++)
         r->regs[i].lfd = -1;

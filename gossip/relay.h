@@ -24,8 +24,22 @@
  * A data connection from P starts with 48 bytes: "RUMORRLY", the token and
  * the connection id; the relay closes one whose token or id is wrong, or
  * that does not send them within 5 s. A registration not heard from for
- * the heartbeat timeout is dropped, its port closed. docs/protocol.md
- * section 9 has the whole protocol.
+ * the heartbeat timeout is dropped, its port closed.
+ *
+ * Direct paths (hole punching) between two peers relayed by one relay: P
+ * learns the address its NAT gives a connection from a port of its own
+ * (a data connection with "RUMORPRB" and its token instead of "RUMORRLY";
+ * the relay answers the address it sees, 64 bytes, and closes), then:
+ *   P -> relay   "PUNCH" <8-byte id> <Q's relayed port> <P's address seen>
+ *   relay -> Q   "PUNCH" <8-byte relay's id> <P's address seen>
+ *   Q -> relay   "PUNCHED" <relay's id> <Q's address seen> | "NOPUNCH" <id>
+ *   relay -> P   "PUNCHED" <id> <Q's address seen> | "NOPUNCH" <id> <reason>
+ * and P and Q connect to each other's address from the ports they probed
+ * at the same time (TCP simultaneous open): each NAT sees its own side's
+ * connection go out first, and lets the other's in. The connection is
+ * spliced to Q's listener on Q's side and to the local proxy P's mixer
+ * dials on P's; CurveZMQ runs end to end over it as over the relay, which
+ * stays the fallback. docs/protocol.md section 13 has the whole protocol.
  *
  * Limits a relay gives away: registrations (max_peers), connections
  * waiting or spliced per registration (max_conns) and the bytes a second
@@ -58,6 +72,7 @@ typedef struct rumor_relay_opts {
 typedef struct rumor_relay_stats {
     uint64_t registered, refused_full, refused_key, dropped_silent;
     uint64_t conns_spliced, conns_refused, backs_bad, bytes;
+    uint64_t probes, punches;   /* addresses told, hole punches brokered */
     int peers_now, conns_now;
 } rumor_relay_stats_t;
 
@@ -85,13 +100,17 @@ typedef struct rumor_relay_client_opts {
     const char *local;          /* this peer's own listener, where data connections go */
     double timeout;             /* registering waits at most this long (s) */
     int heartbeat_timeout_ms;   /* the relay is dead after this much silence (default 5000) */
+    int no_punch;               /* no direct paths: everything through the relay */
 } rumor_relay_client_opts_t;
 
 typedef struct rumor_relay_client_stats {
-    uint64_t conns, conns_failed, bytes;
+    uint64_t conns, conns_failed, bytes; /* neighbours' connections through the relay */
     uint64_t moved;             /* registered again at another relayed address */
-    int alive;
-    int relay;                  /* the index of the relay in use */                  /* the relay answered within the heartbeat timeout */
+    uint64_t punches, punched;  /* hole punches tried (either side) and made */
+    uint64_t direct;            /* connections over punched paths, both ways */
+    uint64_t relayed_out;       /* this peer's connections to relayed members, relayed */
+    int alive;                  /* the relay answered within the heartbeat timeout */
+    int relay;                  /* the index of the relay in use */
 } rumor_relay_client_stats_t;
 
 typedef struct rumor_relay_client rumor_relay_client_t;
@@ -115,6 +134,12 @@ int rumor_relay_client_add(rumor_relay_client_t *c, const char *relay, const uin
  * another); returns snprintf's count. */
 int rumor_relay_client_endpoint(rumor_relay_client_t *c, char *out, size_t cap);
 void rumor_relay_client_stats(rumor_relay_client_t *c, rumor_relay_client_stats_t *out);
+/* The address to dial for a member at ep (the transport's dial hook,
+ * transport.h): for a member relayed by this peer's relay, a local proxy
+ * whose connections go over a direct path once a hole punch made one and
+ * through the relay until then (and whenever punching fails); for anyone
+ * else, ep itself. Returns snprintf's count. Thread-safe. */
+int rumor_relay_client_dial(void *client, const char *ep, char *out, size_t cap);
 
 /* "tcp://HOST:PORT" (HOST may be [v6], * or a name) into host (brackets
  * removed; "" for *) and port. RUMOR_EINVAL naming the endpoint. */

@@ -13,36 +13,40 @@
 #include "relay.h"
 #include "relay_int.h"
 
-#define MAX_SPLICES 256
-
-struct rumor_relay_client {
-    rumor_relay_client_opts_t o;
-    char relays[RUMOR_RELAY_CLIENT_MAX][300];
-    uint8_t keys[RUMOR_RELAY_CLIENT_MAX][32];
-    int n, cur;
-    double switched;            /* when the relay in use was picked */
-    const char *relay;          /* relays[cur] */
-    char local_host[256];
-    int local_port;
-    char endpoint[300];         /* the relayed address */
-    char back_host[256];
-    int back_port;
-    uint8_t token[RLY_TOKEN];
-    void *ctx, *dealer;
-    rly_splice_t sp[MAX_SPLICES];
-    int ns;
-    double heard, pinged;
-    int warned;
-    pthread_t thread;
-    int running;
-    atomic_int stop;
-    pthread_mutex_t mu;
-    rumor_relay_client_stats_t st;
-};
-
 static int send_cmd(rumor_relay_client_t *c, const char *cmd)
 {
     return zmq_send(c->dealer, cmd, strlen(cmd), ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}
+
+int rly_client_send(rumor_relay_client_t *c, const char *cmd, const void *a, size_t alen,
+                    const void *b, size_t blen, const void *d, size_t dlen)
+{
+    const void *part[3] = { a, b, d };
+    size_t len[3] = { alen, blen, dlen };
+    int n = d ? 3 : b ? 2 : a ? 1 : 0;
+    if (zmq_send(c->dealer, cmd, strlen(cmd), (n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        zmq_send(c->dealer, part[i], len[i], (i + 1 < n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    return 0;
+}
+
+int rly_client_splice(rumor_relay_client_t *c, int a, int b, int proxy, int kind)
+{
+    if (c->ns == RLY_SPLICES) {
+        close(a);
+        close(b);
+        return rumor_err_set(RUMOR_EINVAL, "relay: %d connections spliced already", c->ns);
+    }
+    rly_csplice_t *s = &c->sp[c->ns];
+    if (rly_splice_init(&s->s, a, b) < 0) {
+        rly_splice_close(&s->s);
+        return RUMOR_ENOMEM;
+    }
+    s->proxy = proxy;
+    s->kind = kind;
+    c->ns++;
+    return 0;
 }
 
 /* A neighbour dialled the relayed address: a data connection to the
@@ -51,17 +55,16 @@ static void on_conn(rumor_relay_client_t *c, uint64_t id)
 {
     int ok = 0;
     int b = -1, l = -1;
-    if (c->ns < MAX_SPLICES && (b = rly_connect(c->back_host, c->back_port, 3.0)) >= 0) {
+    if (c->ns < RLY_SPLICES && (b = rly_connect(c->back_host, c->back_port, 3.0)) >= 0) {
         unsigned char hdr[RLY_HDR];
         memcpy(hdr, RLY_MAGIC, 8);
         memcpy(hdr + 8, c->token, RLY_TOKEN);
         for (int k = 0; k < 8; k++)
             hdr[8 + RLY_TOKEN + k] = (unsigned char)(id >> (8 * k));
         if (write(b, hdr, sizeof hdr) == (ssize_t)sizeof hdr &&
-            (l = rly_connect(c->local_host, c->local_port, 3.0)) >= 0 &&
-            rly_splice_init(&c->sp[c->ns], b, l) == 0) {
-            c->ns++;
-            ok = 1;
+            (l = rly_connect(c->local_host, c->local_port, 3.0)) >= 0) {
+            ok = rly_client_splice(c, b, l, -1, RLY_SP_BACK) == 0;
+            b = l = -1;
         }
     }
     if (!ok) {
@@ -135,38 +138,62 @@ static int use_relay(rumor_relay_client_t *c, int i)
     return 0;
 }
 
+/* The control connection closed (ZMQ_EVENT_DISCONNECTED): a relay whose
+ * process ended closes it at once, long before its silence says so. */
+static int relay_closed(rumor_relay_client_t *c)
+{
+    int closed = 0;
+    zmq_msg_t p[2];
+    int n;
+    while ((n = rly_recv_parts(c->mon, p, 2)) > 0) {
+        if (n == 2 && zmq_msg_size(&p[0]) >= 2 && zmq_msg_size(&p[1]) == strlen(c->relay) &&
+            !memcmp(zmq_msg_data(&p[1]), c->relay, strlen(c->relay))) {
+            const unsigned char *d = zmq_msg_data(&p[0]);
+            closed |= (d[0] | d[1] << 8) == ZMQ_EVENT_DISCONNECTED; /* the relay in use's */
+        }
+        close_parts(p, n);
+    }
+    return closed;
+}
+
 static void *client_main(void *arg)
 {
     rumor_relay_client_t *c = arg;
-    zmq_pollitem_t it[1 + 2 * MAX_SPLICES];
+    enum { CAP = 2 + 2 * RLY_SPLICES + RLY_PROXIES + RLY_TRIES };
+    zmq_pollitem_t it[CAP];
     double hb = c->o.heartbeat_timeout_ms / 1000.0;
     while (!atomic_load(&c->stop)) {
         int n = 0;
         it[n++] = (zmq_pollitem_t){ c->dealer, 0, ZMQ_POLLIN, 0 };
+        it[n++] = (zmq_pollitem_t){ c->mon, 0, c->mon ? ZMQ_POLLIN : 0, 0 };
         for (int k = 0; k < c->ns; k++)
             for (int j = 0; j < 2; j++)
-                it[n++] = (zmq_pollitem_t){ NULL, c->sp[k].fd[j],
-                                            rly_splice_events(&c->sp[k], j, 1), 0 };
+                it[n++] = (zmq_pollitem_t){ NULL, c->sp[k].s.fd[j],
+                                            rly_splice_events(&c->sp[k].s, j, 1), 0 };
+        int sp_end = n;
+        n += rly_punch_items(c, it + n, CAP - n);
         if (zmq_poll(it, n, 100) < 0 && zmq_errno() != EINTR)
             break;
         for (int k = c->ns - 1; k >= 0; k--) {
             int live = 1;
             for (int j = 0; j < 2 && live; j++) {
-                short ev = it[1 + 2 * k + j].revents;
+                short ev = it[2 + 2 * k + j].revents;
                 size_t moved = 0;
                 if (ev)
-                    live = rly_splice_io(&c->sp[k], j, ev, RLY_BUF, &moved, NULL);
-                if (moved) {
+                    live = rly_splice_io(&c->sp[k].s, j, ev, RLY_BUF, &moved, NULL);
+                if (moved && c->sp[k].kind == RLY_SP_BACK) {
                     pthread_mutex_lock(&c->mu);
                     c->st.bytes += moved;
                     pthread_mutex_unlock(&c->mu);
                 }
             }
             if (!live) {
-                rly_splice_close(&c->sp[k]);
+                rly_splice_close(&c->sp[k].s);
                 c->sp[k] = c->sp[--c->ns];
             }
         }
+        /* after the splices: a punch's service adds splices */
+        rly_punch_serve(c, it + sp_end, n - sp_end);
         for (int i = 0; i < 64 && (it[0].revents & ZMQ_POLLIN); i++) {
             zmq_msg_t parts[4];
             int np;
@@ -191,6 +218,8 @@ static void *client_main(void *arg)
                 for (int k = 0; k < 8; k++)
                     id |= (uint64_t)p[k] << (8 * k);
                 on_conn(c, id);
+            } else if (cmd == 'P' || cmd == 'N') {
+                rly_punch_control(c, parts, np);
             }
             close_parts(parts, np);
         }
@@ -204,11 +233,17 @@ static void *client_main(void *arg)
         pthread_mutex_lock(&c->mu);
         int known = c->n; /* relays learned later are appended (rumor_relay_client_add) */
         pthread_mutex_unlock(&c->mu);
-        if (now - c->heard > hb && now - c->switched > hb && known > 1) {
-            /* silent: the next relay of the list */
+        int closed = c->mon && (it[1].revents & ZMQ_POLLIN) && relay_closed(c);
+        if (known > 1 && (closed || (now - c->heard > hb && now - c->switched > hb))) {
+            /* closed (its process ended), or silent (its machine is gone):
+             * the next relay of the list */
             int next = (c->cur + 1) % known;
-            rumor_warn("relay %s: silent for %.1f s: registering with %s", c->relay,
-                       now - c->heard, c->relays[next]);
+            if (closed)
+                rumor_warn("relay %s: its connection closed: registering with %s", c->relay,
+                           c->relays[next]);
+            else
+                rumor_warn("relay %s: silent for %.1f s: registering with %s", c->relay,
+                           now - c->heard, c->relays[next]);
             if (use_relay(c, next) < 0)
                 rumor_warn("%s", rumor_err_msg());
             send_cmd(c, "REGISTER");
@@ -234,9 +269,12 @@ static void *client_main(void *arg)
 static void client_free(rumor_relay_client_t *c)
 {
     for (int k = 0; k < c->ns; k++)
-        rly_splice_close(&c->sp[k]);
+        rly_splice_close(&c->sp[k].s);
+    rly_punch_free(c);
     if (c->dealer)
         zmq_close(c->dealer);
+    if (c->mon)
+        zmq_close(c->mon);
     if (c->ctx)
         zmq_ctx_term(c->ctx);
     pthread_mutex_destroy(&c->mu);
@@ -288,6 +326,8 @@ int rumor_relay_client_start(const rumor_relay_client_opts_t *o, rumor_relay_cli
         return rumor_err_set(RUMOR_ENOMEM, "relay: out of memory");
     c->o = *o;
     pthread_mutex_init(&c->mu, NULL);
+    for (int i = 0; i < RLY_PROXIES; i++)
+        c->px[i].lfd = c->px[i].ready_fd = -1;
     if (c->o.heartbeat_timeout_ms <= 0)
         c->o.heartbeat_timeout_ms = 5000;
     int rc = 0;
@@ -322,6 +362,19 @@ int rumor_relay_client_start(const rumor_relay_client_opts_t *o, rumor_relay_cli
             (zmq_setsockopt(c->dealer, ZMQ_CURVE_PUBLICKEY, o->keys->public_key, 32) != 0 ||
              zmq_setsockopt(c->dealer, ZMQ_CURVE_SECRETKEY, o->keys->secret_key, 32) != 0))
             rc = rumor_err_set(RUMOR_EINVAL, "relay: this peer's CURVE keys were refused");
+    }
+    if (rc == 0) { /* without a monitor, a dead relay is found by its silence alone */
+        char mon[64];
+        snprintf(mon, sizeof mon, "inproc://rumor-relay-client-%p", (void *)c);
+        if (zmq_socket_monitor(c->dealer, mon, ZMQ_EVENT_DISCONNECTED) == 0 &&
+            (c->mon = zmq_socket(c->ctx, ZMQ_PAIR)) != NULL) {
+            int zero = 0;
+            zmq_setsockopt(c->mon, ZMQ_LINGER, &zero, sizeof zero);
+            if (zmq_connect(c->mon, mon) != 0) {
+                zmq_close(c->mon);
+                c->mon = NULL;
+            }
+        }
     }
     /* the first relay that takes this peer */
     int got = 0;

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -132,15 +133,57 @@ int rly_listen(const char *host, int port, int *bound)
 
 int rly_connect(const char *host, int port, double timeout)
 {
+    return rly_connect_from(host, port, 0, NULL, timeout);
+}
+
+/* A socket of a's family; with reuse, SO_REUSEADDR and SO_REUSEPORT and
+ * bound to lport (0: any) on every address, so that another such socket
+ * may take the same port (a probe's port is a punch's too). */
+static int new_socket(const struct addrinfo *a, int reuse, int lport)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || !reuse)
+        return fd;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    struct sockaddr_storage ss = { 0 };
+    socklen_t sl;
+    if (a->ai_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)lport);
+        sl = sizeof *s6;
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)lport);
+        sl = sizeof *s4;
+    }
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int rly_connect_from(const char *host, int port, int lport, int *bound, double timeout)
+{
     struct addrinfo *res;
     RUMOR_CHECK(resolve(host, port, 0, &res));
     int fd = -1, rc = rumor_err_set(RUMOR_ESYS, "%s:%d: no address", host, port);
     for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
+        fd = new_socket(a, bound != NULL || lport, lport);
+        if (fd < 0) {
+            rc = rumor_err_set(RUMOR_ESYS, "cannot bind port %d: %s", lport, strerror(errno));
             continue;
+        }
         int e = connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
-        if (e == EINPROGRESS) {
+        if (e == EINPROGRESS && timeout <= 0) {
+            e = 0; /* started: its end comes as POLLOUT */
+        } else if (e == EINPROGRESS) {
             struct pollfd p = { fd, POLLOUT, 0 };
             int n = poll(&p, 1, (int)(timeout * 1000));
             socklen_t sl = sizeof e;
@@ -150,7 +193,8 @@ int rly_connect(const char *host, int port, double timeout)
                 e = ETIMEDOUT;
         }
         if (e) {
-            rc = rumor_err_set(RUMOR_ESYS, "cannot connect to %s:%d: %s", host, port, strerror(e));
+            rc = rumor_err_set(RUMOR_ESYS, "cannot connect to %s:%d: %s", host, port,
+                               strerror(e));
             close(fd);
             fd = -1;
         }
@@ -160,8 +204,21 @@ int rly_connect(const char *host, int port, double timeout)
         return rc;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (bound) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    if (timeout > 0)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
+}
+
+int rly_endpoint(char *out, size_t cap, const char *host, int port)
+{
+    return snprintf(out, cap, strchr(host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", host, port);
 }
 
 int rly_splice_init(rly_splice_t *s, int a, int b)

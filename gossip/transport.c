@@ -451,6 +451,12 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
                              "peer %d: no public key known for it: a secure transport does not "
                              "connect in plaintext",
                              peer);
+    char dialled[320];
+    if (t->o.dial) {
+        int n = t->o.dial(t->o.dial_arg, endpoint, dialled, sizeof dialled);
+        if (n > 0 && (size_t)n < sizeof dialled)
+            endpoint = dialled;
+    }
     rumor_transport_disconnect(t, peer);
     void *s = zmq_socket(t->ctx, ZMQ_PUSH);
     if (!s)

@@ -71,6 +71,11 @@ typedef struct rumor_transport_opts {
      * does not bound the bytes in flight, so a long link still fills.
      * Default 16 KiB; -1: the kernel's. */
     int notsent_lowat;
+    /* The address a connect dials for a peer's endpoint (into out, cap
+     * bytes; returns its length): a relayed peer may be dialled through a
+     * local proxy (relay.h, rumor_relay_client_dial). NULL: the endpoint. */
+    int (*dial)(void *arg, const char *endpoint, char *out, size_t cap);
+    void *dial_arg;
 } rumor_transport_opts_t;
 
 typedef struct rumor_transport rumor_transport_t;

@@ -209,7 +209,11 @@ static const char usage_head[] =
     "                         key it holds, comma-separated) and announces the address\n"
     "                         the relay gives it instead of --advertise; neighbours'\n"
     "                         connections come through the relay, their CurveZMQ\n"
-    "                         handshake still with this peer (see docs/protocol.md)\n"
+    "                         handshake still with this peer (see docs/protocol.md).\n"
+    "                         Two peers behind one relay punch a direct path through\n"
+    "                         their NATs (TCP simultaneous open) and keep the relay\n"
+    "                         as the fallback\n"
+    "  --no-hole-punch        with --relay-via: no direct paths, all through the relay\n"
     "\n"
     "Security (CurveZMQ; on unless --insecure):\n"
     "  --keys FILE            this peer's secret key file (from rumor-peer keygen;\n"
@@ -341,6 +345,7 @@ static const rumor_opt_t option_table[] = {
     { "relay-via", 0, RUMOR_OPT_STR, offsetof(struct options, relay_via), 0, 0, NULL, 0 },
     { "relay-max-peers", 0, RUMOR_OPT_INT, offsetof(struct options, relay_max_peers), 1, 4096, NULL, 0 },
     { "relay-mbit", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, relay_mbit), 0.001, 1e7, NULL, 0 },
+    { "no-hole-punch", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_hole_punch), 0, 0, NULL, 1 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -371,6 +376,9 @@ static int check_membership_args(struct options *o)
                            "peer: give one (with --relay-via, the relay's address is announced)");
     if ((o->relay_max_peers || o->relay_mbit > 0) && !o->relay)
         return peer_usage_error("--relay-max-peers and --relay-mbit limit the relay of --relay");
+    if (o->no_hole_punch && !o->relay_via)
+        return peer_usage_error("--no-hole-punch is for a peer reached through a relay "
+                                "(--relay-via)");
     if (!o->membership)
         o->membership = listed ? "static" : "swim";
     if (listed)

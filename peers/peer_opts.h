@@ -24,7 +24,7 @@ struct options {
     const char *metrics_listen;
     const char *join, *advertise; /* open membership */
     const char *relay, *relay_via; /* relays (peer_relay.h) */
-    int relay_max_peers;
+    int relay_max_peers, no_hole_punch;
     double relay_mbit;
     int min_peers, max_peers;
     char listen_ep[600]; /* --listen as the endpoint to bind (a name resolved) */

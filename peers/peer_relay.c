@@ -78,8 +78,8 @@ int peer_relay_serve(const char *given, int max_peers, double mbit, const char *
 }
 
 int peer_relay_register(const char *via, const char *listen_ep, const rumor_curve_keypair_t *keys,
-                        const rumor_allowlist_t *allow, double timeout, char *advertise,
-                        size_t cap, rumor_relay_client_t **out)
+                        const rumor_allowlist_t *allow, double timeout, int no_punch,
+                        char *advertise, size_t cap, rumor_relay_client_t **out)
 {
     rumor_peerlist_t pl;
     if (rumor_peerlist_parse_join(via, &pl) < 0) {
@@ -109,7 +109,8 @@ int peer_relay_register(const char *via, const char *listen_ep, const rumor_curv
     if (rc < 0) {
         rumor_relay_client_opts_t o = { .relays = (const char *const *)pl.ep,
                                         .relay_keys = keys ? keyp : NULL, .nrelays = pl.n,
-                                        .keys = keys, .local = listen_ep, .timeout = timeout };
+                                        .keys = keys, .local = listen_ep, .timeout = timeout,
+                                        .no_punch = no_punch };
         if (rumor_relay_client_start(&o, out) == 0) {
             rumor_relay_client_endpoint(*out, advertise, cap);
             rumor_info("reached through a relay at %s", advertise);
@@ -134,11 +135,12 @@ void peer_relay_report(const char *name, rumor_relay_t *relay, rumor_relay_clien
         rumor_relay_stats(relay, &s);
         printf("%s: relayed for %llu peers: %llu connections spliced, %.1f MB; refused: "
                "%llu keys, %llu when full, %llu connections, %llu bad data connections; "
-               "%llu dropped as silent\n",
+               "%llu dropped as silent; %llu hole punches brokered\n",
                name, (unsigned long long)s.registered, (unsigned long long)s.conns_spliced,
                s.bytes / 1e6, (unsigned long long)s.refused_key,
                (unsigned long long)s.refused_full, (unsigned long long)s.conns_refused,
-               (unsigned long long)s.backs_bad, (unsigned long long)s.dropped_silent);
+               (unsigned long long)s.backs_bad, (unsigned long long)s.dropped_silent,
+               (unsigned long long)s.punches);
     }
     if (client) {
         rumor_relay_client_stats_t s;
@@ -149,6 +151,10 @@ void peer_relay_report(const char *name, rumor_relay_t *relay, rumor_relay_clien
                "received through it%s\n",
                name, ep, (unsigned long long)s.conns, s.bytes / 1e6,
                s.alive ? "" : "; the relay is silent now");
+        printf("%s: connections with peers behind the same relay: %llu direct, %llu relayed; "
+               "hole punches: %llu of %llu made a direct path\n",
+               name, (unsigned long long)s.direct, (unsigned long long)s.relayed_out,
+               (unsigned long long)s.punched, (unsigned long long)s.punches);
     }
     fflush(stdout);
 }

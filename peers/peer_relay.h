@@ -22,8 +22,8 @@ int peer_relay_serve(const char *given, int max_peers, double mbit, const char *
  * address into advertise. Returns -1 when registered, else an exit status
  * (2: bad usage, 1: no relay answered), said on stderr. */
 int peer_relay_register(const char *via, const char *listen_ep, const rumor_curve_keypair_t *keys,
-                        const rumor_allowlist_t *allow, double timeout, char *advertise,
-                        size_t cap, rumor_relay_client_t **out);
+                        const rumor_allowlist_t *allow, double timeout, int no_punch,
+                        char *advertise, size_t cap, rumor_relay_client_t **out);
 
 /* The final lines: what the relay served, what came through the relay. */
 void peer_relay_report(const char *name, rumor_relay_t *relay, rumor_relay_client_t *client);

@@ -282,7 +282,7 @@ static int setup_relays(struct peer *p, struct options *o)
     if (o->relay_via) {
         double t = o->start_timeout < 10 ? o->start_timeout : 10;
         return peer_relay_register(o->relay_via, local, p->keys, p->allow, t > 1 ? t : 1,
-                                   p->open.advertise, sizeof p->open.advertise, &p->relay_client);
+                                   o->no_hole_punch, p->open.advertise, sizeof p->open.advertise, &p->relay_client);
     }
     return -1;
 }
@@ -291,6 +291,12 @@ static int setup_relays(struct peer *p, struct options *o)
 static int relayed_endpoint(void *arg, char *buf, size_t cap)
 {
     return rumor_relay_client_endpoint(((struct peer *)arg)->relay_client, buf, cap);
+}
+
+/* The address dialled for a member (mixer.h, dial). */
+static int dial_member(void *arg, const char *ep, char *out, size_t cap)
+{
+    return rumor_relay_client_dial(((struct peer *)arg)->relay_client, ep, out, cap);
 }
 
 /* Members that relay (mixer.h, relays_seen): more relays to fail over to,
@@ -566,6 +572,7 @@ int main(int argc, char **argv)
         mc->reach_arg = &p;
         if (p.relay_client) { /* the relay may move it: another relay, another port */
             mc->self_endpoint = relayed_endpoint;
+            mc->dial = dial_member; /* members behind the same relay: a punched path */
             mc->relays_seen = relays_seen; /* more relays to fail over to */
         }
         if (p.relay) /* the others learn that this peer relays, and where */

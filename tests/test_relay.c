@@ -10,8 +10,10 @@
  * a peer notices its relay's death within the heartbeat timeout and
  * registers again once a relay answers at that address. */
 #include <arpa/inet.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -222,6 +224,176 @@ static void test_refusals(void)
 
 /* A data connection whose header is wrong: the relay closes it and the
  * waiting neighbour's connection is served by the right one later. */
+/* Up to 4 parts of the next message on d (5 s at most); the count. */
+static int raw_recv(void *d, char part[4][300], int len[4])
+{
+    int np = 0, more = 1;
+    zmq_pollitem_t it = { d, 0, ZMQ_POLLIN, 0 };
+    if (zmq_poll(&it, 1, 5000) != 1)
+        return 0;
+    while (more && np < 4) {
+        len[np] = zmq_recv(d, part[np], 299, 0);
+        part[np][len[np] > 0 ? len[np] : 0] = 0;
+        size_t sz = sizeof more;
+        zmq_getsockopt(d, ZMQ_RCVMORE, &more, &sz);
+        np++;
+    }
+    return np;
+}
+
+/* A control connection of k's own to relay r, registered: the answer in
+ * part (relayed endpoint, back endpoint, token). */
+static void *raw_register(void *ctx, rumor_relay_t *r, const rumor_curve_keypair_t *k,
+                          char part[4][300], int len[4])
+{
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, kr.public_key, 32);
+    zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, k->public_key, 32);
+    zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, k->secret_key, 32);
+    CHECK(zmq_connect(d, rumor_relay_endpoint(r)) == 0);
+    zmq_send(d, "REGISTER", 8, 0);
+    int np = raw_recv(d, part, len);
+    CHECKF(np == 4 && len[0] == 2 && memcmp(part[0], "OK", 2) == 0 && len[3] == 32,
+           "a registration's answer: %d parts", np);
+    return d;
+}
+
+static int port_of(const char *ep)
+{
+    const char *colon = strrchr(ep, ':');
+    return colon ? atoi(colon + 1) : 0;
+}
+
+/* A TCP connection to 127.0.0.1:port that sends 48 bytes: magic, token. */
+static int back_conn(int port, const char *magic, const void *token)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    CHECK(connect(s, (struct sockaddr *)&a, sizeof a) == 0);
+    unsigned char hdr[48] = { 0 };
+    memcpy(hdr, magic, 8);
+    memcpy(hdr + 8, token, 32);
+    CHECK(write(s, hdr, sizeof hdr) == (ssize_t)sizeof hdr);
+    struct timeval tv = { 3, 0 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return s;
+}
+
+/* Hole punching's relay side (relay.h): a probe with the registration's
+ * token is told the address it comes from (its own port), one with a
+ * wrong token gets nothing; PUNCH for a port nobody is relayed at is
+ * refused with the reason; a malformed PUNCH changes nothing (PING still
+ * answered); PUNCH for a relayed peer (a real client, a's) reaches it, its
+ * answer comes back with the address it probed from, and it connects from
+ * that port to the address given (a listener here). */
+static void test_punch_broker(void)
+{
+    struct ends e;
+    ends_up(&e, 1, 0, NULL);
+    void *ctx = zmq_ctx_new();
+    char part[4][300];
+    int len[4];
+    void *d = raw_register(ctx, e.relay, &kb, part, len);
+    int bport = port_of(part[2]);
+    char token[32], drelayed[300];
+    snprintf(drelayed, sizeof drelayed, "%s", part[1]);
+    memcpy(token, part[3], 32);
+    /* the probe */
+    int s = back_conn(bport, "RUMORPRB", token);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    getsockname(s, (struct sockaddr *)&me, &ml);
+    char seen[64] = { 0 }, want[64];
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof seen && (r = read(s, seen + got, sizeof seen - got)) > 0)
+        got += (size_t)r;
+    snprintf(want, sizeof want, "tcp://127.0.0.1:%d", ntohs(me.sin_port));
+    CHECKF(got == 64 && strcmp(seen, want) == 0, "a probe's answer: '%.64s' (%zu bytes), "
+           "expected '%s'", seen, got, want);
+    close(s);
+    token[0] ^= 1;
+    s = back_conn(bport, "RUMORPRB", token);
+    char c;
+    CHECKF(read(s, &c, 1) == 0, "a probe with a wrong token is closed unanswered");
+    close(s);
+    token[0] ^= 1;
+    rumor_relay_stats_t st;
+    rumor_relay_stats(e.relay, &st);
+    CHECKF(st.probes == 1 && st.backs_bad == 1, "probes %llu, bad %llu",
+           (unsigned long long)st.probes, (unsigned long long)st.backs_bad);
+    /* nobody relayed at port 1; a malformed one (no address) */
+    unsigned char id[8] = { 7, 0, 0, 0, 0, 0, 0, 1 };
+    zmq_send(d, "PUNCH", 5, ZMQ_SNDMORE);
+    zmq_send(d, id, 8, ZMQ_SNDMORE);
+    zmq_send(d, "1", 1, ZMQ_SNDMORE);
+    zmq_send(d, want, strlen(want), 0);
+    int np = raw_recv(d, part, len);
+    CHECKF(np == 3 && !strcmp(part[0], "NOPUNCH") && len[1] == 8 && !memcmp(part[1], id, 8) &&
+           strstr(part[2], "no peer is relayed"), "PUNCH to nobody: %d parts, '%s' '%s'", np,
+           part[0], np > 2 ? part[2] : "");
+    zmq_send(d, "PUNCH", 5, ZMQ_SNDMORE);
+    zmq_send(d, id, 8, 0);
+    zmq_send(d, "PING", 4, 0);
+    np = raw_recv(d, part, len);
+    CHECKF(np == 1 && !strcmp(part[0], "PONG"), "after a malformed PUNCH: '%s'", part[0]);
+    /* to a's client, through the relay: its answer, then its connection
+     * from the port it probed from to a listener of ours */
+    int lport = 0;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    CHECK(bind(lfd, (struct sockaddr *)&la, sizeof la) == 0 && listen(lfd, 4) == 0);
+    ml = sizeof la;
+    getsockname(lfd, (struct sockaddr *)&la, &ml);
+    lport = ntohs(la.sin_port);
+    char ours[64], aport[16];
+    snprintf(ours, sizeof ours, "tcp://127.0.0.1:%d", lport);
+    snprintf(aport, sizeof aport, "%d", port_of(e.relayed));
+    zmq_send(d, "PUNCH", 5, ZMQ_SNDMORE);
+    zmq_send(d, id, 8, ZMQ_SNDMORE);
+    zmq_send(d, aport, strlen(aport), ZMQ_SNDMORE);
+    zmq_send(d, ours, strlen(ours), 0);
+    np = raw_recv(d, part, len);
+    CHECKF(np == 3 && !strcmp(part[0], "PUNCHED") && !memcmp(part[1], id, 8) &&
+           !strncmp(part[2], "tcp://127.0.0.1:", 16), "PUNCH to a: %d parts, '%s' '%s'", np,
+           part[0], np > 2 ? part[2] : "");
+    struct timeval tv = { 5, 0 };
+    setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in from;
+    socklen_t fl = sizeof from;
+    int a = accept(lfd, (struct sockaddr *)&from, &fl);
+    CHECKF(a >= 0 && ntohs(from.sin_port) == port_of(part[2]),
+           "a's connection came from port %d, it announced %d", a >= 0 ? ntohs(from.sin_port) : -1,
+           port_of(part[2]));
+    if (a >= 0)
+        close(a);
+    close(lfd);
+    /* the dial hook: a member behind the same relay (d, at its relayed
+     * port) is dialled at a local proxy, the same one each time; this
+     * peer's own address and others' are dialled as they are */
+    char out[300], out2[300];
+    CHECK(rumor_relay_client_dial(e.client, "tcp://10.1.2.3:5", out, sizeof out) > 0 &&
+          !strcmp(out, "tcp://10.1.2.3:5"));
+    CHECK(rumor_relay_client_dial(e.client, e.relayed, out, sizeof out) > 0 &&
+          !strcmp(out, e.relayed));
+    char dep[64];
+    snprintf(dep, sizeof dep, "tcp://127.0.0.1:%d", port_of(drelayed));
+    rumor_relay_client_dial(e.client, dep, out, sizeof out);
+    rumor_relay_client_dial(e.client, dep, out2, sizeof out2);
+    CHECKF(strncmp(out, "tcp://127.0.0.1:", 16) == 0 && strcmp(out, dep) != 0 &&
+           !strcmp(out, out2), "a member behind the same relay dialled at %s, then %s", out,
+           out2);
+    rumor_relay_stats(e.relay, &st);
+    CHECKF(st.punches == 1 && st.probes == 2, "punches brokered %llu, probes %llu",
+           (unsigned long long)st.punches, (unsigned long long)st.probes);
+    zmq_close(d);
+    zmq_ctx_term(ctx);
+    ends_down(&e);
+}
+
 static void test_bad_back(void)
 {
     struct ends e;
@@ -229,29 +401,10 @@ static void test_bad_back(void)
     double secs;
     CHECK(pump(&e, 2, 1024, &secs, NULL) == 2);
     /* the back port, as the relay tells it: a registration of b's own */
-    void *ctx = zmq_ctx_new(), *d = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(d, ZMQ_CURVE_SERVERKEY, kr.public_key, 32);
-    zmq_setsockopt(d, ZMQ_CURVE_PUBLICKEY, kb.public_key, 32);
-    zmq_setsockopt(d, ZMQ_CURVE_SECRETKEY, kb.secret_key, 32);
-    char ctl[300];
-    snprintf(ctl, sizeof ctl, "%s", rumor_relay_endpoint(e.relay));
-    CHECK(zmq_connect(d, ctl) == 0);
-    zmq_send(d, "REGISTER", 8, 0);
+    void *ctx = zmq_ctx_new();
     char part[4][300];
-    int len[4], np = 0, more = 1;
-    zmq_pollitem_t it = { d, 0, ZMQ_POLLIN, 0 };
-    CHECK(zmq_poll(&it, 1, 5000) == 1);
-    while (more && np < 4) {
-        len[np] = zmq_recv(d, part[np], sizeof part[np] - 1, 0);
-        size_t sz = sizeof more;
-        zmq_getsockopt(d, ZMQ_RCVMORE, &more, &sz);
-        np++;
-    }
-    CHECKF(np == 4 && len[0] == 2 && memcmp(part[0], "OK", 2) == 0 && len[3] == 32,
-           "a registration's answer: %d parts", np);
-    part[2][len[2] > 0 ? len[2] : 0] = 0;
+    int len[4];
+    void *d = raw_register(ctx, e.relay, &kb, part, len);
     const char *colon = strrchr(part[2], ':');
     int bport = colon ? atoi(colon + 1) : 0;
     rumor_relay_stats_t st;
@@ -342,15 +495,53 @@ static void test_relay_death(void)
     rumor_relay_stop(&r);
 }
 
-/* Two relays: the first dies, the peer registers with the second within
- * the heartbeat timeout and a neighbour reaches it at its new address. The
- * second is in the list from the start, or learned later (as from the
- * membership: rumor_relay_client_add). */
-static void test_failover(int learned)
+/* A relay in a child process (so that it can be stopped: silent, its
+ * connections open); its pid, or -1. */
+static pid_t relay_child(int port)
 {
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        rumor_relay_t *r = NULL;
+        char ok = relay_at(port, 1, 4, 0, NULL, &r) == 0;
+        if (write(fds[1], &ok, 1) != 1 || !ok)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    char ok = 0;
+    if (pid < 0 || read(fds[0], &ok, 1) != 1 || !ok) {
+        if (pid > 0)
+            kill(pid, SIGKILL);
+        pid = -1;
+    }
+    close(fds[0]);
+    return pid;
+}
+
+/* Two relays: the first dies, the peer registers with the second and a
+ * neighbour reaches it at its new address. The second is in the list from
+ * the start, or learned later (as from the membership:
+ * rumor_relay_client_add). A relay whose process ended closes its
+ * connection, and the move is at once; one that is silent with its
+ * connection open (its machine hangs: here a stopped process) is left
+ * after the heartbeat timeout. */
+enum { LISTED, LEARNED, SILENT };
+
+static void test_failover(int how)
+{
+    int learned = how == LEARNED;
     int p1 = tu_free_port(), p2 = tu_free_port();
     rumor_relay_t *r1 = NULL, *r2 = NULL;
-    CHECK_OK(relay_at(p1, 1, 4, 0, NULL, &r1));
+    pid_t child = -1;
+    if (how == SILENT)
+        CHECK((child = relay_child(p1)) > 0);
+    else
+        CHECK_OK(relay_at(p1, 1, 4, 0, NULL, &r1));
     CHECK_OK(relay_at(p2, 1, 4, 0, NULL, &r2));
     struct ends e = { 0 };
     e.a = transport(&ka, tu_free_port());
@@ -370,7 +561,10 @@ static void test_failover(int learned)
     CHECK_OK(rumor_transport_connect_curve(e.b, 0, first, ka.public_key));
     double secs;
     CHECK(pump(&e, 3, 4096, &secs, NULL) == 3);
-    rumor_relay_stop(&r1);
+    if (how == SILENT)
+        kill(child, SIGSTOP);
+    else
+        rumor_relay_stop(&r1);
     double t0 = rumor_now();
     rumor_relay_client_stats_t cs = { 0 };
     while (rumor_now() - t0 < 6) {
@@ -384,10 +578,18 @@ static void test_failover(int learned)
     CHECKF(cs.moved == 1 && cs.relay == 1 && strcmp(first, now_ep) != 0,
            "moved %llu times to relay %d (%s, was %s)", (unsigned long long)cs.moved, cs.relay,
            now_ep, first);
-    CHECKF(moved < 3.5, "registered with the second relay %.2f s after the first died "
-                        "(heartbeat timeout 1 s)", moved);
-    fprintf(stderr, "relay: failover to the second relay (%s) after %.2f s\n",
-            learned ? "learned" : "listed", moved);
+    if (how == SILENT)
+        CHECKF(moved > 0.5 && moved < 3.5, "registered with the second relay %.2f s after the "
+               "first fell silent (heartbeat timeout 1 s)", moved);
+    else
+        CHECKF(moved < 0.5, "registered with the second relay %.2f s after the first closed",
+               moved);
+    fprintf(stderr, "relay: failover to the second relay (%s, the first %s) after %.2f s\n",
+            learned ? "learned" : "listed", how == SILENT ? "silent" : "closed", moved);
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
     CHECK_OK(rumor_transport_connect_curve(e.b, 0, now_ep, ka.public_key));
     uint64_t sender = 0;
     CHECK(pump(&e, 3, 4096, &secs, &sender) == 3);
@@ -417,10 +619,12 @@ int main(void)
     test_splice(0);
     test_refusals();
     test_bad_back();
+    test_punch_broker();
     test_rate();
     test_relay_death();
-    test_failover(0);
-    test_failover(1);
+    test_failover(LISTED);
+    test_failover(LEARNED);
+    test_failover(SILENT);
     rumor_allowlist_destroy(&allow);
     return tu_finish("test_relay");
 }

@@ -1,10 +1,10 @@
 #!/bin/sh
 # Peers behind real NATs reached through a relay (network namespaces and
 # nftables masquerades, no mocks). Two public peers, A (a relay: --relay)
-# and D, on 10.99.1.0/24; a router masquerades two private networks out to
-# it, B on 10.99.2.0/24 and C on 10.99.3.0/24, and forwards nothing between
-# them: nobody can dial B or C. B and C register with A's relay
-# (--relay-via) and announce the addresses it gives them. Checked:
+# and D, on 10.99.1.0/24; two routers masquerade a private network each out
+# to it, B's 10.99.2.0/24 and C's 10.99.3.0/24, and let in nothing their
+# inside did not start: nobody can dial B or C. B and C register with A's
+# relay (--relay-via) and announce the addresses it gives them. Checked:
 #  - all four join one open swarm, train and end at the same swarm average;
 #    B's and C's neighbours' connections came through the relay (their
 #    final lines count them) and their own traffic through the NAT;
@@ -12,6 +12,10 @@
 #    RUMOR_RELAY_TAP) holds none of the swarm's terms (model=...), which
 #    every HELLO carries; the same swarm in plaintext shows them there (the check can
 #    fail);
+#  - B and C punch direct paths to each other through both NATs (TCP
+#    simultaneous open, coordinated through A's relay): their final lines
+#    count direct connections and each router forwards hundreds of packets
+#    to the other's NAT address; with --no-hole-punch none, all relayed;
 #  - membership records say how a member is reached: D counts A as direct
 #    (and relaying), B and C as relayed;
 #  - failover: with relays on A and D, B and C told of A's only (D's they
@@ -26,54 +30,76 @@ set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 netns_test_setup rr
 
-for ns in $P-pub $P-rt $P-b $P-c; do
+for ns in $P-pub $P-rb $P-rc $P-b $P-c; do
   ip netns add "$ns" || skip "cannot create a network namespace"
   ip -n "$ns" link set lo up
   ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 >/dev/null 2>&1
 done
-# pub:a0 10.99.1.1, .2 -- rt:a1 10.99.1.254 | rt:b1 10.99.2.254 -- b:b0 10.99.2.2
-#                                            | rt:c1 10.99.3.254 -- c:c0 10.99.3.2
-ip -n $P-pub link add a0 type veth peer name a1 netns $P-rt &&
-  ip -n $P-b link add b0 type veth peer name b1 netns $P-rt &&
-  ip -n $P-c link add c0 type veth peer name c1 netns $P-rt &&
-  ip -n $P-pub addr add 10.99.1.1/24 dev a0 && ip -n $P-pub addr add 10.99.1.2/24 dev a0 &&
-  ip -n $P-pub link set a0 up &&
-  ip -n $P-rt addr add 10.99.1.254/24 dev a1 && ip -n $P-rt link set a1 up &&
-  ip -n $P-rt addr add 10.99.2.254/24 dev b1 && ip -n $P-rt link set b1 up &&
-  ip -n $P-rt addr add 10.99.3.254/24 dev c1 && ip -n $P-rt link set c1 up &&
+# the public network, a bridge in pub: A 10.99.1.1 and D .2 on it, and the
+# two routers' outside ends, rb .253 and rc .252; behind them B and C
+#   pub:br0 -- rb:wan 10.99.1.253 | rb:b1 10.99.2.254 -- b:b0 10.99.2.2
+#           -- rc:wan 10.99.1.252 | rc:c1 10.99.3.254 -- c:c0 10.99.3.2
+ip -n $P-pub link add br0 type bridge && ip -n $P-pub link set br0 up &&
+  ip -n $P-pub addr add 10.99.1.1/24 dev br0 && ip -n $P-pub addr add 10.99.1.2/24 dev br0 &&
+  ip -n $P-pub link add pb type veth peer name wan netns $P-rb &&
+  ip -n $P-pub link add pc type veth peer name wan netns $P-rc &&
+  ip -n $P-pub link set pb master br0 && ip -n $P-pub link set pb up &&
+  ip -n $P-pub link set pc master br0 && ip -n $P-pub link set pc up &&
+  ip -n $P-b link add b0 type veth peer name b1 netns $P-rb &&
+  ip -n $P-c link add c0 type veth peer name c1 netns $P-rc &&
+  ip -n $P-rb addr add 10.99.1.253/24 dev wan && ip -n $P-rb link set wan up &&
+  ip -n $P-rc addr add 10.99.1.252/24 dev wan && ip -n $P-rc link set wan up &&
+  ip -n $P-rb addr add 10.99.2.254/24 dev b1 && ip -n $P-rb link set b1 up &&
+  ip -n $P-rc addr add 10.99.3.254/24 dev c1 && ip -n $P-rc link set c1 up &&
   ip -n $P-b addr add 10.99.2.2/24 dev b0 && ip -n $P-b link set b0 up &&
   ip -n $P-c addr add 10.99.3.2/24 dev c0 && ip -n $P-c link set c0 up &&
   ip -n $P-b route add default via 10.99.2.254 &&
   ip -n $P-c route add default via 10.99.3.254 &&
-  ip netns exec $P-rt sysctl -qw net.ipv4.ip_forward=1 >/dev/null ||
+  ip netns exec $P-rb sysctl -qw net.ipv4.ip_forward=1 >/dev/null &&
+  ip netns exec $P-rc sysctl -qw net.ipv4.ip_forward=1 >/dev/null ||
   { fail "cannot wire the namespaces"; finish; }
-# the masquerade out to the public side, and no forwarding between the two
-# private networks: B and C cannot dial each other either
-ip netns exec $P-rt nft -f - <<'EOF' || skip "nft cannot masquerade in a namespace"
+# each router masquerades its private network and, as home routers do,
+# lets nothing in that the inside did not start (dropped, not refused).
+# Counters: "direct", packets to the other NAT's address (a punched path);
+# "new", connections from outside dropped
+nat() { # NAMESPACE LAN OTHER-NAT
+  ip netns exec "$1" nft -f - <<EOF
 table ip nat {
-  chain post { type nat hook postrouting priority srcnat; policy accept; oifname "a1" counter masquerade; }
+  chain post { type nat hook postrouting priority srcnat; policy accept; oifname "wan" counter masquerade; }
 }
 table ip filter {
   chain forward {
     type filter hook forward priority filter; policy accept;
-    iifname "b1" oifname "c1" counter drop
-    iifname "c1" oifname "b1" counter drop
-    iifname "a1" ct state new counter drop
+    iifname "$2" ip daddr $3 counter comment "direct"
+    iifname "wan" ct state new counter drop comment "new"
+  }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    iifname "wan" ct state new counter drop
   }
 }
 EOF
+}
+nat $P-rb b1 10.99.1.252 && nat $P-rc c1 10.99.1.253 || skip "nft cannot masquerade in a namespace"
+# counter NAMESPACE TABLE WHAT: the packets of the rule with comment WHAT
+# (masquerade: the nat table's rule)
+counter() {
+  ip netns exec "$1" nft list table ip "$2" |
+    sed -n "s/.*counter packets \([0-9]*\) .*$3.*/\1/p" | head -n 1
+}
 
 mkdir -p "$tmp/keys" "$tmp/other"
 for k in a b c d; do "$peer" keygen "$tmp/keys/$k" >/dev/null || fail "keygen"; done
 "$peer" keygen "$tmp/other/e" >/dev/null || fail "keygen"
 cp "$tmp/keys/"*.pub "$tmp/other/"
 
-# swarm NAME SECURITY...: the four peers, each until the end; the tap is A's
+# swarm NAME [OPTION...]: the four peers, each until the end, OPTIONs B's
+# and C's; the tap is A's
 swarm() {
   name=$1
   shift
   common="--data $FASHION --model mlp:784-32-10 --train-limit 2000 --batch 32 --lr 0.05 --progress 0 --epochs 2
-          --min-peers 4 --start-timeout 30 --swarm relay-$name"
+          --topology complete --min-peers 4 --start-timeout 30 --swarm relay-$name"
   sec() { if [ "$1" = insecure ]; then echo --insecure; else echo --keys "$tmp/keys/$2.key" --allow "$tmp/keys"; fi; }
   RUMOR_RELAY_TAP="$tmp/tap-$name" ip netns exec $P-pub timeout -k 5 90 "$peer" \
     --listen tcp://10.99.1.1:7000 --relay 7001 $(sec "$name" a) $common >"$tmp/$name-a.log" 2>&1 &
@@ -83,11 +109,11 @@ swarm() {
     --join a@10.99.1.1:7000 $(sec "$name" d) $common >"$tmp/$name-d.log" 2>&1 &
   pd=$!
   ip netns exec $P-b timeout -k 5 90 "$peer" --listen tcp://10.99.2.2:7000 \
-    --relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000 $(sec "$name" b) $common \
+    --relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000 $(sec "$name" b) $common "$@" \
     >"$tmp/$name-b.log" 2>&1 &
   pb=$!
   ip netns exec $P-c timeout -k 5 90 "$peer" --listen tcp://10.99.3.2:7000 \
-    --relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000 $(sec "$name" c) $common \
+    --relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000 $(sec "$name" c) $common "$@" \
     >"$tmp/$name-c.log" 2>&1 &
   pc=$!
   pids="$pa $pd $pb $pc"
@@ -127,17 +153,39 @@ echo "$line" | grep -q "1 peers reached directly, 2 through relays; 1 offer to r
 line=$(grep "relayed for" "$tmp/secure-a.log")
 echo "relay-nat: a: ${line#*: }"
 echo "$line" | grep -q "relayed for 2 peers" || fail "A's relay did not serve B and C: $line"
-nat=$(ip netns exec $P-rt nft list table ip nat | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
-expect_num_ge "${nat:-0}" 6 "connections masqueraded (B's and C's own: joins, relays, data)"
-dropped=$(ip netns exec $P-rt nft list table ip filter | sed -n 's/.*ct state new counter packets \([0-9]*\).*/\1/p')
-echo "relay-nat: the router masqueraded $nat connections; dropped $dropped new connections from outside"
+for x in b c; do
+  nat=$(counter $P-r$x nat masquerade)
+  expect_num_ge "${nat:-0}" 3 "connections $x's router masqueraded ($x's own: join, relay, data)"
+  echo "relay-nat: $x's router masqueraded ${nat:-0} connections; dropped $(counter $P-r$x filter '"new"') from outside"
+done
+# B and C, behind two NATs and one relay, punched direct paths to each
+# other: their final lines count them, and each router forwarded their
+# traffic (a complete graph: each round's parameters) to the other's NAT
+# address, which no relayed byte is sent to
+for x in b c; do
+  line=$(grep "connections with peers behind the same relay" "$tmp/secure-$x.log")
+  echo "relay-nat: $x: ${line#*: }"
+  d=$(echo "$line" | sed -n 's/.*relay: \([0-9]*\) direct.*/\1/p')
+  ok=$(echo "$line" | sed -n 's/.*hole punches: \([0-9]*\) of.*/\1/p')
+  expect_num_ge "${d:-0}" 1 "$x's direct connections with a peer behind the same relay"
+  expect_num_ge "${ok:-0}" 1 "$x's hole punches that made a direct path"
+  pk=$(counter $P-r$x filter '"direct"')
+  expect_num_ge "${pk:-0}" 500 "packets $x's router sent straight to the other NAT"
+  echo "relay-nat: $x's router sent ${pk:-0} packets straight to the other NAT"
+done
 
 # what the relay saw: no terms in clear (every HELLO carries "model=..."),
 # where the plaintext swarm's tap shows them
 tapped=$(wc -c <"$tmp/tap-secure")
 expect_num_ge "$tapped" 100000 "bytes the relay spliced"
 grep -a -q "model=mlp:784-32-10" "$tmp/tap-secure" && fail "the relay's bytes hold the swarm's terms in clear"
-swarm insecure
+# without hole punching: all of it through the relay
+before=$(counter $P-rb filter '"direct"')
+swarm insecure --no-hole-punch
+grep -q "same relay: 0 direct, 0 relayed; hole punches: 0 of 0" "$tmp/insecure-b.log" ||
+  fail "B with --no-hole-punch: $(grep 'same relay' "$tmp/insecure-b.log")"
+[ "$(counter $P-rb filter '"direct"')" = "$before" ] ||
+  fail "B with --no-hole-punch sent packets straight to C's NAT"
 grep -a -q "model=mlp:784-32-10" "$tmp/tap-insecure" ||
   fail "the plaintext swarm's relayed bytes do not show its terms: the check above cannot fail"
 echo "relay-nat: the relay spliced $tapped bytes of CurveZMQ, none of them in clear"
@@ -150,7 +198,9 @@ echo "relay-nat: the relay spliced $tapped bytes of CurveZMQ, none of them in cl
 fo="--data $FASHION --model mlp:784-32-10 --train-limit 2000 --batch 32 --lr 0.05 --progress 0
     --epochs 40 --throttle 8 --min-peers 4 --start-timeout 30 --swarm relay-failover"
 fsec() { echo --keys "$tmp/keys/$1.key" --allow "$tmp/keys"; }
-via="--relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000,d@10.99.1.2:7000"
+# (relayed paths only: B's and C's punched paths to each other would
+# outlive A, and the pair would train on alone meanwhile, to its end)
+via="--relay-via a@10.99.1.1:7001 --join a@10.99.1.1:7000,d@10.99.1.2:7000 --no-hole-punch"
 # no timeout(1) around A: killing it must kill the peer itself (ip netns
 # exec execs it; the cleanup kills it should the test stop early)
 ip netns exec $P-pub "$peer" --listen tcp://10.99.1.1:7000 --relay 7001 \
