@@ -80,6 +80,8 @@ run_expect 2 "--relay-via and --advertise both say" "$RUMOR_PEER" --listen "$E" 
   --relay-via peer-a@h:2 --advertise h:3
 run_expect 2 "--relay-max-peers and --relay-mbit limit the relay of --relay" \
   "$RUMOR_PEER" --listen "$E" $k --relay-mbit 10
+run_expect 2 "--no-hole-punch is for a peer reached through a relay" \
+  "$RUMOR_PEER" --listen "$E" $k --join h:1 --no-hole-punch
 run_expect 2 "--relay-via address 0 (tcp://h:2): name the relay's key" \
   "$RUMOR_PEER" --listen "$E" $k --join h:1 --relay-via h:2
 run_expect 2 "--relay-via address 0: key '$tmp/other/intruder.pub' is not on the allow-list" \
