@@ -616,8 +616,10 @@ void mx_comm_main(rumor_mixer_t *m)
             (void)rumor_swim_tick(m->swim, rumor_now());
             (void)mx_view_update(m);
         }
-        if (m->open && !stopping)
+        if (m->open && !stopping) {
             mx_open_progress(m);
+            mx_reach_check(m);
+        }
 
         double now = rumor_now();
         if (atomic_load(&m->hurry))

@@ -377,6 +377,8 @@ struct rumor_mixer {
     struct mx_reply *close_reply, *cu_reply, *ar_reply, *barrier_reply;
     long close_round;          /* the round asked to close (-1 none) */
     double self_ep_next;       /* when cfg.self_endpoint is asked next */
+    double reach_t0;           /* this peer's first handshake out came up (mx_reach_check) */
+    int reach_said;
     long pend_send;            /* a round begun whose send waits for the params_ready
                                 * hook (-1 none) */
     rumor_sendbuf_t *pend_send_buf;
@@ -687,6 +689,8 @@ int mx_open_seeds(rumor_mixer_t *m);
 void mx_open_progress(rumor_mixer_t *m);
 /* Open membership: a new address of this peer (cfg.self_endpoint), announced. */
 void mx_self_endpoint(rumor_mixer_t *m);
+/* Says once, early, whether others can dial this joining peer. */
+void mx_reach_check(rumor_mixer_t *m);
 /* "peer 3" (a list's rank) or "peer 1f2e3d4c" (open membership: the id's
  * first 8 hex digits), for log lines. */
 const char *mx_peer_name(const rumor_mixer_t *m, int node, char *buf, size_t cap);

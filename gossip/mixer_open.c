@@ -373,3 +373,35 @@ void mx_self_endpoint(rumor_mixer_t *m)
     free(m->ep[m->self]);
     m->ep[m->self] = e;
 }
+
+/* A joining peer's reachability, said once at start. Its seeds answer a
+ * join by dialling the address it announces (over CURVE on a secure
+ * swarm): the first message another peer sends to its listener says that
+ * the others can dial it. None within REACH_WAIT s of this peer's own
+ * first connection coming up says that they probably cannot (a NAT, a
+ * firewall, an address that leads elsewhere); the join goes on until
+ * --start-timeout, which says it again as an error. */
+#define REACH_WAIT 3.0
+
+void mx_reach_check(rumor_mixer_t *m)
+{
+    if (m->reach_said || !m->cfg.nseeds)
+        return;
+    double now = rumor_now();
+    if (m->heard_others) {
+        rumor_info("reachable: another peer dialled this peer's address %s%s",
+                   mx_endpoint_name(m, m->self),
+                   m->cfg.self_endpoint ? " (through its relay)" : "");
+        m->reach_said = 1;
+    } else if (rumor_transport_stats(m->tr)->out_hs_ok == 0) {
+        return; /* nobody reached yet: nothing to say of the way back */
+    } else if (m->reach_t0 == 0) {
+        m->reach_t0 = now;
+    } else if (now - m->reach_t0 > REACH_WAIT) {
+        rumor_warn("this peer reached a seed, but no peer dialled its address %s back within "
+                   "%.0f s: the others probably cannot reach it (a NAT or a firewall in between? "
+                   "--relay-via registers with a relay, --advertise names a forwarded port); "
+                   "it waits until --start-timeout", mx_endpoint_name(m, m->self), REACH_WAIT);
+        m->reach_said = 1;
+    }
+}

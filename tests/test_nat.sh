@@ -54,6 +54,9 @@ echo "behind the NAT: $(grep -m1 'rumor-peer' "$tmp/b.log" | grep -v WARNING | t
 grep -q "reached tcp://10.99.1.1:7000 (the CurveZMQ handshake completed) but nothing came back to its address tcp://10.99.2.2:7000" "$tmp/b.log" ||
   fail "the peer behind the NAT did not say that it reached A and nobody reached it: $(tail -n 2 "$tmp/b.log")"
 grep -q "cannot dial it" "$tmp/b.log" || fail "no 'cannot dial it' in: $(tail -n 2 "$tmp/b.log")"
+# said early too: 3 s after its connection to A came up, not at the timeout
+grep -q "no peer dialled its address tcp://10.99.2.2:7000 back within 3 s" "$tmp/b.log" ||
+  fail "the peer behind the NAT did not say early that nobody dialled it back: $(grep -m2 'warn' "$tmp/b.log")"
 nat=$(ip netns exec $P-rt nft list table ip nat | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
 [ "${nat:-0}" -gt 0 ] || fail "no connection went through the masquerade (counter ${nat:-none})"
 echo "the router masqueraded ${nat:-0} packets of B's"
@@ -64,7 +67,8 @@ ip netns exec $P-rt timeout -k 5 60 "$peer" --listen tcp://10.99.1.254:7001 --jo
   fail "the public joiner failed: $(tail -n 2 "$tmp/c.log")"
 grep -q "joined a swarm of 2 peers alive" "$tmp/c.log" ||
   fail "the public joiner did not join A: $(grep -m2 'joined\|error' "$tmp/c.log")"
-grep -q "nothing came back\|cannot dial" "$tmp/c.log" && fail "the public joiner was called unreachable"
+grep -q "nothing came back\|cannot dial\|dialled its address" "$tmp/c.log" &&
+  fail "the public joiner was called unreachable"
 for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 pids=
 
