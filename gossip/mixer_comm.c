@@ -10,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sodium.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "mixer_int.h"
+#include "terms.h"
 
 
 /* --------------------------------------------------------- set-up */
@@ -36,6 +38,11 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->talks_to = calloc((size_t)N, 1);
     m->ready = calloc((size_t)N, 1);
     m->heard = calloc((size_t)N, 1);
+    m->peer_nonce = calloc((size_t)N, sizeof *m->peer_nonce);
+    m->hello_body = malloc(RUMOR_TERMS_MAX + 1);
+    m->reach_by = -1;
+    while (!m->reach_nonce) /* 0: none */
+        randombytes_buf(&m->reach_nonce, sizeof m->reach_nonce);
     m->absent = calloc((size_t)N, 1);
     m->gone = calloc((size_t)N, 1);
     m->left = calloc((size_t)N, 1);
@@ -58,7 +65,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     if (!m->ids || !m->known_inc || !m->talks_to ||
         !m->ready || !m->heard || !m->absent || !m->gone || !m->left || !m->ep || !m->behind_since ||
         !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv || !m->ar.ring ||
-        !m->hold || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round ||
+        !m->hold || !m->peer_nonce || !m->hello_body || !m->rej_round || !m->rej_count || !m->rej_reason || !m->asked_round ||
         !m->part_scratch)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     for (int j = 0; j < N; j++)
@@ -163,6 +170,8 @@ void mx_free_state(rumor_mixer_t *m)
     free(m->talks_to);
     free(m->ready);
     free(m->heard);
+    free(m->peer_nonce);
+    free(m->hello_body);
     free(m->absent);
     free(m->gone);
     free(m->left);
@@ -325,6 +334,26 @@ const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
  * (mixer_rank.c: only ever sent to this peer's own address). Every HELLO
  * that is not a reply gets one, so a peer still in its barrier (or
  * restarted) hears back even after this one stopped its own HELLOs. */
+/* An open swarm's HELLO nonces: the sender's own ("dialback", echoed in
+ * this peer's HELLOs to it) and this peer's, echoed ("echo"): the sender
+ * dialled this peer's announced address, and the HELLO came that way. */
+static int hello_nonces(rumor_mixer_t *m, int node, const void *body, size_t len)
+{
+    char v[RUMOR_TERMS_VALUE_MAX + 1], *end;
+    int rc = rumor_terms_get(body, len, "dialback", v, sizeof v);
+    if (rc == 1) {
+        uint64_t n = strtoull(v, &end, 16);
+        if (*end || end == v)
+            return rumor_err_set(RUMOR_EPROTO, "HELLO: a dialback nonce '%.20s'", v);
+        m->peer_nonce[node] = n;
+    }
+    if (rc >= 0)
+        rc = rumor_terms_get(body, len, "echo", v, sizeof v);
+    if (rc == 1 && m->reach_by < 0 && strtoull(v, &end, 16) == m->reach_nonce && !*end)
+        m->reach_by = node;
+    return rc < 0 ? rc : 0;
+}
+
 static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *body,
                     size_t len)
 {
@@ -341,6 +370,8 @@ static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const
     int tv = mx_terms_judge(m, node, body, len, h->space);
     if (tv < 0)
         return tv;
+    if (m->open && body && len && hello_nonces(m, node, body, len) < 0)
+        return -RUMOR_WIRE_BAD_FRAMES;
     mx_accept(m, h, node);
     long r = (long)h->round;
     mx_heard_round(m, node, r);

@@ -466,6 +466,10 @@ struct rumor_mixer {
     rumor_wire_stats_t wire_stats;
     uint64_t heard_others;     /* well-formed messages from other peers on this
                                 * peer's listener: someone could dial it */
+    uint64_t reach_nonce;      /* open membership: this peer's HELLOs' "dialback" */
+    uint64_t *peer_nonce;      /* (npeers) each member's, echoed in HELLOs to it */
+    int reach_by;              /* the member whose HELLO echoed reach_nonce, -1: none */
+    char *hello_body;          /* the terms and the nonces a HELLO carries */
     struct mx_allreduce ar;
     struct mx_held *hold;      /* (MX_HOLD_MAX) */
     int nhold;

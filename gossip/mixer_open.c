@@ -136,6 +136,7 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
     rumor_transport_set_reconnect(m->tr, j, 0); /* its next connects: the usual pace */
     m->known_inc[j] = 0;
     m->heard[j] = m->left[j] = m->absent[j] = m->gone[j] = 0;
+    m->peer_nonce[j] = 0;
     mx_terms_forget(m, j);
     m->peer_round[j] = m->said_round[j] = m->ctl_round[j] = -1;
     m->last_heard[j] = rumor_now();
@@ -374,13 +375,15 @@ void mx_self_endpoint(rumor_mixer_t *m)
     m->ep[m->self] = e;
 }
 
-/* A joining peer's reachability, said once at start. Its seeds answer a
- * join by dialling the address it announces (over CURVE on a secure
- * swarm): the first message another peer sends to its listener says that
- * the others can dial it. None within REACH_WAIT s of this peer's own
- * first connection coming up says that they probably cannot (a NAT, a
- * firewall, an address that leads elsewhere); the join goes on until
- * --start-timeout, which says it again as an error. */
+/* A joining peer's reachability, said once at start. Its HELLOs carry a
+ * random nonce ("dialback"); a member that heard one answers with HELLOs
+ * that echo it, sent over its own connection to the address this peer
+ * announces (CurveZMQ on a secure swarm, where only this peer's key
+ * completes the handshake). An echo says that the others can dial this
+ * peer; none within REACH_WAIT s of this peer's own first connection
+ * coming up says that they probably cannot (a NAT, a firewall, an address
+ * that leads elsewhere); the join goes on until --start-timeout, which
+ * says it again as an error. */
 #define REACH_WAIT 3.0
 
 void mx_reach_check(rumor_mixer_t *m)
@@ -388,9 +391,10 @@ void mx_reach_check(rumor_mixer_t *m)
     if (m->reach_said || !m->cfg.nseeds)
         return;
     double now = rumor_now();
-    if (m->heard_others) {
-        rumor_info("reachable: another peer dialled this peer's address %s%s",
-                   mx_endpoint_name(m, m->self),
+    if (m->reach_by >= 0) {
+        char name[48];
+        rumor_info("reachable: %s dialled this peer's address %s back%s, echoing its nonce",
+                   mx_peer_name(m, m->reach_by, name, sizeof name), mx_endpoint_name(m, m->self),
                    m->cfg.self_endpoint ? " (through its relay)" : "");
         m->reach_said = 1;
     } else if (rumor_transport_stats(m->tr)->out_hs_ok == 0) {

@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "mixer_int.h"
+#include "terms.h"
 
 /* ------------------------------------------------------- headers */
 
@@ -38,9 +39,22 @@ int mx_send_control(rumor_mixer_t *m, int peer, int type, uint32_t aux)
         r = q->round[0];
     h.round = (uint64_t)r;
     rumor_wire_encode(&h, bytes);
-    if (type == RUMOR_WIRE_HELLO && m->cfg.terms) { /* what this peer runs (terms.h) */
-        int rc = rumor_transport_send_body(m->tr, peer, bytes, sizeof bytes, m->cfg.terms,
-                                           strlen(m->cfg.terms));
+    if (type == RUMOR_WIRE_HELLO && (m->cfg.terms || m->open)) {
+        /* what this peer runs (terms.h); in an open swarm also its dial-back
+         * nonce and the receiver's, echoed (mx_reach_check) */
+        const char *body = m->cfg.terms ? m->cfg.terms : "";
+        if (m->open) {
+            char v[24];
+            snprintf(m->hello_body, RUMOR_TERMS_MAX + 1, "%s", body);
+            snprintf(v, sizeof v, "%016llx", (unsigned long long)m->reach_nonce);
+            int ok = rumor_terms_add(m->hello_body, RUMOR_TERMS_MAX + 1, "dialback", v) == 0;
+            snprintf(v, sizeof v, "%016llx", (unsigned long long)m->peer_nonce[peer]);
+            if (ok && m->peer_nonce[peer])
+                ok = rumor_terms_add(m->hello_body, RUMOR_TERMS_MAX + 1, "echo", v) == 0;
+            if (ok)
+                body = m->hello_body;
+        }
+        int rc = rumor_transport_send_body(m->tr, peer, bytes, sizeof bytes, body, strlen(body));
         if (rc == 0)
             mx_terms_told(m, peer);
         return rc;

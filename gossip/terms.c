@@ -96,6 +96,19 @@ int rumor_terms_compare(const char *mine, const void *theirs, size_t len,
     return 0;
 }
 
+int rumor_terms_get(const void *body, size_t len, const char *key, char *out, size_t cap)
+{
+    RUMOR_CHECK(rumor_terms_check(body, len));
+    struct line t;
+    if (!find(body, len, key, strlen(key), &t))
+        return 0;
+    if (t.vlen + 1 > cap)
+        return rumor_err_set(RUMOR_EINVAL, "terms: the value of '%s' is %zu bytes", key, t.vlen);
+    memcpy(out, t.val, t.vlen);
+    out[t.vlen] = '\0';
+    return 1;
+}
+
 int rumor_terms_add(char *buf, size_t cap, const char *key, const char *value)
 {
     size_t have = strlen(buf), klen = strlen(key), vlen = strlen(value);

@@ -51,6 +51,12 @@ typedef struct rumor_terms_diff {
 int rumor_terms_compare(const char *mine, const void *theirs, size_t len,
                         rumor_terms_diff_t *diff) RUMOR_WUR;
 
+/* KEY's value in body (len bytes, checked as rumor_terms_check does) into
+ * out (cap bytes, NUL-terminated): 1 when stated, 0 when not; RUMOR_EPROTO
+ * when body is not well-formed, RUMOR_EINVAL when the value does not fit. */
+int rumor_terms_get(const void *body, size_t len, const char *key, char *out,
+                    size_t cap) RUMOR_WUR;
+
 /* Appends "KEY=VALUE\n" to the terms in buf (cap bytes, NUL-terminated).
  * RUMOR_EINVAL for a key or value that rumor_terms_check would refuse or
  * when it does not fit. */

@@ -62,13 +62,16 @@ nat=$(ip netns exec $P-rt nft list table ip nat | sed -n 's/.*counter packets \(
 echo "the router masqueraded ${nat:-0} packets of B's"
 
 # C on the public side: joins and trains with A
-ip netns exec $P-rt timeout -k 5 60 "$peer" --listen tcp://10.99.1.254:7001 --join 10.99.1.1:7000 \
+RUMOR_LOG=info ip netns exec $P-rt timeout -k 5 60 "$peer" --listen tcp://10.99.1.254:7001 --join 10.99.1.1:7000 \
   $(sec c) $common --epochs 1 --no-average >"$tmp/c.log" 2>&1 ||
   fail "the public joiner failed: $(tail -n 2 "$tmp/c.log")"
 grep -q "joined a swarm of 2 peers alive" "$tmp/c.log" ||
   fail "the public joiner did not join A: $(grep -m2 'joined\|error' "$tmp/c.log")"
 grep -q "nothing came back\|cannot dial\|dialled its address" "$tmp/c.log" &&
   fail "the public joiner was called unreachable"
+# ... and said at start that A dialled it back (A's HELLO echoed its nonce)
+grep -q "reachable: peer [0-9a-f]* dialled this peer's address tcp://10.99.1.254:7001 back, echoing its nonce" "$tmp/c.log" ||
+  fail "the public joiner did not say that it is reachable: $(grep -m2 'reach' "$tmp/c.log")"
 for p in $pids; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 pids=
 

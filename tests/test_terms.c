@@ -91,6 +91,16 @@ static void test_add(void)
     CHECK_ERR(rumor_terms_add(buf, sizeof buf, "long", "0123456789012345678901234567890123456789"),
               RUMOR_EINVAL, "does not fit");
     CHECK(strcmp(buf, "model=mlp:784-10\nlocal-steps=8\n") == 0);
+    /* a key's value back; one not stated; one that does not fit; a body
+     * that is no terms */
+    char v[16];
+    CHECK(rumor_terms_get(buf, strlen(buf), "local-steps", v, sizeof v) == 1 && !strcmp(v, "8"));
+    CHECK(rumor_terms_get(buf, strlen(buf), "model", v, sizeof v) == 1 &&
+          !strcmp(v, "mlp:784-10"));
+    CHECK(rumor_terms_get(buf, strlen(buf), "local", v, sizeof v) == 0);
+    CHECK(rumor_terms_get(buf, strlen(buf), "steps", v, sizeof v) == 0);
+    CHECK_ERR(rumor_terms_get(buf, strlen(buf), "model", v, 4), RUMOR_EINVAL, "10 bytes");
+    CHECK_ERR(rumor_terms_get("model", 5, "model", v, sizeof v), RUMOR_EPROTO, "");
 }
 
 int main(void)
