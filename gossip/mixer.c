@@ -280,7 +280,7 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
         else
             rc = m->dev->ops->copy(m->dev, m->params->data, init, m->n * sizeof(float));
     }
-    if (rc == 0 && cfg->outlier_ratio > 0 && !cfg->async) {
+    if (rc == 0 && (cfg->outlier_ratio > 0 || cfg->robust) && !cfg->async) {
         m->outlier_own0 = malloc(m->n * sizeof(float));
         rc = m->outlier_own0 ? m->dev->ops->copy(m->dev, m->outlier_own0, init,
                                                  m->n * sizeof(float))

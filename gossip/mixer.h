@@ -190,7 +190,32 @@ typedef struct rumor_mixer_config {
      * other's norm (even two random initializations are sqrt(2) apart).
      * Synchronous uncompressed rounds only. 0: no such check. */
     double outlier_ratio;
+    /* Robust mixing against a lying neighbour (mixer_robust.c; README,
+     * Security). RUMOR_ROBUST_CLIP: self-centred clipping. Each
+     * in-neighbour's f32 range is taken as this peer's own parameters there
+     * plus its difference from them, clipped: x_i + sum_j W_ij clip(x_j -
+     * x_i), range by range, the range's share of robust_tau (an L2 norm over
+     * the whole space: a range of len elements gets robust_tau *
+     * sqrt(len / n)). robust_tau 0: 4 times the least of the in-neighbours'
+     * recent differences (RMS per element, averaged over their ranges; 5%
+     * of this peer's own RMS before any is known). A neighbour clipped in
+     * most of its recent ranges while the others are not is quarantined for
+     * robust_quarantine_s (0: 30 s): left out of every round, its weight
+     * going to this peer, said once naming it and counted. Synchronous uncompressed rounds only: create fails with
+     * RUMOR_EINVAL for async rounds or a codec. RUMOR_ROBUST_NONE (0):
+     * weights alone bound a neighbour's influence. */
+    int robust;
+    double robust_tau;
+    double robust_quarantine_s;
+    /* Testing only (tests/rumor-attacker: a lying peer; rumor-peer never
+     * sets it): what goes on the wire for round r's range [off, off + n) of
+     * this peer's parameters x; out gets n floats. This peer's own mix and
+     * training use x, as they would. NULL: x itself. */
+    void (*tamper)(void *arg, long round, uint64_t off, const float *x, float *out, size_t n);
+    void *tamper_arg;
 } rumor_mixer_config_t;
+
+enum { RUMOR_ROBUST_NONE = 0, RUMOR_ROBUST_CLIP = 1 };
 
 typedef struct rumor_mixer rumor_mixer_t;
 
@@ -393,6 +418,9 @@ typedef struct rumor_mixer_counters {
                                 * taken into a round), over all neighbours */
     uint64_t outlier_rounds;   /* rounds a neighbour was left out as an outlier
                                 * (outlier_ratio), summed over neighbours */
+    uint64_t robust_ranges, robust_clipped; /* ranges judged by robust mixing, clipped */
+    uint64_t quarantines;      /* neighbours quarantined (robust), each time */
+    int quarantined;           /* neighbours in quarantine now */
     int incompatible;          /* neighbours whose terms differ (cfg.terms) */
     /* open membership, the view now: members (this peer aside) reached
      * directly, through a relay, and offering to relay */

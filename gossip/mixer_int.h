@@ -523,6 +523,16 @@ struct rumor_mixer {
                                 * this peer's terms or left */
     char incompat_err[1600];   /* the first difference found */
     double *outlier_said;      /* (npeers) when j was last said to be an outlier */
+    float *tamper_buf;         /* cfg.tamper's output, a chunk */
+    struct {                   /* robust mixing (mixer_robust.c) */
+        double scale;          /* the range judged last: its difference's factor */
+        double last;           /* the bound it met, relative to this peer's own RMS */
+        float *own;            /* (n) the parameters this peer sent last */
+        double *recent;        /* (npeers) its recent differences, RMS per element */
+        double *score;         /* (npeers) share of its recent ranges clipped */
+        uint32_t *ranges;      /* (npeers) ranges judged since it was last forgiven */
+        double *until;         /* (npeers) quarantined until then (rumor_now), 0: not */
+    } rb;
     float *outlier_own0;       /* the parameters the mixer was made with, which the
                                 * outlier check judges ranges by until this peer's
                                 * first round goes out (the caller may step its own
@@ -749,6 +759,20 @@ void mx_terms_all_msg(const rumor_mixer_t *m, char *msg, size_t cap);
 /* Judges an f32 PARAMS range of slot s from node against this peer's own
  * parameters (cfg.outlier_ratio): 0, or -OUTLIER with node left out of
  * the round. */
+/* The parameters of this peer's a neighbour's range of slot s is judged
+ * against (mixer_terms.c); NULL: none known. */
+const float *mx_robust_own(const rumor_mixer_t *m, const struct mx_slot *s);
+/* mixer_robust.c */
+int mx_robust_alloc(rumor_mixer_t *m);
+void mx_robust_free(rumor_mixer_t *m);
+void mx_robust_forget(rumor_mixer_t *m, int node);
+int mx_robust_quarantined(const rumor_mixer_t *m, int node);
+void mx_robust_slot_open(rumor_mixer_t *m, struct mx_slot *s);
+/* Judges node's range of len elements, d2 and n2 the squared norms of its
+ * difference from this peer's own and of this peer's own there: sets
+ * m->rb.scale; <0 (RUMOR_WIRE_OUTLIER) when it quarantined node. */
+int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, double n2,
+                    uint64_t len);
 int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t *h, int node,
                      const void *data);
 

@@ -138,6 +138,7 @@ static int take(rumor_mixer_t *m, int j, uint64_t id, const char *endpoint, cons
     m->heard[j] = m->left[j] = m->absent[j] = m->gone[j] = 0;
     m->peer_nonce[j] = 0;
     mx_terms_forget(m, j);
+    mx_robust_forget(m, j);
     m->peer_round[j] = m->said_round[j] = m->ctl_round[j] = -1;
     m->last_heard[j] = rumor_now();
     m->last_redial[j] = 0;

@@ -97,6 +97,7 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
         s->w_of[j] = 0.0;
         mx_cover_clear(&s->cov[j]);
     }
+    mx_robust_slot_open(m, s);
     s->nin = 0;
     s->complete = 0;
     s->mixed_any = 0;
@@ -462,8 +463,18 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
             s->touched[c] = 1;
         }
     }
-    struct acc_ctx a = { s, (float)w, lo };
+    double sc = m->rb.scale; /* robust mixing: W (s x_j + (1 - s) x_i) */
+    struct acc_ctx a = { s, (float)(w * sc), lo };
     mx_payload_blocks(m, h->dtype, h->aux, data, h->length, acc_block, &a);
+    if (sc < 1.0) {
+        const float *own = mx_robust_own(m, s);
+        for (size_t c = c0; c <= c1; c++)
+            if (s->touched[c] == 2) /* written: what follows adds */
+                s->touched[c] = 1;
+        struct acc_ctx b = { s, (float)(w * (1.0 - sc)), lo };
+        if (own)
+            acc_block(m, &b, own + lo, 0, (size_t)h->length);
+    }
     mx_cover_add(&s->cov[node], lo, hi);
     for (size_t c = c0; c <= c1; c++) {
         s->touched[c] = 1;

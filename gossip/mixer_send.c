@@ -150,6 +150,8 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
      * of round k that are complete can be mixed */
     m->sent_round = k;
     m->sent_buf = buf ? buf : x;
+    if (m->rb.own) /* robust mixing judges ranges ahead by it (mx_robust_own) */
+        memcpy(m->rb.own, m->sent_buf->data, m->n * sizeof(float));
     free(m->outlier_own0); /* the outlier check judges by what was sent now */
     m->outlier_own0 = NULL;
     /* a round queued ahead (rumor_mixer_send_ahead) is whole now; any other
@@ -228,7 +230,17 @@ static int send_head(rumor_mixer_t *m, int j, double now)
         h.offset = off;
         h.length = len;
         rumor_wire_encode(&h, bytes);
-        int rc = rumor_transport_send(m->tr, j, bytes, sizeof bytes, q->buf[0], payload, nbytes);
+        int rc;
+        if (m->cfg.tamper && !code) { /* testing: a lying peer's range (mixer.h) */
+            if (!m->tamper_buf && !(m->tamper_buf = malloc(m->chunk * sizeof(float)))) {
+                rumor_warn("mixer: out of memory");
+                break;
+            }
+            m->cfg.tamper(m->cfg.tamper_arg, q->round[0], off, payload, m->tamper_buf, len);
+            rc = rumor_transport_send_body(m->tr, j, bytes, sizeof bytes, m->tamper_buf, nbytes);
+        } else {
+            rc = rumor_transport_send(m->tr, j, bytes, sizeof bytes, q->buf[0], payload, nbytes);
+        }
         if (rc != 0) {
             if (rc < 0)
                 rumor_warn("mixer: %s", rumor_err_msg());

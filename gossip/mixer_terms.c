@@ -185,29 +185,51 @@ static void dist_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, s
     }
 }
 
+/* This peer's own x(round) once it began the round, else the round
+ * before's (a range sent ahead): a step apart, the same scale; before its
+ * first round went out, a copy of the parameters it was made with (the
+ * caller steps its own meanwhile; none when a device copies them in). */
+const float *mx_robust_own(const rumor_mixer_t *m, const struct mx_slot *s)
+{
+    /* (robust mixing keeps a copy of what was sent: the send buffer goes
+     * back to the pool once its round is done) */
+    return s->x                               ? s->x
+           : m->rb.own && m->sent_round >= 0 ? m->rb.own
+           : m->sent_buf                     ? m->sent_buf->data
+           : m->sent_round < 0 && !m->params_ready ? m->outlier_own0
+                                                   : NULL;
+}
+
 int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t *h, int node,
                      const void *data)
 {
-    if (m->cfg.outlier_ratio <= 0 || m->cfg.async || h->dtype != RUMOR_WIRE_DT_F32)
+    m->rb.scale = 1.0;
+    if ((m->cfg.outlier_ratio <= 0 && !m->cfg.robust) || m->cfg.async ||
+        h->dtype != RUMOR_WIRE_DT_F32)
         return 0;
     if (s->outlier[node]) {
-        rumor_err_set(RUMOR_EPROTO, "round %ld: this neighbour is left out as an outlier",
+        rumor_err_set(RUMOR_EPROTO, "round %ld: this neighbour is left out as %s", s->round,
+                      mx_robust_quarantined(m, node) ? "quarantined" : "an outlier");
+        return -RUMOR_WIRE_OUTLIER;
+    }
+    const float *own = mx_robust_own(m, s);
+    if (!own && m->cfg.robust) {
+        /* nothing to judge by: robust mixing leaves it out of the round */
+        s->outlier[node] = 1;
+        mx_slot_x_known(m, s);
+        rumor_err_set(RUMOR_EPROTO, "round %ld: no parameters of this peer's to judge it by",
                       s->round);
         return -RUMOR_WIRE_OUTLIER;
     }
-    /* this peer's own x(round) once it began the round, else the round
-     * before's (a range sent ahead): a step apart, the same scale; before
-     * its first round went out, a copy of the parameters it was made with
-     * (the caller steps its own meanwhile; none when a device copies them
-     * in) */
-    const float *own = s->x          ? s->x
-                       : m->sent_buf ? m->sent_buf->data
-                       : m->sent_round < 0 && !m->params_ready ? m->outlier_own0
-                                                               : NULL;
     if (!own)
         return 0;
     struct dist_ctx c = { own + h->offset, 0, 0 };
     mx_payload_blocks(m, RUMOR_WIRE_DT_F32, 0, data, h->length, dist_block, &c);
+    if (m->cfg.robust) { /* the same sums serve robust mixing (mixer_robust.c) */
+        int v = mx_robust_judge(m, s, node, c.d2, c.n2, h->length);
+        if (v < 0)
+            return v;
+    }
     /* over all its ranges of the round so far: a short range (a model's
      * last few biases) says little alone */
     s->od2[node] += c.d2;
@@ -216,7 +238,7 @@ int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t
     double d = sqrt(s->od2[node]), norm = sqrt(s->on2[node]);
     double floor = OUTLIER_FLOOR_RMS * sqrt((double)s->olen[node]);
     double ref = norm > floor ? norm : floor;
-    if (d <= m->cfg.outlier_ratio * ref)
+    if (m->cfg.outlier_ratio <= 0 || d <= m->cfg.outlier_ratio * ref)
         return 0;
     /* left out of this round: its weight goes to this peer's own, as for a
      * neighbour that missed the deadline; cells that waited for it mix */

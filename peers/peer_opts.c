@@ -2,6 +2,7 @@
 #include "peer_opts.h"
 
 #include <stddef.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,14 @@ static const char usage_head[] =
     "                         I/O thread of each connection, so 2 and 2 use two cores\n"
     "  --insecure             plaintext: anyone who can reach the port can join the\n"
     "                         swarm and read or poison its parameters\n"
+    "  --robust MODE          against a neighbour that sends wrong parameters: none\n"
+    "                         (default: its weight alone bounds it) or clip[:tau=X]\n"
+    "                         (each neighbour's difference from this peer's own\n"
+    "                         parameters is clipped to tau, an L2 norm over the\n"
+    "                         model, before it is weighted; default: chosen from the\n"
+    "                         recent differences); a neighbour clipped again and\n"
+    "                         again is quarantined for 30 s. Synchronous rounds\n"
+    "                         without --compress only\n"
     "\n"
     "Monitoring:\n"
     "  --metrics-listen ADDR:PORT\n"
@@ -346,6 +355,7 @@ static const rumor_opt_t option_table[] = {
     { "relay-max-peers", 0, RUMOR_OPT_INT, offsetof(struct options, relay_max_peers), 1, 4096, NULL, 0 },
     { "relay-mbit", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, relay_mbit), 0.001, 1e7, NULL, 0 },
     { "no-hole-punch", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_hole_punch), 0, 0, NULL, 1 },
+    { "robust", 0, RUMOR_OPT_STR, offsetof(struct options, robust), 0, 0, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -354,6 +364,28 @@ int peer_usage_error(const char *msg)
 {
     fprintf(stderr, "rumor-peer: %s\nTry 'rumor-peer --help' for more information.\n", msg);
     return 2;
+}
+
+/* --robust none | clip | clip:tau=auto | clip:tau=X (X > 0). */
+static int parse_robust(const char *s, rumor_mixer_config_t *mc)
+{
+    if (!strcmp(s, "none")) {
+        mc->robust = RUMOR_ROBUST_NONE;
+        return 0;
+    }
+    if (strncmp(s, "clip", 4) != 0 || (s[4] && s[4] != ':'))
+        return rumor_err_set(RUMOR_EINVAL, "--robust '%s': none or clip[:tau=auto|X]", s);
+    mc->robust = RUMOR_ROBUST_CLIP;
+    mc->robust_tau = 0;
+    if (!s[4] || !strcmp(s + 5, "tau=auto"))
+        return 0;
+    char *end;
+    double t = strncmp(s + 5, "tau=", 4) == 0 ? strtod(s + 9, &end) : -1;
+    if (t <= 0 || !isfinite(t) || end == s + 9 || *end)
+        return rumor_err_set(RUMOR_EINVAL, "--robust '%s': tau is auto or a norm > 0 "
+                             "(clip:tau=0.5)", s);
+    mc->robust_tau = t;
+    return 0;
 }
 
 /* A list (--rank and --peers) or open membership (--listen, --join): the
@@ -565,6 +597,14 @@ int peer_opts_config(const struct options *o, rumor_peer_config_t *c)
     mc->min_round_timeout = o->min_round_timeout;
     mc->staleness = o->staleness;
     mc->conns_per_peer = o->connections;
+    if (o->robust && parse_robust(o->robust, mc) < 0)
+        return peer_usage_error(rumor_err_msg());
+    if (mc->robust && c->mode != RUMOR_PEER_DPSGD)
+        return peer_usage_error("--robust judges each neighbour's parameters in synchronous "
+                                "D-PSGD rounds: not with --mode async or allreduce");
+    if (mc->robust && mc->codec.kind != RUMOR_CODEC_NONE)
+        return peer_usage_error("--robust judges each neighbour's parameters: not with "
+                                "--compress (what goes out is a coded change)");
     mc->io_threads = o->io_threads;
     mc->consensus_step = o->consensus_step;
     mc->keyframe_every = o->keyframe_every;

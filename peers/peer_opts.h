@@ -24,6 +24,7 @@ struct options {
     const char *metrics_listen;
     const char *join, *advertise; /* open membership */
     const char *relay, *relay_via; /* relays (peer_relay.h) */
+    const char *robust;            /* --robust none|clip[:tau=X] */
     int relay_max_peers, no_hole_punch;
     double relay_mbit;
     int min_peers, max_peers;

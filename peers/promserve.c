@@ -146,6 +146,15 @@ int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char 
            (double)s->consensus_skipped);
     metric(&p, who, "rumor_jumps_total", "counter", "Jumps ahead to the swarm's round.",
            (double)s->jumps);
+    metric(&p, who, "rumor_robust_ranges_total", "counter",
+           "Neighbours' ranges judged by robust mixing (--robust clip).",
+           (double)s->robust_ranges);
+    metric(&p, who, "rumor_robust_clipped_total", "counter",
+           "Neighbours' ranges clipped by robust mixing.", (double)s->robust_clipped);
+    metric(&p, who, "rumor_quarantines_total", "counter",
+           "Neighbours quarantined by robust mixing (each time).", (double)s->quarantines);
+    metric(&p, who, "rumor_quarantined", "gauge",
+           "Neighbours in quarantine now (robust mixing).", s->quarantined);
     metric(&p, who, "rumor_state_fetches_total", "counter",
            "State transfers from neighbours (catch-ups).", (double)s->state_fetches);
     metric(&p, who, "rumor_messages_accepted_total", "counter", "Messages accepted.",

@@ -23,6 +23,9 @@
 #include "peer_open.h"
 #include "peer_opts.h"
 #include "peer_relay.h"
+#ifdef RUMOR_ATTACKER
+#include "attack.h"
+#endif
 #include "peerlist.h"
 #include "promserve.h"
 #include "topology.h"
@@ -504,6 +507,10 @@ int main(int argc, char **argv)
         rc = peer_opts_config(&opts, &cfg);
     if (rc >= 0)
         return rc;
+#ifdef RUMOR_ATTACKER
+    if (attack_setup(&cfg.mixer) < 0) /* tests/rumor-attacker: a lying peer */
+        return 2;
+#endif
     catch_leave_signals(opts.leave_timeout); /* the watchdog's time */
     struct peer p;
     memset(&p, 0, sizeof p);

@@ -61,6 +61,8 @@ typedef struct rumor_peer_stats {
     int in_neighbors, neighbors_complete, members;
     uint64_t bytes_sent, bytes_received;
     uint64_t rounds_run, rounds_mixed, consensus_skipped, jumps, state_fetches;
+    uint64_t robust_ranges, robust_clipped, quarantines; /* --robust (mixer.h) */
+    int quarantined;
     rumor_wire_stats_t messages;
     double checkpoint_unix;     /* when the last checkpoint was written (0 none) */
     double test_accuracy;       /* the last evaluation (NaN none) */

@@ -156,6 +156,10 @@ static void after_round(rumor_peer_t *p, float loss)
     s->consensus_skipped = mcn.consensus_skipped;
     s->jumps = mcn.jumps;
     s->state_fetches = (uint64_t)res->catch_ups;
+    s->robust_ranges = mcn.robust_ranges;
+    s->robust_clipped = mcn.robust_clipped;
+    s->quarantines = mcn.quarantines;
+    s->quarantined = mcn.quarantined;
     rumor_mixer_wire_stats(p->mixer, &s->messages);
     rumor_peer_publish(p, RUMOR_PEER_NPHASES);
 }

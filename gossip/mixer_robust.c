@@ -1,0 +1,223 @@
+/* Robust mixing (mixer.h, robust): self-centred clipping of each
+ * in-neighbour's ranges, and the quarantine of a neighbour clipped again
+ * and again. Runs on the comm thread.
+ *
+ * Clipping (He, Karimireddy and Jaggi 2022, "Byzantine-robust
+ * decentralized learning via self-centered clipping"): a neighbour's range
+ * enters the mix as x_i + clip(x_j - x_i, tau_r), so a neighbour whatever
+ * it sends moves this peer by at most W_ij tau a round. The judge runs on
+ * the distance sums the outlier check computes anyway (mixer_terms.c),
+ * and the accumulation takes the clipped range as
+ *   W_ij * (s x_j + (1 - s) x_i),   s = min(1, tau_r / |x_j - x_i|_r),
+ * which is W_ij * x_j itself for the ranges within the bound (nothing
+ * changes for honest neighbours).
+ *
+ * tau, when not given, follows the honest differences: each in-neighbour's
+ * recent difference (RMS per element, an exponential average over its
+ * ranges, RB_RECENT the newest's share, a clipped range counted at RB_CAP
+ * times the bound it met), and tau is RB_MULT times the least of them. As
+ * long as one in-neighbour is honest, the least is an honest difference (a
+ * liar's is at least a bound's worth above it, or it moves this peer by
+ * little); a liar that sends something close only makes the bound tighter
+ * (this peer mixes less, it is not poisoned). The bound follows honest
+ * differences as they grow early in training, by at most RB_GROW a range
+ * (relative to this peer's own RMS). Until two in-neighbours' ranges are
+ * known (or all there are, when fewer: one alone is not told apart from a
+ * liar), tau is RB_START of this peer's own RMS there; it is never below
+ * RB_FLOOR of it (peers that start from one initialization are 0 apart).
+ *
+ * Quarantine: each neighbour's share of far ranges, an exponential average
+ * over its ranges (RB_DECAY). A range is far when it was clipped and is
+ * more than RB_FAR times as far as any other in-neighbour's recent
+ * difference (honest neighbours sit within a few times of each other, a
+ * gross liar tens or hundreds of times further); for a peer with no other
+ * in-neighbour known, when it is more than RB_FAR_OWN of this peer's own
+ * RMS away (peers that mix stay a few percent of their norm apart, where a
+ * sign-flipped or random vector of the same norm is 1.4 to 2 norms away). One past
+ * RB_SCORE after RB_MIN ranges, while the other in-neighbours' shares
+ * mostly stay below RB_OTHERS (when all are far, the bound is wrong, not
+ * they), is left
+ * out of every round for the quarantine time (its weight goes to this
+ * peer, as for a neighbour that missed the deadline), said once naming it,
+ * counted; it is judged afresh after. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mixer_int.h"
+
+#define RB_RECENT 0.3
+#define RB_MULT 4.0
+#define RB_CAP 2.0               /* a clipped range counts at this times the bound */
+#define RB_GROW 1.5              /* the bound widens at most this much a range */
+#define RB_START 0.05
+#define RB_FLOOR 0.01            /* of this peer's own RMS: nothing closer is clipped */
+#define RB_DECAY 0.9
+#define RB_FAR 8.0               /* clipped, and this many times the others' differences */
+#define RB_FAR_OWN 0.5           /* alone: clipped, and this share of this peer's own RMS */
+#define RB_SCORE 0.6             /* a neighbour's share of far ranges, to be quarantined */
+#define RB_OTHERS 0.3            /* ... while the others' share stays below this */
+#define RB_MIN 8
+#define RB_QUARANTINE_S 30.0
+
+int mx_robust_alloc(rumor_mixer_t *m)
+{
+    m->rb.scale = 1.0;
+    if (!m->cfg.robust)
+        return 0;
+    if (m->cfg.robust != RUMOR_ROBUST_CLIP)
+        return rumor_err_set(RUMOR_EINVAL, "mixer: robust mode %d unknown", m->cfg.robust);
+    if (m->cfg.async)
+        return rumor_err_set(RUMOR_EINVAL, "robust mixing (clip) runs on synchronous rounds: "
+                                           "not with asynchronous D-PSGD");
+    if (m->cfg.codec.kind != RUMOR_CODEC_NONE)
+        return rumor_err_set(RUMOR_EINVAL, "robust mixing (clip) judges a neighbour's "
+                                           "parameters: not with a codec (compressed gossip "
+                                           "sends coded changes)");
+    if (m->cfg.robust_tau < 0 || !isfinite(m->cfg.robust_tau))
+        return rumor_err_set(RUMOR_EINVAL, "robust mixing: tau %g (0: auto, or > 0)",
+                             m->cfg.robust_tau);
+    size_t N = (size_t)m->npeers;
+    m->rb.recent = calloc(N, sizeof *m->rb.recent);
+    m->rb.own = malloc(m->n * sizeof *m->rb.own);
+    m->rb.score = calloc(N, sizeof *m->rb.score);
+    m->rb.ranges = calloc(N, sizeof *m->rb.ranges);
+    m->rb.until = calloc(N, sizeof *m->rb.until);
+    if (!m->rb.recent || !m->rb.own || !m->rb.score || !m->rb.ranges || !m->rb.until)
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    return 0;
+}
+
+void mx_robust_free(rumor_mixer_t *m)
+{
+    free(m->rb.recent);
+    free(m->rb.own);
+    free(m->rb.score);
+    free(m->rb.ranges);
+    free(m->rb.until);
+}
+
+/* A slot given to another member: its record starts afresh. */
+void mx_robust_forget(rumor_mixer_t *m, int node)
+{
+    if (!m->rb.score)
+        return;
+    m->rb.score[node] = 0;
+    m->rb.ranges[node] = 0;
+    m->rb.until[node] = 0;
+    m->rb.recent[node] = 0;
+}
+
+int mx_robust_quarantined(const rumor_mixer_t *m, int node)
+{
+    return m->rb.until && m->rb.until[node] > rumor_now();
+}
+
+/* A round's slot opens: quarantined neighbours are not waited for. */
+void mx_robust_slot_open(rumor_mixer_t *m, struct mx_slot *s)
+{
+    if (!m->rb.until)
+        return;
+    double now = rumor_now();
+    int q = 0;
+    for (int j = 0; j < m->npeers; j++)
+        if (m->rb.until[j] > now) {
+            s->outlier[j] = 1;
+            q++;
+        } else if (m->rb.until[j] > 0) { /* served its time: judged afresh */
+            mx_robust_forget(m, j);
+        }
+    m->counters.quarantined = q;
+}
+
+/* The bound on the RMS per element of a range's difference, for slot s. */
+static double tau_rms(rumor_mixer_t *m, const struct mx_slot *s, double own_rms)
+{
+    if (m->cfg.robust_tau > 0)
+        return m->cfg.robust_tau / sqrt((double)m->n);
+    double least = -1;
+    int known = 0, in = 0;
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (j == m->self || mx_robust_quarantined(m, j))
+            continue;
+        in++;
+        if (m->rb.ranges[j]) {
+            known++;
+            if (least < 0 || m->rb.recent[j] < least)
+                least = m->rb.recent[j];
+        }
+    }
+    /* one neighbour's alone does not say what honest is (it may be the
+     * liar's): two, or all there are */
+    double t = known >= 2 || (known && known == in) ? RB_MULT * least : RB_START * own_rms;
+    /* and it widens smoothly: RB_GROW at most a range */
+    if (m->rb.last > 0 && t > RB_GROW * m->rb.last * own_rms)
+        t = RB_GROW * m->rb.last * own_rms;
+    double floor = RB_FLOOR * own_rms > 1e-12 ? RB_FLOOR * own_rms : 1e-12;
+    t = t > floor ? t : floor;
+    if (own_rms > 0)
+        m->rb.last = t / own_rms;
+    return t;
+}
+
+/* Whether most of node's fellow in-neighbours of slot s pass the bound. */
+static int others_pass(const rumor_mixer_t *m, const struct mx_slot *s, int node)
+{
+    int others = 0, clipped = 0;
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (j == node || j == m->self || mx_robust_quarantined(m, j))
+            continue;
+        others++;
+        clipped += m->rb.score[j] >= RB_OTHERS;
+    }
+    return others > 0 && 2 * clipped < others; /* alone, it cannot be told apart */
+}
+
+int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, double n2,
+                    uint64_t len)
+{
+    if (mx_robust_quarantined(m, node)) { /* a range of a round opened before */
+        s->outlier[node] = 1;
+        mx_slot_x_known(m, s);
+        rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", s->round);
+        return -RUMOR_WIRE_OUTLIER;
+    }
+    double d = sqrt(d2 / (double)len), own = sqrt(n2 / (double)len);
+    double tau = tau_rms(m, s, own);
+    int clipped = d > tau;
+    m->rb.scale = clipped ? tau / d : 1.0;
+    double seen = d < RB_CAP * tau ? d : RB_CAP * tau;
+    m->rb.recent[node] = m->rb.ranges[node] ? (1 - RB_RECENT) * m->rb.recent[node] + RB_RECENT * seen
+                                            : seen;
+    m->counters.robust_ranges++;
+    m->counters.robust_clipped += (uint64_t)clipped;
+    double others = -1; /* the largest recent difference of the others */
+    for (int i = 0; i < s->nin; i++) {
+        int j = s->in[i];
+        if (j != node && j != m->self && m->rb.ranges[j] && !mx_robust_quarantined(m, j) &&
+            m->rb.recent[j] > others)
+            others = m->rb.recent[j];
+    }
+    int far = clipped && (others >= 0 ? d > RB_FAR * others : d > RB_FAR_OWN * own);
+    m->rb.score[node] = RB_DECAY * m->rb.score[node] + (1 - RB_DECAY) * far;
+    m->rb.ranges[node]++;
+    if (m->rb.ranges[node] < RB_MIN || m->rb.score[node] <= RB_SCORE || !others_pass(m, s, node))
+        return 0;
+    /* clipped again and again: quarantined, left out from this round on */
+    double q = m->cfg.robust_quarantine_s > 0 ? m->cfg.robust_quarantine_s : RB_QUARANTINE_S;
+    m->rb.until[node] = rumor_now() + q;
+    m->counters.quarantines++;
+    m->counters.quarantined++;
+    s->outlier[node] = 1;
+    char name[48];
+    rumor_warn("%s (%s): %.0f%% of its recent ranges were far beyond the bound (its parameters "
+               "%.3g times the bound away from this peer's, RMS %.3g): quarantined for %.0f s, "
+               "left out of the mix",
+               mx_peer_name(m, node, name, sizeof name), mx_endpoint_name(m, node),
+               100 * m->rb.score[node], d / tau, d, q);
+    mx_slot_x_known(m, s); /* cells that waited for it mix */
+    rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", s->round);
+    return -RUMOR_WIRE_OUTLIER;
+}
