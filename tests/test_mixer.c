@@ -645,6 +645,78 @@ static void check_outlier(void)
     rumor_topo_destroy(&t);
 }
 
+/* Peer 0 of ring:3 (weights 1/3) with robust mixing, --robust clip:tau=T,
+ * T = sqrt(NP): a bound of 1 per element (RMS). Its own x = 1; "peer 1"
+ * sends 3 (2 away: clipped to 1 away, taken as 2), "peer 2" 1.5 (0.5 away:
+ * taken as it is). The closed form: (1 + 2 + 1.5) / 3 = 1.5, where plain
+ * D-PSGD gives (1 + 3 + 1.5) / 3. Peer 1's ranges come before this peer's
+ * round began (judged against the parameters it was made with), peer 2's
+ * after. Round 1: both send x + 0.25, unclipped. */
+static void check_robust_clip(void)
+{
+    rumor_topo_t *t;
+    CHECK_OK(rumor_topo_parse("ring:3", &t));
+    static float init[NP];
+    for (int i = 0; i < NP; i++)
+        init[i] = 1.0f;
+    rumor_mixer_config_t c = base_config(t, 0);
+    c.round_timeout = c.min_round_timeout = 10;
+    c.outlier_ratio = 10;
+    c.robust = RUMOR_ROBUST_CLIP;
+    c.robust_tau = sqrt((double)NP);
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(&c, init, &m));
+    if (!m) {
+        rumor_topo_destroy(&t);
+        return;
+    }
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    rumor_wire_hdr_t h1 = { 0 };
+    h1.type = RUMOR_WIRE_PARAMS;
+    h1.dtype = RUMOR_WIRE_DT_F32;
+    h1.swarm = rumor_wire_swarm_id("test");
+    h1.sender = 2; /* node 1 */
+    h1.incarnation = 1;
+    h1.space = NP;
+    rumor_wire_hdr_t h2 = h1;
+    h2.sender = 3; /* node 2 */
+    float *x;
+    rumor_round_stats_t st;
+    send_round(push, &h1, 0, 3.0f, 250, NP);
+    usleep(100000);
+    CHECK_OK(rumor_mixer_round_begin(m, 0));
+    send_round(push, &h2, 0, 1.5f, 250, NP);
+    CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
+    int off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - 1.5f) > 1e-5f;
+    CHECKF(off == 0 && st.complete == 2, "a clipped round mixed wrong at %d places (x[0] = %g, "
+           "expected 1.5; complete %d)", off, x[0], st.complete);
+    rumor_mixer_counters_t mc;
+    rumor_mixer_counters(m, &mc);
+    CHECKF(mc.robust_ranges == 8 && mc.robust_clipped == 4 && mc.quarantines == 0,
+           "judged %llu ranges, clipped %llu, quarantined %llu: expected 8, 4, 0",
+           (unsigned long long)mc.robust_ranges, (unsigned long long)mc.robust_clipped,
+           (unsigned long long)mc.quarantines);
+    CHECK_OK(rumor_mixer_round_begin(m, 1));
+    send_round(push, &h1, 1, 1.75f, 250, NP);
+    send_round(push, &h2, 1, 1.75f, 250, NP);
+    CHECK_OK(rumor_mixer_round_end(m, 1, &x, &st));
+    off = 0;
+    for (int i = 0; i < NP; i++)
+        off += fabsf(x[i] - (1.5f + 3.5f) / 3.0f) > 1e-5f;
+    CHECKF(off == 0, "round 1 (within the bound) mixed wrong at %d places (x[0] = %g)", off, x[0]);
+    rumor_mixer_counters(m, &mc);
+    CHECK(mc.robust_clipped == 4);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
+    rumor_topo_destroy(&t);
+    /* where it is not defined: refused, said */
+    c.async = 1;
+    CHECK_ERR(rumor_mixer_create(&c, init, &m), RUMOR_EINVAL, "not with asynchronous");
+}
+
 /* "peer 1" on a slow link: sends round k of x = 3 in ranges of CHUNK (on
  * peer 0's grid), one every 150 ms, from its own thread and socket. */
 struct trickle {
@@ -778,6 +850,7 @@ int main(int argc, char **argv)
     if (!failed && runs(only, "outlier")) {
         tu_watchdog(60, "a diverged neighbour");
         check_outlier();
+        check_robust_clip();
         if (tu_failures)
             failed = "a diverged neighbour";
     }
