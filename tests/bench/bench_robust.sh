@@ -3,8 +3,10 @@
 # none. Eight peers on loopback train the Fashion-MNIST MLP (784-32-10,
 # 6000 examples, 2 epochs) on a ring and on the exponential graph; rank 7 is
 # tests/rumor-attacker, which trains honestly and sends its out-neighbours
-# its parameters sign-flipped, as Gaussian noise of their norm, or 100
-# times their size. Each attack runs with --robust none and --robust clip;
+# its parameters sign-flipped, as Gaussian noise of their norm, 100 times
+# their size, or moved back against its own progress, 4 times its last
+# round's step ("a little is enough", alie:4: within the honest spread).
+# Each attack runs with --robust none and --robust clip;
 # each graph also runs without a liar, both ways.
 #
 # Prints "bench: NAME = VALUE UNIT" lines, GRAPH ring or exp:
@@ -68,7 +70,7 @@ for g in ring exp; do
   fig robust_${g}_clip_cost "$(echo "$cn $cc" | awk '{ printf "%.2f", $1 - $2 }')" points
   table="$table
 | $g | none | $cn% | $cc% | |"
-  for a in sign noise scale:100; do
+  for a in sign noise scale:100 alie:4; do
     run "$g-$a-none" $g $a none
     run "$g-$a-clip" $g $a clip
     an=$(honest "$g-$a-none") ac=$(honest "$g-$a-clip")
