@@ -679,6 +679,16 @@ void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out)
     pthread_mutex_unlock(&m->pub_mu);
 }
 
+int rumor_mixer_robust_scores(rumor_mixer_t *m, rumor_robust_score_t *out, int cap)
+{
+    pthread_mutex_lock(&m->pub_mu);
+    int n = m->pub.nrobust < cap ? m->pub.nrobust : cap;
+    if (n > 0)
+        memcpy(out, m->pub.robust, (size_t)n * sizeof *out);
+    pthread_mutex_unlock(&m->pub_mu);
+    return n > 0 ? n : 0;
+}
+
 int rumor_mixer_allreduce_size(rumor_mixer_t *m)
 {
     pthread_mutex_lock(&m->pub_mu);

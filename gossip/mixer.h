@@ -428,6 +428,18 @@ typedef struct rumor_mixer_counters {
 } rumor_mixer_counters_t;
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 
+/* Robust mixing's view of one neighbour (cfg.robust). */
+typedef struct rumor_robust_score {
+    char name[24];              /* "3" (a list's rank) or "1f2e3d4c..." (its id, from its key) */
+    double score;               /* its share of far ranges lately, 0 to 1 (quarantined past 0.6) */
+    double distance;            /* its recent difference from this peer, RMS per element */
+    int quarantined;            /* 1 while quarantined */
+} rumor_robust_score_t;
+/* The neighbours this peer talks to, as robust mixing judges them (as of
+ * the last publication, a few times a second), at most cap: how many were
+ * written (0 without cfg.robust). */
+int rumor_mixer_robust_scores(rumor_mixer_t *m, rumor_robust_score_t *out, int cap);
+
 /* Makes the round in progress end now (as if its deadline had passed) and
  * every later round end without waiting: for a peer that must leave (a
  * preemption notice). A barrier or a state fetch in progress returns at

@@ -363,5 +363,6 @@ void mx_publish(rumor_mixer_t *m)
     m->pub.swarm_round = sr;
     m->pub.members = m->vn;
     m->pub.ar_size = m->ar.last_rn;
+    m->pub.nrobust = mx_robust_publish(m, m->pub.robust);
     pthread_mutex_unlock(&m->pub_mu);
 }

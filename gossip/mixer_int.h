@@ -307,6 +307,8 @@ struct mx_pub {
     int ar_size;               /* the ring of the last finished all-reduce */
     int incompat_all;          /* every peer talked to is incompatible (and was told) */
     char incompat_err[1600];   /* the first difference found */
+    rumor_robust_score_t *robust; /* (npeers) with cfg.robust */
+    int nrobust;
 };
 
 /* The caller's side of the rounds: read and written by the caller's threads
@@ -768,6 +770,8 @@ void mx_robust_free(rumor_mixer_t *m);
 void mx_robust_forget(rumor_mixer_t *m, int node);
 int mx_robust_quarantined(const rumor_mixer_t *m, int node);
 void mx_robust_slot_open(rumor_mixer_t *m, struct mx_slot *s);
+/* Writes the neighbours' scores into out (npeers); how many (under pub_mu). */
+int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out);
 /* Judges node's range of len elements, d2 and n2 the squared norms of its
  * difference from this peer's own and of this peer's own there: sets
  * m->rb.scale; <0 (RUMOR_WIRE_OUTLIER) when it quarantined node. */

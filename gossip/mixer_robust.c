@@ -41,6 +41,7 @@
  * peer, as for a neighbour that missed the deadline), said once naming it,
  * counted; it is judged afresh after. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,10 +81,12 @@ int mx_robust_alloc(rumor_mixer_t *m)
     size_t N = (size_t)m->npeers;
     m->rb.recent = calloc(N, sizeof *m->rb.recent);
     m->rb.own = malloc(m->n * sizeof *m->rb.own);
+    m->pub.robust = calloc(N, sizeof *m->pub.robust);
     m->rb.score = calloc(N, sizeof *m->rb.score);
     m->rb.ranges = calloc(N, sizeof *m->rb.ranges);
     m->rb.until = calloc(N, sizeof *m->rb.until);
-    if (!m->rb.recent || !m->rb.own || !m->rb.score || !m->rb.ranges || !m->rb.until)
+    if (!m->rb.recent || !m->rb.own || !m->pub.robust || !m->rb.score || !m->rb.ranges ||
+        !m->rb.until)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     return 0;
 }
@@ -92,6 +95,7 @@ void mx_robust_free(rumor_mixer_t *m)
 {
     free(m->rb.recent);
     free(m->rb.own);
+    free(m->pub.robust);
     free(m->rb.score);
     free(m->rb.ranges);
     free(m->rb.until);
@@ -220,4 +224,25 @@ int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, do
     mx_slot_x_known(m, s); /* cells that waited for it mix */
     rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", s->round);
     return -RUMOR_WIRE_OUTLIER;
+}
+
+int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out)
+{
+    if (!m->rb.score || !out)
+        return 0;
+    int n = 0;
+    double now = rumor_now();
+    for (int j = 0; j < m->npeers; j++) {
+        if (j == m->self || !m->talks_to[j])
+            continue;
+        rumor_robust_score_t *o = &out[n++];
+        char name[48];
+        mx_peer_name(m, j, name, sizeof name);
+        const char *nm = strncmp(name, "peer ", 5) ? name : name + 5;
+        snprintf(o->name, sizeof o->name, "%.23s", nm);
+        o->score = m->rb.score[j];
+        o->distance = m->rb.recent[j];
+        o->quarantined = m->rb.until[j] > now;
+    }
+    return n;
 }

@@ -155,6 +155,18 @@ int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char 
            "Neighbours quarantined by robust mixing (each time).", (double)s->quarantines);
     metric(&p, who, "rumor_quarantined", "gauge",
            "Neighbours in quarantine now (robust mixing).", s->quarantined);
+    put(&p, "# HELP rumor_neighbor_robust_score A neighbour's share of ranges far beyond robust "
+            "mixing's bound lately (0 to 1; quarantined past 0.6).\n"
+            "# TYPE rumor_neighbor_robust_score gauge\n");
+    for (int i = 0; i < s->nrobust; i++) {
+        put(&p, "rumor_neighbor_robust_score{%s,neighbor=\"%s\"} ", who, s->robust[i].name);
+        value(&p, s->robust[i].score);
+    }
+    put(&p, "# HELP rumor_neighbor_quarantined 1 while robust mixing keeps the neighbour in "
+            "quarantine.\n# TYPE rumor_neighbor_quarantined gauge\n");
+    for (int i = 0; i < s->nrobust; i++)
+        put(&p, "rumor_neighbor_quarantined{%s,neighbor=\"%s\"} %d\n", who, s->robust[i].name,
+            s->robust[i].quarantined);
     metric(&p, who, "rumor_state_fetches_total", "counter",
            "State transfers from neighbours (catch-ups).", (double)s->state_fetches);
     metric(&p, who, "rumor_messages_accepted_total", "counter", "Messages accepted.",

@@ -45,6 +45,8 @@ typedef enum {
 const char *rumor_peer_phase_name(rumor_peer_phase phase);
 
 /* What a peer shows while it runs (rumor-peer's Prometheus metrics). */
+#define RUMOR_PEER_ROBUST_MAX 32 /* neighbours whose robust scores the stats carry */
+
 typedef struct rumor_peer_stats {
     int rank, peers;
     char peer[24];              /* open membership: the id in hex, the label instead
@@ -63,6 +65,8 @@ typedef struct rumor_peer_stats {
     uint64_t rounds_run, rounds_mixed, consensus_skipped, jumps, state_fetches;
     uint64_t robust_ranges, robust_clipped, quarantines; /* --robust (mixer.h) */
     int quarantined;
+    rumor_robust_score_t robust[RUMOR_PEER_ROBUST_MAX]; /* the neighbours' scores */
+    int nrobust;
     rumor_wire_stats_t messages;
     double checkpoint_unix;     /* when the last checkpoint was written (0 none) */
     double test_accuracy;       /* the last evaluation (NaN none) */

@@ -32,8 +32,10 @@ run() {
   for r in 0 1 2 3 4; do
     bin=$RUMOR_PEER
     [ $r = 4 ] && [ "$2" != none ] && bin=$attacker
+    prom=
+    [ $r = 0 ] && [ -n "${PROM:-}" ] && prom="--metrics-listen 127.0.0.1:$PROM"
     RUMOR_ATTACK=$2 timeout 300 "$bin" --insecure --rank $r --peers "$eps" $common \
-      --robust "$3" --metrics "$tmp/$1-$r.jsonl" >"$tmp/$1-$r.log" 2>&1 &
+      --robust "$3" --metrics "$tmp/$1-$r.jsonl" $prom >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait "$p" || fail "$1: a peer failed: $(tail -n 2 "$tmp/$1-0.log")"; done
@@ -63,8 +65,47 @@ echo "robust: sign-flipped liar, --robust none: honest peers $collapsed%"
 expect_num_le "$collapsed" "$(echo "$clean" | awk '{ print $1 - 15 }')" \
   "the honest peers' accuracy with a sign-flipping liar and no defence (the attack must bite)"
 
+# scrape PORT FILE: rank 0's Prometheus page, every 0.1 s for 60 s at most,
+# until it shows rank 4 in quarantine; that page into FILE
+scrape() {
+  python3 - "$1" "$2" <<'EOF' &
+import sys, time, urllib.request
+url, out = "http://127.0.0.1:%s/metrics" % sys.argv[1], sys.argv[2]
+end = time.time() + 60
+while time.time() < end:
+    try:
+        page = urllib.request.urlopen(url, timeout=1).read().decode()
+        if 'rumor_neighbor_quarantined{rank="0",neighbor="4"} 1' in page:
+            open(out, "w").write(page)
+            break
+    except Exception:
+        pass
+    time.sleep(0.1)
+EOF
+  scraper=$!
+}
+
 for attack in sign noise scale:100; do
-  run "$attack-clip" "$attack" clip
+  PROM=
+  if [ "$attack" = sign ] && command -v python3 >/dev/null; then
+    PROM=$(free_endpoints 1 | sed 's/.*://')
+    scrape "$PROM" "$tmp/prom.txt"
+  fi
+  PROM=$PROM run "$attack-clip" "$attack" clip
+  if [ -n "$PROM" ]; then
+    wait "$scraper"
+    # Prometheus: rank 0 names the liar, its score past the threshold, and
+    # its honest neighbour rank 1 well below it
+    grep -q 'rumor_neighbor_quarantined{rank="0",neighbor="4"} 1' "$tmp/prom.txt" 2>/dev/null ||
+      fail "rank 0's Prometheus page never showed rank 4 in quarantine"
+    s4=$(sed -n 's/^rumor_neighbor_robust_score{rank="0",neighbor="4"} //p' "$tmp/prom.txt")
+    s1=$(sed -n 's/^rumor_neighbor_robust_score{rank="0",neighbor="1"} //p' "$tmp/prom.txt")
+    echo "robust: rank 0's Prometheus page: rank 4's score ${s4:-none}, rank 1's ${s1:-none}"
+    expect_num_ge "${s4:-0}" 0.6 "rank 4's robust score on rank 0's page"
+    expect_num_le "${s1:-1}" 0.3 "rank 1's robust score on rank 0's page"
+    grep -q '^rumor_quarantines_total{rank="0"} [1-9]' "$tmp/prom.txt" ||
+      fail "rank 0's page does not count the quarantine"
+  fi
   got=$(honest $attack-clip)
   echo "robust: $attack liar, --robust clip: honest peers $got% (attack-free $clean%; rank 0 clipped $(clipped $attack-clip) ranges)"
   expect_num_ge "$got" "$(echo "$clean" | awk '{ print $1 - 2 }')" \
