@@ -711,10 +711,10 @@ static void check_robust_clip(void)
     zmq_close(push);
     zmq_ctx_term(ctx);
     rumor_mixer_destroy(&m, 0.5);
-    rumor_topo_destroy(&t);
     /* where it is not defined: refused, said */
     c.async = 1;
     CHECK_ERR(rumor_mixer_create(&c, init, &m), RUMOR_EINVAL, "not with asynchronous");
+    rumor_topo_destroy(&t);
 }
 
 /* "peer 1" on a slow link: sends round k of x = 3 in ranges of CHUNK (on
