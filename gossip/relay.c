@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "le.h"
 #include "log.h"
 #include "relay_int.h"
 #include "transport.h"
@@ -192,32 +193,9 @@ static int find_reg(rumor_relay_t *r, const unsigned char *rid, size_t rid_len)
     return -1;
 }
 
-/* An address seen ("tcp://HOST:PORT", as a probe answers it) in a frame. */
-static int addr_frame(zmq_msg_t *m, char *out)
-{
-    size_t l = zmq_msg_size(m);
-    if (l < 8 || l >= RLY_ADDR)
-        return 0;
-    memcpy(out, zmq_msg_data(m), l);
-    out[l] = 0;
-    char host[RLY_ADDR];
-    int port;
-    return strlen(out) == l && rly_split(out, host, sizeof host, &port) == 0 && port > 0;
-}
-
 static uint64_t id_frame(zmq_msg_t *m)
 {
-    const unsigned char *p = zmq_msg_data(m);
-    uint64_t id = 0;
-    for (int k = 0; k < 8; k++)
-        id |= (uint64_t)p[k] << (8 * k);
-    return id;
-}
-
-static void put_id(unsigned char *p, uint64_t id)
-{
-    for (int k = 0; k < 8; k++)
-        p[k] = (unsigned char)(id >> (8 * k));
+    return get64(zmq_msg_data(m));
 }
 
 /* "PUNCH" <id> <port> <address> from registration g: passed on to the
@@ -227,7 +205,7 @@ static void on_punch(rumor_relay_t *r, int g, zmq_msg_t *part, int n)
     char addr[RLY_ADDR], port_s[8];
     unsigned char id[8];
     if (n != 5 || zmq_msg_size(&part[2]) != 8 || zmq_msg_size(&part[3]) >= sizeof port_s ||
-        !addr_frame(&part[4], addr))
+        !rly_addr_frame(&part[4], addr))
         return; /* malformed: nothing to answer to */
     memcpy(id, zmq_msg_data(&part[2]), 8);
     memcpy(port_s, zmq_msg_data(&part[3]), zmq_msg_size(&part[3]));
@@ -250,7 +228,7 @@ static void on_punch(rumor_relay_t *r, int g, zmq_msg_t *part, int n)
     p->rid = ++r->next_rid;
     p->t = rumor_now();
     unsigned char rid[8];
-    put_id(rid, p->rid);
+    put64(rid, p->rid);
     send_parts(r, &r->regs[to], "PUNCH", rid, 8, addr, strlen(addr), NULL, 0);
     pthread_mutex_lock(&r->mu);
     r->st.punches++;
@@ -262,7 +240,8 @@ static void on_punch(rumor_relay_t *r, int g, zmq_msg_t *part, int n)
 static void on_punched(rumor_relay_t *r, int g, int yes, zmq_msg_t *part, int n)
 {
     char addr[RLY_ADDR];
-    if (n < 3 || zmq_msg_size(&part[2]) != 8 || (yes && (n != 4 || !addr_frame(&part[3], addr))))
+    if (n < 3 || zmq_msg_size(&part[2]) != 8 ||
+        (yes && (n != 4 || !rly_addr_frame(&part[3], addr))))
         return;
     uint64_t rid = id_frame(&part[2]);
     for (int i = 0; i < r->np; i++) {
@@ -270,7 +249,7 @@ static void on_punched(rumor_relay_t *r, int g, int yes, zmq_msg_t *part, int n)
         if (p->rid != rid || p->to != g)
             continue;
         unsigned char id[8];
-        put_id(id, p->id);
+        put64(id, p->id);
         const char *why = "the peer declined";
         if (r->regs[p->from].used)
             send_parts(r, &r->regs[p->from], yes ? "PUNCHED" : "NOPUNCH", id, 8,
@@ -334,8 +313,7 @@ static void on_front(rumor_relay_t *r, int g)
     f->t = rumor_now();
     rg->conns++;
     unsigned char id[8];
-    for (int k = 0; k < 8; k++)
-        id[k] = (unsigned char)(f->id >> (8 * k));
+    put64(id, f->id);
     send_parts(r, rg, "CONN", id, sizeof id, NULL, 0, NULL, 0);
 }
 
@@ -421,9 +399,7 @@ static int on_back_read(rumor_relay_t *r, int k)
         on_probe(r, k);
         return 1;
     }
-    uint64_t id = 0;
-    for (int i = 0; i < 8; i++)
-        id |= (uint64_t)b->hdr[8 + RLY_TOKEN + i] << (8 * i);
+    uint64_t id = get64(b->hdr + 8 + RLY_TOKEN);
     int f = -1;
     if (memcmp(b->hdr, RLY_MAGIC, 8) == 0)
         for (int i = 0; i < r->nf && f < 0; i++)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "le.h"
 #include "log.h"
 #include "relay.h"
 #include "relay_int.h"
@@ -59,8 +60,7 @@ static void on_conn(rumor_relay_client_t *c, uint64_t id)
         unsigned char hdr[RLY_HDR];
         memcpy(hdr, RLY_MAGIC, 8);
         memcpy(hdr + 8, c->token, RLY_TOKEN);
-        for (int k = 0; k < 8; k++)
-            hdr[8 + RLY_TOKEN + k] = (unsigned char)(id >> (8 * k));
+        put64(hdr + 8 + RLY_TOKEN, id);
         if (write(b, hdr, sizeof hdr) == (ssize_t)sizeof hdr &&
             (l = rly_connect(c->local_host, c->local_port, 3.0)) >= 0) {
             ok = rly_client_splice(c, b, l, -1, RLY_SP_BACK) == 0;
@@ -213,11 +213,7 @@ static void *client_main(void *arg)
                 pthread_mutex_unlock(&c->mu);
             } else if (cmd == 'C' && np == 2 && zmq_msg_size(&parts[0]) == 4 &&
                 zmq_msg_size(&parts[1]) == 8) {
-                const unsigned char *p = zmq_msg_data(&parts[1]);
-                uint64_t id = 0;
-                for (int k = 0; k < 8; k++)
-                    id |= (uint64_t)p[k] << (8 * k);
-                on_conn(c, id);
+                on_conn(c, get64(zmq_msg_data(&parts[1])));
             } else if (cmd == 'P' || cmd == 'N') {
                 rly_punch_control(c, parts, np);
             }

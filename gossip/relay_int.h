@@ -33,6 +33,11 @@ int rly_connect(const char *host, int port, double timeout);
  * started (the fd is non-blocking; its end comes as POLLOUT). */
 int rly_connect_from(const char *host, int port, int lport, int *bound, double timeout);
 
+/* A frame holding an address seen ("tcp://HOST:PORT", as a probe answers
+ * it) into out (RLY_ADDR bytes): 1 when it is one, 0 when not. */
+struct zmq_msg_t;
+int rly_addr_frame(struct zmq_msg_t *m, char *out);
+
 /* "tcp://HOST:PORT" (brackets for an IPv6 HOST); snprintf's count. */
 int rly_endpoint(char *out, size_t cap, const char *host, int port);
 

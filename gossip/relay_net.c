@@ -216,6 +216,18 @@ int rly_connect_from(const char *host, int port, int lport, int *bound, double t
     return fd;
 }
 
+int rly_addr_frame(zmq_msg_t *m, char *out)
+{
+    size_t l = zmq_msg_size(m);
+    if (l < 8 || l >= RLY_ADDR)
+        return 0;
+    memcpy(out, zmq_msg_data(m), l);
+    out[l] = 0;
+    char host[RLY_ADDR];
+    int port;
+    return strlen(out) == l && rly_split(out, host, sizeof host, &port) == 0 && port > 0;
+}
+
 int rly_endpoint(char *out, size_t cap, const char *host, int port)
 {
     return snprintf(out, cap, strchr(host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", host, port);

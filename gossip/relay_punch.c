@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "le.h"
 #include "log.h"
 #include "relay.h"
 #include "relay_int.h"
@@ -40,20 +41,6 @@
 
 enum { T_ANSWER, T_CONNECT, T_RETRY };
 
-static void put_id(unsigned char *p, uint64_t id)
-{
-    for (int k = 0; k < 8; k++)
-        p[k] = (unsigned char)(id >> (8 * k));
-}
-
-static uint64_t get_id(zmq_msg_t *m)
-{
-    const unsigned char *p = zmq_msg_data(m);
-    uint64_t id = 0;
-    for (int k = 0; k < 8; k++)
-        id |= (uint64_t)p[k] << (8 * k);
-    return id;
-}
 
 /* ------------------------------------------------------------ the dial hook */
 
@@ -254,7 +241,7 @@ static void start_punch(rumor_relay_client_t *c, int k)
     c->tr[t].state = T_ANSWER;
     unsigned char id[8];
     char port[8];
-    put_id(id, c->tr[t].pid);
+    put64(id, c->tr[t].pid);
     snprintf(port, sizeof port, "%d", p->tport);
     rly_client_send(c, "PUNCH", id, 8, port, strlen(port), seen, strlen(seen));
 }
@@ -262,12 +249,7 @@ static void start_punch(rumor_relay_client_t *c, int k)
 static int addr_of(zmq_msg_t *m, char *host, size_t cap, int *port)
 {
     char a[RLY_ADDR];
-    size_t l = zmq_msg_size(m);
-    if (l < 8 || l >= sizeof a)
-        return -1;
-    memcpy(a, zmq_msg_data(m), l);
-    a[l] = 0;
-    return strlen(a) == l && rly_split(a, host, cap, port) == 0 && *port > 0 ? 0 : -1;
+    return rly_addr_frame(m, a) && rly_split(a, host, cap, port) == 0 ? 0 : -1;
 }
 
 void rly_punch_control(rumor_relay_client_t *c, zmq_msg_t *parts, int np)
@@ -276,7 +258,7 @@ void rly_punch_control(rumor_relay_client_t *c, zmq_msg_t *parts, int np)
     size_t cl = zmq_msg_size(&parts[0]);
     if (np < 2 || zmq_msg_size(&parts[1]) != 8)
         return;
-    uint64_t id = get_id(&parts[1]);
+    uint64_t id = get64(zmq_msg_data(&parts[1]));
     char host[256];
     int port = 0;
     if (cl == 5 && !memcmp(cmd, "PUNCH", 5)) {
@@ -285,7 +267,7 @@ void rly_punch_control(rumor_relay_client_t *c, zmq_msg_t *parts, int np)
         char seen[RLY_ADDR] = { 0 };
         int lport = 0, t = -1;
         unsigned char rid[8];
-        put_id(rid, id);
+        put64(rid, id);
         if (np != 3 || addr_of(&parts[2], host, sizeof host, &port) < 0)
             return;
         if (c->o.no_punch || probe(c, &lport, seen) < 0 || (t = new_try(c, -1, id, lport)) < 0) {

@@ -572,6 +572,45 @@ static void check_hostile(void)
     rumor_topo_destroy(&t);
 }
 
+/* A PARAMS header of the neighbour with that sender id (node id - 1),
+ * played by hand. */
+static rumor_wire_hdr_t hand_hdr(uint64_t sender)
+{
+    rumor_wire_hdr_t h = { 0 };
+    h.type = RUMOR_WIRE_PARAMS;
+    h.dtype = RUMOR_WIRE_DT_F32;
+    h.swarm = rumor_wire_swarm_id("test");
+    h.sender = sender;
+    h.incarnation = 1;
+    h.space = NP;
+    return h;
+}
+
+static float ones[NP];
+
+/* Peer 0 of ring:3, its parameters all 1, with the outlier check
+ * rumor-peer runs (ratio 10) and, with robust, --robust clip:tau=sqrt(NP)
+ * (a bound of 1 per element); *c its configuration, *t its graph (NULL
+ * and none when it could not be made). */
+static rumor_mixer_t *ring3_peer0(rumor_topo_t **t, rumor_mixer_config_t *c, int robust)
+{
+    CHECK_OK(rumor_topo_parse("ring:3", t));
+    for (int i = 0; i < NP; i++)
+        ones[i] = 1.0f;
+    *c = base_config(*t, 0);
+    c->round_timeout = c->min_round_timeout = 10;
+    c->outlier_ratio = 10;
+    if (robust) {
+        c->robust = RUMOR_ROBUST_CLIP;
+        c->robust_tau = sqrt((double)NP);
+    }
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(c, ones, &m));
+    if (!m)
+        rumor_topo_destroy(t);
+    return m;
+}
+
 /* Peer 0 of ring:3 (weights 1/3) with the outlier check rumor-peer runs
  * (ratio 10) and two neighbours played by hand: in round 0 "peer 2" sends
  * x = 10^4 (a diverged peer) and is left out, its weight going to peer 0's
@@ -580,29 +619,12 @@ static void check_hostile(void)
 static void check_outlier(void)
 {
     rumor_topo_t *t;
-    CHECK_OK(rumor_topo_parse("ring:3", &t));
-    static float init[NP];
-    for (int i = 0; i < NP; i++)
-        init[i] = 1.0f;
-    rumor_mixer_config_t c = base_config(t, 0);
-    c.round_timeout = c.min_round_timeout = 10;
-    c.outlier_ratio = 10;
-    rumor_mixer_t *m = NULL;
-    CHECK_OK(rumor_mixer_create(&c, init, &m));
-    if (!m) {
-        rumor_topo_destroy(&t);
+    rumor_mixer_config_t c;
+    rumor_mixer_t *m = ring3_peer0(&t, &c, 0);
+    if (!m)
         return;
-    }
     void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
-    rumor_wire_hdr_t h1 = { 0 };
-    h1.type = RUMOR_WIRE_PARAMS;
-    h1.dtype = RUMOR_WIRE_DT_F32;
-    h1.swarm = rumor_wire_swarm_id("test");
-    h1.sender = 2; /* node 1 */
-    h1.incarnation = 1;
-    h1.space = NP;
-    rumor_wire_hdr_t h2 = h1;
-    h2.sender = 3; /* node 2 */
+    rumor_wire_hdr_t h1 = hand_hdr(2), h2 = hand_hdr(3); /* nodes 1 and 2 */
     float *x;
     rumor_round_stats_t st;
     /* the outlier's ranges come first, before this peer's round 0 went out:
@@ -655,31 +677,12 @@ static void check_outlier(void)
 static void check_robust_clip(void)
 {
     rumor_topo_t *t;
-    CHECK_OK(rumor_topo_parse("ring:3", &t));
-    static float init[NP];
-    for (int i = 0; i < NP; i++)
-        init[i] = 1.0f;
-    rumor_mixer_config_t c = base_config(t, 0);
-    c.round_timeout = c.min_round_timeout = 10;
-    c.outlier_ratio = 10;
-    c.robust = RUMOR_ROBUST_CLIP;
-    c.robust_tau = sqrt((double)NP);
-    rumor_mixer_t *m = NULL;
-    CHECK_OK(rumor_mixer_create(&c, init, &m));
-    if (!m) {
-        rumor_topo_destroy(&t);
+    rumor_mixer_config_t c;
+    rumor_mixer_t *m = ring3_peer0(&t, &c, 1);
+    if (!m)
         return;
-    }
     void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
-    rumor_wire_hdr_t h1 = { 0 };
-    h1.type = RUMOR_WIRE_PARAMS;
-    h1.dtype = RUMOR_WIRE_DT_F32;
-    h1.swarm = rumor_wire_swarm_id("test");
-    h1.sender = 2; /* node 1 */
-    h1.incarnation = 1;
-    h1.space = NP;
-    rumor_wire_hdr_t h2 = h1;
-    h2.sender = 3; /* node 2 */
+    rumor_wire_hdr_t h1 = hand_hdr(2), h2 = hand_hdr(3); /* nodes 1 and 2 */
     float *x;
     rumor_round_stats_t st;
     send_round(push, &h1, 0, 3.0f, 250, NP);
@@ -713,7 +716,7 @@ static void check_robust_clip(void)
     rumor_mixer_destroy(&m, 0.5);
     /* where it is not defined: refused, said */
     c.async = 1;
-    CHECK_ERR(rumor_mixer_create(&c, init, &m), RUMOR_EINVAL, "not with asynchronous");
+    CHECK_ERR(rumor_mixer_create(&c, ones, &m), RUMOR_EINVAL, "not with asynchronous");
     rumor_topo_destroy(&t);
 }
 
