@@ -529,7 +529,6 @@ struct rumor_mixer {
     struct {                   /* robust mixing (mixer_robust.c) */
         double scale;          /* the range judged last: its difference's factor */
         double last;           /* the bound it met, relative to this peer's own RMS */
-        float *own;            /* (n) the parameters this peer sent last */
         double *recent;        /* (npeers) its recent differences, RMS per element */
         double *score;         /* (npeers) share of its recent ranges clipped */
         uint32_t *ranges;      /* (npeers) ranges judged since it was last forgiven */

@@ -10,7 +10,9 @@
  * and the accumulation takes the clipped range as
  *   W_ij * (s x_j + (1 - s) x_i),   s = min(1, tau_r / |x_j - x_i|_r),
  * which is W_ij * x_j itself for the ranges within the bound (nothing
- * changes for honest neighbours).
+ * changes for honest neighbours). A range of a round this peer has not
+ * begun is judged against the parameters it sent last (held for that:
+ * mx_start_send).
  *
  * tau, when not given, follows the honest differences: each in-neighbour's
  * recent difference (RMS per element, an exponential average over its
@@ -80,13 +82,11 @@ int mx_robust_alloc(rumor_mixer_t *m)
                              m->cfg.robust_tau);
     size_t N = (size_t)m->npeers;
     m->rb.recent = calloc(N, sizeof *m->rb.recent);
-    m->rb.own = malloc(m->n * sizeof *m->rb.own);
     m->pub.robust = calloc(N, sizeof *m->pub.robust);
     m->rb.score = calloc(N, sizeof *m->rb.score);
     m->rb.ranges = calloc(N, sizeof *m->rb.ranges);
     m->rb.until = calloc(N, sizeof *m->rb.until);
-    if (!m->rb.recent || !m->rb.own || !m->pub.robust || !m->rb.score || !m->rb.ranges ||
-        !m->rb.until)
+    if (!m->rb.recent || !m->pub.robust || !m->rb.score || !m->rb.ranges || !m->rb.until)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     return 0;
 }
@@ -94,7 +94,6 @@ int mx_robust_alloc(rumor_mixer_t *m)
 void mx_robust_free(rumor_mixer_t *m)
 {
     free(m->rb.recent);
-    free(m->rb.own);
     free(m->pub.robust);
     free(m->rb.score);
     free(m->rb.ranges);

@@ -149,9 +149,12 @@ void mx_start_send(rumor_mixer_t *m, long k, rumor_sendbuf_t *buf)
     /* x(k) is known now (the self-term of the mix: what was sent): chunks
      * of round k that are complete can be mixed */
     m->sent_round = k;
+    /* held until the next round's: ranges that come ahead are judged
+     * against it (mx_robust_own), so it must not go back to the pool */
+    if (m->sent_buf)
+        m->sent_buf->pins--;
     m->sent_buf = buf ? buf : x;
-    if (m->rb.own) /* robust mixing judges ranges ahead by it (mx_robust_own) */
-        memcpy(m->rb.own, m->sent_buf->data, m->n * sizeof(float));
+    m->sent_buf->pins++;
     free(m->outlier_own0); /* the outlier check judges by what was sent now */
     m->outlier_own0 = NULL;
     /* a round queued ahead (rumor_mixer_send_ahead) is whole now; any other

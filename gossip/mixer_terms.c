@@ -191,11 +191,10 @@ static void dist_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, s
  * caller steps its own meanwhile; none when a device copies them in). */
 const float *mx_robust_own(const rumor_mixer_t *m, const struct mx_slot *s)
 {
-    /* (robust mixing keeps a copy of what was sent: the send buffer goes
-     * back to the pool once its round is done) */
-    return s->x                               ? s->x
-           : m->rb.own && m->sent_round >= 0 ? m->rb.own
-           : m->sent_buf                     ? m->sent_buf->data
+    /* (the send buffer is held while it is the last one sent: it does not
+     * go back to the pool and get written) */
+    return s->x          ? s->x
+           : m->sent_buf ? m->sent_buf->data
            : m->sent_round < 0 && !m->params_ready ? m->outlier_own0
                                                    : NULL;
 }
