@@ -24,7 +24,9 @@
 #include "peer_opts.h"
 #include "peer_relay.h"
 #ifdef RUMOR_ATTACKER
-#include "attack.h"
+/* tests/attack.c (tests/rumor-attacker, the test suite's lying peer): sets
+ * mc's tamper hook from RUMOR_ATTACK; -1, said, when unset or bad */
+int attack_setup(rumor_mixer_config_t *mc);
 #endif
 #include "peerlist.h"
 #include "promserve.h"

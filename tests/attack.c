@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attack.h"
+#include "mixer.h"
+
+int attack_setup(rumor_mixer_config_t *mc); /* called by rumor_peer.c's main */
 
 enum { SCALE, SIGN, NOISE, ALIE };
 
