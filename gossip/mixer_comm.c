@@ -331,12 +331,6 @@ const char *mx_endpoint_name(const rumor_mixer_t *m, int node)
 
 /* ------------------------------------------------------- HELLO */
 
-/* HELLO's aux: 0 "I have not heard you", 1 "I have heard you", 2 "a reply:
- * I have heard you", 3 "your round was stale here: I am at `round`" (2 and
- * 3 are never answered, so two peers do not ping-pong), 4 the rank check
- * (mixer_rank.c: only ever sent to this peer's own address). Every HELLO
- * that is not a reply gets one, so a peer still in its barrier (or
- * restarted) hears back even after this one stopped its own HELLOs. */
 /* An open swarm's HELLO nonces: the sender's own ("dialback", echoed in
  * this peer's HELLOs to it) and this peer's, echoed ("echo"): the sender
  * dialled this peer's announced address, and the HELLO came that way. */
@@ -357,6 +351,12 @@ static int hello_nonces(rumor_mixer_t *m, int node, const void *body, size_t len
     return rc < 0 ? rc : 0;
 }
 
+/* HELLO's aux: 0 "I have not heard you", 1 "I have heard you", 2 "a reply:
+ * I have heard you", 3 "your round was stale here: I am at `round`" (2 and
+ * 3 are never answered, so two peers do not ping-pong), 4 the rank check
+ * (mixer_rank.c: only ever sent to this peer's own address). Every HELLO
+ * that is not a reply gets one, so a peer still in its barrier (or
+ * restarted) hears back even after this one stopped its own HELLOs. */
 static int on_hello(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *body,
                     size_t len)
 {

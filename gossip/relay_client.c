@@ -148,8 +148,9 @@ static int relay_closed(rumor_relay_client_t *c)
     while ((n = rly_recv_parts(c->mon, p, 2)) > 0) {
         if (n == 2 && zmq_msg_size(&p[0]) >= 2 && zmq_msg_size(&p[1]) == strlen(c->relay) &&
             !memcmp(zmq_msg_data(&p[1]), c->relay, strlen(c->relay))) {
-            const unsigned char *d = zmq_msg_data(&p[0]);
-            closed |= (d[0] | d[1] << 8) == ZMQ_EVENT_DISCONNECTED; /* the relay in use's */
+            uint16_t ev; /* the event, in this host's order (zmq_socket_monitor) */
+            memcpy(&ev, zmq_msg_data(&p[0]), sizeof ev);
+            closed |= ev == ZMQ_EVENT_DISCONNECTED; /* the relay in use's */
         }
         close_parts(p, n);
     }
