@@ -372,7 +372,7 @@ static void on_probe(rumor_relay_t *r, int k)
     }
     rly_endpoint(out, sizeof out, host, port);
     /* 64 bytes into an empty socket buffer: one write, or nothing */
-    if (write(b->fd, out, sizeof out) != (ssize_t)sizeof out)
+    if (send(b->fd, out, sizeof out, MSG_NOSIGNAL) != (ssize_t)sizeof out)
         rumor_debug("relay: a probe's answer was not sent: %s", strerror(errno));
     pthread_mutex_lock(&r->mu);
     r->st.probes++;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -61,7 +62,7 @@ static void on_conn(rumor_relay_client_t *c, uint64_t id)
         memcpy(hdr, RLY_MAGIC, 8);
         memcpy(hdr + 8, c->token, RLY_TOKEN);
         put64(hdr + 8 + RLY_TOKEN, id);
-        if (write(b, hdr, sizeof hdr) == (ssize_t)sizeof hdr &&
+        if (send(b, hdr, sizeof hdr, MSG_NOSIGNAL) == (ssize_t)sizeof hdr &&
             (l = rly_connect(c->local_host, c->local_port, 3.0)) >= 0) {
             ok = rly_client_splice(c, b, l, -1, RLY_SP_BACK) == 0;
             b = l = -1;

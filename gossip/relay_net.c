@@ -309,7 +309,7 @@ int rly_splice_io(rly_splice_t *s, int i, short revents, size_t budget, size_t *
         }
     }
     if ((revents & ZMQ_POLLOUT) && out->len) {
-        ssize_t n = write(s->fd[i], out->buf + out->off, out->len);
+        ssize_t n = send(s->fd[i], out->buf + out->off, out->len, MSG_NOSIGNAL);
         if (n > 0) {
             out->off += (size_t)n;
             out->len -= (size_t)n;

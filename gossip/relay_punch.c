@@ -106,7 +106,7 @@ static int probe(rumor_relay_client_t *c, int *lport, char *seen)
     memcpy(hdr, RLY_PROBE, 8);
     memcpy(hdr + 8, c->token, RLY_TOKEN);
     size_t got = 0;
-    int rc = write(fd, hdr, sizeof hdr) == (ssize_t)sizeof hdr ? 0 : -1;
+    int rc = send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) == (ssize_t)sizeof hdr ? 0 : -1;
     while (rc == 0 && got < RLY_ADDR) {
         struct pollfd p = { fd, POLLIN, 0 };
         ssize_t r = poll(&p, 1, 3000) == 1 ? read(fd, seen + got, RLY_ADDR - got) : 0;
