@@ -201,10 +201,24 @@ typedef struct rumor_mixer_config {
      * of this peer's own RMS before any is known). A neighbour clipped in
      * most of its recent ranges while the others are not is quarantined for
      * robust_quarantine_s (0: 30 s): left out of every round, its weight
-     * going to this peer, said once naming it and counted. Synchronous uncompressed rounds only: create fails with
-     * RUMOR_EINVAL for async rounds or a codec. RUMOR_ROBUST_NONE (0):
-     * weights alone bound a neighbour's influence. */
+     * going to this peer, said once naming it and counted.
+     * RUMOR_ROBUST_TRIMMED: the per-coordinate trimmed mean of the
+     * neighbourhood. Element by element, the robust_trim largest and the
+     * robust_trim smallest of the in-neighbours' values are left out and
+     * the rest are averaged with this peer's own by their weights:
+     * (W_ii x_i + sum_kept W_ij x_j) / (W_ii + sum_kept W_ij). An
+     * in-neighbour missing there (absent, left out, late) counts as this
+     * peer's own value. It needs 2 robust_trim + 1 in-neighbours: create
+     * fails with RUMOR_EINVAL on a listed graph where this peer has fewer,
+     * and a round of an open swarm's graph with fewer trims (d - 1) / 2
+     * (said once). Neighbours' ranges are held until their cells mix (the
+     * in-degree times the space, per round in flight), judged and
+     * quarantined as with clipping (robust_tau), but not clipped.
+     * Synchronous uncompressed rounds only: create fails with RUMOR_EINVAL
+     * for async rounds or a codec. RUMOR_ROBUST_NONE (0): weights alone
+     * bound a neighbour's influence. */
     int robust;
+    int robust_trim;
     double robust_tau;
     double robust_quarantine_s;
     /* Testing only (tests/rumor-attacker: a lying peer; rumor-peer never
@@ -215,7 +229,7 @@ typedef struct rumor_mixer_config {
     void *tamper_arg;
 } rumor_mixer_config_t;
 
-enum { RUMOR_ROBUST_NONE = 0, RUMOR_ROBUST_CLIP = 1 };
+enum { RUMOR_ROBUST_NONE = 0, RUMOR_ROBUST_CLIP = 1, RUMOR_ROBUST_TRIMMED = 2 };
 
 typedef struct rumor_mixer rumor_mixer_t;
 

@@ -97,11 +97,6 @@ void mx_async_forget(rumor_mixer_t *m, int node)
     mx_cover_clear(&a->pcov[node]);
 }
 
-static void copy_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
-{
-    RUMOR_IGNORE(m->dev->ops->copy(m->dev, (float *)ctx + at, p, n * sizeof(float)));
-}
-
 int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const void *data)
 {
     struct mx_async *a = &m->as;
@@ -157,7 +152,7 @@ int mx_async_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, co
         a->pround[node] = r;
         mx_cover_clear(&a->pcov[node]);
     }
-    mx_payload_blocks(m, RUMOR_WIRE_DT_F32, 0, data, h->length, copy_block,
+    mx_payload_blocks(m, RUMOR_WIRE_DT_F32, 0, data, h->length, mx_copy_block,
                       a->latest[node] + lo);
     mx_cover_add(&a->pcov[node], lo, hi);
     a->linc[node] = h->incarnation;

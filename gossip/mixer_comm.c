@@ -278,6 +278,11 @@ void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node)
         rumor_swim_heard(m->swim, rumor_now(), h->sender, h->incarnation);
 }
 
+void mx_copy_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n)
+{
+    RUMOR_IGNORE(m->dev->ops->copy(m->dev, (float *)ctx + at, p, n * sizeof(float)));
+}
+
 void mx_payload_blocks(rumor_mixer_t *m, int dtype, uint32_t aux, const void *data, size_t n,
                        mx_block_fn fn, void *ctx)
 {

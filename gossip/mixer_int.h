@@ -79,6 +79,11 @@ struct mx_slot {                /* the comm thread's, but where said */
                                 * an outlier's (mixer_terms.c) */
     double *od2, *on2;         /* (npeers) over j's ranges so far: sum (x_j - x)^2, sum x^2 */
     uint64_t *olen;            /* (npeers) and their elements */
+    /* --robust trimmed (mixer_robust.c): the in-neighbours' ranges as they
+     * came, held until their cells mix */
+    float *tv;                 /* (tvcap * n) in-neighbour i's at tv + i n */
+    int tvcap;                 /* in-neighbours tv has room for */
+    int *tpos;                 /* (npeers) j's place i in in[] (-1: not an in-neighbour) */
 };
 
 /* A cell's state as the caller's threads see it (mx_slot.cstate) */
@@ -533,6 +538,10 @@ struct rumor_mixer {
         double *score;         /* (npeers) share of its recent ranges clipped */
         uint32_t *ranges;      /* (npeers) ranges judged since it was last forgiven */
         double *until;         /* (npeers) quarantined until then (rumor_now), 0: not */
+        int trim_said;         /* trimmed: the in-degree last said too small (0: none) */
+        float *tvals;          /* trimmed: (npeers) an element's values, */
+        double *tw;            /*          their weights */
+        int *tord;             /*          and their order */
     } rb;
     float *outlier_own0;       /* the parameters the mixer was made with, which the
                                 * outlier check judges ranges by until this peer's
@@ -600,6 +609,8 @@ void mx_accept(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node);
 typedef void (*mx_block_fn)(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n);
 void mx_payload_blocks(rumor_mixer_t *m, int dtype, uint32_t aux, const void *data, size_t n,
                        mx_block_fn fn, void *ctx);
+/* An mx_block_fn that copies the block to (float *)ctx + at. */
+void mx_copy_block(rumor_mixer_t *m, void *ctx, const float *p, size_t at, size_t n);
 
 /* mixer_send.c: the sending side */
 void mx_fill_hdr(const rumor_mixer_t *m, rumor_wire_hdr_t *h, int type);
@@ -757,18 +768,26 @@ void mx_terms_forget(rumor_mixer_t *m, int node);
 int mx_terms_all_incompatible(rumor_mixer_t *m);
 /* The comm thread's: the same message, written to msg (cap bytes). */
 void mx_terms_all_msg(const rumor_mixer_t *m, char *msg, size_t cap);
-/* Judges an f32 PARAMS range of slot s from node against this peer's own
- * parameters (cfg.outlier_ratio): 0, or -OUTLIER with node left out of
- * the round. */
 /* The parameters of this peer's a neighbour's range of slot s is judged
  * against (mixer_terms.c); NULL: none known. */
 const float *mx_robust_own(const rumor_mixer_t *m, const struct mx_slot *s);
 /* mixer_robust.c */
 int mx_robust_alloc(rumor_mixer_t *m);
 void mx_robust_free(rumor_mixer_t *m);
+void mx_robust_slot_free(struct mx_slot *s);
 void mx_robust_forget(rumor_mixer_t *m, int node);
 int mx_robust_quarantined(const rumor_mixer_t *m, int node);
 void mx_robust_slot_open(rumor_mixer_t *m, struct mx_slot *s);
+/* --robust trimmed: slot s's in-neighbours are set (mx_slot_reweigh): room
+ * for their ranges; 0 or RUMOR_ENOMEM. */
+int mx_robust_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s);
+/* --robust trimmed: holds node's f32 range [lo, lo + n) of slot s. */
+void mx_robust_hold(rumor_mixer_t *m, struct mx_slot *s, int node, const rumor_wire_hdr_t *h,
+                    const void *data);
+/* --robust trimmed: mixes elements [off, off + len) of slot s into its
+ * accumulator (a cell every in-neighbour waited for covered), adding sum
+ * (mix - x)^2 to s->dis and the self-weight to s->selfw. */
+void mx_robust_trim(rumor_mixer_t *m, struct mx_slot *s, uint64_t off, uint64_t len);
 /* Writes the neighbours' scores into out (npeers); how many (under pub_mu). */
 int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out);
 /* Judges node's range of len elements, d2 and n2 the squared norms of its
@@ -776,6 +795,9 @@ int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out);
  * m->rb.scale; <0 (RUMOR_WIRE_OUTLIER) when it quarantined node. */
 int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, double n2,
                     uint64_t len);
+/* Judges an f32 PARAMS range of slot s from node against this peer's own
+ * parameters (cfg.outlier_ratio, cfg.robust): 0, or -OUTLIER with node
+ * left out of the round. */
 int mx_outlier_check(rumor_mixer_t *m, struct mx_slot *s, const rumor_wire_hdr_t *h, int node,
                      const void *data);
 

@@ -63,32 +63,61 @@
 #define RB_MIN 8
 #define RB_QUARANTINE_S 30.0
 
+/* trimmed:K on a listed graph: every round of its period gives this peer
+ * 2K + 1 in-neighbours at least. */
+static int trim_degree_check(rumor_mixer_t *m)
+{
+    if (m->open || !m->topo)
+        return 0; /* an open swarm's graph changes: each round says (mx_robust_trim) */
+    int K = m->cfg.robust_trim, period = m->topo->period > 0 ? m->topo->period : 1;
+    for (long r = 0; r < period; r++) {
+        int d = rumor_topo_neighbors(m->topo, m->self, r, m->rb.tord, m->rb.tw, m->npeers);
+        if (d < 0)
+            return d;
+        if (d < 2 * K + 1)
+            return rumor_err_set(RUMOR_EINVAL, "robust mixing (trimmed:%d) leaves out %d of "
+                                 "each element's values and needs %d in-neighbours: this "
+                                 "peer has %d%s (a graph of a higher degree, a smaller K, or "
+                                 "clip)", K, 2 * K, 2 * K + 1, d,
+                                 period > 1 ? " in one of the graph's rounds" : "");
+    }
+    return 0;
+}
+
 int mx_robust_alloc(rumor_mixer_t *m)
 {
     m->rb.scale = 1.0;
     if (!m->cfg.robust)
         return 0;
-    if (m->cfg.robust != RUMOR_ROBUST_CLIP)
+    if (m->cfg.robust != RUMOR_ROBUST_CLIP && m->cfg.robust != RUMOR_ROBUST_TRIMMED)
         return rumor_err_set(RUMOR_EINVAL, "mixer: robust mode %d unknown", m->cfg.robust);
+    const char *what = m->cfg.robust == RUMOR_ROBUST_CLIP ? "clip" : "trimmed";
     if (m->cfg.async)
-        return rumor_err_set(RUMOR_EINVAL, "robust mixing (clip) runs on synchronous rounds: "
-                                           "not with asynchronous D-PSGD");
+        return rumor_err_set(RUMOR_EINVAL, "robust mixing (%s) runs on synchronous rounds: "
+                                           "not with asynchronous D-PSGD", what);
     if (m->cfg.codec.kind != RUMOR_CODEC_NONE)
-        return rumor_err_set(RUMOR_EINVAL, "robust mixing (clip) judges a neighbour's "
+        return rumor_err_set(RUMOR_EINVAL, "robust mixing (%s) judges a neighbour's "
                                            "parameters: not with a codec (compressed gossip "
-                                           "sends coded changes)");
+                                           "sends coded changes)", what);
     if (m->cfg.robust_tau < 0 || !isfinite(m->cfg.robust_tau))
         return rumor_err_set(RUMOR_EINVAL, "robust mixing: tau %g (0: auto, or > 0)",
                              m->cfg.robust_tau);
+    if (m->cfg.robust == RUMOR_ROBUST_TRIMMED && m->cfg.robust_trim < 1)
+        return rumor_err_set(RUMOR_EINVAL, "robust mixing: trimmed:%d (K is 1 or more)",
+                             m->cfg.robust_trim);
     size_t N = (size_t)m->npeers;
     m->rb.recent = calloc(N, sizeof *m->rb.recent);
     m->pub.robust = calloc(N, sizeof *m->pub.robust);
     m->rb.score = calloc(N, sizeof *m->rb.score);
     m->rb.ranges = calloc(N, sizeof *m->rb.ranges);
     m->rb.until = calloc(N, sizeof *m->rb.until);
-    if (!m->rb.recent || !m->pub.robust || !m->rb.score || !m->rb.ranges || !m->rb.until)
+    m->rb.tvals = calloc(N, sizeof *m->rb.tvals);
+    m->rb.tw = calloc(N, sizeof *m->rb.tw);
+    m->rb.tord = calloc(N, sizeof *m->rb.tord);
+    if (!m->rb.recent || !m->pub.robust || !m->rb.score || !m->rb.ranges || !m->rb.until ||
+        !m->rb.tvals || !m->rb.tw || !m->rb.tord)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
-    return 0;
+    return m->cfg.robust == RUMOR_ROBUST_TRIMMED ? trim_degree_check(m) : 0;
 }
 
 void mx_robust_free(rumor_mixer_t *m)
@@ -98,6 +127,119 @@ void mx_robust_free(rumor_mixer_t *m)
     free(m->rb.score);
     free(m->rb.ranges);
     free(m->rb.until);
+    free(m->rb.tvals);
+    free(m->rb.tw);
+    free(m->rb.tord);
+}
+
+void mx_robust_slot_free(struct mx_slot *s)
+{
+    free(s->tv);
+    free(s->tpos);
+}
+
+int mx_robust_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s)
+{
+    if (m->cfg.robust != RUMOR_ROBUST_TRIMMED)
+        return 0;
+    if (!s->tpos && !(s->tpos = malloc((size_t)m->npeers * sizeof *s->tpos)))
+        return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
+    if (s->nin > s->tvcap) {
+        free(s->tv);
+        s->tvcap = 0;
+        if (!(s->tv = malloc((size_t)s->nin * m->n * sizeof(float))))
+            return rumor_err_set(RUMOR_ENOMEM, "robust mixing (trimmed): no memory to hold %d "
+                                 "neighbours' parameters (%zu floats each)", s->nin, m->n);
+        s->tvcap = s->nin;
+    }
+    for (int j = 0; j < m->npeers; j++)
+        s->tpos[j] = -1;
+    for (int i = 0; i < s->nin; i++)
+        s->tpos[s->in[i]] = i;
+    return 0;
+}
+
+void mx_robust_hold(rumor_mixer_t *m, struct mx_slot *s, int node, const rumor_wire_hdr_t *h,
+                    const void *data)
+{
+    float *to = s->tv + (size_t)s->tpos[node] * m->n + h->offset;
+    mx_payload_blocks(m, RUMOR_WIRE_DT_F32, 0, data, h->length, mx_copy_block, to);
+}
+
+/* The trimmed mean of one element: this peer's own value x (weight ws)
+ * and the in-neighbours' v[0..d) (weights w), the K largest and the K
+ * smallest of those left out. *selfw gets the self's share. */
+static float trimmed_mean(float x, double ws, const float *v, const double *w, int *ord, int d,
+                          int K, double *selfw)
+{
+    for (int i = 0; i < d; i++) { /* insertion sort: d is a node's degree */
+        int k = i;
+        while (k > 0 && v[ord[k - 1]] > v[i]) {
+            ord[k] = ord[k - 1];
+            k--;
+        }
+        ord[k] = i;
+    }
+    double sum = ws * (double)x, wsum = ws;
+    for (int t = K; t < d - K; t++) {
+        sum += w[ord[t]] * (double)v[ord[t]];
+        wsum += w[ord[t]];
+    }
+    if (wsum <= 0) { /* no self-weight and nothing kept: cannot happen with d >= 2K + 1 */
+        *selfw += 1.0;
+        return x;
+    }
+    *selfw += ws / wsum;
+    return (float)(sum / wsum);
+}
+
+void mx_robust_trim(rumor_mixer_t *m, struct mx_slot *s, uint64_t off, uint64_t len)
+{
+    int d = s->nin, K = m->cfg.robust_trim;
+    if (d < 2 * K + 1) {
+        K = d > 0 ? (d - 1) / 2 : 0;
+        if (m->rb.trim_said != d) {
+            m->rb.trim_said = d;
+            rumor_warn("robust mixing (trimmed:%d): round %ld has %d in-neighbours, fewer than "
+                       "the %d it needs: leaving out %d largest and smallest values",
+                       m->cfg.robust_trim, s->round, d, 2 * m->cfg.robust_trim + 1, K);
+        }
+    }
+    float *v = m->rb.tvals;
+    double *w = m->rb.tw, ws = 1.0;
+    for (int i = 0; i < d; i++) {
+        w[i] = s->w_of[s->in[i]];
+        ws -= w[i];
+    }
+    if (ws < 0)
+        ws = 0;
+    float *acc = s->buf->data;
+    const float *x = s->x;
+    int any = 0;
+    int *use = m->part_scratch;
+    uint64_t p = off, end = off + len;
+    while (p < end) {
+        uint64_t next = end;
+        for (int i = 0; i < d; i++) {
+            int j = s->in[i];
+            uint64_t run_end = end;
+            use[i] = !s->outlier[j] && mx_cover_run(&s->cov[j], p, &run_end);
+            if (run_end < next)
+                next = run_end;
+        }
+        for (uint64_t e = p; e < next; e++) {
+            for (int i = 0; i < d; i++) /* one missing there counts as this peer's own */
+                v[i] = use[i] ? s->tv[(size_t)i * m->n + e] : x[e];
+            float y = trimmed_mean(x[e], ws, v, w, m->rb.tord, d, K, &s->selfw);
+            double dy = (double)y - (double)x[e];
+            s->dis += dy * dy;
+            acc[e] = y;
+        }
+        for (int i = 0; i < d; i++)
+            any |= use[i];
+        p = next;
+    }
+    s->mixed_any |= any;
 }
 
 /* A slot given to another member: its record starts afresh. */
@@ -190,7 +332,8 @@ int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, do
     double d = sqrt(d2 / (double)len), own = sqrt(n2 / (double)len);
     double tau = tau_rms(m, s, own);
     int clipped = d > tau;
-    m->rb.scale = clipped ? tau / d : 1.0;
+    /* trimmed: judged and scored alike, but the trimmed mean bounds it */
+    m->rb.scale = clipped && m->cfg.robust == RUMOR_ROBUST_CLIP ? tau / d : 1.0;
     double seen = d < RB_CAP * tau ? d : RB_CAP * tau;
     m->rb.recent[node] = m->rb.ranges[node] ? (1 - RB_RECENT) * m->rb.recent[node] + RB_RECENT * seen
                                             : seen;

@@ -71,6 +71,7 @@ void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
     free(s->od2);
     free(s->on2);
     free(s->olen);
+    mx_robust_slot_free(s);
 }
 
 /* Makes `s` the receive state of round r: its weights and an accumulator
@@ -134,7 +135,7 @@ int mx_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s)
         s->w_of[m->tmp_nbrs[i]] = m->tmp_w[i];
         s->in[i] = m->tmp_nbrs[i];
     }
-    return 0;
+    return mx_robust_slot_reweigh(m, s);
 }
 
 int mx_ensure_slot(rumor_mixer_t *m, long r)
@@ -210,10 +211,46 @@ static int claim_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     }
 }
 
-/* Mixes cell c: x = acc + (1 - w) x where w is the weight that arrived for
- * each element. Neighbours whose ranges cover the cell whole add wfull[c];
- * one that covered only part of it (it missed the deadline) adds its weight
- * where its ranges are, so the row stays stochastic element by element. */
+/* Cell c at [off, off + len) by the weights: x = acc + (1 - w) x where w
+ * is the weight that arrived for each element. Neighbours whose ranges
+ * cover the cell whole add wfull[c]; one that covered only part of it (it
+ * missed the deadline) adds its weight where its ranges are, so the row
+ * stays stochastic element by element. */
+static void mix_weighted(rumor_mixer_t *m, struct mx_slot *s, size_t c, uint64_t off,
+                         uint64_t len)
+{
+    int *part = m->part_scratch, np = 0;
+    for (int i = 0; s->touched[c] && i < s->nin; i++) {
+        int j = s->in[i];
+        if (!s->full[(size_t)j * m->nchunks + c] &&
+            mx_cover_within(&s->cov[j], off, off + len) > 0)
+            part[np++] = j;
+    }
+    if (np == 0) {
+        s->mixed_any |= mix_whole(m, s->buf->data + off, s->x + off, len, s->touched[c],
+                                  s->wfull[c], &s->dis, &s->selfw);
+        return;
+    }
+    /* walk the cell in runs where the same partial senders cover it */
+    uint64_t p = off, end = off + len;
+    while (p < end) {
+        double w = s->wfull[c];
+        uint64_t next = end;
+        for (int i = 0; i < np; i++) {
+            uint64_t run_end;
+            if (mx_cover_run(&s->cov[part[i]], p, &run_end))
+                w += s->w_of[part[i]];
+            if (run_end < next)
+                next = run_end;
+        }
+        s->dis += mix_run(m, s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
+        s->selfw += (1.0 - w) * (double)(next - p);
+        p = next;
+    }
+    s->mixed_any = 1;
+}
+
+/* Mixes cell c: by the weights, or (--robust trimmed) by the trimmed mean. */
 static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 {
     /* the caller's threads may mix a cell left to them: the comm thread
@@ -225,37 +262,10 @@ static void mix_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
     }
     uint64_t off, len;
     cell_range(m, c, &off, &len);
-    float *acc = s->buf->data + off;
-    const float *x = s->x + off;
-    int *part = m->part_scratch, np = 0;
-    for (int i = 0; s->touched[c] && i < s->nin; i++) {
-        int j = s->in[i];
-        if (!s->full[(size_t)j * m->nchunks + c] &&
-            mx_cover_within(&s->cov[j], off, off + len) > 0)
-            part[np++] = j;
-    }
-    if (np == 0) {
-        s->mixed_any |= mix_whole(m, acc, x, len, s->touched[c], s->wfull[c], &s->dis,
-                                  &s->selfw);
-    } else {
-        /* walk the cell in runs where the same partial senders cover it */
-        uint64_t p = off, end = off + len;
-        while (p < end) {
-            double w = s->wfull[c];
-            uint64_t next = end;
-            for (int i = 0; i < np; i++) {
-                uint64_t run_end;
-                if (mx_cover_run(&s->cov[part[i]], p, &run_end))
-                    w += s->w_of[part[i]];
-                if (run_end < next)
-                    next = run_end;
-            }
-            s->dis += mix_run(m, s->buf->data + p, s->x + p, next - p, (float)(1.0 - w));
-            s->selfw += (1.0 - w) * (double)(next - p);
-            p = next;
-        }
-        s->mixed_any = 1;
-    }
+    if (m->cfg.robust == RUMOR_ROBUST_TRIMMED)
+        mx_robust_trim(m, s, off, len);
+    else
+        mix_weighted(m, s, c, off, len);
     s->done[c] = 1;
     s->ndone++;
     /* a caller's stage may step on its range once every cell of it is mixed
@@ -281,7 +291,9 @@ static void leave_cell(rumor_mixer_t *m, struct mx_slot *s, size_t c)
 
 int mx_caller_mixes(const rumor_mixer_t *m)
 {
-    return atomic_load(&m->caller_mixes) && !m->cfg.async && !m->ch.on;
+    /* the trimmed mean is the comm thread's (it reads the covers) */
+    return atomic_load(&m->caller_mixes) && !m->cfg.async && !m->ch.on &&
+           m->cfg.robust != RUMOR_ROBUST_TRIMMED;
 }
 
 void mx_caller_mix(rumor_mixer_t *m, struct mx_slot *s, size_t c)
@@ -463,9 +475,12 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
             s->touched[c] = 1;
         }
     }
+    if (m->cfg.robust == RUMOR_ROBUST_TRIMMED) /* held whole: mixed by the trimmed mean */
+        mx_robust_hold(m, s, node, h, data);
     double sc = m->rb.scale; /* robust mixing: W (s x_j + (1 - s) x_i) */
     struct acc_ctx a = { s, (float)(w * sc), lo };
-    mx_payload_blocks(m, h->dtype, h->aux, data, h->length, acc_block, &a);
+    if (m->cfg.robust != RUMOR_ROBUST_TRIMMED)
+        mx_payload_blocks(m, h->dtype, h->aux, data, h->length, acc_block, &a);
     if (sc < 1.0) {
         const float *own = mx_robust_own(m, s);
         for (size_t c = c0; c <= c1; c++)

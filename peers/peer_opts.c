@@ -1,6 +1,7 @@
 /* rumor-peer's options (peer_opts.h). */
 #include "peer_opts.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <math.h>
 #include <stdio.h>
@@ -235,13 +236,17 @@ static const char usage_head[] =
     "  --insecure             plaintext: anyone who can reach the port can join the\n"
     "                         swarm and read or poison its parameters\n"
     "  --robust MODE          against a neighbour that sends wrong parameters: none\n"
-    "                         (default: its weight alone bounds it) or clip[:tau=X]\n"
+    "                         (default: its weight alone bounds it), clip[:tau=X]\n"
     "                         (each neighbour's difference from this peer's own\n"
     "                         parameters is clipped to tau, an L2 norm over the\n"
     "                         model, before it is weighted; default: chosen from the\n"
-    "                         recent differences); a neighbour clipped again and\n"
-    "                         again is quarantined for 30 s. Synchronous rounds\n"
-    "                         without --compress only\n"
+    "                         recent differences) or trimmed[:K] (element by\n"
+    "                         element, the K largest and K smallest of the\n"
+    "                         neighbours' values are left out, the rest averaged\n"
+    "                         with this peer's own; needs 2K+1 in-neighbours,\n"
+    "                         default K 1); a neighbour far beyond the others\n"
+    "                         again and again is quarantined for 30 s.\n"
+    "                         Synchronous rounds without --compress only\n"
     "\n"
     "Monitoring:\n"
     "  --metrics-listen ADDR:PORT\n"
@@ -366,15 +371,32 @@ int peer_usage_error(const char *msg)
     return 2;
 }
 
-/* --robust none | clip | clip:tau=auto | clip:tau=X (X > 0). */
+/* --robust none | clip | clip:tau=auto | clip:tau=X (X > 0) | trimmed |
+ * trimmed:K (K >= 1). */
 static int parse_robust(const char *s, rumor_mixer_config_t *mc)
 {
+    static const char form[] = "none, clip[:tau=auto|X] or trimmed[:K]";
     if (!strcmp(s, "none")) {
         mc->robust = RUMOR_ROBUST_NONE;
         return 0;
     }
+    if (strncmp(s, "trimmed", 7) == 0 && (!s[7] || s[7] == ':')) {
+        mc->robust = RUMOR_ROBUST_TRIMMED;
+        mc->robust_trim = 1;
+        if (!s[7])
+            return 0;
+        char *end;
+        errno = 0;
+        long k = strtol(s + 8, &end, 10);
+        if (end == s + 8 || *end || errno || k < 1 || k > 1000)
+            return rumor_err_set(RUMOR_EINVAL, "--robust '%s': K is how many of each "
+                                 "element's largest and smallest values are left out, 1 or "
+                                 "more (trimmed:1)", s);
+        mc->robust_trim = (int)k;
+        return 0;
+    }
     if (strncmp(s, "clip", 4) != 0 || (s[4] && s[4] != ':'))
-        return rumor_err_set(RUMOR_EINVAL, "--robust '%s': none or clip[:tau=auto|X]", s);
+        return rumor_err_set(RUMOR_EINVAL, "--robust '%s': %s", s, form);
     mc->robust = RUMOR_ROBUST_CLIP;
     mc->robust_tau = 0;
     if (!s[4] || !strcmp(s + 5, "tau=auto"))

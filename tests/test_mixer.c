@@ -56,8 +56,8 @@
 #define CHUNK 96  /* elements per chunk: 11 chunks, the last one partial */
 #define LR 0.1
 
-static char endpoints[3][64];
-static const char *eps[3];
+static char endpoints[4][64];
+static const char *eps[4];
 
 static double x0_of(int peer, int i) { return (peer + 1) * 0.01 * (i % 37) - 0.1 * peer; }
 static double g_of(int peer, int i) { return 0.001 * (peer + 1) * ((i % 5) - 2); }
@@ -721,6 +721,99 @@ static void check_robust_clip(void)
     rumor_topo_destroy(&t);
 }
 
+/* Sends v[0 .. upto) for round r as "peer" h0->sender, in ranges of piece. */
+static void send_vec(void *push, const rumor_wire_hdr_t *h0, long r, const float *v,
+                     size_t piece, size_t upto)
+{
+    size_t n = (upto + piece - 1) / piece;
+    for (size_t c = 0; c < n; c++) {
+        rumor_wire_hdr_t b = *h0;
+        b.round = (uint64_t)r;
+        b.chunk = (uint32_t)c;
+        b.nchunks = (uint32_t)n;
+        b.offset = c * piece;
+        b.length = c == n - 1 ? upto - b.offset : piece;
+        send_raw(push, &b, v + b.offset, b.length, 0);
+    }
+}
+
+/* The median of three, the reference trimmed:1 of three values is. */
+static float median3(float a, float b, float c)
+{
+    float lo = a < b ? a : b, hi = a < b ? b : a;
+    return c < lo ? lo : c > hi ? hi : c;
+}
+
+/* --robust trimmed:1 at peer 0 of complete:4 (weights 1/4, its own x = 1):
+ * its three neighbours, played by hand in ranges of unlike sizes, send
+ * values that differ element by element, the third a liar at +-50. Each
+ * element's mix is (x + median of the three) / 2, computed here apart. In
+ * round 1 the liar sends half the space and misses the deadline: where it
+ * sent nothing, its value is this peer's own. On ring:3 (two
+ * in-neighbours) trimmed:1 is refused. */
+static void check_robust_trimmed(void)
+{
+    rumor_topo_t *t;
+    CHECK_OK(rumor_topo_parse("complete:4", &t));
+    for (int i = 0; i < NP; i++)
+        ones[i] = 1.0f;
+    rumor_mixer_config_t c = base_config(t, 0);
+    c.round_timeout = c.min_round_timeout = 1.0;
+    c.robust = RUMOR_ROBUST_TRIMMED;
+    c.robust_trim = 1;
+    c.robust_tau = 1e6; /* judged, never far: no quarantine in this test */
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(&c, ones, &m));
+    if (!m) {
+        rumor_topo_destroy(&t);
+        return;
+    }
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    rumor_wire_hdr_t h[3] = { hand_hdr(2), hand_hdr(3), hand_hdr(4) };
+    static float v[3][NP], y0[NP];
+    static const size_t piece[3] = { 250, CHUNK, 333 };
+    float *x;
+    rumor_round_stats_t st;
+    for (long r = 0; r < 2; r++) {
+        for (int i = 0; i < NP; i++) {
+            v[0][i] = 1.0f + 0.1f * (float)(i % 7) + (float)r;
+            v[1][i] = 1.0f - 0.1f * (float)(i % 5) - (float)r;
+            v[2][i] = i % 2 ? 50.0f : -50.0f;
+        }
+        CHECK_OK(rumor_mixer_round_begin(m, r));
+        for (int k = 0; k < 3; k++)
+            send_vec(push, &h[k], r, v[k], piece[k], k == 2 && r == 1 ? NP / 2 : NP);
+        CHECK_OK(rumor_mixer_round_end(m, r, &x, &st));
+        int off = 0, first = -1;
+        float want_first = 0;
+        for (int i = 0; i < NP; i++) {
+            float own = r == 0 ? 1.0f : y0[i];
+            float liar = r == 1 && i >= NP / 2 ? own : v[2][i];
+            float want = (own + median3(v[0][i], v[1][i], liar)) / 2;
+            if (fabsf(x[i] - want) > 1e-5f && off++ == 0) {
+                first = i;
+                want_first = want;
+            }
+        }
+        CHECKF(off == 0, "trimmed:1, round %ld: %d elements off the trimmed mean (first %d: %g, "
+               "expected %g)", r, off, first, first >= 0 ? x[first] : 0.0, want_first);
+        CHECKF(st.complete == (r == 0 ? 3 : 2) && st.timed_out == (r == 1),
+               "round %ld: complete %d, timed out %d", r, st.complete, st.timed_out);
+        if (r == 0)
+            memcpy(y0, x, sizeof y0);
+    }
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
+    rumor_topo_destroy(&t);
+    CHECK_OK(rumor_topo_parse("ring:3", &t));
+    c = base_config(t, 0);
+    c.robust = RUMOR_ROBUST_TRIMMED;
+    c.robust_trim = 1;
+    CHECK_ERR(rumor_mixer_create(&c, ones, &m), RUMOR_EINVAL, "needs 3 in-neighbours");
+    rumor_topo_destroy(&t);
+}
+
 /* "peer 1" on a slow link: sends round k of x = 3 in ranges of CHUNK (on
  * peer 0's grid), one every 150 ms, from its own thread and socket. */
 struct trickle {
@@ -855,6 +948,8 @@ int main(int argc, char **argv)
         tu_watchdog(60, "a diverged neighbour");
         check_outlier();
         check_robust_clip();
+        new_endpoints(4);
+        check_robust_trimmed();
         if (tu_failures)
             failed = "a diverged neighbour";
     }

@@ -14,6 +14,11 @@
 #   - the same for noise of the same norm, and for parameters 100 times
 #     their size (which the outlier check leaves out before robust mixing
 #     judges them).
+# --robust trimmed:1 (each element's largest and smallest neighbour value
+# left out) on the complete graph of five (in-degree 4): within 2 points of
+# the attack-free run with none, with a sign-flipping liar and with one
+# just inside the honest spread (alie:4), where none loses; refused on the
+# ring (in-degree 2 < 3).
 # --robust is refused with --compress and with --mode async (usage, 2).
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
@@ -22,10 +27,10 @@ attacker="$RUMOR_BUILDDIR/tests/rumor-attacker"
 [ -x "$attacker" ] || fail "tests/rumor-attacker is not built"
 
 common="--data $FASHION --model mlp:784-32-10 --train-limit 6000 --epochs 2 --batch 32 --lr 0.05
-        --progress 0 --no-average --topology ring"
+        --progress 0 --no-average"
 
 # run NAME ATTACK ROBUST: ranks 0-3 rumor-peer; rank 4 the attacker
-# (ATTACK: none for an honest rank 4)
+# (ATTACK: none for an honest rank 4); on $TOPO (default: ring)
 run() {
   eps=$(free_endpoints 5)
   pids=
@@ -35,7 +40,7 @@ run() {
     prom=
     [ $r = 0 ] && [ -n "${PROM:-}" ] && prom="--metrics-listen 127.0.0.1:$PROM"
     RUMOR_ATTACK=$2 timeout 300 "$bin" --insecure --rank $r --peers "$eps" $common \
-      --robust "$3" --metrics "$tmp/$1-$r.jsonl" $prom >"$tmp/$1-$r.log" 2>&1 &
+      --topology "${TOPO:-ring}" --robust "$3" --metrics "$tmp/$1-$r.jsonl" $prom >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait "$p" || fail "$1: a peer failed: $(tail -n 2 "$tmp/$1-0.log")"; done
@@ -123,6 +128,31 @@ for attack in sign noise scale:100; do
   done
 done
 
+# the trimmed mean, on the complete graph of five
+TOPO=complete run trim-plain none none
+TOPO=complete run trim-clean none trimmed:1
+tplain=$(honest trim-plain) tclean=$(honest trim-clean)
+echo "robust: complete graph, no attacker: honest peers $tplain% with --robust none, $tclean% with trimmed:1"
+expect_num_ge "$tclean" "$(echo "$tplain" | awk '{ print $1 - 2 }')" "the attack-free run with trimmed:1"
+TOPO=complete run trim-sign-none sign none
+got=$(honest trim-sign-none)
+echo "robust: complete graph, sign-flipped liar, --robust none: honest peers $got%"
+expect_num_le "$got" "$(echo "$tplain" | awk '{ print $1 - 15 }')" \
+  "the honest peers' accuracy on the complete graph with a sign-flipping liar and no defence"
+for attack in sign alie:4; do
+  TOPO=complete run "trim-$attack" "$attack" trimmed:1
+  got=$(honest "trim-$attack")
+  echo "robust: complete graph, $attack liar, --robust trimmed:1: honest peers $got% (attack-free $tplain% with none)"
+  expect_num_ge "$got" "$(echo "$tplain" | awk '{ print $1 - 2 }')" \
+    "the honest peers' accuracy with a $attack liar and --robust trimmed:1"
+done
+eps=$(free_endpoints 3)
+"$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$FASHION" --topology ring \
+  --robust trimmed:1 >"$tmp/bad.log" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q "trimmed:1.*needs 3 in-neighbours: this peer has 2" "$tmp/bad.log" ||
+  fail "--robust trimmed:1 on a ring: exit $rc, $(grep -m1 . "$tmp/bad.log")"
+
 # where it is not defined: said, usage
 eps=$(free_endpoints 2)
 for bad in "--compress int8" "--mode async" ; do
@@ -136,4 +166,10 @@ done
   >"$tmp/bad.log" 2>&1
 [ $? = 2 ] && grep -q "tau is auto or a norm > 0" "$tmp/bad.log" ||
   fail "--robust clip:tau=-1: $(head -n 1 "$tmp/bad.log")"
+for bad in trimmed:0 trimmed:x trim; do
+  "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$FASHION" --robust $bad \
+    >"$tmp/bad.log" 2>&1
+  [ $? = 2 ] && grep -q "rumor-peer: --robust '$bad'" "$tmp/bad.log" ||
+    fail "--robust $bad: $(head -n 1 "$tmp/bad.log")"
+done
 finish
