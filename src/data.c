@@ -328,22 +328,33 @@ int rumor_dataset_create(int n, int rows, int cols, int classes, rumor_dataset_t
     d->cols = cols;
     d->dim = rows * cols;
     d->classes = classes;
+    d->div = 1.0f;
+    d->mean = 0.0f;
+    d->inv = 1.0f;
     /* one more element so that n = 0 never asks malloc for 0 bytes */
-    d->x = calloc((size_t)n * (size_t)d->dim + 1, sizeof *d->x);
+    d->px = calloc((size_t)n * (size_t)d->dim + 1, sizeof *d->px);
     d->y = calloc((size_t)n + 1, sizeof *d->y);
-    if (d->x)
-        hint_huge(d->x, ((size_t)n * (size_t)d->dim + 1) * sizeof *d->x);
-    if (!d->x || !d->y) {
+    if (d->px)
+        hint_huge(d->px, ((size_t)n * (size_t)d->dim + 1) * sizeof *d->px);
+    if (!d->px || !d->y) {
         rumor_dataset_destroy(&d);
-        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a dataset of %d x %d floats", n,
+        return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a dataset of %d x %d pixels", n,
                              rows * cols);
     }
     *out = d;
     return 0;
 }
 
-/* Reads both files, checks them against each other and converts pixels to
- * floats in one pass. Both IDX buffers are freed before returning. */
+void rumor_dataset_row(const rumor_dataset_t *d, int i, float *out)
+{
+    size_t dim = (size_t)d->dim, at = (size_t)i * dim;
+    for (size_t k = 0; k < dim; k++)
+        out[k] = rumor_dataset_at(d, at + k);
+}
+
+/* Reads both files and checks them against each other; the dataset takes
+ * the images' pixels over. The labels' IDX buffer is freed before
+ * returning. */
 int rumor_dataset_load_files(const char *images_path, const char *labels_path,
                              rumor_dataset_t **out)
 {
@@ -370,13 +381,22 @@ int rumor_dataset_load_files(const char *images_path, const char *labels_path,
         }
     }
     rumor_dataset_t *d;
-    RUMOR_CHECK_GOTO(rumor_dataset_create(n, (int)im.dims[1], (int)im.dims[2],
+    /* an empty shell (n 0), then the images' own buffer as its pixels */
+    RUMOR_CHECK_GOTO(rumor_dataset_create(0, (int)im.dims[1], (int)im.dims[2],
                                           RUMOR_DATASET_CLASSES, &d), rc, done);
-    size_t total = im.size;
-    const uint8_t *px = im.data;
-    float *x = d->x;
-    for (size_t i = 0; i < total; i++)
-        x[i] = (float)px[i] / 255.0f;
+    int32_t *y = malloc(((size_t)n + 1) * sizeof *y);
+    if (!y) {
+        rumor_dataset_destroy(&d);
+        rc = rumor_err_set(RUMOR_ENOMEM, "cannot allocate %d labels", n);
+        goto done;
+    }
+    free(d->px);
+    free(d->y);
+    d->px = im.data;
+    im.data = NULL;
+    d->y = y;
+    d->n = n;
+    d->div = 255.0f;
     for (int i = 0; i < n; i++)
         d->y[i] = lb.data[i];
     *out = d;
@@ -448,8 +468,11 @@ int rumor_dataset_subset(const rumor_dataset_t *full, const int *idx, int k,
     rumor_dataset_t *d;
     RUMOR_CHECK(rumor_dataset_create(k, full->rows, full->cols, full->classes, &d));
     size_t dim = (size_t)full->dim;
+    d->div = full->div;
+    d->mean = full->mean;
+    d->inv = full->inv;
     for (int i = 0; i < k; i++) {
-        memcpy(d->x + (size_t)i * dim, full->x + (size_t)idx[i] * dim, dim * sizeof *d->x);
+        memcpy(d->px + (size_t)i * dim, full->px + (size_t)idx[i] * dim, dim * sizeof *d->px);
         d->y[i] = full->y[idx[i]];
     }
     *out = d;
@@ -484,6 +507,17 @@ int rumor_dataset_shard(const rumor_dataset_t *full, int rank, int world, uint64
     return 0;
 }
 
+void rumor_dataset_keep(rumor_dataset_t *d, int n)
+{
+    if (!d || n < 0 || n >= d->n)
+        return;
+    d->n = n;
+    uint8_t *px = realloc(d->px, (size_t)n * (size_t)d->dim + 1);
+    int32_t *y = realloc(d->y, ((size_t)n + 1) * sizeof *y);
+    d->px = px ? px : d->px; /* a shrink that fails keeps the larger block */
+    d->y = y ? y : d->y;
+}
+
 /* Two-pass mean and std in double precision. */
 int rumor_dataset_stats(const rumor_dataset_t *d, double *mean, double *std)
 {
@@ -492,10 +526,10 @@ int rumor_dataset_stats(const rumor_dataset_t *d, double *mean, double *std)
     size_t total = (size_t)d->n * (size_t)d->dim;
     double s = 0.0, ss = 0.0;
     for (size_t i = 0; i < total; i++)
-        s += d->x[i];
+        s += rumor_dataset_at(d, i);
     double m = s / (double)total;
     for (size_t i = 0; i < total; i++) {
-        double e = d->x[i] - m;
+        double e = rumor_dataset_at(d, i) - m;
         ss += e * e;
     }
     *mean = m;
@@ -511,10 +545,14 @@ int rumor_dataset_normalize(rumor_dataset_t *d, float mean, float std)
     if (!isfinite(mean) || !isfinite(std) || !(std > 0.0f))
         return rumor_err_set(RUMOR_EINVAL, "normalize: mean %g, std %g: need finite, std > 0",
                              (double)mean, (double)std);
-    size_t total = (size_t)d->n * (size_t)d->dim;
     float inv = 1.0f / std;
-    for (size_t i = 0; i < total; i++)
-        d->x[i] = (d->x[i] - mean) * inv;
+    if (d->mean == 0.0f && d->inv == 1.0f) { /* the first: exactly (x - mean) * inv */
+        d->mean = mean;
+        d->inv = inv;
+    } else { /* ((x - m1) i1 - m2) i2 = (x - (m1 + m2 / i1)) (i1 i2) */
+        d->mean += mean / d->inv;
+        d->inv *= inv;
+    }
     return 0;
 }
 
@@ -523,7 +561,7 @@ void rumor_dataset_destroy(rumor_dataset_t **dp)
 {
     if (!dp || !*dp)
         return;
-    free((*dp)->x);
+    free((*dp)->px);
     free((*dp)->y);
     free(*dp);
     *dp = NULL;
@@ -620,7 +658,7 @@ int rumor_loader_next_into(rumor_loader_t *l, float *x, int32_t *y)
     size_t dim = (size_t)l->d->dim;
     for (int i = 0; i < b; i++) {
         int k = l->order[l->pos + i];
-        memcpy(x + (size_t)i * dim, l->d->x + (size_t)k * dim, dim * sizeof *x);
+        rumor_dataset_row(l->d, k, x + (size_t)i * dim);
         y[i] = l->d->y[k];
     }
     l->pos += b;

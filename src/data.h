@@ -53,17 +53,33 @@ void rumor_idx_free(rumor_idx_t *idx);
 
 #define RUMOR_DATASET_CLASSES 10
 
+/* The pixels stay bytes, as the files hold them (a quarter of the memory
+ * of floats: a peer of a small model is mostly its data set); a feature is
+ * computed when a batch is made, rumor_dataset_at. */
 typedef struct rumor_dataset {
     int n;          /* examples */
     int rows, cols; /* image shape (28x28) */
     int dim;        /* rows*cols features */
     int classes;    /* 10 */
-    float *x;       /* (n, dim) row-major, pixel/255 in [0,1], owned */
+    uint8_t *px;    /* (n, dim) row-major pixels, owned */
+    float div;      /* feature = (px / div - mean) * inv: div 255 as loaded */
+    float mean, inv; /* (0 and 1 until rumor_dataset_normalize) */
     int32_t *y;     /* (n) labels in [0, classes), owned */
 } rumor_dataset_t;
 
-/* A zero-filled dataset of n examples of rows x cols, for synthetic data and
- * subsets. *out is NULL on failure (RUMOR_EINVAL, RUMOR_ENOMEM). */
+/* Feature i of the flat (n, dim) array: ((float)px[i] / div - mean) * inv,
+ * the pixel / 255 in [0, 1] as loaded. */
+static inline float rumor_dataset_at(const rumor_dataset_t *d, size_t i)
+{
+    return ((float)d->px[i] / d->div - d->mean) * d->inv;
+}
+
+/* Example i's dim features into out. */
+void rumor_dataset_row(const rumor_dataset_t *d, int i, float *out);
+
+/* A zero-filled dataset of n examples of rows x cols (div 1: a feature is
+ * the byte itself), for synthetic data and subsets. *out is NULL on failure
+ * (RUMOR_EINVAL, RUMOR_ENOMEM). */
 int rumor_dataset_create(int n, int rows, int cols, int classes, rumor_dataset_t **out) RUMOR_WUR;
 
 /* Loads the "train" or "test" ("t10k" also accepted) split from dir:
@@ -92,13 +108,18 @@ int rumor_dataset_subset(const rumor_dataset_t *full, const int *idx, int k,
 int rumor_dataset_shard(const rumor_dataset_t *full, int rank, int world, uint64_t seed,
                         rumor_dataset_t **out) RUMOR_WUR;
 
+/* Keeps d's first n examples (0 <= n <= d->n) and gives the rest's memory
+ * back. */
+void rumor_dataset_keep(rumor_dataset_t *d, int n);
+
 /* Mean and standard deviation of all of d's pixels (population std), in
  * double precision; for standardizing with rumor_dataset_normalize. */
 int rumor_dataset_stats(const rumor_dataset_t *d, double *mean, double *std);
 
-/* x = (x - mean) / std for every pixel (the same scalars for every feature).
- * A std that is not finite and > 0, or a non-finite mean, is RUMOR_EINVAL and
- * leaves d unchanged. */
+/* x = (x - mean) / std for every feature (the same scalars for every
+ * feature; kept as d->mean and d->inv, applied as batches are made, and
+ * composed with an earlier normalization). A std that is not finite and >
+ * 0, or a non-finite mean, is RUMOR_EINVAL and leaves d unchanged. */
 int rumor_dataset_normalize(rumor_dataset_t *d, float mean, float std);
 
 /* Frees the dataset and sets *dp to NULL; safe on NULL and twice. */

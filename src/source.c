@@ -14,6 +14,8 @@ struct rumor_source {
     /* images */
     rumor_dataset_t *train_d, *test_d;
     rumor_loader_t *loader;
+    float *vx;      /* (vcap, dim) a validation batch's features */
+    int vcap;
     long smallest;
     long per_epoch; /* steps */
     /* tokens */
@@ -47,6 +49,7 @@ void rumor_source_destroy(rumor_source_t **sp)
     rumor_tokens_destroy(&s->val);
     free(s->tok);
     free(s->y);
+    free(s->vx);
     free(s->spec);
     free(s);
     *sp = NULL;
@@ -148,7 +151,7 @@ static int open_images(rumor_source_t *s, const char *dir)
         if (c->limit > 0 && c->limit < s->smallest)
             s->smallest = c->limit;
         if (c->limit > 0 && c->limit < s->train_d->n)
-            s->train_d->n = (int)c->limit;
+            rumor_dataset_keep(s->train_d, (int)c->limit);
     }
     if (rc == 0 && c->shuffle_labels)
         rc = shuffle_labels(s->train_d, c->seed ^ 0x5eedULL);
@@ -400,7 +403,16 @@ int rumor_source_val(rumor_source_t *s, int i, int batch, rumor_batch_t *b)
     int n = (int)(total - first < batch ? total - first : batch);
     if (s->kind == RUMOR_BATCH_IMAGES) {
         const rumor_dataset_t *d = s->test_d;
-        batch_set(s, b, n, d->x + (size_t)first * (size_t)d->dim, NULL, d->y + first);
+        if (n > s->vcap) {
+            float *vx = realloc(s->vx, (size_t)n * (size_t)d->dim * sizeof *vx);
+            if (!vx)
+                return rumor_err_set(RUMOR_ENOMEM, "no memory for a validation batch of %d", n);
+            s->vx = vx;
+            s->vcap = n;
+        }
+        for (int k = 0; k < n; k++)
+            rumor_dataset_row(d, (int)first + k, s->vx + (size_t)k * (size_t)d->dim);
+        batch_set(s, b, n, s->vx, NULL, d->y + first);
         return n;
     }
     int T = s->cfg.seq;

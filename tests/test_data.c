@@ -158,7 +158,7 @@ static void check_dataset_matches(const rumor_dataset_t *d)
     CHECK(d->classes == 10);
     int bad = 0;
     for (size_t i = 0; i < sizeof pixels; i++)
-        bad += d->x[i] != (float)pixels[i] / 255.0f;
+        bad += d->px[i] != pixels[i] || rumor_dataset_at(d, i) != (float)pixels[i] / 255.0f;
     for (int i = 0; i < N_IMG; i++)
         bad += d->y[i] != labels[i];
     CHECKF(bad == 0, "%d values differ", bad);
@@ -416,7 +416,8 @@ static void test_corrupt(void)
 
 /* -------------------------------------------------------------- sharding */
 
-/* n examples of 1x2; x = (id, -id), y = id % 10. */
+/* n (<= 256) examples of 1x2; pixels (id, 255 - id), y = id % 10; a
+ * created dataset's features are its bytes. */
 static rumor_dataset_t *ids_dataset(int n)
 {
     rumor_dataset_t *d = NULL;
@@ -425,8 +426,8 @@ static rumor_dataset_t *ids_dataset(int n)
         exit(99);
     }
     for (int i = 0; i < n; i++) {
-        d->x[2 * i] = (float)i;
-        d->x[2 * i + 1] = (float)-i;
+        d->px[2 * i] = (uint8_t)i;
+        d->px[2 * i + 1] = (uint8_t)(255 - i);
         d->y[i] = i % 10;
     }
     return d;
@@ -436,8 +437,8 @@ static rumor_dataset_t *ids_dataset(int n)
 static int rows_consistent(const rumor_dataset_t *s)
 {
     for (int i = 0; i < s->n; i++) {
-        int id = (int)s->x[2 * i];
-        if (s->x[2 * i + 1] != (float)-id || s->y[i] != id % 10)
+        int id = (int)rumor_dataset_at(s, 2 * (size_t)i);
+        if (rumor_dataset_at(s, 2 * (size_t)i + 1) != (float)(255 - id) || s->y[i] != id % 10)
             return 0;
     }
     return 1;
@@ -463,11 +464,11 @@ static void test_shard(void)
             lo = s->n < lo ? s->n : lo;
             hi = s->n > hi ? s->n : hi;
             for (int i = 0; i < s->n; i++)
-                seen[(int)s->x[2 * i]]++;
-            CHECK(s2->n == s->n && memcmp(s->x, s2->x, (size_t)s->n * 2 * sizeof(float)) == 0 &&
+                seen[s->px[2 * i]]++;
+            CHECK(s2->n == s->n && memcmp(s->px, s2->px, (size_t)s->n * 2) == 0 &&
                   memcmp(s->y, s2->y, (size_t)s->n * sizeof(int32_t)) == 0);
             if (world > 1)
-                CHECK(memcmp(s->x, s3->x, (size_t)s->n * 2 * sizeof(float)) != 0);
+                CHECK(memcmp(s->px, s3->px, (size_t)s->n * 2) != 0);
             rumor_dataset_destroy(&s);
             rumor_dataset_destroy(&s2);
             rumor_dataset_destroy(&s3);
@@ -490,7 +491,7 @@ static void test_shard(void)
     int pick[3] = { 5, 0, 102 };
     CHECK_OK(rumor_dataset_subset(full, pick, 3, &s));
     if (s)
-        CHECK(s->n == 3 && s->x[0] == 5 && s->x[2] == 0 && s->x[4] == 102 && s->y[2] == 2);
+        CHECK(s->n == 3 && s->px[0] == 5 && s->px[2] == 0 && s->px[4] == 102 && s->y[2] == 2);
     rumor_dataset_destroy(&s);
     pick[1] = 103;
     CHECK_ERR(rumor_dataset_subset(full, pick, 3, &s), RUMOR_EINVAL, "subset index 103 at 1");
@@ -498,13 +499,21 @@ static void test_shard(void)
     /* stats and normalize */
     double mean, sd;
     CHECK_OK(rumor_dataset_stats(full, &mean, &sd));
-    CHECK_CLOSE(mean, 0.0, 1e-12, 0);
-    CHECK_CLOSE(sd, sqrt((n - 1) * (2.0 * n - 1) / 6.0), 1e-9, 1e-9);
+    /* every pair sums to 255: the mean is 127.5, each value 127.5 - id away */
+    double want_sd = 0;
+    for (int i = 0; i < n; i++)
+        want_sd += (127.5 - i) * (127.5 - i);
+    CHECK_CLOSE(mean, 127.5, 1e-12, 0);
+    CHECK_CLOSE(sd, sqrt(want_sd / n), 1e-9, 1e-9);
     CHECK_OK(rumor_dataset_normalize(full, 1.0f, 2.0f));
-    CHECK(full->x[2 * 5] == 2.0f && full->x[2 * 5 + 1] == -3.0f);
+    CHECK(rumor_dataset_at(full, 2 * 5) == 2.0f && rumor_dataset_at(full, 2 * 5 + 1) == 124.5f);
     CHECK_ERR(rumor_dataset_normalize(full, 0.0f, 0.0f), RUMOR_EINVAL, "std");
     CHECK_ERR(rumor_dataset_normalize(full, NAN, 1.0f), RUMOR_EINVAL, "std");
-    CHECK(full->x[2 * 5] == 2.0f); /* unchanged by the refusals */
+    CHECK(rumor_dataset_at(full, 2 * 5) == 2.0f); /* unchanged by the refusals */
+    /* a second normalization composes with the first: ((5 - 1) / 2 - 1) * 4 */
+    CHECK_OK(rumor_dataset_normalize(full, 1.0f, 0.25f));
+    CHECK_CLOSE(rumor_dataset_at(full, 2 * 5), 4.0, 1e-6, 0);
+    CHECK_CLOSE(rumor_dataset_at(full, 2 * 5 + 1), (124.5 - 1) * 4, 1e-6, 1e-6);
     rumor_dataset_destroy(&full);
     CHECK_ERR(rumor_dataset_create(-1, 1, 1, 10, &s), RUMOR_EINVAL, "n=-1");
     CHECK_ERR(rumor_dataset_create(100000, 28000, 28, 10, &s), RUMOR_EINVAL, "too large");
@@ -524,8 +533,8 @@ static int run_epoch(rumor_loader_t *l, const rumor_dataset_t *d, int *ids, int 
         sizes[k++] = b;
         for (int i = 0; i < b; i++) {
             int id = (int)x[2 * i];
-            if (id < 0 || id >= d->n || memcmp(x + 2 * i, d->x + 2 * id, 2 * sizeof(float)) != 0 ||
-                y[i] != d->y[id])
+            if (id < 0 || id >= d->n || x[2 * i] != (float)d->px[2 * id] ||
+                x[2 * i + 1] != (float)d->px[2 * id + 1] || y[i] != d->y[id])
                 *ok = 0;
             ids[got++] = id;
         }
@@ -798,8 +807,9 @@ static void test_fashion(void)
     CHECK_CLOSE(sd, 0.3530, 0.001, 0);
     float lo = 1, hi = 0;
     for (size_t i = 0; i < (size_t)train->n * 784; i++) {
-        lo = train->x[i] < lo ? train->x[i] : lo;
-        hi = train->x[i] > hi ? train->x[i] : hi;
+        float v = rumor_dataset_at(train, i);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
     }
     CHECK(lo == 0.0f && hi == 1.0f);
 
