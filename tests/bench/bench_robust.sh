@@ -6,25 +6,30 @@
 # its parameters sign-flipped, as Gaussian noise of their norm, 100 times
 # their size, or moved back against its own progress, 4 times its last
 # round's step ("a little is enough", alie:4: within the honest spread).
-# Each attack runs with --robust none and --robust clip;
-# each graph also runs without a liar, both ways.
+# Each attack runs with --robust none and --robust clip, and on the
+# exponential graph (in-degree 3) with --robust trimmed:1 too; each graph
+# also runs without a liar, every way.
 #
-# Prints "bench: NAME = VALUE UNIT" lines, GRAPH ring or exp:
-#   robust_GRAPH_clean_none, robust_GRAPH_clean_clip   the 7 honest ranks'
-#                            mean local test accuracy without a liar (%)
-#   robust_GRAPH_clip_cost   clean_none - clean_clip (points; the target is
-#                            below 0.3)
-#   robust_GRAPH_ATTACK_none, robust_GRAPH_ATTACK_clip   the honest ranks'
-#                            mean accuracy with that liar (%)
-#   robust_GRAPH_ATTACK_gap  clean_clip - ATTACK_clip (points; the target
-#                            is within 1)
+# Prints "bench: NAME = VALUE UNIT" lines, GRAPH ring or exp, MODE none,
+# clip or trimmed:
+#   robust_GRAPH_clean_MODE  the 7 honest ranks' mean local test accuracy
+#                            without a liar (%)
+#   robust_GRAPH_clip_cost, robust_exp_trimmed_cost   clean_none - clean_MODE
+#                            (points; the target is below 0.3)
+#   robust_GRAPH_ATTACK_MODE the honest ranks' mean accuracy with that liar (%)
+#   robust_GRAPH_ATTACK_gap, robust_exp_ATTACK_trimmed_gap   clean_MODE -
+#                            ATTACK_MODE (points; the target is within 1)
 # and a table of them. Then the small GPT (gpt:layers=2,dim=48,heads=4,
 # ctx=64, AdamW, 300 rounds of 8 windows, byte-level, on a Debian text) on a
-# ring of 5, rank 4 the liar (sign, noise), the 4 honest ranks' mean
-# validation loss at the end:
-#   robust_gpt_clean_none, robust_gpt_clean_clip, robust_gpt_ATTACK_none,
-#   robust_gpt_ATTACK_clip (nats); robust_gpt_clip_cost and
-#   robust_gpt_ATTACK_gap (nats; the target is within 0.03)
+# ring of 5 with clip and on the complete graph of 5 with trimmed:1, rank 4
+# the liar (sign, alie:4), the 4 honest ranks' mean validation loss at the
+# end (nats), G ring or complete, MODE clip or trimmed:
+#   robust_gpt_G_clean_none, robust_gpt_G_clean_MODE, robust_gpt_G_MODE_cost
+#   robust_gpt_G_excluded    every peer leaves the liar out from round 1 (what
+#                            a perfect defence gets: the liar's data is lost)
+#   robust_gpt_G_ATTACK_none, robust_gpt_G_ATTACK_MODE
+#   robust_gpt_G_ATTACK_gap  ATTACK_MODE - clean_MODE (the target is 0.03)
+#   robust_gpt_G_ATTACK_gap_excluded   ATTACK_MODE - excluded
 # Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA.
 set -u
 SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -65,29 +70,51 @@ honest() { # NAME: the honest ranks' mean local test accuracy
 }
 fig() { echo "bench: $1 = $2 $3"; }
 
-table="| graph | liar | --robust none | --robust clip | clip's gap to no liar |
-| --- | --- | --- | --- | --- |"
+# robust modes a graph runs: trimmed:1 needs 3 in-neighbours (exp:8 has 3,
+# the ring 2)
+modes() { if [ "$1" = exp ]; then echo "none clip trimmed:1"; else echo "none clip"; fi; }
+name() { echo "$1" | sed 's/:1$//; s/:/_/'; } # clip, trimmed, sign, scale_100, alie_4
+
+table="| graph | liar | --robust none | --robust clip | --robust trimmed:1 | gap to no liar (clip, trimmed) |
+| --- | --- | --- | --- | --- | --- |"
 for g in ring exp; do
-  run $g-clean-none $g none none
-  run $g-clean-clip $g none clip
-  cn=$(honest $g-clean-none) cc=$(honest $g-clean-clip)
-  fig robust_${g}_clean_none "$cn" %
-  fig robust_${g}_clean_clip "$cc" %
-  fig robust_${g}_clip_cost "$(echo "$cn $cc" | awk '{ printf "%.2f", $1 - $2 }')" points
+  row="| $g | none |"
+  for m in $(modes $g); do
+    run "$g-clean-$(name $m)" $g none $m
+    eval "clean_$(name $m)=\$(honest $g-clean-$(name $m))"
+    fig "robust_${g}_clean_$(name $m)" "$(eval echo \$clean_$(name $m))" %
+  done
+  fig robust_${g}_clip_cost "$(echo "$clean_none $clean_clip" | awk '{ printf "%.2f", $1 - $2 }')" points
+  if [ $g = exp ]; then
+    fig robust_${g}_trimmed_cost "$(echo "$clean_none $clean_trimmed" | awk '{ printf "%.2f", $1 - $2 }')" points
+    row="$row $clean_none% | $clean_clip% | $clean_trimmed% | |"
+  else
+    row="$row $clean_none% | $clean_clip% | (in-degree 2) | |"
+  fi
   table="$table
-| $g | none | $cn% | $cc% | |"
+$row"
   for a in sign noise scale:100 alie:4; do
-    run "$g-$a-none" $g $a none
-    run "$g-$a-clip" $g $a clip
-    an=$(honest "$g-$a-none") ac=$(honest "$g-$a-clip")
-    k=$(echo "$a" | sed 's/:/_/')
-    fig robust_${g}_${k}_none "$an" %
-    fig robust_${g}_${k}_clip "$ac" %
-    gap=$(echo "$cc $ac" | awk '{ printf "%.2f", $1 - $2 }')
-    fig robust_${g}_${k}_gap "$gap" points
-    q=$(grep -l "peer $((N - 1)) (.*quarantined" "$tmp/$g-$a-clip-"*.log 2>/dev/null | wc -l)
+    k=$(name $a)
+    row="| $g | $a |"
+    gaps=
+    for m in $(modes $g); do
+      run "$g-$a-$(name $m)" $g $a $m
+      got=$(honest "$g-$a-$(name $m)")
+      fig "robust_${g}_${k}_$(name $m)" "$got" %
+      cell="$got%"
+      if [ $m != none ]; then
+        ref=$(eval echo \$clean_$(name $m))
+        gap=$(echo "$ref $got" | awk '{ printf "%.2f", $1 - $2 }')
+        fig "robust_${g}_${k}_$([ $m = clip ] && echo gap || echo trimmed_gap)" "$gap" points
+        q=$(grep -l "peer $((N - 1)) (.*quarantined" "$tmp/$g-$a-$(name $m)-"*.log 2>/dev/null | wc -l)
+        cell="$cell ($q quarantined it)"
+        gaps="$gaps${gaps:+, }$gap"
+      fi
+      row="$row $cell |"
+    done
+    [ $g = ring ] && row="$row |"
     table="$table
-| $g | $a | $an% | $ac% ($q peers quarantined it) | $gap points |"
+$row $gaps points |"
   done
 done
 echo "$table"
@@ -96,16 +123,16 @@ echo "$table"
 corpus=$BUILDDIR/corpus/kjv.txt
 [ -f "$corpus" ] || corpus=/usr/share/common-licenses/GPL-3
 [ -f "$corpus" ] || { echo "bench_robust: no text for the GPT part"; exit 0; }
-gpt() { # NAME ATTACK ROBUST
+gpt() { # NAME GRAPH ATTACK ROBUST
   eps=$(free_endpoints 5)
   pids=
   for r in 0 1 2 3 4; do
     bin=$peer
-    [ $r = 4 ] && [ "$2" != none ] && bin=$attacker
-    RUMOR_ATTACK=$2 timeout 600 "$bin" --insecure --rank $r --peers "$eps" --data "text:$corpus" \
+    [ $r = 4 ] && [ "$3" != none ] && bin=$attacker
+    RUMOR_ATTACK=$3 timeout 600 "$bin" --insecure --rank $r --peers "$eps" --data "text:$corpus" \
       --model gpt:layers=2,dim=48,heads=4,ctx=64 --batch 8 --train-limit 200 --rounds 300 \
-      --optimizer adamw --lr 3e-3 --no-average --progress 0 --round-timeout 30 --topology ring \
-      --robust "$3" --metrics "$tmp/$1-$r.jsonl" >"$tmp/$1-$r.log" 2>&1 &
+      --optimizer adamw --lr 3e-3 --no-average --progress 0 --round-timeout 30 --topology "$2" \
+      --robust "$4" --metrics "$tmp/$1-$r.jsonl" >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait "$p" || { echo "bench_robust: $1: a peer failed"; tail -n 3 "$tmp/$1-0.log"; exit 1; }; done
@@ -113,20 +140,36 @@ gpt() { # NAME ATTACK ROBUST
     sed -n 's/.*"event":"done".*"local_eval_loss":\([0-9.e+-]*\).*/\1/p' "$tmp/$1-$r.jsonl" | tail -1
   done | awk '{ s += $1; n++ } END { if (n == 4) printf "%.4f", s / n; else print "nan" }'
 }
-cn=$(gpt gpt-clean-none none none) cc=$(gpt gpt-clean-clip none clip)
-fig robust_gpt_clean_none "$cn" nats
-fig robust_gpt_clean_clip "$cc" nats
-fig robust_gpt_clip_cost "$(echo "$cn $cc" | awk '{ printf "%.4f", $2 - $1 }')" nats
-table="| liar | --robust none | --robust clip | clip's gap to no liar |
-| --- | --- | --- | --- |
-| none | $cn | $cc | |"
-for a in sign noise; do
-  an=$(gpt "gpt-$a-none" $a none) ac=$(gpt "gpt-$a-clip" $a clip)
-  gap=$(echo "$cc $ac" | awk '{ printf "%.4f", $2 - $1 }')
-  fig robust_gpt_${a}_none "$an" nats
-  fig robust_gpt_${a}_clip "$ac" nats
-  fig robust_gpt_${a}_gap "$gap" nats
+# Each graph with its mode: the ring of 5 with clip, the complete graph of
+# 5 (in-degree 4) with trimmed:1. Rank 4's 200 windows are a fifth of the
+# swarm's data, which no defence keeps when rank 4 lies: "excluded" is the
+# run where every peer leaves the liar out from the first round on (its
+# parameters 100 times their size, dropped by the outlier check), what a
+# perfect defence gets; the gaps are to it as well as to the liar-free run.
+table="| graph | liar | --robust none | robust | robust's gap to no liar | to the liar excluded |
+| --- | --- | --- | --- | --- | --- |"
+for gm in ring:clip complete:trimmed:1; do
+  g=${gm%%:*} m=${gm#*:}
+  k=$(name $m)
+  cn=$(gpt gpt-$g-clean-none $g none none) cr=$(gpt gpt-$g-clean-$k $g none $m)
+  ex=$(gpt gpt-$g-excluded $g scale:100 none)
+  fig robust_gpt_${g}_clean_none "$cn" nats
+  fig robust_gpt_${g}_clean_$k "$cr" nats
+  fig robust_gpt_${g}_${k}_cost "$(echo "$cn $cr" | awk '{ printf "%.4f", $2 - $1 }')" nats
+  fig robust_gpt_${g}_excluded "$ex" nats
   table="$table
-| $a | $an | $ac | $gap nats |"
+| $g | none | $cn | $cr ($m) | | |
+| $g | excluded | $ex | | | |"
+  for a in sign alie:4; do
+    an=$(gpt "gpt-$g-$a-none" $g $a none) ar=$(gpt "gpt-$g-$a-$k" $g $a $m)
+    gap=$(echo "$cr $ar" | awk '{ printf "%.4f", $2 - $1 }')
+    gex=$(echo "$ex $ar" | awk '{ printf "%.4f", $2 - $1 }')
+    fig robust_gpt_${g}_$(name $a)_none "$an" nats
+    fig robust_gpt_${g}_$(name $a)_$k "$ar" nats
+    fig robust_gpt_${g}_$(name $a)_gap "$gap" nats
+    fig robust_gpt_${g}_$(name $a)_gap_excluded "$gex" nats
+    table="$table
+| $g | $a | $an | $ar | $gap nats | $gex nats |"
+  done
 done
 echo "$table"
