@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "blas_tune.h"
@@ -378,6 +379,24 @@ static void on_leave_alarm(int sig)
     _exit(1);
 }
 
+/* A peer holds a few descriptors per member it knows (a connection each
+ * way, ZeroMQ's mailboxes): about 7 a member, so the usual soft limit of
+ * 1024 ends a swarm near 140 members. The soft limit goes up to the hard
+ * one, as servers of many connections do. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (1u << 20) ? (1u << 20)
+                                                                            : rl.rlim_max;
+    if (want <= rl.rlim_cur)
+        return;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        rumor_debug("cannot raise the open files limit to %lu", (unsigned long)want);
+}
+
 static void catch_leave_signals(double timeout)
 {
     struct sigaction sa;
@@ -502,6 +521,7 @@ int main(int argc, char **argv)
      * again every round (about 4x fewer page faults per round). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    raise_fd_limit();
     struct options opts;
     rumor_peer_config_t cfg;
     int rc = peer_opts_parse(argc, argv, &opts);

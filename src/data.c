@@ -13,6 +13,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "dirs.h"
+#include "log.h"
+
 /* The first allocation for an IDX file's data; it then doubles as bytes
  * arrive, so a header that lies about its size costs at most twice what the
  * file really holds. Fashion-MNIST's train images (47 MB) take 3 steps. */
@@ -345,6 +348,8 @@ int rumor_dataset_create(int n, int rows, int cols, int classes, rumor_dataset_t
     return 0;
 }
 
+static int idx_read_cached(const char *gz, const idx_expect *ex, rumor_idx_t *out);
+
 void rumor_dataset_row(const rumor_dataset_t *d, int i, float *out)
 {
     size_t dim = (size_t)d->dim, at = (size_t)i * dim;
@@ -364,7 +369,7 @@ int rumor_dataset_load_files(const char *images_path, const char *labels_path,
     rumor_idx_t im, lb;
     memset(&lb, 0, sizeof lb);
     int rc;
-    RUMOR_CHECK_GOTO(idx_read(images_path, &image_file, &im), rc, done);
+    RUMOR_CHECK_GOTO(idx_read_cached(images_path, &image_file, &im), rc, done);
     RUMOR_CHECK_GOTO(idx_read(labels_path, &label_file, &lb), rc, done);
     if (im.dims[0] != lb.dims[0]) {
         rc = rumor_err_set(RUMOR_EFORMAT,
@@ -426,6 +431,118 @@ static int split_path(const char *dir, const char *base, char *path, size_t size
                          strcmp(dir, "/usr/share/datasets/fashion-mnist") == 0
                              ? " (Debian: apt-get install dataset-fashion-mnist)"
                              : "");
+}
+
+/* ------------------------------------------------- decompressed cache */
+
+/* Where decompressed images are kept: $RUMOR_CACHE_DIR, else
+ * $XDG_CACHE_HOME/rumor, else $HOME/.cache/rumor; 0, or -1 when none. */
+static int cache_dir(char *out, size_t cap)
+{
+    const char *d = getenv("RUMOR_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"),
+               *h = getenv("HOME");
+    int n;
+    if (d && *d)
+        n = snprintf(out, cap, "%s", d);
+    else if (x && *x)
+        n = snprintf(out, cap, "%s/rumor", x);
+    else if (h && *h)
+        n = snprintf(out, cap, "%s/.cache/rumor", h);
+    else
+        return -1;
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* The cache file of a gzip'd IDX file, named by its base name and by what
+ * its gzip trailer says of its contents (their CRC-32 and length) and its
+ * own size: a source edited or replaced, even within the same second and
+ * at the same size, gets another name and is never served stale. 0, or -1
+ * when there is none (not .gz, no trailer, no cache directory). */
+static int cache_path(const char *gz, char *out, size_t cap)
+{
+    size_t len = strlen(gz);
+    char dir[4096];
+    if (len < 4 || strcmp(gz + len - 3, ".gz") != 0 || cache_dir(dir, sizeof dir) < 0)
+        return -1;
+    int fd = open(gz, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    uint8_t t[8];
+    int ok = fstat(fd, &st) == 0 && st.st_size > 18 &&
+             pread(fd, t, sizeof t, st.st_size - 8) == (ssize_t)sizeof t;
+    close(fd);
+    if (!ok)
+        return -1;
+    uint32_t crc = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 |
+                   (uint32_t)t[3] << 24;
+    uint32_t isize = (uint32_t)t[4] | (uint32_t)t[5] << 8 | (uint32_t)t[6] << 16 |
+                     (uint32_t)t[7] << 24;
+    const char *base = strrchr(gz, '/');
+    base = base ? base + 1 : gz;
+    int n = snprintf(out, cap, "%s/%.*s.%08x-%08x-%llx", dir, (int)(strlen(base) - 3), base,
+                     (unsigned)crc, (unsigned)isize, (unsigned long long)st.st_size);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* Writes the IDX file idx (as read) to path, whole or not at all (a
+ * temporary file renamed into place, so peers starting together never read
+ * half of one). Failures are not errors: the cache is an optimization. */
+static void cache_write(const char *path, const rumor_idx_t *idx)
+{
+    char dir[4400], tmp[4400];
+    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir ||
+        (size_t)snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= sizeof tmp)
+        return;
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = 0;
+    if (rumor_dir_prepare(dir) < 0) {
+        rumor_err_clear();
+        return;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    uint8_t hdr[4 + 4 * RUMOR_IDX_MAX_DIMS];
+    hdr[0] = hdr[1] = 0;
+    hdr[2] = (uint8_t)idx->dtype;
+    hdr[3] = (uint8_t)idx->ndims;
+    for (int k = 0; k < idx->ndims; k++) {
+        uint32_t v = idx->dims[k];
+        hdr[4 + 4 * k] = (uint8_t)(v >> 24);
+        hdr[5 + 4 * k] = (uint8_t)(v >> 16);
+        hdr[6 + 4 * k] = (uint8_t)(v >> 8);
+        hdr[7 + 4 * k] = (uint8_t)v;
+    }
+    int ok = fwrite(hdr, 1, 4 + 4 * (size_t)idx->ndims, f) == 4 + 4 * (size_t)idx->ndims &&
+             fwrite(idx->data, 1, idx->size, f) == idx->size;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
+/* Reads the images of gz through the cache: the decompressed copy when one
+ * is there and whole (read and checked as any IDX file), else the .gz,
+ * whose decompressed bytes are then kept for the next peer. Loading a
+ * plain file takes a fraction of inflating one: a machine that starts many
+ * peers at once inflates the set once. */
+static int idx_read_cached(const char *gz, const idx_expect *ex, rumor_idx_t *out)
+{
+    char path[4300];
+    if (cache_path(gz, path, sizeof path) < 0)
+        return idx_read(gz, ex, out);
+    if (access(path, R_OK) == 0) {
+        if (idx_read(path, ex, out) == 0)
+            return 0;
+        rumor_warn("%s: %s; reading %s again", path, rumor_err_msg(), gz);
+        rumor_err_clear();
+        unlink(path);
+    }
+    RUMOR_CHECK(idx_read(gz, ex, out));
+    cache_write(path, out);
+    return 0;
 }
 
 /* Maps a split name to its files and loads them. */

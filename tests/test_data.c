@@ -6,7 +6,9 @@
 #include "log.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -227,6 +229,77 @@ static void test_good(void)
     CHECK_ERR(rumor_dataset_load(dplain, "validation", &d), RUMOR_EINVAL, "validation");
     CHECK(d == NULL);
     free(junk.p);
+    free(im.p);
+    free(lb.p);
+}
+
+/* -------------------------------------------------------- the cache */
+
+/* The one file in dir whose name starts with prefix, into out; how many
+ * there are. */
+static int cached(const char *dir, const char *prefix, char *out, size_t cap)
+{
+    DIR *d = opendir(dir);
+    int k = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) && !strstr(e->d_name, ".tmp")) {
+            snprintf(out, cap, "%s/%s", dir, e->d_name);
+            k++;
+        }
+    if (d)
+        closedir(d);
+    return k;
+}
+
+/* A gzip'd image file is inflated once into RUMOR_CACHE_DIR (main sets it
+ * to a directory of this test's): the copy is the IDX file itself; the
+ * next load reads it (a valid copy with other pixels, put there by hand,
+ * is what comes back); a truncated copy is said, dropped and made again;
+ * the source rewritten at once with other pixels of the same size gets a
+ * copy of its own. */
+static void test_cache(void)
+{
+    const char *dir = tp("cache-src"), *cache = getenv("RUMOR_CACHE_DIR");
+    mkdir(dir, 0700);
+    bytes im = images_file(), lb = labels_file();
+    const char *ip = emit("cache-src/train-images-idx3-ubyte.gz", 1, &im);
+    emit("cache-src/train-labels-idx1-ubyte.gz", 1, &lb);
+    rumor_dataset_t *d = NULL;
+    CHECK_OK(rumor_dataset_load(dir, "train", &d));
+    if (d)
+        check_dataset_matches(d);
+    rumor_dataset_destroy(&d);
+    char path[4096];
+    CHECKF(cached(cache, "train-images-idx3-ubyte.", path, sizeof path) == 1,
+           "no single copy of the images in %s", cache);
+    bytes got = slurp(path);
+    CHECK(got.n == im.n && memcmp(got.p, im.p, im.n) == 0);
+    free(got.p);
+    CHECK(cached(cache, "train-labels", path, sizeof path) == 0); /* labels are small */
+    cached(cache, "train-images-idx3-ubyte.", path, sizeof path);
+    /* served from the copy: other (valid) pixels put there come back */
+    bytes other = images_file();
+    other.p[16] ^= 0x5a;
+    write_plain(path, other.p, other.n);
+    CHECK_OK(rumor_dataset_load(dir, "train", &d));
+    CHECK(d && d->px[0] == (uint8_t)(pixels[0] ^ 0x5a) && d->px[1] == pixels[1]);
+    rumor_dataset_destroy(&d);
+    /* a truncated copy: read from the .gz again, and made whole again */
+    write_plain(path, other.p, other.n / 2);
+    CHECK_OK(rumor_dataset_load(dir, "train", &d));
+    if (d)
+        check_dataset_matches(d);
+    rumor_dataset_destroy(&d);
+    got = slurp(path);
+    CHECK(got.n == im.n && memcmp(got.p, im.p, im.n) == 0);
+    free(got.p);
+    /* the source rewritten with other pixels (the same size, at once) */
+    write_gz(ip, other.p, other.n);
+    CHECK_OK(rumor_dataset_load(dir, "train", &d));
+    CHECK(d && d->px[0] == (uint8_t)(pixels[0] ^ 0x5a));
+    rumor_dataset_destroy(&d);
+    CHECK(cached(cache, "train-images-idx3-ubyte.", path, sizeof path) == 2);
+    free(other.p);
     free(im.p);
     free(lb.p);
 }
@@ -843,7 +916,10 @@ static void cleanup(void)
 int main(void)
 {
     make_data();
+    /* every gzip'd file this test loads is inflated into its own cache */
+    setenv("RUMOR_CACHE_DIR", tp("cache"), 1);
     test_good();
+    test_cache();
     test_truncated();
     test_corrupt();
     test_shard();

@@ -1,0 +1,211 @@
+#!/bin/sh
+# bench_scale.sh: real rumor-peer processes in one open swarm on loopback,
+# at 8, 32 and 128 peers (RUMOR_SCALE_SIZES to choose). Each peer trains
+# mlp:784-16-10 on one thread over the exponential graph. The founder
+# waits for half of them (--min-peers); the others join through it, one
+# every JOIN_GAP seconds (a quarter of a second: 128 join over 32 s). Once
+# all train, a steady window of STEADY seconds is measured; then a tenth of
+# the peers (at least one) is killed with SIGKILL and as many newcomers
+# join, and after another STEADY seconds every peer is stopped (SIGTERM:
+# it leaves).
+#
+# Prints "bench: NAME = VALUE UNIT" lines for each size N:
+#   scale_N_trained          peers that trained within 120 s of the last join
+#   scale_N_rss_mb, scale_N_anon_mb   a peer's resident and anonymous memory
+#                            (mean over the peers, steady window)
+#   scale_N_fds, scale_N_threads      its open descriptors and threads (mean)
+#   scale_N_cpu_ms_per_round          CPU time (user + system) a round
+#   scale_N_rounds_per_s     rounds a second a peer runs (mean)
+#   scale_N_mixed_share      of the rounds a peer went through in the
+#                            steady window (run or jumped over), the share
+#                            in which a neighbour's parameters covered the
+#                            space (round events, complete > 0)
+#   scale_N_consensus        the survivors' last consensus distance
+#   scale_N_detect_first_s, scale_N_detect_median_s   after the kill, when
+#                            the first survivor declared a killed peer dead
+#                            and when half of them had (SWIM's log lines)
+#   scale_N_admit_s          a newcomer's start to its first round (mean)
+# and a table of them.
+# Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA;
+# RUMOR_SCALE_SIZES (default "8 32 128"), RUMOR_SCALE_STEADY (default 20).
+set -u
+SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+BUILDDIR=${RUMOR_BUILDDIR:-$SRCDIR/build}
+peer=$BUILDDIR/rumor-peer
+FASHION=${RUMOR_DATA:-/usr/share/datasets/fashion-mnist}
+[ -x "$peer" ] || { echo "bench_scale: no $peer"; exit 77; }
+[ -r "$FASHION/train-images-idx3-ubyte.gz" ] || { echo "bench_scale: no Fashion-MNIST"; exit 77; }
+command -v ss >/dev/null || { echo "bench_scale: ss (iproute2) is needed to find free ports"; exit 77; }
+SIZES=${RUMOR_SCALE_SIZES:-8 32 128}
+STEADY=${RUMOR_SCALE_STEADY:-20}
+JOIN_GAP=0.25
+tmp=$(mktemp -d)
+all_pids() { cat "$tmp"/*.pid 2>/dev/null; }
+cleanup() {
+  for p in $(all_pids); do kill -KILL "$p" 2>/dev/null; done
+  if [ -n "${RUMOR_SCALE_KEEP:-}" ]; then echo "bench_scale: logs in $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+fig() { echo "bench: $1 = $2 $3"; }
+now() { date '+%s.%N'; }
+
+# N free loopback ports below the ephemeral range (so that no peer's own
+# outgoing connection takes a port another peer is to listen on)
+ports() {
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  used=$(ss -Htan | awk '{ n = split($4, a, ":"); print a[n] }' | sort -u)
+  p=$((lo > 21000 ? lo - 20000 : 1024)) k=0
+  while [ $k -lt "$1" ] && [ $p -lt "$lo" ]; do
+    echo "$used" | grep -qx "$p" || { echo $p; k=$((k + 1)); }
+    p=$((p + 1))
+  done
+}
+
+# start NAME PORT [OPTIONS]: a peer of the open swarm
+start() {
+  _n=$1 _p=$2; shift 2
+  "$peer" --insecure --listen "127.0.0.1:$_p" --data "$FASHION" --model mlp:784-16-10 \
+    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 0 --topology exp \
+    --round-timeout 10 --start-timeout 300 --leave-timeout 30 --metrics "$tmp/$_n.jsonl" \
+    "$@" >"$tmp/$_n.log" 2>&1 &
+  echo $! >"$tmp/$_n.pid"
+  now >"$tmp/$_n.t0"
+}
+
+# stats NAMES...: "rss anon fds threads cpu_ticks round" of each live peer
+stats() {
+  for n in "$@"; do
+    p=$(cat "$tmp/$n.pid")
+    [ -d "/proc/$p" ] || continue
+    st=$(awk '/^VmRSS|^RssAnon|^Threads/ { printf "%s ", $2 }' "/proc/$p/status" 2>/dev/null)
+    fds=$(ls "/proc/$p/fd" 2>/dev/null | wc -l)
+    cpu=$(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null)
+    r=$(grep '"event":"round"' "$tmp/$n.jsonl" 2>/dev/null | tail -n 1 |
+        sed -n 's/.*"round":\([0-9]*\),.*/\1/p')
+    echo "$st $fds ${cpu:-0} ${r:-0}"
+  done
+}
+
+# the seconds of the day a log line's "HH:MM:SS.mmm" says, and now's
+sod() { echo "$1" | awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }'; }
+
+tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | consensus | detect (first, median) s | admit s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for N in $SIZES; do
+  rm -f "$tmp"/*
+  K=$((N / 10)); [ $K -ge 1 ] || K=1
+  set -- $(ports $((N + K)))
+  [ $# -eq $((N + K)) ] || { echo "bench_scale: not $((N + K)) free ports"; exit 1; }
+  founder=$1
+  names=
+  i=0
+  for p in "$@"; do
+    [ $i -ge $N ] && break
+    if [ $i = 0 ]; then
+      start p$i "$p" --min-peers $((N / 2 > 2 ? N / 2 : 2))
+    else
+      start p$i "$p" --join "127.0.0.1:$founder" --min-peers 2
+      sleep $JOIN_GAP
+    fi
+    names="$names p$i"
+    i=$((i + 1))
+  done
+  shift $N
+  newports="$*"
+  # every peer trains (or 120 s pass: those that do not are counted)
+  w=0
+  for n in $names; do
+    until grep -q '"event":"round"' "$tmp/$n.jsonl" 2>/dev/null || [ $w -ge 240 ]; do
+      sleep 0.5; w=$((w + 1))
+    done
+  done
+  trained=0
+  for n in $names; do grep -q '"event":"round"' "$tmp/$n.jsonl" 2>/dev/null && trained=$((trained + 1)); done
+  [ $trained = $N ] || echo "bench_scale: $N peers: $((N - trained)) never trained"
+  sleep 5
+  # the steady window
+  t0=$(now); stats $names >"$tmp/s0"
+  sleep "$STEADY"
+  t1=$(now); stats $names >"$tmp/s1"
+  paste -d' ' "$tmp/s0" "$tmp/s1" >"$tmp/s01" 2>/dev/null
+  set -- $(awk -v dt="$(echo "$t0 $t1" | awk '{ print $2 - $1 }')" -v tick="$tick" '
+    NF == 12 { rss += $7; anon += $8; thr += $9; fds += $10
+               dr = $12 - $6; dc = $11 - $5
+               if (dr > 0) { cpu += 1000 * dc / tick / dr; nc++ }
+               rate += dr / dt; n++ }
+    END { if (!n) n = 1; if (!nc) nc = 1
+          printf "%.1f %.1f %.0f %.1f %.2f %.2f", rss / n / 1024, anon / n / 1024, fds / n,
+                 thr / n, cpu / nc, rate / n }' "$tmp/s01")
+  rss=$1 anon=$2 fds=$3 thr=$4 cpr=$5 rps=$6
+  # churn: a tenth killed, as many join
+  victims=$(echo $names | tr ' ' '\n' | tail -n $K)
+  ids=
+  for v in $victims; do
+    ids="$ids $(sed -n 's/.*open membership: id \([0-9a-f]*\) .*/\1/p' "$tmp/$v.log" | head -n 1)"
+  done
+  tk=$(sod "$(date '+%H:%M:%S.%N')")
+  for v in $victims; do kill -KILL "$(cat "$tmp/$v.pid")"; done
+  survivors=$(echo $names | tr ' ' '\n' | head -n $((N - K)))
+  fresh=
+  i=0
+  for p in $newports; do
+    start q$i "$p" --join "127.0.0.1:$founder" --min-peers 2
+    fresh="$fresh q$i"
+    i=$((i + 1))
+  done
+  sleep "$STEADY"
+  # detection: when survivors declared each killed peer dead
+  for id in $ids; do
+    for n in $survivors; do
+      sed -n "s/^rumor\[peer [0-9a-f]*\] \([0-9:.]*\) info: swim: $id .*declared dead.*/\1/p" \
+        "$tmp/$n.log" | head -n 1
+    done | while read -r t; do echo "$(sod "$t") $tk" | awk '{ d = $1 - $2; if (d < -43200) d += 86400; print d }'; done |
+      sort -n >"$tmp/det-$id"
+  done
+  det_first=$(cat "$tmp"/det-* 2>/dev/null | sort -n | head -n 1)
+  det_med=$(for f in "$tmp"/det-*; do
+              c=$(wc -l <"$f"); [ "$c" -gt 0 ] && sed -n "$(((c + 1) / 2))p" "$f"
+            done | sort -n | tail -n 1)
+  # admission: a newcomer's start to its first round
+  admit=$(for n in $fresh; do
+            a=$(cat "$tmp/$n.t0")
+            b=$(grep -m1 '"event":"round"' "$tmp/$n.jsonl" 2>/dev/null | sed -n 's/^{"time":\([0-9.]*\),.*/\1/p')
+            [ -n "$b" ] && echo "$a $b" | awk '{ print $2 - $1 }'
+          done | awk '{ s += $1; n++ } END { if (n) printf "%.2f", s / n; else print "nan" }')
+  # the survivors' consensus distance (last nonzero)
+  cons=$(for n in $survivors; do
+           grep '"event":"round"' "$tmp/$n.jsonl" | sed -n 's/.*"consensus":\([0-9.e+-]*\),.*/\1/p' |
+             awk '$1 > 0' | tail -n 1
+         done | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n; else print "nan" }')
+  # of the rounds a peer went through in the steady window (those it ran
+  # and those it jumped over), the share in which a neighbour covered the
+  # space (round events: complete > 0)
+  mixed=$(for n in $names; do
+            awk -v t0="$t0" -v t1="$t1" '/"event":"round"/ {
+                match($0, /"time":[0-9.]+/); t = substr($0, RSTART + 7, RLENGTH - 7) + 0
+                if (t < t0 || t > t1) next
+                match($0, /"round":[0-9]+/); r = substr($0, RSTART + 8, RLENGTH - 8) + 0
+                match($0, /"complete":[0-9]+/); c = substr($0, RSTART + 11, RLENGTH - 11) + 0
+                if (!lo) lo = r; hi = r; m += c > 0 }
+              END { if (hi > lo) print hi - lo + 1, m }' "$tmp/$n.jsonl" 2>/dev/null
+          done | awk '{ r += $1; m += $2 } END { if (r) printf "%.2f", m / r; else print "nan" }')
+  live="$survivors $fresh"
+  for n in $live; do kill -TERM "$(cat "$tmp/$n.pid")" 2>/dev/null; done
+  for n in $live; do wait "$(cat "$tmp/$n.pid")" 2>/dev/null; done
+  fig scale_${N}_trained "$trained" "of $N"
+  fig scale_${N}_rss_mb "$rss" MB
+  fig scale_${N}_anon_mb "$anon" MB
+  fig scale_${N}_fds "$fds" fds
+  fig scale_${N}_threads "$thr" threads
+  fig scale_${N}_cpu_ms_per_round "$cpr" ms
+  fig scale_${N}_rounds_per_s "$rps" rounds/s
+  fig scale_${N}_mixed_share "$mixed" x
+  fig scale_${N}_consensus "$cons" distance
+  fig scale_${N}_detect_first_s "${det_first:-nan}" s
+  fig scale_${N}_detect_median_s "${det_med:-nan}" s
+  fig scale_${N}_admit_s "$admit" s
+  table="$table
+| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $cons | ${det_first:-nan}, ${det_med:-nan} | $admit |"
+done
+echo "$table"
