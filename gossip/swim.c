@@ -278,6 +278,26 @@ static void sync_with(rumor_swim_t *sw, uint64_t to, const char *ep)
     send_state(sw, to, ep, RUMOR_WIRE_PROBE, next_seq(sw), RUMOR_SWIM_F_SYNC);
 }
 
+/* Lifeguard's local health awareness (Dadgar et al. 2018): a peer whose
+ * probes go unanswered, or that is told it is suspected, is more likely
+ * slow itself (starved of CPU, its messages queued) than surrounded by
+ * dead members. Each such event raises its health multiplier by one, each
+ * answered probe lowers it by one, and its probe interval and timeout
+ * are (multiplier + 1) times the configured ones: a starved peer probes
+ * less often and waits longer, so it does not declare a healthy swarm
+ * dead around it, while a healthy one keeps its speed of detection. */
+void swim_health(rumor_swim_t *sw, int delta)
+{
+    int h = sw->health + delta;
+    h = h < 0 ? 0 : h > SWIM_HEALTH_MAX ? SWIM_HEALTH_MAX : h;
+    if (h > sw->stats.health_max)
+        sw->stats.health_max = h;
+    if (h != sw->health && (h == SWIM_HEALTH_MAX || (h == 0 && sw->health == SWIM_HEALTH_MAX)))
+        rumor_debug("swim: local health %d of %d", h, SWIM_HEALTH_MAX);
+    sw->health = h;
+    sw->stats.health = h;
+}
+
 static void start_probe(rumor_swim_t *sw, double now)
 {
     struct swim_mem *t = NULL;
@@ -296,8 +316,8 @@ static void start_probe(rumor_swim_t *sw, double now)
     sw->probe.active = 1;
     sw->probe.target = t->m.id;
     sw->probe.seq = next_seq(sw);
-    sw->probe.direct_deadline = now + sw->cfg.probe_timeout;
-    sw->probe.end = now + sw->cfg.probe_interval;
+    sw->probe.direct_deadline = now + sw->cfg.probe_timeout * (sw->health + 1);
+    sw->probe.end = now + sw->cfg.probe_interval * (sw->health + 1);
     sw->stats.probes++;
     send_gossip(sw, t->m.id, t->m.endpoint, RUMOR_WIRE_PROBE, sw->probe.seq, 0, NULL);
 }
@@ -454,6 +474,7 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
             ask_helpers(sw);
         if (now >= sw->probe.end) {
             struct swim_mem *t = swim_find(sw, sw->probe.target);
+            swim_health(sw, +1); /* nobody answered: maybe it is us */
             if (t && t->m.state == RUMOR_SWIM_ALIVE) {
                 sw->stats.suspected++;
                 rumor_debug("swim: %016llx missed probe %u: suspect",
@@ -465,12 +486,13 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
     }
     if (sw->probe.active && sw->probe.acked && now >= sw->probe.end)
         sw->probe.active = 0;
+    double interval = c->probe_interval * (sw->health + 1);
 
     /* a new protocol period */
     if (now >= sw->next_probe) {
-        sw->next_probe += c->probe_interval;
+        sw->next_probe += interval;
         if (sw->next_probe <= now)
-            sw->next_probe = now + c->probe_interval;
+            sw->next_probe = now + interval;
         sw->rounds++;
         if (!sw->left) {
             if (swim_view_size(sw) <= 1) {
@@ -550,8 +572,10 @@ static void on_ack(rumor_swim_t *sw, uint64_t sender, uint32_t seq)
             }
         if (sender == sw->probe.target)
             sw->stats.acks_direct++;
-        if (ok)
+        if (ok) {
             sw->probe.acked = 1;
+            swim_health(sw, -1);
+        }
     }
     for (int i = 0; i < SWIM_NRELAYS; i++) {
         struct swim_relay *r = &sw->relays[i];

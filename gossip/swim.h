@@ -109,6 +109,10 @@ typedef struct rumor_swim_stats {
     uint64_t send_failed;     /* ... that returned < 0 */
     uint64_t updates_applied; /* entries that changed the member table */
     uint64_t late_ticks;      /* ticks more than a probe interval late (the caller stalled) */
+    int health;               /* local health multiplier now (Lifeguard): 0 healthy, up to 8;
+                               * this peer's probe interval and timeout are (health + 1)
+                               * times the configured ones */
+    int health_max;           /* the highest it reached */
     rumor_wire_stats_t wire;  /* verdicts of rumor_swim_on_message */
 } rumor_swim_stats_t;
 

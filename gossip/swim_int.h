@@ -67,6 +67,9 @@ struct rumor_swim {
 
     uint32_t seq;
     int started, left;
+    int health;        /* Lifeguard's local health multiplier, 0 .. SWIM_HEALTH_MAX:
+                        * this peer's probe times are (health + 1) times the
+                        * configured ones (swim.c) */
     double next_probe, next_gossip;
     double due; /* what next_deadline says: recomputed after every change */
     uint64_t rounds, reprobes, version;
@@ -77,6 +80,7 @@ struct rumor_swim {
 
 /* ---- swim_body.c: the body codec */
 #define SWIM_BODY_FIXED 4   /* version, flags, count */
+#define SWIM_HEALTH_MAX 8 /* probe times stretch at most 9-fold */
 #define SWIM_ENTRY_FIXED 22 /* id, incarnation, refutation, state, endpoint length */
 #define SWIM_STATE_MASK 0x03u /* entry byte 20: the state; the high bits say how it is reached */
 #define SWIM_FLAGS_KNOWN (RUMOR_SWIM_F_SYNC | RUMOR_SWIM_F_STATE)
@@ -118,6 +122,8 @@ const uint8_t *swim_body_get(const uint8_t *p, rumor_swim_member_t *m);
 /* ---- swim_table.c: the member table */
 /* ALIVE or SUSPECT, or self: a member of the view. */
 int swim_in_view(const rumor_swim_t *sw, const struct swim_mem *c);
+/* swim.c: raises (+1) or lowers (-1) the local health multiplier. */
+void swim_health(rumor_swim_t *sw, int delta);
 /* The record of id, NULL when unknown (binary search). */
 struct swim_mem *swim_find(rumor_swim_t *sw, uint64_t id);
 struct swim_mem *swim_self(rumor_swim_t *sw);

@@ -167,6 +167,7 @@ static void about_self(rumor_swim_t *sw, double now, const rumor_swim_member_t *
     s->m.refutation = u->refutation + 1;
     s->m.since = now;
     sw->stats.refuted++;
+    swim_health(sw, +1); /* others did not hear from us in time */
     sw->next_gossip = now; /* tell a few members at once */
     rumor_debug("swim: %016llx refutes %s with refutation %u", (unsigned long long)s->m.id,
                 rumor_swim_state_name(u->state), s->m.refutation);

@@ -51,6 +51,7 @@ struct net {
     size_t nheap, capheap, nheld, capheld;
     double now, loss;
     int partitioned;
+    int deaf;          /* 1 + the node every message to which is lost (0: none) */
     uint64_t order, rng;
     uint64_t sent, delivered, dropped, hdr_fail, bad_to, unknown_ep, stuck;
     uint64_t rejected[RUMOR_WIRE_NREJECT];
@@ -154,7 +155,7 @@ static int sim_send(void *ctx, uint64_t to_id, const char *ep, int type, uint32_
     }
     if (to_id && to_id != net->nodes[to].id)
         net->bad_to++;
-    if ((net->loss > 0 && unif(net) < net->loss) || cut(net, me->idx, to)) {
+    if ((net->loss > 0 && unif(net) < net->loss) || cut(net, me->idx, to) || net->deaf == to + 1) {
         net->dropped++;
         return 0;
     }
@@ -603,6 +604,48 @@ static void test_loss(void)
         CHECK(s.refuted > s0.refuted);
     net.loss = 0;
     CHECK(run_to_convergence(&net, all, 20) >= 0);
+    CHECK(net.hdr_fail == 0 && net.stuck == 0);
+    net_free(&net);
+}
+
+/* Lifeguard's local health: node 0 hears nothing (every message to it is
+ * lost; it still sends), as a peer starved of CPU whose answers queue
+ * unread. Its probes go unanswered, so its health multiplier climbs to the
+ * maximum (8) and it probes 9 times less often: over 100 intervals it sends
+ * under a quarter of a healthy node's probes, and suspects as few members.
+ * The healthy nodes, which probed node 0 in vain a few times, end at 0 or
+ * 1. Once node 0 hears again, its answered probes bring it back to 0, one
+ * step a probe. */
+static void test_health(void)
+{
+    net_t net;
+    int n = 8;
+    net_chain(&net, n, 11);
+    uint64_t all = (1ull << n) - 1;
+    CHECK(run_to_convergence(&net, all, 30) >= 0);
+    rumor_swim_stats_t a0, b0, a, b;
+    rumor_swim_stats(net.nodes[0].sw, &a0);
+    rumor_swim_stats(net.nodes[1].sw, &b0);
+    CHECK(a0.health == 0 && b0.health == 0);
+    net.deaf = 1;
+    run_until(&net, net.now + 100 * IVL);
+    rumor_swim_stats(net.nodes[0].sw, &a);
+    rumor_swim_stats(net.nodes[1].sw, &b);
+    uint64_t pa = a.probes - a0.probes, pb = b.probes - b0.probes;
+    fprintf(stderr, "health: a deaf node sent %llu probes in 100 intervals (health %d), a "
+                    "healthy one %llu (health %d, at most %d)\n", (unsigned long long)pa,
+            a.health, (unsigned long long)pb, b.health, b.health_max);
+    CHECKF(a.health == 8 && a.health_max == 8, "the deaf node's health is %d", a.health);
+    CHECKF(4 * pa < pb, "the deaf node probed %llu times, a healthy one %llu",
+           (unsigned long long)pa, (unsigned long long)pb);
+    CHECK(a.suspected - a0.suspected <= pa);
+    CHECK(b.health <= 1);
+    net.deaf = 0;
+    CHECK(run_to_convergence(&net, all, 120) >= 0);
+    /* one step down a probe, each (health + 1) intervals long: 9 + 8 + ... + 1 */
+    run_until(&net, net.now + 60 * IVL);
+    rumor_swim_stats(net.nodes[0].sw, &a);
+    CHECKF(a.health == 0, "health %d after hearing again", a.health);
     CHECK(net.hdr_fail == 0 && net.stuck == 0);
     net_free(&net);
 }
@@ -1473,6 +1516,7 @@ int main(void)
     test_crash();
     test_new_endpoint();
     test_loss();
+    test_health();
     test_freeze_restart();
     test_partition();
     test_partition_forgotten();

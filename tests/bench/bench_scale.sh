@@ -65,7 +65,7 @@ ports() {
 start() {
   _n=$1 _p=$2; shift 2
   "$peer" --insecure --listen "127.0.0.1:$_p" --data "$FASHION" --model mlp:784-16-10 \
-    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 0 --topology exp \
+    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 60 --topology exp \
     --round-timeout 10 --start-timeout 300 --leave-timeout 30 --metrics "$tmp/$_n.jsonl" \
     "$@" >"$tmp/$_n.log" 2>&1 &
   echo $! >"$tmp/$_n.pid"
