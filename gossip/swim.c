@@ -279,9 +279,11 @@ static void sync_with(rumor_swim_t *sw, uint64_t to, const char *ep)
 }
 
 /* Lifeguard's local health awareness (Dadgar et al. 2018): a peer whose
- * probes go unanswered, or that is told it is suspected, is more likely
- * slow itself (starved of CPU, its messages queued) than surrounded by
- * dead members. Each such event raises its health multiplier by one, each
+ * probe goes unanswered while it hears from nobody else either, or that is
+ * told it is suspected, is more likely slow or cut off itself (starved of
+ * CPU, its messages queued) than surrounded by dead members (a dead target
+ * among members still heard from costs nothing: detection keeps its
+ * speed). Each such event raises its health multiplier by one, each
  * answered probe lowers it by one, and its probe interval and timeout
  * are (multiplier + 1) times the configured ones: a starved peer probes
  * less often and waits longer, so it does not declare a healthy swarm
@@ -474,7 +476,8 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
             ask_helpers(sw);
         if (now >= sw->probe.end) {
             struct swim_mem *t = swim_find(sw, sw->probe.target);
-            swim_health(sw, +1); /* nobody answered: maybe it is us */
+            if (!sw->probe.heard_other) /* nobody at all was heard: maybe it is us */
+                swim_health(sw, +1);
             if (t && t->m.state == RUMOR_SWIM_ALIVE) {
                 sw->stats.suspected++;
                 rumor_debug("swim: %016llx missed probe %u: suspect",
@@ -611,6 +614,8 @@ int rumor_swim_on_message(rumor_swim_t *sw, double now, uint64_t sender,
     if (reason)
         return reject(sw, reason, why, sender);
     rumor_wire_stats_count(&sw->stats.wire, 0);
+    if (sender != sw->probe.target)
+        sw->probe.heard_other = 1;
 
     /* the sender's own record first: it may be new, or have restarted */
     rumor_swim_member_t from, u;
@@ -654,6 +659,8 @@ void rumor_swim_heard(rumor_swim_t *sw, double now, uint64_t sender, uint64_t in
     struct swim_mem *c = swim_find(sw, sender);
     if (!c || c->m.incarnation != incarnation)
         return;
+    if (sender != sw->probe.target)
+        sw->probe.heard_other = 1;
     if (sw->probe.active && !sw->probe.acked && sw->probe.target == sender) {
         sw->probe.acked = 1;
         sw->stats.acks_direct++;

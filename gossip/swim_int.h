@@ -59,6 +59,7 @@ struct rumor_swim {
 
     struct {
         int active, acked, indirect_sent, nhelpers;
+        int heard_other;  /* a member other than the target was heard meanwhile */
         uint64_t target;
         uint32_t seq;
         double direct_deadline, end;
