@@ -23,7 +23,9 @@
 #   scale_N_consensus        the survivors' last consensus distance
 #   scale_N_detect_first_s, scale_N_detect_median_s   after the kill, when
 #                            the first survivor declared a killed peer dead
-#                            and when half of them had (SWIM's log lines)
+#                            and when half of them had (SWIM's log lines;
+#                            declarations from before the kill, of a peer
+#                            wrongly held dead, are left out)
 #   scale_N_admit_s          a newcomer's start to its first round (mean)
 # and a table of them.
 # Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA;
@@ -160,7 +162,7 @@ for N in $SIZES; do
     for n in $survivors; do
       sed -n "s/^rumor\[peer [0-9a-f]*\] \([0-9:.]*\) info: swim: $id .*declared dead.*/\1/p" \
         "$tmp/$n.log" | head -n 1
-    done | while read -r t; do echo "$(sod "$t") $tk" | awk '{ d = $1 - $2; if (d < -43200) d += 86400; print d }'; done |
+    done | while read -r t; do echo "$(sod "$t") $tk" | awk '{ d = $1 - $2; if (d < -43200) d += 86400; if (d >= 0) print d }'; done |
       sort -n >"$tmp/det-$id"
   done
   det_first=$(cat "$tmp"/det-* 2>/dev/null | sort -n | head -n 1)
