@@ -451,6 +451,24 @@ static void send_raw(void *push, const rumor_wire_hdr_t *h, const float *payload
     mu_send_raw(push, h, payload, n * sizeof(float), corrupt_magic);
 }
 
+/* Sends v[0 .. upto) for round r as "peer" h0->sender, in ranges of piece,
+ * the last range first when backwards. */
+static void send_ranges(void *push, const rumor_wire_hdr_t *h0, long r, const float *v,
+                        size_t piece, size_t upto, int backwards)
+{
+    size_t n = (upto + piece - 1) / piece;
+    for (size_t k = 0; k < n; k++) {
+        size_t c = backwards ? n - 1 - k : k;
+        rumor_wire_hdr_t b = *h0;
+        b.round = (uint64_t)r;
+        b.chunk = (uint32_t)c;
+        b.nchunks = (uint32_t)n;
+        b.offset = c * piece;
+        b.length = c == n - 1 ? upto - b.offset : piece;
+        send_raw(push, &b, v + b.offset, b.length, 0);
+    }
+}
+
 /* Sends "peer 1"'s x = v everywhere for round r, in ranges of `piece`
  * elements, last range first (out of order, off peer 0's grid). */
 static void send_round(void *push, const rumor_wire_hdr_t *h0, long r, float v, size_t piece,
@@ -459,16 +477,7 @@ static void send_round(void *push, const rumor_wire_hdr_t *h0, long r, float v, 
     static float buf[NP];
     for (int i = 0; i < NP; i++)
         buf[i] = v;
-    size_t n = (upto + piece - 1) / piece;
-    for (size_t c = n; c-- > 0;) {
-        rumor_wire_hdr_t b = *h0;
-        b.round = (uint64_t)r;
-        b.chunk = (uint32_t)c;
-        b.nchunks = (uint32_t)n;
-        b.offset = c * piece;
-        b.length = c == n - 1 ? upto - b.offset : piece;
-        send_raw(push, &b, buf + b.offset, b.length, 0);
-    }
+    send_ranges(push, h0, r, buf, piece, upto, 1);
 }
 
 /* Peer 0 of ring:2 receives hostile messages plus "peer 1"'s real ones. */
@@ -721,22 +730,6 @@ static void check_robust_clip(void)
     rumor_topo_destroy(&t);
 }
 
-/* Sends v[0 .. upto) for round r as "peer" h0->sender, in ranges of piece. */
-static void send_vec(void *push, const rumor_wire_hdr_t *h0, long r, const float *v,
-                     size_t piece, size_t upto)
-{
-    size_t n = (upto + piece - 1) / piece;
-    for (size_t c = 0; c < n; c++) {
-        rumor_wire_hdr_t b = *h0;
-        b.round = (uint64_t)r;
-        b.chunk = (uint32_t)c;
-        b.nchunks = (uint32_t)n;
-        b.offset = c * piece;
-        b.length = c == n - 1 ? upto - b.offset : piece;
-        send_raw(push, &b, v + b.offset, b.length, 0);
-    }
-}
-
 /* The median of three, the reference trimmed:1 of three values is. */
 static float median3(float a, float b, float c)
 {
@@ -782,7 +775,7 @@ static void check_robust_trimmed(void)
         }
         CHECK_OK(rumor_mixer_round_begin(m, r));
         for (int k = 0; k < 3; k++)
-            send_vec(push, &h[k], r, v[k], piece[k], k == 2 && r == 1 ? NP / 2 : NP);
+            send_ranges(push, &h[k], r, v[k], piece[k], k == 2 && r == 1 ? NP / 2 : NP, 0);
         CHECK_OK(rumor_mixer_round_end(m, r, &x, &st));
         int off = 0, first = -1;
         float want_first = 0;
