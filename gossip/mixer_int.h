@@ -771,30 +771,7 @@ void mx_terms_all_msg(const rumor_mixer_t *m, char *msg, size_t cap);
 /* The parameters of this peer's a neighbour's range of slot s is judged
  * against (mixer_terms.c); NULL: none known. */
 const float *mx_robust_own(const rumor_mixer_t *m, const struct mx_slot *s);
-/* mixer_robust.c */
-int mx_robust_alloc(rumor_mixer_t *m);
-void mx_robust_free(rumor_mixer_t *m);
-void mx_robust_slot_free(struct mx_slot *s);
-void mx_robust_forget(rumor_mixer_t *m, int node);
-int mx_robust_quarantined(const rumor_mixer_t *m, int node);
-void mx_robust_slot_open(rumor_mixer_t *m, struct mx_slot *s);
-/* --robust trimmed: slot s's in-neighbours are set (mx_slot_reweigh): room
- * for their ranges; 0 or RUMOR_ENOMEM. */
-int mx_robust_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s);
-/* --robust trimmed: holds node's f32 range [lo, lo + n) of slot s. */
-void mx_robust_hold(rumor_mixer_t *m, struct mx_slot *s, int node, const rumor_wire_hdr_t *h,
-                    const void *data);
-/* --robust trimmed: mixes elements [off, off + len) of slot s into its
- * accumulator (a cell every in-neighbour waited for covered), adding sum
- * (mix - x)^2 to s->dis and the self-weight to s->selfw. */
-void mx_robust_trim(rumor_mixer_t *m, struct mx_slot *s, uint64_t off, uint64_t len);
-/* Writes the neighbours' scores into out (npeers); how many (under pub_mu). */
-int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out);
-/* Judges node's range of len elements, d2 and n2 the squared norms of its
- * difference from this peer's own and of this peer's own there: sets
- * m->rb.scale; <0 (RUMOR_WIRE_OUTLIER) when it quarantined node. */
-int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, double n2,
-                    uint64_t len);
+#include "mixer_robust.h"
 /* Judges an f32 PARAMS range of slot s from node against this peer's own
  * parameters (cfg.outlier_ratio, cfg.robust): 0, or -OUTLIER with node
  * left out of the round. */

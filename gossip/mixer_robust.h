@@ -1,0 +1,36 @@
+/* Robust mixing (gossip/mixer_robust.c): the comm thread's entry points,
+ * for the mixer's own files (included by mixer_int.h). */
+#ifndef RUMOR_MIXER_ROBUST_H
+#define RUMOR_MIXER_ROBUST_H
+
+#include <stdint.h>
+
+#include "mixer.h"
+#include "wire.h"
+
+struct mx_slot;
+
+int mx_robust_alloc(rumor_mixer_t *m);
+void mx_robust_free(rumor_mixer_t *m);
+void mx_robust_slot_free(struct mx_slot *s);
+void mx_robust_forget(rumor_mixer_t *m, int node);
+int mx_robust_quarantined(const rumor_mixer_t *m, int node);
+void mx_robust_slot_open(rumor_mixer_t *m, struct mx_slot *s);
+/* --robust trimmed: slot s's in-neighbours are set (mx_slot_reweigh): room
+ * for their ranges; 0 or RUMOR_ENOMEM. */
+int mx_robust_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s);
+/* --robust trimmed: holds node's f32 range [lo, lo + n) of slot s. */
+void mx_robust_hold(rumor_mixer_t *m, struct mx_slot *s, int node, const rumor_wire_hdr_t *h,
+                    const void *data);
+/* --robust trimmed: mixes elements [off, off + len) of slot s into its
+ * accumulator (a cell every in-neighbour waited for covered), adding sum
+ * (mix - x)^2 to s->dis and the self-weight to s->selfw. */
+void mx_robust_trim(rumor_mixer_t *m, struct mx_slot *s, uint64_t off, uint64_t len);
+/* Writes the neighbours' scores into out (npeers); how many (under pub_mu). */
+int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out);
+/* Judges node's range of len elements, d2 and n2 the squared norms of its
+ * difference from this peer's own and of this peer's own there: sets
+ * m->rb.scale; <0 (RUMOR_WIRE_OUTLIER) when it quarantined node. */
+int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, double n2,
+                    uint64_t len);
+#endif
