@@ -628,7 +628,8 @@ void mx_comm_main(rumor_mixer_t *m)
             }
             stopping = 2;
         }
-        if (stopping == 2 && mx_all_sends_done(m) && mx_neighbours_passed(m))
+        if (stopping == 2 && mx_all_sends_done(m) && mx_neighbours_passed(m) &&
+            !mx_untold_retry(m))
             break;
         if (stopping == 2 && rumor_now() >= stop_deadline) {
             if (!mx_all_sends_done(m))

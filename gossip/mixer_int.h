@@ -525,6 +525,7 @@ struct rumor_mixer {
     uint8_t *incompatible;     /* (npeers) its HELLO stated other terms (cfg.terms): its
                                 * data are dropped and it is not waited for */
     uint8_t *incompat_told;    /* (npeers) it was sent this peer's terms since */
+    double told_hold;          /* a leaving peer stays until then: a HELLO just queued */
     int nincompat;             /* of the peers talked to, how many are incompatible */
     int incompat_all;          /* every peer talked to is incompatible and was told
                                 * this peer's terms or left */
@@ -635,6 +636,7 @@ void mx_send_hellos(rumor_mixer_t *m);
 void mx_send_heartbeats(rumor_mixer_t *m);
 int mx_all_sends_done(rumor_mixer_t *m);
 int mx_neighbours_passed(rumor_mixer_t *m);
+int mx_untold_retry(rumor_mixer_t *m);
 
 /* mixer_round.c: synchronous D-PSGD rounds (receiving side) */
 int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r);

@@ -461,6 +461,30 @@ int mx_neighbours_passed(rumor_mixer_t *m)
     return 1;
 }
 
+/* Whether a neighbour of other terms that still speaks has not heard this
+ * peer's yet; a HELLO is tried again for each (a leaving peer's first try
+ * fails while its connection to a neighbour that started late is not up,
+ * and that neighbour would wait out its start timeout for a peer that has
+ * gone); also while one just queued may still be in ZeroMQ's pipe. */
+int mx_untold_retry(rumor_mixer_t *m)
+{
+    if (m->rank_state != 2)
+        return 0;
+    double now = rumor_now();
+    double alive = m->cfg.heartbeat_timeout_ms > 0 ? m->cfg.heartbeat_timeout_ms / 1000.0 : 2.0;
+    int untold = 0;
+    for (int j = 0; j < m->npeers; j++) {
+        if (!m->talks_to[j] || !m->incompatible[j] || m->incompat_told[j] || m->left[j] ||
+            now - m->last_heard[j] > alive)
+            continue;
+        if (mx_send_control(m, j, RUMOR_WIRE_HELLO, 2) != 0)
+            untold = 1;
+        else /* queued in ZeroMQ, which drops it when the socket closes */
+            m->told_hold = now + 0.1;
+    }
+    return untold || now < m->told_hold;
+}
+
 int mx_all_sends_done(rumor_mixer_t *m)
 {
     for (int i = 0; i < m->nbufs; i++)

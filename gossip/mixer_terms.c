@@ -111,6 +111,7 @@ int mx_terms_judge(rumor_mixer_t *m, int node, const void *body, size_t len, uin
         return 0;
     }
     mark_incompatible(m, node, what);
+    m->last_heard[node] = rumor_now(); /* it speaks: a leaving peer tells it (mx_untold_retry) */
     /* it learns this peer's terms too (after the rank check: before it,
      * this peer says nothing to anyone) */
     if (m->rank_state == 2 && m->talks_to[node])
