@@ -439,6 +439,10 @@ typedef struct rumor_mixer_counters {
     /* open membership, the view now: members (this peer aside) reached
      * directly, through a relay, and offering to relay */
     int members_direct, members_relayed, members_relaying;
+    /* open membership: SWIM messages this peer sent (probes, acks, gossip,
+     * syncs) and its local health multiplier now (swim.h) */
+    uint64_t swim_messages;
+    int swim_health;
 } rumor_mixer_counters_t;
 void rumor_mixer_counters(rumor_mixer_t *m, rumor_mixer_counters_t *out);
 

@@ -354,6 +354,12 @@ void mx_publish(rumor_mixer_t *m)
 {
     const rumor_transport_stats_t *ts = rumor_transport_stats(m->tr);
     long sr = mx_swarm_round(m);
+    if (m->swim) {
+        rumor_swim_stats_t ss;
+        rumor_swim_stats(m->swim, &ss);
+        m->counters.swim_messages = ss.messages_sent;
+        m->counters.swim_health = ss.health;
+    }
     pthread_mutex_lock(&m->pub_mu);
     m->pub.wire_stats = m->wire_stats;
     m->pub.sent = ts->bytes_sent;

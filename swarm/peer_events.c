@@ -97,6 +97,12 @@ void rumor_peer_event_round(rumor_peer_t *p, double loss, double el)
     cJSON_AddNumberToObject(o, "batches", p->cfg.balance ? rumor_balance_batches(&p->bal) : 1);
     cJSON_AddNumberToObject(o, "round_wait_s", p->dpsgd ? st->wait_s : 0.0);
     cJSON_AddNumberToObject(o, "timed_out", p->dpsgd ? st->timed_out : 0);
+    if (p->cfg.mixer.membership) { /* SWIM's traffic and health (bench_scale) */
+        rumor_mixer_counters_t mc;
+        rumor_mixer_counters(p->mixer, &mc);
+        cJSON_AddNumberToObject(o, "swim_messages", (double)mc.swim_messages);
+        cJSON_AddNumberToObject(o, "swim_health", mc.swim_health);
+    }
     emit(p, o);
 }
 

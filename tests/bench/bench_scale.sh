@@ -16,10 +16,11 @@
 #   scale_N_fds, scale_N_threads      its open descriptors and threads (mean)
 #   scale_N_cpu_ms_per_round          CPU time (user + system) a round
 #   scale_N_rounds_per_s     rounds a second a peer runs (mean)
-#   scale_N_mixed_share      of the rounds a peer went through in the
-#                            steady window (run or jumped over), the share
-#                            in which a neighbour's parameters covered the
-#                            space (round events, complete > 0)
+#   scale_N_mixed_share      of the round events in the steady window (a
+#                            peer writes one every 2 s, --progress 2), the
+#                            share in which a neighbour's parameters covered
+#                            the space (complete > 0)
+#   scale_N_swim_msgs_per_s SWIM messages a peer sends a second (mean)
 #   scale_N_consensus        the survivors' last consensus distance
 #   scale_N_detect_first_s, scale_N_detect_median_s   after the kill, when
 #                            the first survivor declared a killed peer dead
@@ -67,14 +68,14 @@ ports() {
 start() {
   _n=$1 _p=$2; shift 2
   "$peer" --insecure --listen "127.0.0.1:$_p" --data "$FASHION" --model mlp:784-16-10 \
-    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 60 --topology exp \
+    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 2 --topology exp \
     --round-timeout 10 --start-timeout 300 --leave-timeout 30 --metrics "$tmp/$_n.jsonl" \
     "$@" >"$tmp/$_n.log" 2>&1 &
   echo $! >"$tmp/$_n.pid"
   now >"$tmp/$_n.t0"
 }
 
-# stats NAMES...: "rss anon fds threads cpu_ticks round" of each live peer
+# stats NAMES...: "rss anon threads fds cpu_ticks" of each live peer
 stats() {
   for n in "$@"; do
     p=$(cat "$tmp/$n.pid")
@@ -82,18 +83,35 @@ stats() {
     st=$(awk '/^VmRSS|^RssAnon|^Threads/ { printf "%s ", $2 }' "/proc/$p/status" 2>/dev/null)
     fds=$(ls "/proc/$p/fd" 2>/dev/null | wc -l)
     cpu=$(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null)
-    r=$(grep '"event":"round"' "$tmp/$n.jsonl" 2>/dev/null | tail -n 1 |
-        sed -n 's/.*"round":\([0-9]*\),.*/\1/p')
-    echo "$st $fds ${cpu:-0} ${r:-0}"
+    echo "$n $st $fds ${cpu:-0}"
   done
+}
+
+# window NAME T0 T1: "rounds_per_s sampled mixed swim_per_s" from a peer's
+# round events between T0 and T1 (one every --progress seconds): its rate
+# from the first and last of them, how many there were, in how many a
+# neighbour's parameters covered the space (complete > 0), and the SWIM
+# messages it sent a second
+window() {
+  awk -v t0="$2" -v t1="$3" '/"event":"round"/ {
+      match($0, /"time":[0-9.]+/); t = substr($0, RSTART + 7, RLENGTH - 7) + 0
+      if (t < t0 || t > t1) next
+      match($0, /"round":[0-9]+/); r = substr($0, RSTART + 8, RLENGTH - 8) + 0
+      match($0, /"complete":[0-9]+/); c = substr($0, RSTART + 11, RLENGTH - 11) + 0
+      match($0, /"swim_messages":[0-9]+/); w = substr($0, RSTART + 16, RLENGTH - 16) + 0
+      if (!n) { fr = r; ft = t; fw = w }
+      lr = r; lt = t; lw = w; n++; m += c > 0 }
+    END { d = lt - ft
+          printf "%.3f %d %d %.2f\n", (d > 0 ? (lr - fr) / d : 0), n, m, (d > 0 ? (lw - fw) / d : 0) }' \
+    "$tmp/$1.jsonl" 2>/dev/null
 }
 
 # the seconds of the day a log line's "HH:MM:SS.mmm" says, and now's
 sod() { echo "$1" | awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }'; }
 
 tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | consensus | detect (first, median) s | admit s |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus | detect (first, median) s | admit s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for N in $SIZES; do
   rm -f "$tmp"/*
   K=$((N / 10)); [ $K -ge 1 ] || K=1
@@ -127,19 +145,23 @@ for N in $SIZES; do
   [ $trained = $N ] || echo "bench_scale: $N peers: $((N - trained)) never trained"
   sleep 5
   # the steady window
-  t0=$(now); stats $names >"$tmp/s0"
+  t0=$(now); stats $names | sort >"$tmp/s0"
   sleep "$STEADY"
-  t1=$(now); stats $names >"$tmp/s1"
-  paste -d' ' "$tmp/s0" "$tmp/s1" >"$tmp/s01" 2>/dev/null
-  set -- $(awk -v dt="$(echo "$t0 $t1" | awk '{ print $2 - $1 }')" -v tick="$tick" '
-    NF == 12 { rss += $7; anon += $8; thr += $9; fds += $10
-               dr = $12 - $6; dc = $11 - $5
-               if (dr > 0) { cpu += 1000 * dc / tick / dr; nc++ }
-               rate += dr / dt; n++ }
+  t1=$(now); stats $names | sort >"$tmp/s1"
+  dt=$(echo "$t0 $t1" | awk '{ print $2 - $1 }')
+  # per peer: its two samples and its round events' rate in the window
+  join "$tmp/s0" "$tmp/s1" | while read -r n r0 a0 h0 f0 c0 r1 a1 h1 f1 c1; do
+    echo "$r1 $a1 $h1 $f1 $((c1 - c0)) $(window "$n" "$t0" "$t1")"
+  done >"$tmp/s01"
+  set -- $(awk -v dt="$dt" -v tick="$tick" '
+    NF == 9 { rss += $1; anon += $2; thr += $3; fds += $4; n++
+              rate += $6; sampled += $7; mixed += $8; swim += $9
+              if ($6 > 0) { cpu += 1000 * $5 / tick / ($6 * dt); nc++ } }
     END { if (!n) n = 1; if (!nc) nc = 1
-          printf "%.1f %.1f %.0f %.1f %.2f %.2f", rss / n / 1024, anon / n / 1024, fds / n,
-                 thr / n, cpu / nc, rate / n }' "$tmp/s01")
-  rss=$1 anon=$2 fds=$3 thr=$4 cpr=$5 rps=$6
+          printf "%.1f %.1f %.0f %.1f %.2f %.2f %s %.1f", rss / n / 1024, anon / n / 1024, fds / n,
+                 thr / n, cpu / nc, rate / n, sampled ? sprintf("%.2f", mixed / sampled) : "nan",
+                 swim / n }' "$tmp/s01")
+  rss=$1 anon=$2 fds=$3 thr=$4 cpr=$5 rps=$6 mixed=$7 swim=$8
   # churn: a tenth killed, as many join
   victims=$(echo $names | tr ' ' '\n' | tail -n $K)
   ids=
@@ -180,18 +202,6 @@ for N in $SIZES; do
            grep '"event":"round"' "$tmp/$n.jsonl" | sed -n 's/.*"consensus":\([0-9.e+-]*\),.*/\1/p' |
              awk '$1 > 0' | tail -n 1
          done | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n; else print "nan" }')
-  # of the rounds a peer went through in the steady window (those it ran
-  # and those it jumped over), the share in which a neighbour covered the
-  # space (round events: complete > 0)
-  mixed=$(for n in $names; do
-            awk -v t0="$t0" -v t1="$t1" '/"event":"round"/ {
-                match($0, /"time":[0-9.]+/); t = substr($0, RSTART + 7, RLENGTH - 7) + 0
-                if (t < t0 || t > t1) next
-                match($0, /"round":[0-9]+/); r = substr($0, RSTART + 8, RLENGTH - 8) + 0
-                match($0, /"complete":[0-9]+/); c = substr($0, RSTART + 11, RLENGTH - 11) + 0
-                if (!lo) lo = r; hi = r; m += c > 0 }
-              END { if (hi > lo) print hi - lo + 1, m }' "$tmp/$n.jsonl" 2>/dev/null
-          done | awk '{ r += $1; m += $2 } END { if (r) printf "%.2f", m / r; else print "nan" }')
   live="$survivors $fresh"
   for n in $live; do kill -TERM "$(cat "$tmp/$n.pid")" 2>/dev/null; done
   for n in $live; do wait "$(cat "$tmp/$n.pid")" 2>/dev/null; done
@@ -203,11 +213,12 @@ for N in $SIZES; do
   fig scale_${N}_cpu_ms_per_round "$cpr" ms
   fig scale_${N}_rounds_per_s "$rps" rounds/s
   fig scale_${N}_mixed_share "$mixed" x
+  fig scale_${N}_swim_msgs_per_s "$swim" msgs/s
   fig scale_${N}_consensus "$cons" distance
   fig scale_${N}_detect_first_s "${det_first:-nan}" s
   fig scale_${N}_detect_median_s "${det_med:-nan}" s
   fig scale_${N}_admit_s "$admit" s
   table="$table
-| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $cons | ${det_first:-nan}, ${det_med:-nan} | $admit |"
+| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons | ${det_first:-nan}, ${det_med:-nan} | $admit |"
 done
 echo "$table"
