@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,7 +307,10 @@ void rumor_idx_free(rumor_idx_t *idx)
 {
     if (!idx)
         return;
-    free(idx->data);
+    if (idx->map)
+        munmap(idx->map, idx->map_len);
+    else
+        free(idx->data);
     memset(idx, 0, sizeof *idx);
 }
 
@@ -350,11 +354,27 @@ int rumor_dataset_create(int n, int rows, int cols, int classes, rumor_dataset_t
 
 static int idx_read_cached(const char *gz, const idx_expect *ex, rumor_idx_t *out);
 
+/* A file mapping that datasets share: unmapped with the last of them. */
+struct rumor_dataset_map {
+    void *base;
+    size_t len;
+    atomic_int refs;
+};
+
+static void map_release(struct rumor_dataset_map *m)
+{
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) {
+        munmap(m->base, m->len);
+        free(m);
+    }
+}
+
 void rumor_dataset_row(const rumor_dataset_t *d, int i, float *out)
 {
-    size_t dim = (size_t)d->dim, at = (size_t)i * dim;
+    size_t dim = (size_t)d->dim;
+    const uint8_t *p = d->px + (size_t)(d->row ? d->row[i] : i) * dim;
     for (size_t k = 0; k < dim; k++)
-        out[k] = rumor_dataset_at(d, at + k);
+        out[k] = ((float)p[k] / d->div - d->mean) * d->inv;
 }
 
 /* Reads both files and checks them against each other; the dataset takes
@@ -395,10 +415,22 @@ int rumor_dataset_load_files(const char *images_path, const char *labels_path,
         rc = rumor_err_set(RUMOR_ENOMEM, "cannot allocate %d labels", n);
         goto done;
     }
+    if (im.map && !(d->map = malloc(sizeof *d->map))) {
+        free(y);
+        rumor_dataset_destroy(&d);
+        rc = rumor_err_set(RUMOR_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (im.map) {
+        d->map->base = im.map;
+        d->map->len = im.map_len;
+        atomic_init(&d->map->refs, 1);
+    }
     free(d->px);
     free(d->y);
     d->px = im.data;
     im.data = NULL;
+    im.map = NULL;
     d->y = y;
     d->n = n;
     d->div = 255.0f;
@@ -523,25 +555,83 @@ static void cache_write(const char *path, const rumor_idx_t *idx)
         unlink(tmp);
 }
 
+/* Maps a plain IDX file read-only and checks it as idx_read does (magic,
+ * dims, exactly the declared bytes after the header): out->data points
+ * into the mapping. Only for the cache's own files, which are written
+ * whole through a rename and never changed in place (a file truncated
+ * under a mapping would fault on access). */
+static int idx_map(const char *path, const idx_expect *ex, rumor_idx_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rumor_err_sys(RUMOR_ESYS, "%s: cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < 4) {
+        close(fd);
+        return rumor_err_set(RUMOR_EIO, "%s: truncated: no IDX header", path);
+    }
+    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd); /* the mapping keeps the file */
+    if (m == MAP_FAILED)
+        return rumor_err_sys(RUMOR_ESYS, "%s: cannot map", path);
+    out->map = m;
+    out->map_len = (size_t)st.st_size;
+    const unsigned char *b = m;
+    int rc = check_magic(path, b, ex);
+    size_t hlen = 0;
+    if (rc == 0) {
+        out->dtype = b[2];
+        out->ndims = b[3];
+        hlen = 4 + 4 * (size_t)out->ndims;
+        if (out->map_len < hlen)
+            rc = rumor_err_set(RUMOR_EIO, "%s: truncated: %zu header bytes expected", path, hlen);
+    }
+    for (int i = 0; rc == 0 && i < out->ndims; i++)
+        out->dims[i] = be32(b + 4 + 4 * i);
+    if (rc == 0)
+        rc = check_dims(path, out);
+    if (rc == 0 && out->map_len != hlen + out->size)
+        rc = rumor_err_set(out->map_len < hlen + out->size ? RUMOR_EIO : RUMOR_EFORMAT,
+                           "%s: %zu bytes of data where the header declares %zu", path,
+                           out->map_len - hlen, out->size);
+    if (rc < 0) {
+        rumor_idx_free(out);
+        return rc;
+    }
+    out->data = (uint8_t *)b + hlen;
+    return 0;
+}
+
 /* Reads the images of gz through the cache: the decompressed copy when one
- * is there and whole (read and checked as any IDX file), else the .gz,
- * whose decompressed bytes are then kept for the next peer. Loading a
- * plain file takes a fraction of inflating one: a machine that starts many
- * peers at once inflates the set once. */
+ * is there and whole, mapped (every peer of a machine shares one copy in
+ * the page cache instead of holding 47 MB of its own), else the .gz, whose
+ * decompressed bytes are then kept for the next peer and mapped in place
+ * of the buffer just read. A machine that starts many peers at once
+ * inflates the set once and holds it once. */
 static int idx_read_cached(const char *gz, const idx_expect *ex, rumor_idx_t *out)
 {
     char path[4300];
     if (cache_path(gz, path, sizeof path) < 0)
         return idx_read(gz, ex, out);
     if (access(path, R_OK) == 0) {
-        if (idx_read(path, ex, out) == 0)
+        if (idx_map(path, ex, out) == 0)
             return 0;
-        rumor_warn("%s: %s; reading %s again", path, rumor_err_msg(), gz);
+        rumor_warn("%s; reading %s again", rumor_err_msg(), gz); /* it names the copy */
         rumor_err_clear();
         unlink(path);
     }
     RUMOR_CHECK(idx_read(gz, ex, out));
     cache_write(path, out);
+    rumor_idx_t mapped;
+    if (idx_map(path, ex, &mapped) == 0 && mapped.size == out->size &&
+        memcmp(mapped.data, out->data, out->size) == 0) {
+        rumor_idx_free(out);
+        *out = mapped;
+    } else {
+        rumor_idx_free(&mapped); /* no cache after all: the buffer read serves */
+        rumor_err_clear();
+    }
     return 0;
 }
 
@@ -583,11 +673,34 @@ int rumor_dataset_subset(const rumor_dataset_t *full, const int *idx, int k,
             return rumor_err_set(RUMOR_EINVAL, "subset index %d at %d out of range [0,%d)",
                                  idx[i], i, full->n);
     rumor_dataset_t *d;
-    RUMOR_CHECK(rumor_dataset_create(k, full->rows, full->cols, full->classes, &d));
+    RUMOR_CHECK(rumor_dataset_create(full->map ? 0 : k, full->rows, full->cols, full->classes,
+                                     &d));
     size_t dim = (size_t)full->dim;
     d->div = full->div;
     d->mean = full->mean;
     d->inv = full->inv;
+    if (full->map) { /* a view: row numbers into the shared mapping */
+        int32_t *y = malloc(((size_t)k + 1) * sizeof *y);
+        d->row = malloc(((size_t)k + 1) * sizeof *d->row);
+        if (!y || !d->row) {
+            free(y);
+            rumor_dataset_destroy(&d);
+            return rumor_err_set(RUMOR_ENOMEM, "cannot allocate a view of %d examples", k);
+        }
+        free(d->px);
+        free(d->y);
+        d->y = y;
+        d->px = full->px;
+        d->map = full->map;
+        atomic_fetch_add(&d->map->refs, 1);
+        d->n = k;
+        for (int i = 0; i < k; i++) {
+            d->row[i] = full->row ? full->row[idx[i]] : idx[i];
+            d->y[i] = full->y[idx[i]];
+        }
+        *out = d;
+        return 0;
+    }
     for (int i = 0; i < k; i++) {
         memcpy(d->px + (size_t)i * dim, full->px + (size_t)idx[i] * dim, dim * sizeof *d->px);
         d->y[i] = full->y[idx[i]];
@@ -629,6 +742,13 @@ void rumor_dataset_keep(rumor_dataset_t *d, int n)
     if (!d || n < 0 || n >= d->n)
         return;
     d->n = n;
+    if (d->map) { /* a shared mapping costs this process nothing to keep whole */
+        int32_t *y = realloc(d->y, ((size_t)n + 1) * sizeof *y);
+        d->y = y ? y : d->y;
+        int32_t *row = d->row ? realloc(d->row, ((size_t)n + 1) * sizeof *row) : NULL;
+        d->row = row ? row : d->row;
+        return;
+    }
     uint8_t *px = realloc(d->px, (size_t)n * (size_t)d->dim + 1);
     int32_t *y = realloc(d->y, ((size_t)n + 1) * sizeof *y);
     d->px = px ? px : d->px; /* a shrink that fails keeps the larger block */
@@ -678,7 +798,11 @@ void rumor_dataset_destroy(rumor_dataset_t **dp)
 {
     if (!dp || !*dp)
         return;
-    free((*dp)->px);
+    if ((*dp)->map)
+        map_release((*dp)->map);
+    else
+        free((*dp)->px);
+    free((*dp)->row);
     free((*dp)->y);
     free(*dp);
     *dp = NULL;

@@ -36,6 +36,9 @@ typedef struct rumor_idx {
     uint32_t dims[RUMOR_IDX_MAX_DIMS];   /* dims[ndims..] are 0 */
     size_t size;                         /* bytes of data: product of dims */
     uint8_t *data;                       /* (dims[0], ..., dims[ndims-1]), owned */
+    void *map;                           /* non-NULL: data lies in this read-only
+                                          * mapping of the file (map_len bytes) */
+    size_t map_len;
 } rumor_idx_t;
 
 /* Reads an IDX file, gzip'd or plain (told apart by content, not name).
@@ -61,17 +64,25 @@ typedef struct rumor_dataset {
     int rows, cols; /* image shape (28x28) */
     int dim;        /* rows*cols features */
     int classes;    /* 10 */
-    uint8_t *px;    /* (n, dim) row-major pixels, owned */
+    uint8_t *px;    /* (n, dim) row-major pixels, owned; read-only when mapped */
+    struct rumor_dataset_map *map; /* non-NULL: px lies in a read-only mapping of
+                                    * the data cache's file, which every process
+                                    * of the machine that loads it shares; subsets
+                                    * of it share it too (reference counted) */
+    int32_t *row;   /* (n) with a map: example i is px's row row[i] (a view);
+                     * NULL: example i is row i */
     float div;      /* feature = (px / div - mean) * inv: div 255 as loaded */
     float mean, inv; /* (0 and 1 until rumor_dataset_normalize) */
     int32_t *y;     /* (n) labels in [0, classes), owned */
 } rumor_dataset_t;
 
 /* Feature i of the flat (n, dim) array: ((float)px[i] / div - mean) * inv,
- * the pixel / 255 in [0, 1] as loaded. */
+ * the pixel / 255 in [0, 1] as loaded (of a view: its example's row). */
 static inline float rumor_dataset_at(const rumor_dataset_t *d, size_t i)
 {
-    return ((float)d->px[i] / d->div - d->mean) * d->inv;
+    size_t dim = (size_t)d->dim;
+    size_t at = d->row ? (size_t)d->row[i / dim] * dim + i % dim : i;
+    return ((float)d->px[at] / d->div - d->mean) * d->inv;
 }
 
 /* Example i's dim features into out. */
@@ -95,7 +106,9 @@ int rumor_dataset_load(const char *dir, const char *split, rumor_dataset_t **out
 int rumor_dataset_load_files(const char *images_path, const char *labels_path,
                              rumor_dataset_t **out) RUMOR_WUR;
 
-/* A copy of the examples idx[0..k) of full, in that order (indices checked). */
+/* The examples idx[0..k) of full, in that order (indices checked): a copy,
+ * or of a mapped dataset a view of its rows that shares the mapping (and
+ * outlives full). */
 int rumor_dataset_subset(const rumor_dataset_t *full, const int *idx, int k,
                          rumor_dataset_t **out) RUMOR_WUR;
 
@@ -109,7 +122,7 @@ int rumor_dataset_shard(const rumor_dataset_t *full, int rank, int world, uint64
                         rumor_dataset_t **out) RUMOR_WUR;
 
 /* Keeps d's first n examples (0 <= n <= d->n) and gives the rest's memory
- * back. */
+ * back (a mapping stays whole: it is shared). */
 void rumor_dataset_keep(rumor_dataset_t *d, int n);
 
 /* Mean and standard deviation of all of d's pixels (population std), in

@@ -264,10 +264,59 @@ static void test_cache(void)
     bytes im = images_file(), lb = labels_file();
     const char *ip = emit("cache-src/train-images-idx3-ubyte.gz", 1, &im);
     emit("cache-src/train-labels-idx1-ubyte.gz", 1, &lb);
-    rumor_dataset_t *d = NULL;
+    rumor_dataset_t *d = NULL, *d2 = NULL;
     CHECK_OK(rumor_dataset_load(dir, "train", &d));
     if (d)
         check_dataset_matches(d);
+    /* the copy just written serves, mapped, in place of the buffer read */
+    CHECK(d && d->map && !d->row);
+    /* a second load maps the same file; keeping fewer rows leaves it whole */
+    CHECK_OK(rumor_dataset_load(dir, "train", &d2));
+    if (d && d2) {
+        CHECK(d2->map && d2->map != d->map);
+        rumor_dataset_keep(d2, 1);
+        CHECK(d2->n == 1 && d2->map && d2->y[0] == d->y[0]);
+        CHECK(memcmp(d2->px, d->px, (size_t)d->dim) == 0);
+    }
+    rumor_dataset_destroy(&d2);
+    /* a shard of a mapped set is a view of its rows, the same examples as
+     * the copy a set in memory gives, and it outlives the set */
+    rumor_dataset_t *copy = NULL, *view = NULL, *vv = NULL;
+    if (d)
+        CHECK_OK(rumor_dataset_create(d->n, d->rows, d->cols, d->classes, &copy));
+    if (copy) {
+        memcpy(copy->px, d->px, (size_t)d->n * (size_t)d->dim);
+        memcpy(copy->y, d->y, (size_t)d->n * sizeof *d->y);
+        copy->div = d->div;
+        CHECK_OK(rumor_dataset_normalize(copy, 0.25f, 0.5f));
+        CHECK_OK(rumor_dataset_normalize(d, 0.25f, 0.5f));
+        CHECK_OK(rumor_dataset_shard(copy, 1, 3, 77, &d2));
+        CHECK_OK(rumor_dataset_shard(d, 1, 3, 77, &view));
+        rumor_dataset_destroy(&d);
+        if (view) /* a view of a view: rows of the first mapping still */
+            CHECK_OK(rumor_dataset_subset(view, (int[]){ 2, 0 }, 2, &vv));
+    }
+    if (d2 && view && vv) {
+        CHECK(view->map && view->row && !d2->map && !d2->row && view->n == d2->n);
+        float a[784], b[784];
+        int same = 1;
+        for (int i = 0; i < view->n; i++) {
+            rumor_dataset_row(view, i, a);
+            rumor_dataset_row(d2, i, b);
+            same &= memcmp(a, b, (size_t)view->dim * sizeof *a) == 0 && view->y[i] == d2->y[i];
+            for (int k = 0; k < view->dim; k++) /* the flat accessor agrees */
+                same &= rumor_dataset_at(view, (size_t)i * (size_t)view->dim + (size_t)k) == a[k];
+        }
+        CHECKF(same, "a view's examples differ from the copy's");
+        rumor_dataset_row(vv, 0, a);
+        rumor_dataset_row(d2, 2, b);
+        CHECK(vv->map == view->map && memcmp(a, b, (size_t)vv->dim * sizeof *a) == 0 &&
+              vv->y[1] == d2->y[0]);
+    }
+    rumor_dataset_destroy(&vv);
+    rumor_dataset_destroy(&view);
+    rumor_dataset_destroy(&copy);
+    rumor_dataset_destroy(&d2);
     rumor_dataset_destroy(&d);
     char path[4096];
     CHECKF(cached(cache, "train-images-idx3-ubyte.", path, sizeof path) == 1,
@@ -293,6 +342,22 @@ static void test_cache(void)
     got = slurp(path);
     CHECK(got.n == im.n && memcmp(got.p, im.p, im.n) == 0);
     free(got.p);
+    /* a copy with bytes after the declared data: not mapped, made again */
+    bytes longer = { malloc(im.n + 3), im.n + 3 };
+    if (longer.p) {
+        memcpy(longer.p, im.p, im.n);
+        memset(longer.p + im.n, 7, 3);
+        write_plain(path, longer.p, longer.n);
+        CHECK_OK(rumor_dataset_load(dir, "train", &d));
+        if (d)
+            check_dataset_matches(d);
+        CHECK(d && d->map);
+        rumor_dataset_destroy(&d);
+        got = slurp(path);
+        CHECK(got.n == im.n && memcmp(got.p, im.p, im.n) == 0);
+        free(got.p);
+        free(longer.p);
+    }
     /* the source rewritten with other pixels (the same size, at once) */
     write_gz(ip, other.p, other.n);
     CHECK_OK(rumor_dataset_load(dir, "train", &d));
