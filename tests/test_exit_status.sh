@@ -18,6 +18,7 @@ set -u
 train="$RUMOR_BUILDDIR/rumor-train"
 peer="$RUMOR_BUILDDIR/rumor-peer"
 topo="$RUMOR_BUILDDIR/rumor-topo"
+sim="$RUMOR_BUILDDIR/rumor-sim"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -222,4 +223,13 @@ case_ 1 "$none.links" "$topo" analyze ring:8 --links "$none.links" --model-bytes
 case_ 1 "$none.edges" "$topo" analyze "file:$none.edges"
 case_ 1 "bad.edges:2: peer ids '1' 'x' are not integers" "$topo" analyze "file:$tmp/bad.edges"
 case_ 0 "ring:8" "$topo" analyze ring:8
+
+# ---- rumor-sim
+printf '100 100 25\n100 x 25\n' >"$tmp/bad.net"
+case_ 2 "unknown option '--bogus'" "$sim" --bogus
+case_ 2 "--loss '2': expected a number in [0, 1]" "$sim" --loss 2
+case_ 2 "--svg '$none/x.svg': its directory does not exist" "$sim" --svg "$none/x.svg"
+case_ 1 "--net $none.net: No such file or directory" "$sim" --net "$none.net"
+case_ 1 "bad.net:2: expected 'UP_MBIT DOWN_MBIT LATENCY_MS'" "$sim" --net "$tmp/bad.net"
+case_ 0 "" "$sim" --peers 5 --join-over 1 --duration 1 -q
 finish

@@ -8,6 +8,7 @@
 #   gossip     transport, mixer, membership: base, topo, src, kernels
 #   swarm      the peer object: base, topo, src, kernels, gossip
 #   peers      the binaries: anything
+#   sim        rumor-sim, a binary: anything
 # Every `#include "X.h"` of a project header in a layer's sources is looked
 # up in the tree; a header of a layer it may not use fails the test, naming
 # the file, the line and both layers.
@@ -25,6 +26,7 @@ layer_of() {
     gossip/*) echo gossip ;;
     swarm/*) echo swarm ;;
     peers/*) echo peers ;;
+    sim/*) echo sim ;;
     *) echo other ;;
   esac
 }
@@ -36,7 +38,7 @@ allowed() { # allowed FROM TO
     src:kernels) return 0 ;;
     gossip:topo | gossip:src | gossip:kernels) return 0 ;;
     swarm:topo | swarm:src | swarm:kernels | swarm:gossip) return 0 ;;
-    peers:*) return 0 ;;
+    peers:* | sim:*) return 0 ;;
   esac
   return 1
 }
@@ -45,13 +47,13 @@ cd "$top" || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # where each project header lives (a name must be unique across layers)
-find src kernels topo gossip swarm peers -name '*.h' | sort |
+find src kernels topo gossip swarm peers sim -name '*.h' | sort |
   awk '{ n = $0; sub(/.*\//, "", n); print n, $0 }' >"$tmp/headers"
 dups=$(awk '{ print $1 }' "$tmp/headers" | sort | uniq -d | tr '\n' ' ')
 [ -z "$dups" ] || fail "header names used in two places: $dups"
 
 # every "name.h" include (system headers use <>): FILE LINE HEADER
-find src kernels topo gossip swarm peers \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort |
+find src kernels topo gossip swarm peers sim \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort |
   xargs grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' |
   sed 's/^\([^:]*\):\([0-9]*\):.*"\(.*\)".*/\1 \2 \3/' >"$tmp/includes"
 

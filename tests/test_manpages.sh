@@ -1,8 +1,8 @@
 #!/bin/sh
-# The manual pages: rumor-peer(1) and rumor-train(1) (generated from --help
-# by help2man) hold every long option their program's --help and its
-# subcommands' --help name, and they and rumor-topo(1) format without a
-# warning (groff -man -ww).
+# The manual pages: rumor-peer(1), rumor-train(1) and rumor-sim(1)
+# (generated from --help by help2man) hold every long option their
+# program's --help and its subcommands' --help name, and they and
+# rumor-topo(1) format without a warning (groff -man -ww).
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 b=$RUMOR_BUILDDIR
@@ -24,10 +24,13 @@ check "$b/peers/rumor-peer.1" "$b/peers/test-help-peer.txt"
 "$b/rumor-train" --help >"$b/peers/test-help-train.txt"
 for c in sample eval export schedule tokenize; do "$b/rumor-train" $c --help >>"$b/peers/test-help-train.txt"; done
 check "$b/peers/rumor-train.1" "$b/peers/test-help-train.txt"
-rm -f "$b/peers/test-help-peer.txt" "$b/peers/test-help-train.txt"
+"$b/rumor-sim" --help >"$b/peers/test-help-sim.txt"
+check "$b/sim/rumor-sim.1" "$b/peers/test-help-sim.txt"
+rm -f "$b/peers/test-help-peer.txt" "$b/peers/test-help-train.txt" "$b/peers/test-help-sim.txt"
 # at groff's page width and at man(1)'s on an 80-column terminal (78n):
 # a long word that fits the one may not break in the other
-for page in "$b/peers/rumor-peer.1" "$b/peers/rumor-train.1" "$RUMOR_SRCDIR/topo/rumor-topo.1"; do
+for page in "$b/peers/rumor-peer.1" "$b/peers/rumor-train.1" "$b/sim/rumor-sim.1" \
+  "$RUMOR_SRCDIR/topo/rumor-topo.1"; do
   for width in "" "-rLL=78n -rLT=78n"; do
     # shellcheck disable=SC2086
     w=$(groff -man -ww -z $width "$page" 2>&1)

@@ -1,0 +1,110 @@
+/* rumor-sim's engine: a discrete-event simulation of an open swarm's
+ * membership. Every simulated peer runs librumor's own SWIM state machine
+ * (gossip/swim.h: one rumor_swim_t each, ticked at rumor_swim_next_deadline
+ * and fed every delivered message through rumor_swim_on_message); what is
+ * simulated is only what SWIM leaves to its caller: the clock, the network
+ * (latency, jitter, loss, upload and download rates) and churn (joins,
+ * SIGKILL-style deaths, orderly leaves). docs/sim.md says what is measured
+ * and how.
+ *
+ * Deterministic: one seed fixes every random draw, and events at the same
+ * simulated time run in the order they were scheduled. Single-threaded.
+ * Not part of librumor (the binary's own module, hence the sim_ prefix). */
+#ifndef RUMOR_SIM_H
+#define RUMOR_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One peer's link, from a --net file line "up_mbit down_mbit latency_ms". */
+typedef struct sim_link {
+    double up_mbit, down_mbit, latency_ms;
+} sim_link_t;
+
+typedef struct sim_config {
+    int peers;            /* initial peers */
+    double join_over;     /* s over which they start, evenly spaced */
+    double duration;      /* s simulated after the last initial peer started */
+    double latency_ms;    /* one-way mean (without --net) */
+    double jitter_ms;     /* uniform +- on every message */
+    double loss;          /* probability that a message is lost, 0..1 */
+    double rate_mbit;     /* per-peer upload rate (0: unlimited) */
+    const sim_link_t *links; /* --net: links sampled per peer (NULL: the above) */
+    int nlinks;
+    double kill_rate;     /* fraction of the initial peers killed a minute */
+    double lifetime_mean; /* > 0: exponential lifetimes of this mean instead */
+    double leave_share;   /* fraction of departures that call rumor_swim_leave */
+    double kill_at;       /* >= 0: one extra death at this time, not replaced */
+    int observers;        /* peers whose tables are watched (0: every peer) */
+    int max_members;      /* SWIM's table bound (0: swim.h's 4096) */
+    double sample_every;  /* s of simulated time between samples of the curve */
+    double progress;      /* s of wall time between progress lines (0: none) */
+    double wall_limit;    /* > 0: stop after this many s of wall time and report
+                           * what was simulated until then */
+    uint64_t seed;
+} sim_config_t;
+
+/* Distribution of a measure over items; the times are seconds. `missing`
+ * items never reached it before the end of the run. */
+typedef struct sim_dist {
+    int n, missing;
+    double mean, p50, p90, max;
+} sim_dist_t;
+
+/* One point of the curve over simulated time. */
+typedef struct sim_point {
+    double t;
+    int live;
+    double cov_median, cov_min; /* of watched peers: live members in view / live peers */
+} sim_point_t;
+
+typedef struct sim_result {
+    double t_end;             /* simulated s */
+    int truncated;            /* stopped early by wall_limit, SIGINT or SIGTERM */
+    int started, killed, left, live_end, observers_end;
+    /* deaths: first DEAD anywhere, gone from half and all watched views */
+    sim_dist_t detect_first, gone_half, gone_all;
+    sim_dist_t leave_first, leave_all; /* orderly leaves: first LEFT, gone from all */
+    uint64_t false_positives;  /* live peers declared DEAD (declarations) */
+    uint64_t suspicions;       /* suspicions raised, all peers */
+    /* joins: in half and all watched views, own view >= 90% of live peers */
+    sim_dist_t join_half, join_all, join_own90;       /* the initial peers */
+    sim_dist_t churn_half, churn_all, churn_own90;    /* newcomers during churn */
+    /* traffic, per peer over its lifetime (peers that lived >= 5 s) */
+    double msg_rate_mean, msg_rate_max, byte_rate_mean, byte_rate_max;
+    uint64_t messages, bytes, lost, to_dead, unknown_endpoint;
+    /* live members in view / live peers, over the watched live peers at the end */
+    double cov_min, cov_median, cov_max;
+    double stale_mean; /* dead or departed members still in a view, mean */
+    size_t view_max;   /* largest view at the end */
+    /* memory and the simulator itself */
+    long rss_kb, hwm_kb;
+    double rss_per_peer_kb;
+    int max_members;
+    size_t table_bytes; /* at least this much table per peer when full */
+    double wall_s, events_per_s;
+    uint64_t events;
+    /* the curve and the times of first detections, for --svg */
+    sim_point_t *curve;
+    int ncurve;
+    double *deaths, *detections; /* simulated times */
+    int ndeaths, ndetections;
+} sim_result_t;
+
+/* Runs the simulation; fills *res (free it with sim_result_free). 0, or a
+ * negative rumor_rc with a message. */
+int sim_run(const sim_config_t *cfg, sim_result_t *res);
+void sim_result_free(sim_result_t *res);
+
+/* Reads a --net file: one link a line, "up_mbit down_mbit latency_ms"
+ * (positive numbers; '#' starts a comment; blank lines skipped). *out is
+ * malloc'd. RUMOR_EIO / RUMOR_EFORMAT with the file and line. */
+int sim_links_read(const char *path, sim_link_t **out, int *n);
+
+/* sim_report.c: the readable table, the JSON object, the SVG plot. */
+void sim_report_table(FILE *f, const sim_config_t *cfg, const sim_result_t *r);
+int sim_report_json(FILE *f, const sim_config_t *cfg, const sim_result_t *r);
+int sim_report_svg(const char *path, const sim_config_t *cfg, const sim_result_t *r);
+
+#endif
