@@ -92,14 +92,12 @@ static void jdist(cJSON *o, const char *prefix, const sim_dist_t *d)
     cJSON_AddNumberToObject(o, k, d->n);
     snprintf(k, sizeof k, "%s_missing", prefix);
     cJSON_AddNumberToObject(o, k, d->missing);
-    snprintf(k, sizeof k, "%s_mean_s", prefix);
-    num(o, k, d->mean);
-    snprintf(k, sizeof k, "%s_p50_s", prefix);
-    num(o, k, d->p50);
-    snprintf(k, sizeof k, "%s_p90_s", prefix);
-    num(o, k, d->p90);
-    snprintf(k, sizeof k, "%s_max_s", prefix);
-    num(o, k, d->max);
+    const char *stat[] = { "mean", "p50", "p90", "max" };
+    const double v[] = { d->mean, d->p50, d->p90, d->max };
+    for (int i = 0; i < 4; i++) {
+        snprintf(k, sizeof k, "%s_%s_s", prefix, stat[i]);
+        num(o, k, v[i]);
+    }
 }
 
 int sim_report_json(FILE *f, const sim_config_t *c, const sim_result_t *r)
