@@ -100,7 +100,9 @@ ls "$tmp/ck0"/*.safetensors >/dev/null 2>&1 || fail "peer 0 wrote no first check
 n=0
 while [ ! -f "$tmp/ck0" ] && [ $n -lt 100 ]; do
   [ -d "$tmp/ck0" ] && mv "$tmp/ck0" "$tmp/ck0.gone.$n"
-  : >"$tmp/ck0" 2>/dev/null
+  # in a subshell: a redirection that fails on a special builtin (':')
+  # ends a POSIX shell, and the peer may have made the directory again
+  (: >"$tmp/ck0") 2>/dev/null
   n=$((n + 1))
 done
 [ -f "$tmp/ck0" ] || fail "could not put a file in place of peer 0's checkpoint directory"
