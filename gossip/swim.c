@@ -115,15 +115,37 @@ static void send_state(rumor_swim_t *sw, uint64_t to, const char *ep, int type, 
 
 /* Up to `want` distinct random members in the view other than self and
  * `except`, ALIVE only when alive_only. Returns how many were written. */
+static int pick_ok(const rumor_swim_t *sw, const struct swim_mem *c, uint64_t except,
+                   int alive_only)
+{
+    return c->m.id != sw->cfg.self_id && c->m.id != except && swim_in_view(sw, c) &&
+           (!alive_only || c->m.state == RUMOR_SWIM_ALIVE);
+}
+
 static int pick_members(rumor_swim_t *sw, uint64_t except, int alive_only, struct swim_mem **out,
                         int want)
 {
     int got = 0;
+    /* A large view: draw records at random and keep the distinct ones that
+     * qualify (uniform over them, as the scan below), in O(want) draws
+     * while most of the table qualifies; the scan is the fallback. */
+    if (sw->nview > 64 && sw->nview >= 4 * (size_t)want && 2 * sw->nview >= sw->nmem) {
+        for (int tries = 0; tries < 8 * want + 16 && got < want; tries++) {
+            struct swim_mem *c = &sw->mem[rumor_topo_rng_below(&sw->rng, sw->nmem)];
+            int dup = !pick_ok(sw, c, except, alive_only);
+            for (int k = 0; k < got && !dup; k++)
+                dup = out[k] == c;
+            if (!dup)
+                out[got++] = c;
+        }
+        if (got == want)
+            return got;
+        got = 0;
+    }
     size_t cand = 0;
     for (size_t i = 0; i < sw->nmem; i++) {
         struct swim_mem *c = &sw->mem[i];
-        if (c->m.id == sw->cfg.self_id || c->m.id == except || !swim_in_view(sw, c) ||
-            (alive_only && c->m.state != RUMOR_SWIM_ALIVE))
+        if (!pick_ok(sw, c, except, alive_only))
             continue;
         /* reservoir sampling over the candidates */
         cand++;
@@ -202,7 +224,8 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
     sw->mem = calloc(sw->cap, sizeof *sw->mem);
     sw->order = calloc(sw->cap, sizeof *sw->order);
     sw->bq = calloc(sw->cap, sizeof *sw->bq);
-    if (!sw->mem || !sw->order || !sw->bq) {
+    sw->ids = calloc(sw->cap, sizeof *sw->ids);
+    if (!sw->mem || !sw->order || !sw->bq || !sw->ids) {
         rumor_swim_destroy(&sw);
         return rumor_err_set(RUMOR_ENOMEM, "swim: out of memory for %d members", c.max_members);
     }
@@ -216,6 +239,7 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
 
     struct swim_mem *s = &sw->mem[0];
     s->m.id = c.self_id;
+    sw->ids[0] = c.self_id;
     s->m.incarnation = c.incarnation;
     s->m.state = RUMOR_SWIM_ALIVE;
     snprintf(s->m.endpoint, sizeof s->m.endpoint, "%s", sw->self_ep);
@@ -225,6 +249,7 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
     c.self_relay = NULL; /* copied into the record; the caller's string is not kept */
     sw->nmem = 1;
     sw->nview = 1;
+    sw->timers_at = INFINITY;
     sw->version = 1;
     *out = sw;
     return 0;
@@ -236,6 +261,7 @@ void rumor_swim_destroy(rumor_swim_t **sp)
         return;
     rumor_swim_t *sw = *sp;
     free(sw->mem);
+    free(sw->ids);
     free(sw->order);
     free(sw->bq);
     free(sw);
@@ -413,10 +439,36 @@ static double compute_due(const rumor_swim_t *sw)
     }
     if (sw->cfg.gossip_interval > 0 && sw->nbq && sw->next_gossip < d)
         d = sw->next_gossip;
-    for (size_t i = 0; i < sw->nmem; i++)
-        if (sw->mem[i].m.state == RUMOR_SWIM_SUSPECT && sw->mem[i].deadline < d)
-            d = sw->mem[i].deadline;
-    return d;
+    return sw->timers_at < d ? sw->timers_at : d;
+}
+
+/* Forgets old tombstones and declares expired suspicions dead, then makes
+ * timers_at the exact earliest timer left. Runs only when timers_at is
+ * reached (a suspicion or tombstone is due, or a late tick moved them). */
+static void expire_timers(rumor_swim_t *sw, double now)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < sw->nmem; i++) {
+        struct swim_mem *m = &sw->mem[i];
+        if (m->m.state >= RUMOR_SWIM_DEAD && m->deadline <= now && m->m.id != sw->cfg.self_id)
+            continue;
+        sw->ids[keep] = m->m.id;
+        sw->mem[keep++] = *m;
+    }
+    sw->nmem = keep;
+    sw->timers_at = INFINITY;
+    for (size_t i = 0; i < sw->nmem; i++) {
+        struct swim_mem *m = &sw->mem[i];
+        if (m->m.state == RUMOR_SWIM_SUSPECT && m->deadline <= now) {
+            sw->stats.declared_dead++;
+            rumor_info("swim: %016llx (%s) declared dead", (unsigned long long)m->m.id,
+                       m->m.endpoint);
+            swim_declare(sw, now, m, RUMOR_SWIM_DEAD); /* in place; sets its tombstone timer */
+        }
+        if (m->m.state >= RUMOR_SWIM_SUSPECT && m->m.id != sw->cfg.self_id &&
+            m->deadline < sw->timers_at)
+            sw->timers_at = m->deadline;
+    }
 }
 
 double rumor_swim_next_deadline(const rumor_swim_t *sw)
@@ -446,29 +498,14 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
                 sw->mem[i].deadline += late;
         if (sw->next_probe < now)
             sw->next_probe = now;
+        sw->timers_at = now; /* rescan below */
     }
 
-    /* forget old tombstones, expire relays and suspicions */
-    size_t keep = 0;
-    for (size_t i = 0; i < sw->nmem; i++) {
-        struct swim_mem *m = &sw->mem[i];
-        if (m->m.state >= RUMOR_SWIM_DEAD && m->deadline <= now && m->m.id != c->self_id)
-            continue;
-        sw->mem[keep++] = *m;
-    }
-    sw->nmem = keep;
     for (int i = 0; i < SWIM_NRELAYS; i++)
         if (sw->relays[i].used && sw->relays[i].expires <= now)
             sw->relays[i].used = 0;
-    for (size_t i = 0; i < sw->nmem; i++) {
-        struct swim_mem *m = &sw->mem[i];
-        if (m->m.state == RUMOR_SWIM_SUSPECT && m->deadline <= now) {
-            sw->stats.declared_dead++;
-            rumor_info("swim: %016llx (%s) declared dead", (unsigned long long)m->m.id,
-                       m->m.endpoint);
-            swim_declare(sw, now, m, RUMOR_SWIM_DEAD);
-        }
-    }
+    if (now >= sw->timers_at)
+        expire_timers(sw, now);
 
     /* the probe in flight */
     if (sw->probe.active && !sw->probe.acked) {

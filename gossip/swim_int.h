@@ -42,6 +42,7 @@ struct rumor_swim {
     void *ctx;
 
     struct swim_mem *mem; /* sorted by id; self included */
+    uint64_t *ids;        /* mem[i].m.id, packed: what find_pos searches */
     size_t nmem, cap;
     size_t nview; /* members in the view, self included */
 
@@ -73,6 +74,10 @@ struct rumor_swim {
                         * configured ones (swim.c) */
     double next_probe, next_gossip;
     double due; /* what next_deadline says: recomputed after every change */
+    double timers_at; /* no member's timer (suspicion, tombstone) falls before
+                       * this: a lower bound kept by set_timer in O(1), made
+                       * exact by rumor_swim_tick's scan when it is reached,
+                       * so a tick or a message costs no scan of the table */
     uint64_t rounds, reprobes, version;
     rumor_topo_rng_t rng; /* xoshiro256**, seeded from (seed, self id) */
     rumor_swim_stats_t stats;

@@ -20,12 +20,12 @@ static size_t find_pos(const rumor_swim_t *sw, uint64_t id, int *found)
     size_t lo = 0, hi = sw->nmem;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (sw->mem[mid].m.id < id)
+        if (sw->ids[mid] < id)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *found = lo < sw->nmem && sw->mem[lo].m.id == id;
+    *found = lo < sw->nmem && sw->ids[lo] == id;
     return lo;
 }
 
@@ -113,6 +113,8 @@ static void set_timer(rumor_swim_t *sw, struct swim_mem *c, double now)
         c->deadline = now + sw->cfg.tombstone_timeout;
     else
         c->deadline = 0;
+    if (c->m.state != RUMOR_SWIM_ALIVE && c->deadline < sw->timers_at)
+        sw->timers_at = c->deadline;
 }
 
 /* Makes room for one more member: forgets the tombstone due soonest. */
@@ -128,6 +130,7 @@ static int make_room(rumor_swim_t *sw)
     if (best == sw->nmem)
         return 0;
     memmove(&sw->mem[best], &sw->mem[best + 1], (sw->nmem - best - 1) * sizeof *sw->mem);
+    memmove(&sw->ids[best], &sw->ids[best + 1], (sw->nmem - best - 1) * sizeof *sw->ids);
     sw->nmem--;
     return 1;
 }
@@ -203,6 +206,8 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
         if (sw->nmem != before)
             p = find_pos(sw, u.id, &found);
         memmove(&sw->mem[p + 1], &sw->mem[p], (sw->nmem - p) * sizeof *sw->mem);
+        memmove(&sw->ids[p + 1], &sw->ids[p], (sw->nmem - p) * sizeof *sw->ids);
+        sw->ids[p] = u.id;
         sw->nmem++;
         struct swim_mem *c = &sw->mem[p];
         c->m = u;

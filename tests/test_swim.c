@@ -1498,6 +1498,155 @@ static void test_timers(void)
     rumor_swim_destroy(&sw);
 }
 
+/* The earliest member timer is kept as a lower bound, not found by a scan:
+ * next_deadline must still name a suspicion's and a tombstone's time
+ * exactly, a stale bound (the suspect refuted) must cost one early tick
+ * and no state change, and expiry must happen at the named time. */
+static void test_timer_bound(void)
+{
+    rumor_swim_config_t c = { 0 };
+    c.self_id = 0xA;
+    c.incarnation = 1;
+    c.self_endpoint = "tcp://10.8.0.1:1";
+    c.probe_interval = 10;
+    c.probe_timeout = 1;
+    c.suspicion_timeout = 2;
+    c.tombstone_timeout = 3;
+    c.gossip_interval = -1;
+    c.sync_every = -1;
+    c.reprobe_every = -1;
+    rumor_swim_t *sw = NULL;
+    CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
+    if (!sw)
+        return;
+    uint8_t b[256];
+    ent_t e[2] = { { 0xB, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.2:1" },
+                   { 0xC, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.3:1" } };
+    size_t len = mk_body(b, 0, 2, e, 2, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_tick(sw, 0) == 0);
+    rumor_swim_heard(sw, 0.1, cap_to, 1); /* the probe is answered */
+    CHECK(rumor_swim_next_deadline(sw) == 10);
+
+    /* B says C is suspect: C's deadline is 0.2 + 2 */
+    e[1].state = RUMOR_SWIM_SUSPECT;
+    len = mk_body(b, 0, 2, e, 2, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0.2, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_SUSPECT);
+    CHECK(rumor_swim_next_deadline(sw) == 0.2 + 2);
+
+    /* C refutes: the bound is stale; its tick changes nothing and is exact after */
+    ent_t cr = { 0xC, 1, 1, RUMOR_SWIM_ALIVE, "tcp://10.8.0.3:1" };
+    len = mk_body(b, 0, 1, &cr, 1, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0.3, 0xC, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_ALIVE);
+    double d = rumor_swim_next_deadline(sw);
+    CHECK(d > 0.3 && d <= 2.2);
+    uint64_t v = rumor_swim_view_version(sw);
+    CHECK(rumor_swim_tick(sw, d) == 0);
+    CHECK(rumor_swim_view_version(sw) == v && rumor_swim_view(sw, NULL, 0) == 3);
+    CHECK(rumor_swim_next_deadline(sw) == 10);
+
+    /* suspected again at 3: dead at exactly 5, forgotten at exactly 8 */
+    ent_t cs[2] = { e[0], { 0xC, 1, 1, RUMOR_SWIM_SUSPECT, "tcp://10.8.0.3:1" } };
+    len = mk_body(b, 0, 2, cs, 2, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 3, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_next_deadline(sw) == 5);
+    CHECK(rumor_swim_tick(sw, 4.999) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_SUSPECT);
+    CHECK(rumor_swim_tick(sw, 5) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_DEAD);
+    CHECK(rumor_swim_next_deadline(sw) == 5 + 3);
+    CHECK(rumor_swim_tick(sw, 8) == 0);
+    CHECK(rumor_swim_find(sw, 0xC) == NULL);
+    CHECK(rumor_swim_next_deadline(sw) == 10);
+    rumor_swim_stats_t st;
+    rumor_swim_stats(sw, &st);
+    CHECK(st.declared_dead == 1);
+    rumor_swim_destroy(&sw);
+}
+
+/* Gossip targets in a large table (drawn by rejection, not a scan): never
+ * self, never a tombstone, distinct within a round, and every live member
+ * is reached. */
+static int g_hits[0x400], g_round_dup, g_bad;
+static uint64_t g_round[8];
+static int g_nround;
+static int count_gossip(void *ctx, uint64_t to, const char *ep, int type, uint32_t seq,
+                        const void *body, size_t len)
+{
+    (void)ctx, (void)ep, (void)body, (void)len;
+    if (type != RUMOR_WIRE_ACK || seq)
+        return 0;
+    for (int k = 0; k < g_nround; k++)
+        g_round_dup += g_round[k] == to;
+    if (g_nround < 8)
+        g_round[g_nround++] = to;
+    if (to == 0xB)
+        return 0;
+    if (to < 0x100 || to >= 0x400 || (to & 1))
+        g_bad++; /* self, a tombstone or a stranger */
+    else
+        g_hits[to]++;
+    return 0;
+}
+
+static void test_pick_large(void)
+{
+    rumor_swim_config_t c = { 0 };
+    c.self_id = 0xA;
+    c.incarnation = 1;
+    c.self_endpoint = "tcp://10.8.0.1:1";
+    c.probe_interval = 1000;
+    c.gossip_interval = 0.1;
+    c.sync_every = -1;
+    c.reprobe_every = -1;
+    rumor_swim_t *sw = NULL;
+    CHECK_OK(rumor_swim_create(&c, count_gossip, NULL, &sw));
+    if (!sw)
+        return;
+    static char eps[0x300][32];
+    uint8_t b[1024];
+    /* 0x100..0x2ff: even ids alive, odd ids left (tombstones) */
+    for (uint64_t id = 0x100; id < 0x300; id++) {
+        snprintf(eps[id - 0x100], sizeof eps[0], "tcp://10.9.%u.%u:1", (unsigned)(id >> 8),
+                 (unsigned)(id & 0xff));
+        ent_t x[2] = { { 0xB, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.2:1" },
+                       { id, 1, 0, id & 1 ? RUMOR_SWIM_LEFT : RUMOR_SWIM_ALIVE, eps[id - 0x100] } };
+        size_t len = mk_body(b, 0, 2, x, 2, 0, NULL);
+        CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    }
+    CHECK(rumor_swim_view(sw, NULL, 0) == 2 + 0x100);
+    memset(g_hits, 0, sizeof g_hits);
+    g_round_dup = g_bad = 0;
+    CHECK(rumor_swim_tick(sw, 0) == 0);
+    int rounds = 0, short_rounds = 0; /* ticks for tombstones send nothing */
+    double now = 0;
+    for (int r = 0; r < 800; r++) {
+        /* B tells of a member that left: an update to spread, so every
+         * gossip round has something to send */
+        ent_t x[2] = { { 0xB, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.2:1" },
+                       { 0x1000 + (uint64_t)r, 1, 0, RUMOR_SWIM_LEFT, "tcp://10.8.9.9:1" } };
+        size_t len = mk_body(b, 0, 2, x, 2, 0, NULL);
+        CHECK(rumor_swim_on_message(sw, now, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+        now = rumor_swim_next_deadline(sw);
+        g_nround = 0;
+        CHECK(rumor_swim_tick(sw, now) == 0);
+        rounds += g_nround == 3;
+        short_rounds += g_nround == 1 || g_nround == 2;
+    }
+    int missed = 0;
+    for (uint64_t id = 0x100; id < 0x300; id += 2)
+        missed += g_hits[id] == 0;
+    CHECK(rounds >= 600 && short_rounds == 0);
+    CHECK(g_round_dup == 0 && g_bad == 0);
+    CHECK(missed == 0);
+    fprintf(stderr, "pick: %d gossip rounds of 3, %d to self, tombstones or strangers, "
+                    "%d duplicates in a round, %d live members never picked\n",
+            rounds, g_bad, g_round_dup, missed);
+    rumor_swim_destroy(&sw);
+}
+
 /* ------------------------------------------------------------------ */
 
 static double wall(void)
@@ -1522,6 +1671,8 @@ int main(void)
     test_partition_forgotten();
     test_leave();
     test_timers();
+    test_timer_bound();
+    test_pick_large();
     test_big_state();
     fprintf(stderr, "test_swim: %.1f s wall\n", wall() - t0);
     return tu_finish("test_swim");
