@@ -38,9 +38,12 @@ struct rumor_transport {
     void *mon;
     void **push_mon;       /* peers: each PUSH socket's connections (for their fds) */
     unsigned push_mons;    /* monitors started: each one's inproc address is new */
+    double push_mon_next;  /* when rumor_transport_events reads them next */
     void *probe, *probe_mon;
     int probe_state;
 };
+
+#define PUSH_MON_GAP_S 0.02
 
 static int set_int(void *sock, int opt, int v, const char *what)
 {
@@ -308,7 +311,17 @@ void rumor_transport_events(rumor_transport_t *t)
     /* a connection is up: its kernel buffer holds little unsent (the fd is
      * libzmq's; were it closed and reused meanwhile, the option fails on
      * anything but a TCP socket and does no harm on one) */
-    for (int j = 0; j < t->peers; j++)
+    /* Reading a monitor is a system call on its mailbox even when empty,
+     * and an open swarm's peer has one a member: read them every
+     * PUSH_MON_GAP_S, not on every turn of the comm loop (which turns for
+     * every message), or a round costs O(members) system calls. What
+     * they report (a connection up: its TCP_NOTSENT_LOWAT; handshakes, for
+     * the stats) may wait that long. */
+    double now = rumor_now();
+    int scan = now >= t->push_mon_next;
+    if (scan)
+        t->push_mon_next = now + PUSH_MON_GAP_S;
+    for (int j = 0; scan && j < t->peers; j++)
         while (t->push_mon[j] && next_event(t->push_mon[j], &ev, &v))
             if (ev == ZMQ_EVENT_CONNECTED && t->o.notsent_lowat > 0) {
                 int lowat = t->o.notsent_lowat;
