@@ -25,13 +25,13 @@ rumor_catchup_action rumor_catchup_after_round(rumor_catchup_t *c, const rumor_r
         c->gap_at = now; /* frozen or suspended */
     c->last_end = now;
     long to = -1;
-    if (st->behind_round >= next)
-        to = st->behind_round + 1; /* a neighbour dropped our round as stale: its round
-                                    * is under way, join the next (its word alone:
-                                    * after a partition heals one edge is all the
-                                    * evidence there is) */
-    if (st->swarm_round >= next + st->window && st->swarm_round + 1 > to)
-        to = st->swarm_round + 1; /* neighbours' rounds beyond our window */
+    if (st->behind_round > next)
+        to = st->behind_round; /* a neighbour dropped our round as stale: join
+                                * its round, under way (its word alone: after a
+                                * partition heals one edge is all the evidence
+                                * there is) */
+    if (st->swarm_round >= next + st->window && st->swarm_round > to)
+        to = st->swarm_round; /* neighbours' rounds beyond our window */
     *target = next;
     if (to <= next)
         return RUMOR_CATCHUP_NONE;

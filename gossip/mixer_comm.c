@@ -679,6 +679,16 @@ void mx_comm_main(rumor_mixer_t *m)
             /* past the deadline with the round's data still coming at a
              * rate that brings it in within round_timeout: wait for it */
             int expired = now >= close_deadline;
+            /* neighbours beyond the window left this peer behind: they
+             * do not wait for it, and what it waits for is not coming
+             * (their rounds are dropped unread), so the round closes now
+             * and the caller jumps (catchup.c) instead of waiting out the
+             * deadline round after round while the swarm moves on */
+            if (!complete && !expired && mx_swarm_round(m) >= m->cur + m->nslots) {
+                expired = 1;
+                rumor_debug("round %ld: neighbours are at round %ld, beyond the window: "
+                            "closing it now", m->cur, mx_swarm_round(m));
+            }
             if (expired && !complete && !atomic_load(&m->hurry) && mx_round_flowing(m, s, now)) {
                 expired = 0;
                 extended = 1;

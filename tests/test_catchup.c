@@ -43,20 +43,20 @@ int main(void)
     EXPECT(&c, &st, 11, 0.2, RUMOR_CATCHUP_NONE, 11);
 
     /* a newcomer (its first 50 rounds) far behind: its parameters are the
-     * initial ones, so it fetches; target: the round after the swarm's */
+     * initial ones, so it fetches; target: the swarm's round */
     rumor_catchup_init(&c, 50, 0.0);
     st = stats(500, -1, 2);
-    EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_FETCH, 501);
+    EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_FETCH, 500);
     /* ... a little behind (at most 50 rounds): it jumps */
     rumor_catchup_init(&c, 50, 0.0);
     st = stats(40, -1, 2);
-    EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_JUMP, 41);
-    /* exactly 50 behind jumps, 51 fetches */
-    rumor_catchup_init(&c, 50, 0.0);
-    st = stats(50, -1, 0);
-    EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_JUMP, 51);
+    EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_JUMP, 40);
+    /* a jump of exactly 50 rounds keeps the parameters, 51 fetches */
     rumor_catchup_init(&c, 50, 0.0);
     st = stats(51, -1, 0);
+    EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_JUMP, 51);
+    rumor_catchup_init(&c, 50, 0.0);
+    st = stats(52, -1, 0);
     EXPECT(&c, &st, 1, 0.1, RUMOR_CATCHUP_FETCH, 52);
 
     /* a peer that trained all along (100 steady rounds of 0.1 s), then hears
@@ -72,26 +72,26 @@ int main(void)
     }
     st = stats(300, -1, 2);
     now += 0.1;
-    EXPECT(&c, &st, 101, now, RUMOR_CATCHUP_JUMP, 301);
+    EXPECT(&c, &st, 101, now, RUMOR_CATCHUP_JUMP, 300);
 
     /* frozen: a round that ends 30 s after the previous one (more than
      * 2 s + 2 deadlines); the news arrives 3 rounds later, within 2 s + 4
      * deadlines of the gap, and the peer fetches */
     now += 30.0;
-    st = stats(302, -1, 2);
-    EXPECT(&c, &st, 302, now, RUMOR_CATCHUP_NONE, 302);
+    st = stats(301, -1, 2);
+    EXPECT(&c, &st, 301, now, RUMOR_CATCHUP_NONE, 301);
     for (int i = 0; i < 2; i++) {
         now += 0.1;
-        st = stats(303 + i, -1, 2);
-        EXPECT(&c, &st, 303 + i, now, RUMOR_CATCHUP_NONE, 303 + i);
+        st = stats(302 + i, -1, 2);
+        EXPECT(&c, &st, 302 + i, now, RUMOR_CATCHUP_NONE, 302 + i);
     }
     now += 0.1;
     st = stats(900, -1, 2);
-    EXPECT(&c, &st, 305, now, RUMOR_CATCHUP_FETCH, 901);
+    EXPECT(&c, &st, 304, now, RUMOR_CATCHUP_FETCH, 900);
     /* a round of 10 s is a gap itself: news then fetches again */
     now += 10.0;
     st = stats(2000, -1, 2);
-    EXPECT(&c, &st, 901, now, RUMOR_CATCHUP_FETCH, 2001);
+    EXPECT(&c, &st, 901, now, RUMOR_CATCHUP_FETCH, 2000);
     /* 65 steady rounds later (6.5 s, past 2 s + 4 deadlines) news jumps */
     now += 6.5;
     for (int i = 0; i < 65; i++) {
@@ -99,26 +99,31 @@ int main(void)
         EXPECT(&c, &st, 2001 + i, now - 6.5 + 0.1 * (i + 1), RUMOR_CATCHUP_NONE, 2001 + i);
     }
     st = stats(5000, -1, 2);
-    EXPECT(&c, &st, 2066, now + 0.1, RUMOR_CATCHUP_JUMP, 5001);
+    EXPECT(&c, &st, 2066, now + 0.1, RUMOR_CATCHUP_JUMP, 5000);
 
     /* a neighbour dropped this peer's round as stale and is at round 120:
-     * its word alone moves the peer to 121, even inside the window */
+     * its word alone moves the peer to 120 (joining the round under way,
+     * where that neighbour still waits for it), even inside the window */
     rumor_catchup_init(&c, 50, 0.0);
     st = stats(-1, 120, 2);
-    EXPECT(&c, &st, 100, 0.1, RUMOR_CATCHUP_JUMP, 121);
+    EXPECT(&c, &st, 100, 0.1, RUMOR_CATCHUP_JUMP, 120);
     /* both kinds of news: the newer wins */
     st = stats(140, 120, 2);
-    EXPECT(&c, &st, 100, 0.2, RUMOR_CATCHUP_JUMP, 141);
+    EXPECT(&c, &st, 100, 0.2, RUMOR_CATCHUP_JUMP, 140);
     st = stats(101, 130, 2);
-    EXPECT(&c, &st, 100, 0.3, RUMOR_CATCHUP_JUMP, 131);
-    /* a neighbour behind us, or one at our round, is no reason to move */
+    EXPECT(&c, &st, 100, 0.3, RUMOR_CATCHUP_JUMP, 130);
+    /* a neighbour behind us, or one at our round, is no reason to move;
+     * nor is one a round ahead that dropped our last round (we begin its
+     * round next) */
     st = stats(99, 99, 2);
     EXPECT(&c, &st, 100, 0.4, RUMOR_CATCHUP_NONE, 100);
-    CHECK(c.rounds_run == 4);
+    st = stats(-1, 100, 2);
+    EXPECT(&c, &st, 100, 0.5, RUMOR_CATCHUP_NONE, 100);
+    CHECK(c.rounds_run == 5);
     /* catch_up_rounds 0: any lag of a fresh peer fetches */
     rumor_catchup_init(&c, 0, 0.0);
     st = stats(10, -1, 0);
-    EXPECT(&c, &st, 9, 0.1, RUMOR_CATCHUP_JUMP, 11); /* rounds_run 1 > 0: not fresh */
+    EXPECT(&c, &st, 9, 0.1, RUMOR_CATCHUP_JUMP, 10); /* rounds_run 1 > 0: not fresh */
 
     /* before the first round: a resumed or listed peer fetches only when
      * more than catch_up_rounds behind; an open-membership newcomer when
