@@ -677,6 +677,60 @@ static void check_outlier(void)
     rumor_topo_destroy(&t);
 }
 
+/* Peer 0 of complete:4 (deadline 10 s) left behind: two of its neighbours,
+ * played by hand, say (HELLO) they are at round 5 while it is in round 0,
+ * beyond its window of 3 rounds; the third says it is in round 0 with it
+ * and sends nothing yet. The two ahead do not wait for this peer, which
+ * will jump to their round after this one (catchup.c): waiting for the
+ * third would only hold it further behind. The round closes at once with
+ * this peer's own parameters (their weight to itself) and says where the
+ * swarm is, instead of waiting out the deadline for the one in step. */
+static void check_left_behind(void)
+{
+    rumor_topo_t *t;
+    CHECK_OK(rumor_topo_parse("complete:4", &t));
+    for (int i = 0; i < NP; i++)
+        ones[i] = 1.0f;
+    rumor_mixer_config_t c = base_config(t, 0);
+    c.round_timeout = c.min_round_timeout = 10;
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(&c, ones, &m));
+    if (!m) {
+        rumor_topo_destroy(&t);
+        return;
+    }
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    CHECK_OK(rumor_mixer_round_begin(m, 0));
+    double t0 = rumor_now();
+    for (uint64_t sender = 4; sender >= 2; sender--) { /* nodes 3, 2, 1 */
+        rumor_wire_hdr_t h = hand_hdr(sender);
+        h.type = RUMOR_WIRE_HELLO;
+        h.dtype = RUMOR_WIRE_DT_NONE;
+        h.aux = 2;
+        h.round = sender == 4 ? 0 : 5;
+        mu_send_raw(push, &h, NULL, 0, 0);
+    }
+    float *x;
+    rumor_round_stats_t st;
+    CHECK_OK(rumor_mixer_round_end(m, 0, &x, &st));
+    double took = rumor_now() - t0;
+    int off = 0;
+    for (int i = 0; i < NP; i++)
+        off += x[i] != 1.0f;
+    CHECKF(took < 2.0 && st.complete == 0 && off == 0,
+           "a peer left behind held its round %.2f s (deadline 10), complete %d, %d elements not "
+           "its own", took, st.complete, off);
+    CHECKF(st.swarm_round == 5 && st.window == 3 && st.next_round == 1,
+           "left behind: swarm round %ld, window %d, next round %ld", st.swarm_round, st.window,
+           st.next_round);
+    fprintf(stderr, "left behind: round 0 closed after %.3f s, the swarm at round %ld\n", took,
+            st.swarm_round);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
+    rumor_topo_destroy(&t);
+}
+
 /* Peer 0 of ring:3 (weights 1/3) with robust mixing, --robust clip:tau=T,
  * T = sqrt(NP): a bound of 1 per element (RMS). Its own x = 1; "peer 1"
  * sends 3 (2 away: clipped to 1 away, taken as 2), "peer 2" 1.5 (0.5 away:
@@ -943,6 +997,7 @@ int main(int argc, char **argv)
         check_robust_clip();
         new_endpoints(4);
         check_robust_trimmed();
+        check_left_behind();
         if (tu_failures)
             failed = "a diverged neighbour";
     }

@@ -30,7 +30,8 @@
 #   scale_N_admit_s          a newcomer's start to its first round (mean)
 # and a table of them.
 # Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA;
-# RUMOR_SCALE_SIZES (default "8 32 128"), RUMOR_SCALE_STEADY (default 20).
+# RUMOR_SCALE_SIZES (default "8 32 128"), RUMOR_SCALE_STEADY (default 20),
+# RUMOR_SCALE_TOPOLOGY (the peers' --topology, default exp).
 set -u
 SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILDDIR=${RUMOR_BUILDDIR:-$SRCDIR/build}
@@ -41,6 +42,7 @@ FASHION=${RUMOR_DATA:-/usr/share/datasets/fashion-mnist}
 command -v ss >/dev/null || { echo "bench_scale: ss (iproute2) is needed to find free ports"; exit 77; }
 SIZES=${RUMOR_SCALE_SIZES:-8 32 128}
 STEADY=${RUMOR_SCALE_STEADY:-20}
+TOPOLOGY=${RUMOR_SCALE_TOPOLOGY:-exp}
 JOIN_GAP=0.25
 tmp=$(mktemp -d)
 all_pids() { cat "$tmp"/*.pid 2>/dev/null; }
@@ -68,7 +70,7 @@ ports() {
 start() {
   _n=$1 _p=$2; shift 2
   "$peer" --insecure --listen "127.0.0.1:$_p" --data "$FASHION" --model mlp:784-16-10 \
-    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 2 --topology exp \
+    --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 2 --topology "$TOPOLOGY" \
     --round-timeout 10 --start-timeout 300 --leave-timeout 30 --metrics "$tmp/$_n.jsonl" \
     "$@" >"$tmp/$_n.log" 2>&1 &
   echo $! >"$tmp/$_n.pid"
