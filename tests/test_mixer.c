@@ -677,6 +677,18 @@ static void check_outlier(void)
     rumor_topo_destroy(&t);
 }
 
+/* The configuration of peer 0 of complete:4 (*t), its parameters all 1
+ * (`ones`), with a fixed deadline of `timeout` seconds. */
+static rumor_mixer_config_t complete4_peer0(rumor_topo_t **t, double timeout)
+{
+    CHECK_OK(rumor_topo_parse("complete:4", t));
+    for (int i = 0; i < NP; i++)
+        ones[i] = 1.0f;
+    rumor_mixer_config_t c = base_config(*t, 0);
+    c.round_timeout = c.min_round_timeout = timeout;
+    return c;
+}
+
 /* Peer 0 of complete:4 (deadline 10 s) left behind: two of its neighbours,
  * played by hand, say (HELLO) they are at round 5 while it is in round 0,
  * beyond its window of 3 rounds; the third says it is in round 0 with it
@@ -688,11 +700,7 @@ static void check_outlier(void)
 static void check_left_behind(void)
 {
     rumor_topo_t *t;
-    CHECK_OK(rumor_topo_parse("complete:4", &t));
-    for (int i = 0; i < NP; i++)
-        ones[i] = 1.0f;
-    rumor_mixer_config_t c = base_config(t, 0);
-    c.round_timeout = c.min_round_timeout = 10;
+    rumor_mixer_config_t c = complete4_peer0(&t, 10);
     rumor_mixer_t *m = NULL;
     CHECK_OK(rumor_mixer_create(&c, ones, &m));
     if (!m) {
@@ -801,11 +809,7 @@ static float median3(float a, float b, float c)
 static void check_robust_trimmed(void)
 {
     rumor_topo_t *t;
-    CHECK_OK(rumor_topo_parse("complete:4", &t));
-    for (int i = 0; i < NP; i++)
-        ones[i] = 1.0f;
-    rumor_mixer_config_t c = base_config(t, 0);
-    c.round_timeout = c.min_round_timeout = 1.0;
+    rumor_mixer_config_t c = complete4_peer0(&t, 1.0);
     c.robust = RUMOR_ROBUST_TRIMMED;
     c.robust_trim = 1;
     c.robust_tau = 1e6; /* judged, never far: no quarantine in this test */

@@ -1414,6 +1414,23 @@ static void tick_answering(rumor_swim_t *sw, double now, uint64_t who, const uin
  * suspected, proof of life through rumor_swim_heard counts, a silent one
  * is asked about through helpers after probe_timeout, suspected at the end
  * of the interval and dead exactly one suspicion timeout later. */
+/* A SWIM instance of config c (capturing what it sends) that has heard
+ * from B (0xB) that B and C (0xC) are alive: a view of 3. e: their entries. */
+static rumor_swim_t *with_b_and_c(const rumor_swim_config_t *c, ent_t e[2])
+{
+    rumor_swim_t *sw = NULL;
+    CHECK_OK(rumor_swim_create(c, capture, NULL, &sw));
+    if (!sw)
+        return NULL;
+    e[0] = (ent_t){ 0xB, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.2:1" };
+    e[1] = (ent_t){ 0xC, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.3:1" };
+    uint8_t b[256];
+    size_t len = mk_body(b, 0, 2, e, 2, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_view(sw, NULL, 0) == 3);
+    return sw;
+}
+
 static void test_timers(void)
 {
     rumor_swim_config_t c = { 0 };
@@ -1422,16 +1439,12 @@ static void test_timers(void)
     c.self_endpoint = "tcp://10.8.0.1:1";
     c.gossip_interval = -1; /* no gossip rounds: only the probe's messages */
     c.sync_every = -1;
-    rumor_swim_t *sw = NULL;
-    CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
+    uint8_t b[256];
+    ent_t e[2];
+    size_t len;
+    rumor_swim_t *sw = with_b_and_c(&c, e);
     if (!sw)
         return;
-    uint8_t b[256];
-    ent_t e[2] = { { 0xB, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.2:1" },
-                   { 0xC, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.3:1" } };
-    size_t len = mk_body(b, 0, 2, e, 2, 0, NULL);
-    CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
-    CHECK(rumor_swim_view(sw, NULL, 0) == 3);
 
     /* t = 0: probe one of B, C */
     cap_n = 0;
@@ -1515,15 +1528,12 @@ static void test_timer_bound(void)
     c.gossip_interval = -1;
     c.sync_every = -1;
     c.reprobe_every = -1;
-    rumor_swim_t *sw = NULL;
-    CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
+    uint8_t b[256];
+    ent_t e[2];
+    size_t len;
+    rumor_swim_t *sw = with_b_and_c(&c, e);
     if (!sw)
         return;
-    uint8_t b[256];
-    ent_t e[2] = { { 0xB, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.2:1" },
-                   { 0xC, 1, 0, RUMOR_SWIM_ALIVE, "tcp://10.8.0.3:1" } };
-    size_t len = mk_body(b, 0, 2, e, 2, 0, NULL);
-    CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
     CHECK(rumor_swim_tick(sw, 0) == 0);
     rumor_swim_heard(sw, 0.1, cap_to, 1); /* the probe is answered */
     CHECK(rumor_swim_next_deadline(sw) == 10);
