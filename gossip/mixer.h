@@ -196,10 +196,11 @@ typedef struct rumor_mixer_config {
      * plus its difference from them, clipped: x_i + sum_j W_ij clip(x_j -
      * x_i), range by range, the range's share of robust_tau (an L2 norm over
      * the whole space: a range of len elements gets robust_tau *
-     * sqrt(len / n)). robust_tau 0: 4 times the least of the in-neighbours'
+     * sqrt(len / n)). robust_tau 0: twice the least of the in-neighbours'
      * recent differences (RMS per element, averaged over their ranges; 5%
-     * of this peer's own RMS before any is known). A neighbour clipped in
-     * most of its recent ranges while the others are not is quarantined for
+     * of this peer's own RMS before any is known). A neighbour whose recent
+     * ranges were mostly clipped and over 8 times as far as the other
+     * in-neighbours', while the others' were not, is quarantined for
      * robust_quarantine_s (0: 30 s): left out of every round, its weight
      * going to this peer, said once naming it and counted.
      * RUMOR_ROBUST_TRIMMED: the per-coordinate trimmed mean of the

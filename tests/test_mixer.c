@@ -610,9 +610,9 @@ static rumor_mixer_t *ring3_peer0(rumor_topo_t **t, rumor_mixer_config_t *c, int
     *c = base_config(*t, 0);
     c->round_timeout = c->min_round_timeout = 10;
     c->outlier_ratio = 10;
-    if (robust) {
+    if (robust) { /* 1: a bound of 1 per element (RMS); 2: the bound by default */
         c->robust = RUMOR_ROBUST_CLIP;
-        c->robust_tau = sqrt((double)NP);
+        c->robust_tau = robust == 1 ? sqrt((double)NP) : 0;
     }
     rumor_mixer_t *m = NULL;
     CHECK_OK(rumor_mixer_create(c, ones, &m));
@@ -789,6 +789,59 @@ static void check_robust_clip(void)
     /* where it is not defined: refused, said */
     c.async = 1;
     CHECK_ERR(rumor_mixer_create(&c, ones, &m), RUMOR_EINVAL, "not with asynchronous");
+    rumor_topo_destroy(&t);
+}
+
+/* Peer 0 of ring:3 with --robust clip and its default bound: twice the
+ * least of the in-neighbours' recent differences. Every round "peer 1"
+ * sends x + 0.01 and "peer 2" x + 0.05 (x: peer 0's parameters), each in
+ * ten ranges. Once both are known, the bound is about 0.02 per element
+ * (peer 1's recent difference, an average over its ranges, settles at
+ * 0.01): peer 1 is mixed whole, peer 2 clipped to 0.02,
+ * and from round 2 on a round moves every element by (0.01 + 0.02) / 3 =
+ * 0.01 within 3e-4 (with a bound of 4 times, 0.05 / 3: peer 2 whole). Five times as
+ * far as peer 1, peer 2 is not quarantined: a quarantine takes 8 times. */
+static void check_robust_bound(void)
+{
+    rumor_topo_t *t;
+    rumor_mixer_config_t c;
+    rumor_mixer_t *m = ring3_peer0(&t, &c, 2);
+    if (!m)
+        return;
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    rumor_wire_hdr_t h1 = hand_hdr(2), h2 = hand_hdr(3); /* nodes 1 and 2 */
+    float *x;
+    static float prev[NP], v1[NP], v2[NP]; /* x before the round; what they send */
+    for (int i = 0; i < NP; i++)
+        prev[i] = 1.0f;
+    rumor_round_stats_t st;
+    for (long k = 0; k < 6; k++) {
+        for (int i = 0; i < NP; i++) {
+            v1[i] = prev[i] + 0.01f;
+            v2[i] = prev[i] + 0.05f;
+        }
+        CHECK_OK(rumor_mixer_round_begin(m, k));
+        send_ranges(push, &h1, k, v1, NP / 10, NP, 1);
+        send_ranges(push, &h2, k, v2, NP / 10, NP, 1);
+        CHECK_OK(rumor_mixer_round_end(m, k, &x, &st));
+        int off = 0, first = 0;
+        for (int i = 0; k >= 2 && i < NP; i++)
+            if (fabsf(x[i] - prev[i] - 0.01f) > 3e-4f && off++ == 0)
+                first = i;
+        CHECKF(off == 0 && st.complete == 2, "round %ld with the default bound: %d places off "
+               "(x[%d] moved by %g, expected 0.01), complete %d", k, off, first,
+               x[first] - prev[first], st.complete);
+        memcpy(prev, x, sizeof prev);
+    }
+    rumor_mixer_counters_t mc;
+    rumor_mixer_counters(m, &mc);
+    CHECKF(mc.quarantines == 0 && mc.robust_clipped >= 50,
+           "default bound: %llu quarantines (expected 0), %llu ranges clipped (expected peer "
+           "2's from round 1 on)", (unsigned long long)mc.quarantines,
+           (unsigned long long)mc.robust_clipped);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
     rumor_topo_destroy(&t);
 }
 
@@ -999,6 +1052,7 @@ int main(int argc, char **argv)
         tu_watchdog(60, "a diverged neighbour");
         check_outlier();
         check_robust_clip();
+        check_robust_bound();
         new_endpoints(4);
         check_robust_trimmed();
         check_left_behind();
