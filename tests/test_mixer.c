@@ -414,11 +414,12 @@ static int late_child(int self)
         double v0 = 3.0 + 0.001 * i, v1 = (float)x0_of(1, i);
         off += fabs(x[i] - 0.5 * (v0 + v1)) > 1e-6;
     }
+    /* the mean of the values written late: neither peer's round ended
+     * before they were written, 0.5 s into peer 0's round (a time peer 1
+     * cannot measure from its own round_begin: the two may leave the
+     * barrier apart, by more than a HELLO interval on a loaded machine) */
     CHECKF(off == 0, "peer %d: %zu of %d elements are not the mean of the values written late "
-           "and the neighbour's", self, off, NP);
-    /* (the two may leave the barrier a HELLO interval, 0.1 s, apart) */
-    CHECKF(took >= 0.3, "peer %d: the round ended %.3f s after it began, before peer 0's "
-           "parameters were written (0.5 s)", self, took);
+           "and the neighbour's (round ended %.3f s after it began)", self, off, NP, took);
     if (self == 0)
         CHECKF(atomic_load(&late_asked) >= 10, "peer 0: the hook was asked %d times in 0.5 s "
                "(the comm thread should poll it every millisecond)", atomic_load(&late_asked));
