@@ -20,7 +20,9 @@
 #   robust_GRAPH_ATTACK_gap, robust_exp_ATTACK_trimmed_gap   clean_MODE -
 #                            ATTACK_MODE (points; the target is within 1)
 # and a table of them. Then the small GPT (gpt:layers=2,dim=48,heads=4,
-# ctx=64, AdamW, 300 rounds of 8 windows, byte-level, on a Debian text) on a
+# ctx=64, AdamW, 300 rounds of 8 windows, byte-level, on the default corpus
+# (build/corpus/kjv.txt; the GPL's text where it is missing), 2400 windows
+# a peer, each seen about once) on a
 # ring of 5 with clip and on the complete graph of 5 with trimmed:1, rank 4
 # the liar (sign, alie:4), the 4 honest ranks' mean validation loss at the
 # end (nats), G ring or complete, MODE clip or trimmed:
@@ -130,7 +132,7 @@ gpt() { # NAME GRAPH ATTACK ROBUST
     bin=$peer
     [ $r = 4 ] && [ "$3" != none ] && bin=$attacker
     RUMOR_ATTACK=$3 timeout 600 "$bin" --insecure --rank $r --peers "$eps" --data "text:$corpus" \
-      --model gpt:layers=2,dim=48,heads=4,ctx=64 --batch 8 --train-limit 200 --rounds 300 \
+      --model gpt:layers=2,dim=48,heads=4,ctx=64 --batch 8 --train-limit 2400 --rounds 300 \
       --optimizer adamw --lr 3e-3 --no-average --progress 0 --round-timeout 30 --topology "$2" \
       --robust "$4" --metrics "$tmp/$1-$r.jsonl" >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
@@ -141,9 +143,12 @@ gpt() { # NAME GRAPH ATTACK ROBUST
   done | awk '{ s += $1; n++ } END { if (n == 4) printf "%.4f", s / n; else print "nan" }'
 }
 # Each graph with its mode: the ring of 5 with clip, the complete graph of
-# 5 (in-degree 4) with trimmed:1. Rank 4's 200 windows are a fifth of the
-# swarm's data, which no defence keeps when rank 4 lies: "excluded" is the
-# run where every peer leaves the liar out from the first round on (its
+# 5 (in-degree 4) with trimmed:1. Rank 4's windows are a fifth of the
+# swarm's data, which no defence keeps when rank 4 lies (with 200 windows a
+# peer, each seen 12 times, losing them was most of every gap measured;
+# with 2400, each seen about once, the swarm loses a fifth of its tokens a
+# round, as with a smaller batch). "excluded" is the run where every peer
+# leaves the liar out from the first round on (its
 # parameters 100 times their size, dropped by the outlier check), what a
 # perfect defence gets; the gaps are to it as well as to the liar-free run.
 table="| graph | liar | --robust none | robust | robust's gap to no liar | to the liar excluded |
