@@ -793,6 +793,32 @@ static void check_robust_clip(void)
     rumor_topo_destroy(&t);
 }
 
+/* Whether a PARAMS message of round k comes to socket `pull` (within its
+ * receive timeout), the messages before it read and dropped. */
+static int sent_round(void *pull, long k)
+{
+    for (;;) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, pull, 0) < 0) {
+            zmq_msg_close(&f);
+            return 0;
+        }
+        rumor_wire_hdr_t h;
+        int hit = rumor_wire_decode(zmq_msg_data(&f), zmq_msg_size(&f), &h) == 0 &&
+                  h.type == RUMOR_WIRE_PARAMS && h.round == (uint64_t)k;
+        int more = zmq_msg_more(&f);
+        zmq_msg_close(&f);
+        while (more) { /* the payload */
+            zmq_msg_init(&f);
+            more = zmq_msg_recv(&f, pull, 0) >= 0 && zmq_msg_more(&f);
+            zmq_msg_close(&f);
+        }
+        if (hit)
+            return 1;
+    }
+}
+
 /* Peer 0 of ring:3 with --robust clip and its default bound: twice the
  * least of the in-neighbours' recent differences. Every round "peer 1"
  * sends x + 0.01 and "peer 2" x + 0.05 (x: peer 0's parameters), each in
@@ -810,6 +836,15 @@ static void check_robust_bound(void)
     if (!m)
         return;
     void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    /* peer 0's out-neighbours, to see when it sends a round */
+    void *pull[2];
+    for (int p = 0; p < 2; p++) {
+        pull[p] = zmq_socket(ctx, ZMQ_PULL);
+        int zero = 0, wait_ms = 10000;
+        zmq_setsockopt(pull[p], ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(pull[p], ZMQ_RCVTIMEO, &wait_ms, sizeof wait_ms);
+        CHECK(zmq_bind(pull[p], endpoints[1 + p]) == 0);
+    }
     rumor_wire_hdr_t h1 = hand_hdr(2), h2 = hand_hdr(3); /* nodes 1 and 2 */
     float *x;
     static float prev[NP], v1[NP], v2[NP]; /* x before the round; what they send */
@@ -822,6 +857,10 @@ static void check_robust_bound(void)
             v2[i] = prev[i] + 0.05f;
         }
         CHECK_OK(rumor_mixer_round_begin(m, k));
+        /* the neighbours' ranges go once peer 0 sends its round k: before
+         * that they would be judged against the parameters it sent last,
+         * x of round k - 1 (mixer_robust.c), 0.01 further */
+        CHECKF(sent_round(pull[0], k), "peer 0 never sent round %ld", k);
         send_ranges(push, &h1, k, v1, NP / 10, NP, 1);
         send_ranges(push, &h2, k, v2, NP / 10, NP, 1);
         CHECK_OK(rumor_mixer_round_end(m, k, &x, &st));
@@ -834,6 +873,8 @@ static void check_robust_bound(void)
                x[first] - prev[first], st.complete);
         memcpy(prev, x, sizeof prev);
     }
+    for (int p = 0; p < 2; p++)
+        zmq_close(pull[p]);
     rumor_mixer_counters_t mc;
     rumor_mixer_counters(m, &mc);
     CHECKF(mc.quarantines == 0 && mc.robust_clipped >= 50,
