@@ -25,11 +25,19 @@ rumor_catchup_action rumor_catchup_after_round(rumor_catchup_t *c, const rumor_r
         c->gap_at = now; /* frozen or suspended */
     c->last_end = now;
     long to = -1;
+    /* a neighbour dropped our round as stale (its word alone: after a
+     * partition heals one edge is all the evidence there is): join its
+     * round, under way, where it still waits for our part. Far behind
+     * (more than two windows), it has stopped waiting for us (mixer_round.c:
+     * a neighbour more than MX_WAIT_LAG rounds behind for the liveness
+     * window is not waited for): a peer landing in its round arrives after
+     * it moved on, is told again, and chases it for good (a ring healed
+     * after a partition did, jump after jump, and never merged); landing
+     * one round past it, this peer waits for it instead, and it waits for
+     * this peer once our rounds reach it. */
     if (st->behind_round > next)
-        to = st->behind_round; /* a neighbour dropped our round as stale: join
-                                * its round, under way (its word alone: after a
-                                * partition heals one edge is all the evidence
-                                * there is) */
+        to = st->behind_round - next > 2 * (long)st->window ? st->behind_round + 1
+                                                           : st->behind_round;
     if (st->swarm_round >= next + st->window && st->swarm_round > to)
         to = st->swarm_round; /* neighbours' rounds beyond our window */
     *target = next;

@@ -10,7 +10,12 @@
  * the neighbours in it still wait for this peer's part, and a jump past
  * them would leave them behind in turn, so that in a large swarm jumps
  * would chase each other (64 peers on 2 cores ran at 2 rounds a second,
- * every round waiting out its deadline, before this was so).
+ * every round waiting out its deadline, before this was so). Except far
+ * behind a neighbour that said so (more than two windows): that neighbour
+ * stopped waiting for this peer, and a peer landing in its round would
+ * arrive after it moved on, again and again (a ring healed after two
+ * kills never merged: test_membership); one round past it, this peer
+ * waits for it instead.
  *
  * Behind by at most catch_up_rounds: the peer jumps there keeping its
  * parameters. Further behind, a peer whose parameters are stale fetches the

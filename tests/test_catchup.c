@@ -101,17 +101,21 @@ int main(void)
     st = stats(5000, -1, 2);
     EXPECT(&c, &st, 2066, now + 0.1, RUMOR_CATCHUP_JUMP, 5000);
 
-    /* a neighbour dropped this peer's round as stale and is at round 120:
-     * its word alone moves the peer to 120 (joining the round under way,
+    /* a neighbour dropped this peer's round as stale and is at round 103:
+     * its word alone moves the peer to 103 (joining the round under way,
      * where that neighbour still waits for it), even inside the window */
     rumor_catchup_init(&c, 50, 0.0);
+    st = stats(-1, 103, 2);
+    EXPECT(&c, &st, 100, 0.1, RUMOR_CATCHUP_JUMP, 103);
+    /* at round 120, more than two windows (2) ahead: it no longer waits for
+     * this peer, which lands one round past it and waits for it instead */
     st = stats(-1, 120, 2);
-    EXPECT(&c, &st, 100, 0.1, RUMOR_CATCHUP_JUMP, 120);
+    EXPECT(&c, &st, 100, 0.15, RUMOR_CATCHUP_JUMP, 121);
     /* both kinds of news: the newer wins */
     st = stats(140, 120, 2);
     EXPECT(&c, &st, 100, 0.2, RUMOR_CATCHUP_JUMP, 140);
     st = stats(101, 130, 2);
-    EXPECT(&c, &st, 100, 0.3, RUMOR_CATCHUP_JUMP, 130);
+    EXPECT(&c, &st, 100, 0.3, RUMOR_CATCHUP_JUMP, 131);
     /* a neighbour behind us, or one at our round, is no reason to move;
      * nor is one a round ahead that dropped our last round (we begin its
      * round next) */
@@ -119,7 +123,7 @@ int main(void)
     EXPECT(&c, &st, 100, 0.4, RUMOR_CATCHUP_NONE, 100);
     st = stats(-1, 100, 2);
     EXPECT(&c, &st, 100, 0.5, RUMOR_CATCHUP_NONE, 100);
-    CHECK(c.rounds_run == 5);
+    CHECK(c.rounds_run == 6);
     /* catch_up_rounds 0: any lag of a fresh peer fetches */
     rumor_catchup_init(&c, 0, 0.0);
     st = stats(10, -1, 0);
