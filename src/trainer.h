@@ -219,9 +219,11 @@ int rumor_trainer_epoch(const rumor_trainer_t *t, long step);
  * it, not after. */
 int rumor_trainer_bind(rumor_trainer_t *t, float *params) RUMOR_WUR;
 
-/* Scores `params` (NULL: the bound parameters) on cfg.eval_batches
- * validation batches, dropout off; the bound parameters stay bound. */
-int rumor_trainer_evaluate(rumor_trainer_t *t, float *params, rumor_eval_t *e) RUMOR_WUR;
+/* Scores `params` (NULL: the bound parameters) on the first `batches`
+ * validation batches (< 0: cfg.eval_batches; 0: all), dropout off; the
+ * bound parameters stay bound. */
+int rumor_trainer_evaluate(rumor_trainer_t *t, const float *params, int batches,
+                           rumor_eval_t *e) RUMOR_WUR;
 
 /* The same for any step and source: the first max_batches (0: all)
  * validation batches of `batch`. */

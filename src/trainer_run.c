@@ -36,13 +36,15 @@ int rumor_evaluate(rumor_step_t *s, rumor_source_t *src, int batch, int max_batc
     return 0;
 }
 
-int rumor_trainer_evaluate(rumor_trainer_t *t, float *params, rumor_eval_t *e)
+int rumor_trainer_evaluate(rumor_trainer_t *t, const float *params, int batches,
+                           rumor_eval_t *e)
 {
     RUMOR_CHECK(rumor_trainer_sync_params(t));
     float *bound = t->stage->params;
-    if (params)
-        rumor_step_bind_params(t->step, params);
-    int rc = rumor_evaluate(t->step, t->src, t->cfg.batch, t->cfg.eval_batches, e);
+    if (params) /* read only: an evaluation writes no parameter */
+        rumor_step_bind_params(t->step, (float *)params);
+    int rc = rumor_evaluate(t->step, t->src, t->cfg.batch,
+                            batches < 0 ? t->cfg.eval_batches : batches, e);
     if (params)
         rumor_step_bind_params(t->step, bound);
     return rc;
@@ -100,7 +102,7 @@ static void epoch_end(rumor_trainer_t *t, const rumor_run_config_t *rc, struct r
 static int evaluate_now(rumor_trainer_t *t, const rumor_run_config_t *rc, struct run_state *s,
                         long step)
 {
-    TRY("evaluation", rumor_trainer_evaluate(t, NULL, &s->ev));
+    TRY("evaluation", rumor_trainer_evaluate(t, NULL, -1, &s->ev));
     s->evaluated_at = step;
     /* accuracy is a classifier's: a language model's event has none */
     if (t->lm)

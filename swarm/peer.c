@@ -414,7 +414,7 @@ int rumor_peer_checkpoint(rumor_peer_t *p, long round)
 int rumor_peer_evaluate(rumor_peer_t *p, float *params, double *acc, double *loss)
 {
     rumor_eval_t e;
-    RUMOR_CHECK(rumor_trainer_evaluate(p->tr, params, &e));
+    RUMOR_CHECK(rumor_trainer_evaluate(p->tr, params, -1, &e));
     *acc = e.accuracy; /* -1 for a language model */
     *loss = e.loss;
     return 0;

@@ -159,18 +159,18 @@ static void check_evaluate(void)
         return;
     steps(t, 0, 3);
     rumor_eval_t own, zero, again;
-    CHECK_OK(rumor_trainer_evaluate(t, NULL, &own));
+    CHECK_OK(rumor_trainer_evaluate(t, NULL, -1, &own));
     float *z = calloc(t->model->nparams, sizeof *z);
     float *bound = t->stage->params;
     float *copy = malloc(t->model->nparams * sizeof *copy);
     memcpy(copy, bound, t->model->nparams * sizeof *copy);
-    CHECK_OK(rumor_trainer_evaluate(t, z, &zero));
+    CHECK_OK(rumor_trainer_evaluate(t, z, -1, &zero));
     /* zero weights: uniform logits, loss ln 10; ties go to class 0 */
     CHECK_CLOSE(zero.loss, log(10.0), 1e-6, 0);
     CHECK_CLOSE(zero.accuracy, 0.1, 1e-12, 0);
     CHECK(zero.targets == 10000);
     CHECK(t->stage->params == bound && !memcmp(copy, bound, t->model->nparams * sizeof *copy));
-    CHECK_OK(rumor_trainer_evaluate(t, NULL, &again));
+    CHECK_OK(rumor_trainer_evaluate(t, NULL, -1, &again));
     CHECK(again.loss == own.loss && again.accuracy == own.accuracy);
     CHECK(own.loss < log(10.0) && own.accuracy > 0.3);
     /* bind another buffer and back: the trainer's own buffer survives */
@@ -442,7 +442,7 @@ static void check_lm(const char *dir)
     long train = rumor_source_train_size(t->src);
     CHECK(t->steps_per_epoch == train / (16 * 32));
     rumor_eval_t e0;
-    CHECK_OK(rumor_trainer_evaluate(t, NULL, &e0));
+    CHECK_OK(rumor_trainer_evaluate(t, NULL, -1, &e0));
     CHECK_CLOSE(e0.loss, log(256.0), 0.1, 0); /* small initial weights: near uniform */
     double h;
     CHECK_OK(rumor_unigram_entropy(rumor_source_val_tokens(t->src), &h));
