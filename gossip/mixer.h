@@ -222,6 +222,17 @@ typedef struct rumor_mixer_config {
     int robust_trim;
     double robust_tau;
     double robust_quarantine_s;
+    /* Robust mixing's validation probe (gossip/mixer_probe.c; with robust
+     * clip or trimmed): every robust_probe rounds (0: never) the
+     * in-neighbours' parameters of that round are held whole, as they came,
+     * for the caller to score on its validation data
+     * (rumor_mixer_probe_take, rumor_mixer_probe_done). A neighbour whose
+     * loss sat well above the neighbourhood's median (the caller's own
+     * included) in most of its recent probes, while most of the others'
+     * did not, is quarantined as for its distances. It holds the in-degree
+     * times the space, and a probe round whose last probe is not done is
+     * skipped. */
+    int robust_probe;
     /* Testing only (tests/rumor-attacker: a lying peer; rumor-peer never
      * sets it): what goes on the wire for round r's range [off, off + n) of
      * this peer's parameters x; out gets n floats. This peer's own mix and
@@ -435,6 +446,7 @@ typedef struct rumor_mixer_counters {
                                 * (outlier_ratio), summed over neighbours */
     uint64_t robust_ranges, robust_clipped; /* ranges judged by robust mixing, clipped */
     uint64_t quarantines;      /* neighbours quarantined (robust), each time */
+    uint64_t releases;         /* ... let out early (the validation probe) */
     int quarantined;           /* neighbours in quarantine now */
     int incompatible;          /* neighbours whose terms differ (cfg.terms) */
     /* open membership, the view now: members (this peer aside) reached
@@ -453,11 +465,32 @@ typedef struct rumor_robust_score {
     double score;               /* its share of far ranges lately, 0 to 1 (quarantined past 0.6) */
     double distance;            /* its recent difference from this peer, RMS per element */
     int quarantined;            /* 1 while quarantined */
+    double val_score;           /* cfg.robust_probe: its share of probes far above the
+                                 * median lately, 0 to 1 (quarantined past 0.6) */
+    double val_excess;          /* its last probe's loss over the median (nats); 0: none */
 } rumor_robust_score_t;
 /* The neighbours this peer talks to, as robust mixing judges them (as of
  * the last publication, a few times a second), at most cap: how many were
  * written (0 without cfg.robust). */
 int rumor_mixer_robust_scores(rumor_mixer_t *m, rumor_robust_score_t *out, int cap);
+
+/* cfg.robust_probe, after a rumor_mixer_round_end: a probe to score, or 0.
+ * A probe of round k is ready once round k + 1 closed (a neighbour in
+ * quarantine, which no round waits for, and a late one have a round more
+ * to send theirs): *k, the in-neighbours whose whole parameters of round k
+ * came, as they sent them, at most cap of them (their nodes in node[],
+ * vectors in x[]), and *own this peer's x(k) as it went out; the mixer's
+ * memory, read-only, valid until rumor_mixer_probe_done. */
+int rumor_mixer_probe_take(rumor_mixer_t *m, long *k, const float **own, int *node,
+                           const float **x, int cap);
+/* The caller's scores of round k's probe, on one set of validation data:
+ * own, this peer's loss at *own, and loss[i]
+ * node[i]'s (n of those taken; non-finite: judged as far). Lets go of the
+ * vectors; may quarantine a neighbour or let one out (said, counted,
+ * published): how many it quarantined plus 1000 times how many it let out,
+ * or < 0. */
+int rumor_mixer_probe_done(rumor_mixer_t *m, long k, double own, const int *node,
+                           const double *loss, int n);
 
 /* Makes the round in progress end now (as if its deadline had passed) and
  * every later round end without waiting: for a peer that must leave (a

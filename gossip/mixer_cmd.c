@@ -195,6 +195,11 @@ static void serve(rumor_mixer_t *m, const struct mx_cmd *c)
         m->params_ready = c->ready;
         m->params_ready_ctx = c->ready_ctx;
         break;
+    case MX_OP_PROBE: {
+        int q = mx_probe_verdict(m, c->probe);
+        mx_reply(m, c->reply, q, q < 0 ? "%s" : NULL, rumor_err_msg());
+        break;
+    }
     case MX_OP_STOP:
         m->stop = 1;
         m->stop_deadline = c->t + (c->timeout > 0 ? c->timeout : 0);

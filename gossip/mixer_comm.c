@@ -63,6 +63,7 @@ int mx_alloc_state(rumor_mixer_t *m, const rumor_mixer_config_t *cfg)
     m->hold = calloc(MX_HOLD_MAX, sizeof *m->hold);
     RUMOR_CHECK(mx_terms_alloc(m));
     RUMOR_CHECK(mx_robust_alloc(m));
+    RUMOR_CHECK(mx_probe_alloc(m));
     if (!m->ids || !m->known_inc || !m->talks_to ||
         !m->ready || !m->heard || !m->absent || !m->gone || !m->left || !m->ep || !m->behind_since ||
         !m->scratch || !m->tmp_nbrs || !m->tmp_w || !m->out_nbrs || !m->sendq || !m->ar.recv || !m->ar.ring ||
@@ -151,6 +152,7 @@ void mx_free_state(rumor_mixer_t *m)
     mx_choco_free(m);
     mx_terms_free(m);
     mx_robust_free(m);
+    mx_probe_free(m);
     free(m->tamper_buf);
     for (int i = 0; i < m->nhold; i++) {
         zmq_msg_close(&m->hold[i].hdr);

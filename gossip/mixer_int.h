@@ -79,6 +79,7 @@ struct mx_slot {                /* the comm thread's, but where said */
                                 * an outlier's (mixer_terms.c) */
     double *od2, *on2;         /* (npeers) over j's ranges so far: sum (x_j - x)^2, sum x^2 */
     uint64_t *olen;            /* (npeers) and their elements */
+    uint64_t *qgot;            /* (npeers) elements j sent in quarantine (--robust-val) */
     /* --robust trimmed (mixer_robust.c): the in-neighbours' ranges as they
      * came, held until their cells mix */
     float *tv;                 /* (tvcap * n) in-neighbour i's at tv + i n */
@@ -267,6 +268,7 @@ enum mx_op {
     MX_OP_BARRIER,      /* reply (peers ready, or an error) once the barrier holds */
     MX_OP_TIMEOUT,      /* round_timeout = timeout */
     MX_OP_PARAMS_READY, /* the set_params_ready hook */
+    MX_OP_PROBE,        /* the caller's verdicts of a probe (mixer_probe.c) */
     MX_OP_STOP          /* leave within timeout s of t */
 };
 
@@ -295,6 +297,7 @@ struct mx_cmd {
     double t, timeout;         /* see enum mx_op */
     int (*ready)(void *ctx);   /* PARAMS_READY */
     void *ready_ctx;
+    const void *probe;         /* PROBE: the caller's scores (mixer_probe.c) */
     struct mx_reply *reply;    /* NULL: nobody waits for an answer */
 };
 
@@ -544,6 +547,7 @@ struct rumor_mixer {
         double *tw;            /*          their weights */
         int *tord;             /*          and their order */
     } rb;
+    struct mx_probe *probe;    /* cfg.robust_probe (mixer_probe.c) */
     float *outlier_own0;       /* the parameters the mixer was made with, which the
                                 * outlier check judges ranges by until this peer's
                                 * first round goes out (the caller may step its own

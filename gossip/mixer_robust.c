@@ -146,6 +146,7 @@ void mx_robust_slot_free(struct mx_slot *s)
 
 int mx_robust_slot_reweigh(rumor_mixer_t *m, struct mx_slot *s)
 {
+    RUMOR_CHECK(mx_probe_slot(m, s));
     if (m->cfg.robust != RUMOR_ROBUST_TRIMMED)
         return 0;
     if (!s->tpos && !(s->tpos = malloc((size_t)m->npeers * sizeof *s->tpos)))
@@ -257,6 +258,7 @@ void mx_robust_forget(rumor_mixer_t *m, int node)
     m->rb.ranges[node] = 0;
     m->rb.until[node] = 0;
     m->rb.recent[node] = 0;
+    mx_probe_forget(m, node);
 }
 
 int mx_robust_quarantined(const rumor_mixer_t *m, int node)
@@ -358,20 +360,32 @@ int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, do
     if (m->rb.ranges[node] < RB_MIN || m->rb.score[node] <= RB_SCORE || !others_pass(m, s, node))
         return 0;
     /* clipped again and again: quarantined, left out from this round on */
+    char why[200];
+    snprintf(why, sizeof why, "%.0f%% of its recent ranges were far beyond the bound (its "
+             "parameters %.3g times the bound away from this peer's, RMS %.3g)",
+             100 * m->rb.score[node], d / tau, d);
+    mx_robust_quarantine(m, node, why);
+    s->outlier[node] = 1;
+    mx_slot_x_known(m, s); /* cells that waited for it mix */
+    rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", s->round);
+    return -RUMOR_WIRE_OUTLIER;
+}
+
+void mx_robust_quarantine(rumor_mixer_t *m, int node, const char *why)
+{
     double q = m->cfg.robust_quarantine_s > 0 ? m->cfg.robust_quarantine_s : RB_QUARANTINE_S;
     m->rb.until[node] = rumor_now() + q;
     m->counters.quarantines++;
     m->counters.quarantined++;
-    s->outlier[node] = 1;
     char name[48];
-    rumor_warn("%s (%s): %.0f%% of its recent ranges were far beyond the bound (its parameters "
-               "%.3g times the bound away from this peer's, RMS %.3g): quarantined for %.0f s, "
-               "left out of the mix",
-               mx_peer_name(m, node, name, sizeof name), mx_endpoint_name(m, node),
-               100 * m->rb.score[node], d / tau, d, q);
-    mx_slot_x_known(m, s); /* cells that waited for it mix */
-    rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", s->round);
-    return -RUMOR_WIRE_OUTLIER;
+    rumor_warn("%s (%s): %s: quarantined for %.0f s, left out of the mix",
+               mx_peer_name(m, node, name, sizeof name), mx_endpoint_name(m, node), why, q);
+}
+
+void mx_robust_release(rumor_mixer_t *m, int node)
+{
+    mx_robust_forget(m, node);
+    m->counters.releases++;
 }
 
 int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out)
@@ -391,6 +405,7 @@ int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out)
         o->score = m->rb.score[j];
         o->distance = m->rb.recent[j];
         o->quarantined = m->rb.until[j] > now;
+        mx_probe_publish(m, j, o);
     }
     return n;
 }

@@ -33,4 +33,22 @@ int mx_robust_publish(rumor_mixer_t *m, rumor_robust_score_t *out);
  * m->rb.scale; <0 (RUMOR_WIRE_OUTLIER) when it quarantined node. */
 int mx_robust_judge(rumor_mixer_t *m, struct mx_slot *s, int node, double d2, double n2,
                     uint64_t len);
+/* Quarantines node for the quarantine time: left out of every round from
+ * now on, said naming it and why, counted. */
+void mx_robust_quarantine(rumor_mixer_t *m, int node, const char *why);
+/* Ends node's quarantine now: it is judged afresh. */
+void mx_robust_release(rumor_mixer_t *m, int node);
+
+/* The validation probe (mixer_probe.c; cfg.robust_probe) */
+int mx_probe_alloc(rumor_mixer_t *m);
+void mx_probe_free(rumor_mixer_t *m);
+void mx_probe_forget(rumor_mixer_t *m, int node);
+int mx_probe_slot(rumor_mixer_t *m, struct mx_slot *s);
+/* node's f32 range of round r: held when r is the probe's */
+void mx_probe_hold(rumor_mixer_t *m, long r, int node, const rumor_wire_hdr_t *h,
+                   const void *data);
+void mx_probe_close(rumor_mixer_t *m, const struct mx_slot *s);
+/* MX_OP_PROBE: the caller's verdicts; as rumor_mixer_probe_done */
+int mx_probe_verdict(rumor_mixer_t *m, const void *verdict);
+void mx_probe_publish(const rumor_mixer_t *m, int node, rumor_robust_score_t *o);
 #endif

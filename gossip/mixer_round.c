@@ -41,9 +41,10 @@ int mx_slot_alloc(rumor_mixer_t *m, struct mx_slot *s)
     s->od2 = calloc(N, sizeof *s->od2);
     s->on2 = calloc(N, sizeof *s->on2);
     s->olen = calloc(N, sizeof *s->olen);
+    s->qgot = calloc(N, sizeof *s->qgot);
     if (!s->wfull || !s->touched || !s->done || !s->cstate || !s->tmix || !s->cd2 || !s->csw ||
         !s->cby || !s->rdy || !s->full || !s->cov || !s->w_of || !s->in || !s->outlier ||
-        !s->od2 || !s->on2 || !s->olen)
+        !s->od2 || !s->on2 || !s->olen || !s->qgot)
         return rumor_err_set(RUMOR_ENOMEM, "mixer: out of memory");
     for (size_t c = 0; c < m->nchunks; c++)
         atomic_init(&s->cstate[c], MX_CELL_OPEN);
@@ -71,6 +72,7 @@ void mx_slot_free(rumor_mixer_t *m, struct mx_slot *s)
     free(s->od2);
     free(s->on2);
     free(s->olen);
+    free(s->qgot);
     mx_robust_slot_free(s);
 }
 
@@ -94,6 +96,7 @@ int mx_slot_open(rumor_mixer_t *m, struct mx_slot *s, long r)
     memset(s->od2, 0, (size_t)m->npeers * sizeof *s->od2);
     memset(s->on2, 0, (size_t)m->npeers * sizeof *s->on2);
     memset(s->olen, 0, (size_t)m->npeers * sizeof *s->olen);
+    memset(s->qgot, 0, (size_t)m->npeers * sizeof *s->qgot);
     for (int j = 0; j < m->npeers; j++) {
         s->w_of[j] = 0.0;
         mx_cover_clear(&s->cov[j]);
@@ -395,6 +398,9 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
         return -RUMOR_WIRE_FUTURE_ROUND;
     }
     long r = (long)h->round;
+    /* a probe's round holds what comes late (mixer_probe.c) */
+    if (r < m->cur && h->dtype == RUMOR_WIRE_DT_F32 && nbytes == h->length * sizeof(float))
+        mx_probe_hold(m, r, node, h, data);
     if (r < m->cur) {
         mx_tell_behind(m, node);
         rumor_err_set(RUMOR_EPROTO, "round %ld already mixed (at %ld)", r, m->cur);
@@ -421,6 +427,16 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
                                               "pieces",
                       (unsigned long long)lo, (unsigned long long)hi, r, MX_COVER_MAX_IVS);
         return cv == 1 ? -RUMOR_WIRE_DUPLICATE : -RUMOR_WIRE_BAD_RANGE;
+    }
+    if (m->probe && mx_robust_quarantined(m, node)) {
+        /* --robust-val: a neighbour in quarantine is waited for and probed,
+         * not mixed (mx_round_done; mixer_probe.c): its way out */
+        if (h->dtype == RUMOR_WIRE_DT_F32 && nbytes == h->length * sizeof(float))
+            mx_probe_hold(m, r, node, h, data);
+        s->qgot[node] += h->length; /* not s->cov: the mix counts that as its weight */
+        s->outlier[node] = 1;
+        rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", r);
+        return -RUMOR_WIRE_OUTLIER;
     }
     size_t c0 = (size_t)(lo / m->chunk), c1 = (size_t)((hi - 1) / m->chunk);
     for (size_t c = c0; c <= c1; c++)
@@ -477,6 +493,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
     }
     if (m->cfg.robust == RUMOR_ROBUST_TRIMMED) /* held whole: mixed by the trimmed mean */
         mx_robust_hold(m, s, node, h, data);
+    mx_probe_hold(m, r, node, h, data); /* a validation probe's round: held whole */
     double sc = m->rb.scale; /* robust mixing: W (s x_j + (1 - s) x_i) */
     struct acc_ctx a = { s, (float)(w * sc), lo };
     if (m->cfg.robust != RUMOR_ROBUST_TRIMMED)
@@ -557,7 +574,7 @@ static int moved_on(const rumor_mixer_t *m, int j)
         return 1;
     for (int d = 1; d < m->nslots; d++) {
         const struct mx_slot *n = &m->slot[(m->cur + d) % m->nslots];
-        if (n->round == m->cur + d && n->buf && n->cov[j].covered > 0)
+        if (n->round == m->cur + d && n->buf && (n->cov[j].covered > 0 || n->qgot[j] > 0))
             return 1;
     }
     return 0;
@@ -574,7 +591,13 @@ int mx_round_done(const rumor_mixer_t *m, const struct mx_slot *s)
         int j = s->in[i];
         if (s->cov[j].covered == m->n)
             continue;
-        if (mx_not_waited(m, s, j))
+        /* with --robust-val a neighbour in quarantine is waited for as any
+         * other (its ranges are probed, not mixed): the swarm stays in step
+         * with the honest peer a liar dragged, whom its probes let out */
+        int held = m->probe && s->outlier[j] && mx_robust_quarantined(m, j) &&
+                   s->qgot[j] < m->n &&
+                   !(m->absent[j] && (s->qgot[j] == 0 || m->left[j]));
+        if (mx_not_waited(m, s, j) && !held)
             continue;
         if (m->cfg.conns_per_peer <= 1 && moved_on(m, j))
             continue;
@@ -670,6 +693,7 @@ void mx_close_round(rumor_mixer_t *m, int timed_out)
     }
     if (s->last_arrival > s->first_arrival) /* the rate ranges came at, for the next round */
         m->recv_rate = (double)s->elems_in / (s->last_arrival - s->first_arrival);
+    mx_probe_close(m, s);
     rumor_sendbuf_t *out = s->buf;
     /* The caller now owns s->buf as its parameters; the slot waits, empty,
      * for round k + nslots. */

@@ -247,6 +247,11 @@ static const char usage_head[] =
     "                         default K 1); a neighbour far beyond the others\n"
     "                         again and again is quarantined for 30 s.\n"
     "                         Synchronous rounds without --compress only\n"
+    "  --robust-val N[:B]     with --robust: every N rounds, score each neighbour's\n"
+    "                         parameters and this peer's own on B validation batches\n"
+    "                         (default 4); one whose loss sits far above the\n"
+    "                         others' in most of its recent probes is quarantined\n"
+    "                         (a liar inside the honest spread)\n"
     "\n"
     "Monitoring:\n"
     "  --metrics-listen ADDR:PORT\n"
@@ -361,6 +366,7 @@ static const rumor_opt_t option_table[] = {
     { "relay-mbit", 0, RUMOR_OPT_DOUBLE, offsetof(struct options, relay_mbit), 0.001, 1e7, NULL, 0 },
     { "no-hole-punch", 0, RUMOR_OPT_FLAG, offsetof(struct options, no_hole_punch), 0, 0, NULL, 1 },
     { "robust", 0, RUMOR_OPT_STR, offsetof(struct options, robust), 0, 0, NULL, 0 },
+    { "robust-val", 0, RUMOR_OPT_STR, offsetof(struct options, robust_val), 0, 0, NULL, 0 },
     RUMOR_TRAIN_OPTIONS(struct options, t),
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -369,6 +375,26 @@ int peer_usage_error(const char *msg)
 {
     fprintf(stderr, "rumor-peer: %s\nTry 'rumor-peer --help' for more information.\n", msg);
     return 2;
+}
+
+/* --robust-val N[:B]: N rounds between probes, B validation batches */
+static int parse_robust_val(const char *s, rumor_mixer_config_t *mc, int *batches)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10), b = 4;
+    if (end != s && !errno && *end == ':') {
+        const char *bs = end + 1;
+        b = strtol(bs, &end, 10);
+        if (end == bs)
+            b = 0;
+    }
+    if (end == s || *end || errno || n < 1 || n > 1000000 || b < 1 || b > 100000)
+        return rumor_err_set(RUMOR_EINVAL, "--robust-val '%s': N rounds between probes, 1 or "
+                             "more, and :B validation batches, 1 or more (8, or 8:4)", s);
+    mc->robust_probe = (int)n;
+    *batches = (int)b;
+    return 0;
 }
 
 /* --robust none | clip | clip:tau=auto | clip:tau=X (X > 0) | trimmed |
@@ -621,6 +647,11 @@ int peer_opts_config(const struct options *o, rumor_peer_config_t *c)
     mc->conns_per_peer = o->connections;
     if (o->robust && parse_robust(o->robust, mc) < 0)
         return peer_usage_error(rumor_err_msg());
+    if (o->robust_val && parse_robust_val(o->robust_val, mc, &c->robust_val_batches) < 0)
+        return peer_usage_error(rumor_err_msg());
+    if (mc->robust_probe && !mc->robust)
+        return peer_usage_error("--robust-val scores neighbours for robust mixing: it needs "
+                                "--robust clip or trimmed");
     if (mc->robust && c->mode != RUMOR_PEER_DPSGD)
         return peer_usage_error("--robust judges each neighbour's parameters in synchronous "
                                 "D-PSGD rounds: not with --mode async or allreduce");

@@ -25,6 +25,7 @@ struct options {
     const char *join, *advertise; /* open membership */
     const char *relay, *relay_via; /* relays (peer_relay.h) */
     const char *robust;            /* --robust none|clip[:tau=X] */
+    const char *robust_val;        /* --robust-val N[:B] */
     int relay_max_peers, no_hole_punch;
     double relay_mbit;
     int min_peers, max_peers;

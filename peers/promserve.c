@@ -153,6 +153,9 @@ int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char 
            "Neighbours' ranges clipped by robust mixing.", (double)s->robust_clipped);
     metric(&p, who, "rumor_quarantines_total", "counter",
            "Neighbours quarantined by robust mixing (each time).", (double)s->quarantines);
+    metric(&p, who, "rumor_quarantine_releases_total", "counter",
+           "Quarantines ended early: the neighbour's validation probes came back near its "
+           "fellows' (--robust-val).", (double)s->releases);
     metric(&p, who, "rumor_quarantined", "gauge",
            "Neighbours in quarantine now (robust mixing).", s->quarantined);
     put(&p, "# HELP rumor_neighbor_robust_score A neighbour's share of ranges far beyond robust "
@@ -161,6 +164,21 @@ int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char 
     for (int i = 0; i < s->nrobust; i++) {
         put(&p, "rumor_neighbor_robust_score{%s,neighbor=\"%s\"} ", who, s->robust[i].name);
         value(&p, s->robust[i].score);
+    }
+    put(&p, "# HELP rumor_neighbor_robust_val_score A neighbour's share of validation probes "
+            "far above its fellows' lately (--robust-val; 0 to 1; quarantined past 0.6).\n"
+            "# TYPE rumor_neighbor_robust_val_score gauge\n");
+    for (int i = 0; i < s->nrobust; i++) {
+        put(&p, "rumor_neighbor_robust_val_score{%s,neighbor=\"%s\"} ", who, s->robust[i].name);
+        value(&p, s->robust[i].val_score);
+    }
+    put(&p, "# HELP rumor_neighbor_robust_val_excess_nats A neighbour's validation loss over "
+            "the median of its probe's (--robust-val; the last probe).\n"
+            "# TYPE rumor_neighbor_robust_val_excess_nats gauge\n");
+    for (int i = 0; i < s->nrobust; i++) {
+        put(&p, "rumor_neighbor_robust_val_excess_nats{%s,neighbor=\"%s\"} ", who,
+            s->robust[i].name);
+        value(&p, s->robust[i].val_excess);
     }
     put(&p, "# HELP rumor_neighbor_quarantined 1 while robust mixing keeps the neighbour in "
             "quarantine.\n# TYPE rumor_neighbor_quarantined gauge\n");

@@ -64,6 +64,7 @@ typedef struct rumor_peer_stats {
     uint64_t bytes_sent, bytes_received;
     uint64_t rounds_run, rounds_mixed, consensus_skipped, jumps, state_fetches;
     uint64_t robust_ranges, robust_clipped, quarantines; /* --robust (mixer.h) */
+    uint64_t releases;      /* quarantines ended early by --robust-val's probes */
     int quarantined;
     rumor_robust_score_t robust[RUMOR_PEER_ROBUST_MAX]; /* the neighbours' scores */
     int nrobust;
@@ -107,6 +108,7 @@ typedef struct rumor_peer_config {
     int balance;            /* batches a round fill the wait (balance.h) */
     int balance_max;
     int send_ahead;         /* step the mix cell by cell and send on at once */
+    int robust_val_batches; /* with mixer.robust_probe: validation batches a probe */
     double throttle;        /* testing: F >= 1 times slower than this machine */
     double link_mbit;       /* this peer's upload rate in Mbit/s (0: not known), for the
                              * link utilization figure */

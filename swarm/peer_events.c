@@ -187,6 +187,7 @@ void rumor_peer_event_done(rumor_peer_t *p)
     cJSON_AddNumberToObject(o, "robust_ranges", (double)m->robust_ranges);
     cJSON_AddNumberToObject(o, "robust_clipped", (double)m->robust_clipped);
     cJSON_AddNumberToObject(o, "quarantines", (double)m->quarantines);
+    cJSON_AddNumberToObject(o, "quarantine_releases", (double)m->releases);
     cJSON_AddNumberToObject(o, "incompatible_neighbours", m->incompatible);
     cJSON_AddStringToObject(o, "strategy", p->strategy->name);
     char buf[2048];

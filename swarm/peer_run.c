@@ -159,6 +159,7 @@ static void after_round(rumor_peer_t *p, float loss)
     s->robust_ranges = mcn.robust_ranges;
     s->robust_clipped = mcn.robust_clipped;
     s->quarantines = mcn.quarantines;
+    s->releases = mcn.releases;
     s->quarantined = mcn.quarantined;
     s->nrobust = rumor_mixer_robust_scores(p->mixer, s->robust, RUMOR_PEER_ROBUST_MAX);
     rumor_mixer_wire_stats(p->mixer, &s->messages);

@@ -16,6 +16,38 @@ static void throttle(rumor_peer_t *p, double since)
         rumor_peer_sleep(p, (p->cfg.throttle - 1) * (rumor_now() - since));
 }
 
+/* --robust-val: a round the mixer probed held the neighbours' parameters
+ * whole; each, and this peer's own as they went out, is scored on the same
+ * validation batches, and the mixer judges the losses
+ * (gossip/mixer_probe.c). */
+static int probe(rumor_peer_t *p)
+{
+    long k;
+    int node[RUMOR_PEER_ROBUST_MAX];
+    const float *x[RUMOR_PEER_ROBUST_MAX];
+    double loss[RUMOR_PEER_ROBUST_MAX], own = 0;
+    const float *self;
+    int n = rumor_mixer_probe_take(p->mixer, &k, &self, node, x, RUMOR_PEER_ROBUST_MAX);
+    if (n <= 0)
+        return 0;
+    int b = p->cfg.robust_val_batches > 0 ? p->cfg.robust_val_batches : 4, rc = 0;
+    rumor_eval_t e;
+    if ((rc = rumor_trainer_evaluate(p->tr, self, b, &e)) == 0) {
+        own = e.loss;
+        for (int i = 0; i < n && rc == 0; i++)
+            if ((rc = rumor_trainer_evaluate(p->tr, x[i], b, &e)) == 0)
+                loss[i] = e.loss;
+    }
+    if (rc < 0) { /* let go of the vectors, judging nothing */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rumor_err_msg());
+        (void)rumor_mixer_probe_done(p->mixer, k, own, node, loss, 0);
+        return rumor_err_set(rc, "round %ld's validation probe: %s", k, msg);
+    }
+    rc = rumor_mixer_probe_done(p->mixer, k, own, node, loss, n); /* >= 0: what it changed */
+    return rc < 0 ? rc : 0;
+}
+
 /* The mixer's round k begins: x(k) goes out while the gradient computes. */
 static int begin(rumor_peer_t *p, rumor_round_t *r)
 {
@@ -34,7 +66,7 @@ static int end(rumor_peer_t *p, rumor_round_t *r, float **mixed)
     RUMOR_CHECK(rumor_mixer_round_end(p->mixer, r->k, mixed, &p->st));
     r->wait_s = p->st.wait_s;
     r->next = p->st.next_round;
-    return 0;
+    return probe(p);
 }
 
 /* the optimizer steps from the mix: x(k+1) = mix - lr * step(grad) */

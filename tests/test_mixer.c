@@ -611,9 +611,11 @@ static rumor_mixer_t *ring3_peer0(rumor_topo_t **t, rumor_mixer_config_t *c, int
     *c = base_config(*t, 0);
     c->round_timeout = c->min_round_timeout = 10;
     c->outlier_ratio = 10;
-    if (robust) { /* 1: a bound of 1 per element (RMS); 2: the bound by default */
+    if (robust) { /* 1: a bound of 1 per element (RMS); 2: the bound by default; 3: as
+                   * 1, and a validation probe every 2 rounds */
         c->robust = RUMOR_ROBUST_CLIP;
-        c->robust_tau = robust == 1 ? sqrt((double)NP) : 0;
+        c->robust_tau = robust != 2 ? sqrt((double)NP) : 0;
+        c->robust_probe = robust == 3 ? 2 : 0;
     }
     rumor_mixer_t *m = NULL;
     CHECK_OK(rumor_mixer_create(c, ones, &m));
@@ -887,6 +889,113 @@ static void check_robust_bound(void)
     rumor_topo_destroy(&t);
 }
 
+/* Peer 0 of ring:3 with --robust clip (a bound of 1 per element, which
+ * nothing here meets) and a validation probe every 2 rounds; the test plays
+ * the caller that scores the vectors. Every round "peer 1" sends x + a(i)
+ * and "peer 2" x - b(i) (x: peer 0's own, a and b varying by element). The
+ * probe of round k comes after round k + 1: exactly what each neighbour
+ * sent, and *own exactly x(k). The losses given: this peer 1.0, peer 1
+ * 1.0 +- 0.01 (the honest spread), peer 2 1.5. Peer 2 is quarantined at
+ * the 4th probe (the 1st sets the spread: far at probes 2, 3, 4, a share of
+ * 1 - 0.7^3 = 0.657 > 0.6), peer 1 never; from then on a round mixes
+ * (2 x + x1) / 3, peer 2's weight going to this peer. Peer 2 is still
+ * probed in quarantine (its ranges held though the rounds refuse them);
+ * given its fellows' loss at 3 probes in a row, it is let out. */
+static void check_robust_probe(void)
+{
+    rumor_topo_t *t;
+    rumor_mixer_config_t c;
+    rumor_mixer_t *m = ring3_peer0(&t, &c, 3);
+    if (!m)
+        return;
+    void *ctx = zmq_ctx_new(), *push = mu_push(ctx, endpoints[0]);
+    rumor_wire_hdr_t h1 = hand_hdr(2), h2 = hand_hdr(3); /* nodes 1 and 2 */
+    static float x0[NP], v1[14][NP], v2[14][NP], own[14][NP];
+    for (int i = 0; i < NP; i++)
+        x0[i] = 1.0f;
+    float *x = x0;
+    rumor_round_stats_t st;
+    int probes = 0, quarantined_at = -1, released_at = -1, bad = 0;
+    for (long k = 0; k < 14 && !bad; k++) {
+        for (int i = 0; i < NP; i++) {
+            own[k][i] = x[i];
+            v1[k][i] = x[i] + 0.01f * (float)(1 + i % 7);
+            v2[k][i] = x[i] - 0.02f * (float)(1 + i % 5);
+        }
+        CHECK_OK(rumor_mixer_round_begin(m, k));
+        send_ranges(push, &h1, k, v1[k], NP / 4, NP, 0);
+        send_ranges(push, &h2, k, v2[k], NP / 3, NP, 1);
+        CHECK_OK(rumor_mixer_round_end(m, k, &x, &st));
+        int out = quarantined_at >= 0 && released_at < 0; /* peer 2 left out this round */
+        int off = 0;
+        for (int i = 0; i < NP; i++) {
+            float want = out ? (2 * own[k][i] + v1[k][i]) / 3
+                             : (own[k][i] + v1[k][i] + v2[k][i]) / 3;
+            off += fabsf(x[i] - want) > 1e-5f;
+        }
+        CHECKF(off == 0 && st.complete == 2 - out, "probe part, round %ld (peer 2 %s): %d "
+               "places off the closed form (x[0] %g: own %g, peer 1 %g, peer 2 %g), complete %d",
+               k, out ? "left out" : "mixed", off, x[0], own[k][0], v1[k][0], v2[k][0],
+               st.complete);
+        long pk = -1;
+        const float *self = NULL, *got[4];
+        int node[4];
+        int n = rumor_mixer_probe_take(m, &pk, &self, node, got, 4);
+        int want_probe = k >= 1 && (k - 1) % 2 == 0; /* the probe of round k - 1 */
+        if (n != (want_probe ? 2 : 0) || (n && pk != k - 1)) {
+            CHECKF(0, "after round %ld: a probe of %d neighbours (round %ld), expected %s", k, n,
+                   pk, want_probe ? "2 of round k - 1" : "none");
+            bad = 1;
+            break;
+        }
+        if (!n)
+            continue;
+        int same = 1;
+        for (int a = 0; a < n; a++) {
+            const float *want = node[a] == 1 ? v1[pk] : node[a] == 2 ? v2[pk] : NULL;
+            same &= want && memcmp(got[a], want, NP * sizeof(float)) == 0;
+        }
+        same &= memcmp(self, own[pk], NP * sizeof(float)) == 0;
+        CHECKF(same && node[0] != node[1], "probe of round %ld: the vectors held are not what "
+               "peers 1 and 2 sent and peer 0's own x(k)", pk);
+        probes++;
+        double loss[4];
+        int liar = quarantined_at < 0 || probes < quarantined_at + 1; /* then honest */
+        for (int a = 0; a < n; a++)
+            loss[a] = node[a] == 1 ? 1.0 + (probes % 2 ? 0.01 : -0.01) : liar ? 1.5 : 1.0;
+        int v = rumor_mixer_probe_done(m, pk, 1.0, node, loss, n);
+        CHECKF(v >= 0 && v % 1000 <= 1 && v / 1000 <= 1, "probe %d: verdict %d", probes, v);
+        if (v % 1000 && quarantined_at < 0)
+            quarantined_at = probes;
+        if (v / 1000 && released_at < 0)
+            released_at = probes;
+    }
+    CHECKF(quarantined_at == 4 && released_at == 7, "probes: peer 2 quarantined at probe %d "
+           "(expected 4), let out at %d (expected 7), of %d", quarantined_at, released_at,
+           probes);
+    rumor_robust_score_t sc[4];
+    int ns = 0, seen = 0;
+    for (double t0 = rumor_now(); seen != 2 && rumor_now() - t0 < 3; usleep(50000)) {
+        ns = rumor_mixer_robust_scores(m, sc, 4); /* published a few times a second */
+        seen = 0;
+        for (int a = 0; a < ns; a++) {
+            if (!strcmp(sc[a].name, "2"))
+                seen += sc[a].val_score < 0.3 && !sc[a].quarantined;
+            if (!strcmp(sc[a].name, "1"))
+                seen += sc[a].val_score == 0 && fabs(sc[a].val_excess) <= 0.02;
+        }
+    }
+    CHECKF(seen == 2, "probe: the published scores (%d) do not show peer 1 never far and peer 2 "
+           "let out", ns);
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
+    /* a probe is part of robust mixing */
+    c.robust = RUMOR_ROBUST_NONE;
+    CHECK_ERR(rumor_mixer_create(&c, ones, &m), RUMOR_EINVAL, "robust mixing");
+    rumor_topo_destroy(&t);
+}
+
 /* The median of three, the reference trimmed:1 of three values is. */
 static float median3(float a, float b, float c)
 {
@@ -1095,6 +1204,7 @@ int main(int argc, char **argv)
         check_outlier();
         check_robust_clip();
         check_robust_bound();
+        check_robust_probe();
         new_endpoints(4);
         check_robust_trimmed();
         check_left_behind();

@@ -17,13 +17,18 @@
 #   - against a liar just inside the honest spread (alie:4: its parameters
 #     moved back against its own progress, 4 times its last step), within 2
 #     points too: clipped to about its fellow neighbours' distance, not
-#     quarantined.
+#     quarantined; and with --robust-val 4 (its parameters and its fellows'
+#     scored on validation data every 4 rounds) both its neighbours
+#     quarantine it, the honest peers within 2 points, and rank 0's
+#     Prometheus page shows the liar's share of far probes past 0.6 and its
+#     honest neighbour's below 0.3.
 # --robust trimmed:1 (each element's largest and smallest neighbour value
 # left out) on the complete graph of five (in-degree 4): within 2 points of
 # the attack-free run with none, with a sign-flipping liar and with one
 # just inside the honest spread (alie:4), where none loses; refused on the
 # ring (in-degree 2 < 3).
-# --robust is refused with --compress and with --mode async (usage, 2).
+# --robust is refused with --compress and with --mode async (usage, 2), and
+# a bad --robust-val, or one without --robust.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 peer_test_setup
@@ -34,7 +39,8 @@ common="--data $FASHION --model mlp:784-32-10 --train-limit 6000 --epochs 2 --ba
         --progress 0 --no-average"
 
 # run NAME ATTACK ROBUST: ranks 0-3 rumor-peer; rank 4 the attacker
-# (ATTACK: none for an honest rank 4); on $TOPO (default: ring)
+# (ATTACK: none for an honest rank 4); on $TOPO (default: ring), with the
+# options $EXTRA
 run() {
   eps=$(free_endpoints 5)
   pids=
@@ -44,7 +50,7 @@ run() {
     prom=
     [ $r = 0 ] && [ -n "${PROM:-}" ] && prom="--metrics-listen 127.0.0.1:$PROM"
     RUMOR_ATTACK=$2 timeout 300 "$bin" --insecure --rank $r --peers "$eps" $common \
-      --topology "${TOPO:-ring}" --robust "$3" --metrics "$tmp/$1-$r.jsonl" $prom >"$tmp/$1-$r.log" 2>&1 &
+      --topology "${TOPO:-ring}" --robust "$3" ${EXTRA:-} --metrics "$tmp/$1-$r.jsonl" $prom >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait "$p" || fail "$1: a peer failed: $(tail -n 2 "$tmp/$1-0.log")"; done
@@ -157,6 +163,36 @@ eps=$(free_endpoints 3)
 rc=$?
 [ $rc != 0 ] && grep -q "trimmed:1.*needs 3 in-neighbours: this peer has 2" "$tmp/bad.log" ||
   fail "--robust trimmed:1 on a ring: exit $rc, $(grep -m1 . "$tmp/bad.log")"
+# The validation probe (--robust-val 4: every 4 rounds each neighbour's
+# parameters and this peer's own are scored on 4 batches of the test set)
+# against the liar inside the spread, which distances only bound: its two
+# neighbours quarantine it for what its parameters score, and the honest
+# peers end within 2 points of the attack-free run.
+PROM=
+if command -v python3 >/dev/null; then
+  PROM=$(free_endpoints 1 | sed 's/.*://')
+  scrape "$PROM" "$tmp/prom-val.txt"
+fi
+PROM=$PROM EXTRA="--robust-val 4" run alie-val alie:4 clip
+if [ -n "$PROM" ]; then
+  wait "$scraper"
+  # rank 0's page: the liar's share of far probes past the threshold, its
+  # honest neighbour rank 1's below it
+  v4=$(sed -n 's/^rumor_neighbor_robust_val_score{rank="0",neighbor="4"} //p' "$tmp/prom-val.txt")
+  v1=$(sed -n 's/^rumor_neighbor_robust_val_score{rank="0",neighbor="1"} //p' "$tmp/prom-val.txt")
+  echo "robust: rank 0's Prometheus page with --robust-val: rank 4's probe score ${v4:-none}, rank 1's ${v1:-none}"
+  expect_num_ge "${v4:-0}" 0.6 "rank 4's probe score on rank 0's page"
+  expect_num_le "${v1:-1}" 0.3 "rank 1's probe score on rank 0's page"
+fi
+got=$(honest alie-val)
+echo "robust: alie:4 liar, --robust clip --robust-val 4: honest peers $got% (attack-free $clean%)"
+expect_num_ge "$got" "$(echo "$clean" | awk '{ print $1 - 2 }')" \
+  "the honest peers' accuracy with an alie:4 liar and --robust-val"
+for r in 3 0; do
+  grep -q "peer 4 (.*): .* of its recent probes scored far above its fellows' on validation data.*quarantined for 30 s" \
+    "$tmp/alie-val-$r.log" ||
+    fail "alie:4 with --robust-val: rank $r did not quarantine the liar: $(grep -m2 'warn' "$tmp/alie-val-$r.log")"
+done
 
 # where it is not defined: said, usage
 eps=$(free_endpoints 2)
@@ -171,6 +207,16 @@ done
   >"$tmp/bad.log" 2>&1
 [ $? = 2 ] && grep -q "tau is auto or a norm > 0" "$tmp/bad.log" ||
   fail "--robust clip:tau=-1: $(head -n 1 "$tmp/bad.log")"
+for bad in 0 x 4:0 4: -1; do
+  "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$FASHION" --robust clip \
+    --robust-val "$bad" >"$tmp/bad.log" 2>&1
+  [ $? = 2 ] && grep -q "rumor-peer: --robust-val '$bad'" "$tmp/bad.log" ||
+    fail "--robust-val $bad: $(head -n 1 "$tmp/bad.log")"
+done
+"$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$FASHION" --robust-val 4 \
+  >"$tmp/bad.log" 2>&1
+[ $? = 2 ] && grep -q "it needs --robust clip or trimmed" "$tmp/bad.log" ||
+  fail "--robust-val without --robust: $(head -n 1 "$tmp/bad.log")"
 for bad in trimmed:0 trimmed:x trim; do
   "$RUMOR_PEER" --insecure --rank 0 --peers "$eps" --data "$FASHION" --robust $bad \
     >"$tmp/bad.log" 2>&1
