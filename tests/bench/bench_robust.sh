@@ -32,6 +32,10 @@
 #   robust_gpt_G_ATTACK_none, robust_gpt_G_ATTACK_MODE
 #   robust_gpt_G_ATTACK_gap  ATTACK_MODE - clean_MODE (the target is 0.03)
 #   robust_gpt_G_ATTACK_gap_excluded   ATTACK_MODE - excluded
+# and the validation probe (--robust clip --robust-val 4) on the MLP's two
+# graphs (robust_val_*) and on the GPT's ring, three runs each with clip
+# alone beside it (robust_gpt_ring_val_*, robust_gpt_ring_clip3_*): the
+# figures are listed where they are run, below.
 # Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA.
 set -u
 SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -57,7 +61,7 @@ run() { # NAME GRAPH ATTACK ROBUST
     [ $r = $((N - 1)) ] && [ "$3" != none ] && bin=$attacker
     RUMOR_ATTACK=$3 timeout 600 "$bin" --insecure --rank $r --peers "$eps" --data "$FASHION" \
       --model mlp:784-32-10 --train-limit 6000 --epochs 2 --batch 32 --lr 0.05 --progress 0 \
-      --no-average --topology "$2" --robust "$4" >"$tmp/$1-$r.log" 2>&1 &
+      --no-average --topology "$2" --robust "$4" ${EXTRA:-} >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
     r=$((r + 1))
   done
@@ -121,6 +125,47 @@ $row $gaps points |"
 done
 echo "$table"
 
+# The validation probe (--robust clip --robust-val 4: every 4 rounds each
+# neighbour's parameters and this peer's own are scored on 4 batches of the
+# test set; gossip/mixer_probe.c) against the liar inside the spread, which
+# clipping bounds but cannot tell apart, and a gross one: the honest peers'
+# accuracy and its gap to the liar-free run with the probe, how many
+# neighbours quarantined the liar, and the honest peers quarantined (each
+# time) and let out again:
+#   robust_val_G_clean, robust_val_G_cost (clip's liar-free run - this)
+#   robust_val_G_ATTACK, robust_val_G_ATTACK_gap (points)
+#   robust_val_G_ATTACK_caught (neighbours that quarantined the liar)
+#   robust_val_G_ATTACK_honest_quarantines, .._honest_releases
+liar=$((N - 1))
+quarantined() { grep -h "quarantined for" "$tmp/$1-"*.log | grep -vc "peer $liar ("; }
+released() { grep -h "let out of quarantine" "$tmp/$1-"*.log | grep -vc "peer $liar ("; }
+vtable="| graph | liar | clip + --robust-val 4 | gap to no liar | the liar quarantined by | honest peers quarantined (let out) |
+| --- | --- | --- | --- | --- | --- |"
+for g in ring exp; do
+  EXTRA="--robust-val 4" run "$g-clean-val" $g none clip
+  cv=$(honest "$g-clean-val")
+  fig robust_val_${g}_clean "$cv" %
+  fig robust_val_${g}_cost "$(echo "$(honest "$g-clean-clip") $cv" | awk '{ printf "%.2f", $1 - $2 }')" points
+  vtable="$vtable
+| $g | none | $cv% | (cost: $(echo "$(honest "$g-clean-clip") $cv" | awk '{ printf "%.2f", $1 - $2 }')) | | $(quarantined "$g-clean-val") ($(released "$g-clean-val")) |"
+  for a in sign alie:4; do
+    k=$(name $a)
+    EXTRA="--robust-val 4" run "$g-$a-val" $g $a clip
+    got=$(honest "$g-$a-val")
+    gap=$(echo "$cv $got" | awk '{ printf "%.2f", $1 - $2 }')
+    caught=$(grep -l "peer $liar (.*quarantined for" "$tmp/$g-$a-val-"*.log 2>/dev/null | wc -l)
+    hq=$(quarantined "$g-$a-val") hr=$(released "$g-$a-val")
+    fig robust_val_${g}_$k "$got" %
+    fig robust_val_${g}_${k}_gap "$gap" points
+    fig robust_val_${g}_${k}_caught "$caught" peers
+    fig robust_val_${g}_${k}_honest_quarantines "$hq" quarantines
+    fig robust_val_${g}_${k}_honest_releases "$hr" releases
+    vtable="$vtable
+| $g | $a | $got% | $gap points | $caught | $hq ($hr) |"
+  done
+done
+echo "$vtable"
+
 # ---- the GPT: validation loss
 corpus=$BUILDDIR/corpus/kjv.txt
 [ -f "$corpus" ] || corpus=/usr/share/common-licenses/GPL-3
@@ -134,7 +179,7 @@ gpt() { # NAME GRAPH ATTACK ROBUST
     RUMOR_ATTACK=$3 timeout 600 "$bin" --insecure --rank $r --peers "$eps" --data "text:$corpus" \
       --model gpt:layers=2,dim=48,heads=4,ctx=64 --batch 8 --train-limit 2400 --rounds 300 \
       --optimizer adamw --lr 3e-3 --no-average --progress 0 --round-timeout 30 --topology "$2" \
-      --robust "$4" --metrics "$tmp/$1-$r.jsonl" >"$tmp/$1-$r.log" 2>&1 &
+      --robust "$4" ${EXTRA:-} --metrics "$tmp/$1-$r.jsonl" >"$tmp/$1-$r.log" 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait "$p" || { echo "bench_robust: $1: a peer failed"; tail -n 3 "$tmp/$1-0.log"; exit 1; }; done
@@ -178,3 +223,28 @@ for gm in ring:clip complete:trimmed:1; do
   done
 done
 echo "$table"
+
+# The GPT on the ring with the validation probe (--robust clip
+# --robust-val 4: 4 batches of the validation windows), three runs of each
+# (these runs differ by up to 0.05 nats from one another): the medians,
+# with clip alone beside them, run as many times.
+#   robust_gpt_ring_val_clean, robust_gpt_ring_val_alie_4 (medians, nats)
+#   robust_gpt_ring_val_alie_4_gap, robust_gpt_ring_clip3_alie_4_gap
+#   (each: the median of the liar runs - the median of the liar-free runs)
+median3() { echo "$1 $2 $3" | tr ' ' '\n' | sort -g | sed -n 2p; }
+for v in clip val; do
+  extra=
+  [ $v = val ] && extra="--robust-val 4"
+  c1=$(EXTRA=$extra gpt gpt-ring-clean-$v-1 ring none clip)
+  c2=$(EXTRA=$extra gpt gpt-ring-clean-$v-2 ring none clip)
+  c3=$(EXTRA=$extra gpt gpt-ring-clean-$v-3 ring none clip)
+  a1=$(EXTRA=$extra gpt gpt-ring-alie-$v-1 ring alie:4 clip)
+  a2=$(EXTRA=$extra gpt gpt-ring-alie-$v-2 ring alie:4 clip)
+  a3=$(EXTRA=$extra gpt gpt-ring-alie-$v-3 ring alie:4 clip)
+  cm=$(median3 $c1 $c2 $c3) am=$(median3 $a1 $a2 $a3)
+  tag=$([ $v = val ] && echo val || echo clip3)
+  fig robust_gpt_ring_${tag}_clean "$cm" nats
+  fig robust_gpt_ring_${tag}_alie_4 "$am" nats
+  fig robust_gpt_ring_${tag}_alie_4_gap "$(echo "$cm $am" | awk '{ printf "%.4f", $2 - $1 }')" nats
+  echo "bench_robust: GPT ring, $v: liar-free $c1 $c2 $c3, alie:4 $a1 $a2 $a3 (nats)"
+done
