@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,20 @@ static void metric(struct page *p, const char *who, const char *name, const char
 {
     put(p, "# HELP %s %s\n# TYPE %s %s\n%s{%s} ", name, help, name, type, name, who);
     value(p, v);
+}
+
+/* A gauge with a series per neighbour robust mixing judges: the double at
+ * offset `field` of each one's rumor_robust_score_t. */
+static void neighbor_gauge(struct page *p, const char *who, const rumor_peer_stats_t *s,
+                           const char *name, const char *help, size_t field)
+{
+    put(p, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+    for (int i = 0; i < s->nrobust; i++) {
+        double v;
+        memcpy(&v, (const char *)&s->robust[i] + field, sizeof v);
+        put(p, "%s{%s,neighbor=\"%s\"} ", name, who, s->robust[i].name);
+        value(p, v);
+    }
 }
 
 /* Every family is on every page, from the first scrape on: a series that
@@ -158,28 +173,16 @@ int rumor_prom_format(const rumor_peer_stats_t *s, rumor_peer_phase phase, char 
            "fellows' (--robust-val).", (double)s->releases);
     metric(&p, who, "rumor_quarantined", "gauge",
            "Neighbours in quarantine now (robust mixing).", s->quarantined);
-    put(&p, "# HELP rumor_neighbor_robust_score A neighbour's share of ranges far beyond robust "
-            "mixing's bound lately (0 to 1; quarantined past 0.6).\n"
-            "# TYPE rumor_neighbor_robust_score gauge\n");
-    for (int i = 0; i < s->nrobust; i++) {
-        put(&p, "rumor_neighbor_robust_score{%s,neighbor=\"%s\"} ", who, s->robust[i].name);
-        value(&p, s->robust[i].score);
-    }
-    put(&p, "# HELP rumor_neighbor_robust_val_score A neighbour's share of validation probes "
-            "far above its fellows' lately (--robust-val; 0 to 1; quarantined past 0.6).\n"
-            "# TYPE rumor_neighbor_robust_val_score gauge\n");
-    for (int i = 0; i < s->nrobust; i++) {
-        put(&p, "rumor_neighbor_robust_val_score{%s,neighbor=\"%s\"} ", who, s->robust[i].name);
-        value(&p, s->robust[i].val_score);
-    }
-    put(&p, "# HELP rumor_neighbor_robust_val_excess_nats A neighbour's validation loss over "
-            "the median of its probe's (--robust-val; the last probe).\n"
-            "# TYPE rumor_neighbor_robust_val_excess_nats gauge\n");
-    for (int i = 0; i < s->nrobust; i++) {
-        put(&p, "rumor_neighbor_robust_val_excess_nats{%s,neighbor=\"%s\"} ", who,
-            s->robust[i].name);
-        value(&p, s->robust[i].val_excess);
-    }
+    neighbor_gauge(&p, who, s, "rumor_neighbor_robust_score",
+                   "A neighbour's share of ranges far beyond robust mixing's bound lately (0 to "
+                   "1; quarantined past 0.6).", offsetof(rumor_robust_score_t, score));
+    neighbor_gauge(&p, who, s, "rumor_neighbor_robust_val_score",
+                   "A neighbour's share of validation probes far above its fellows' lately "
+                   "(--robust-val; 0 to 1; quarantined past 0.6).",
+                   offsetof(rumor_robust_score_t, val_score));
+    neighbor_gauge(&p, who, s, "rumor_neighbor_robust_val_excess_nats",
+                   "A neighbour's validation loss over the median of its probe's (--robust-val; "
+                   "the last probe).", offsetof(rumor_robust_score_t, val_excess));
     put(&p, "# HELP rumor_neighbor_quarantined 1 while robust mixing keeps the neighbour in "
             "quarantine.\n# TYPE rumor_neighbor_quarantined gauge\n");
     for (int i = 0; i < s->nrobust; i++)

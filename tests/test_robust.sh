@@ -99,6 +99,8 @@ while time.time() < end:
 EOF
   scraper=$!
 }
+# rank0_gauge FILE METRIC NEIGHBOUR: its value on rank 0's page (FILE)
+rank0_gauge() { sed -n "s/^$2{rank=\"0\",neighbor=\"$3\"} //p" "$1"; }
 
 for attack in sign noise scale:100 alie:4; do
   PROM=
@@ -113,8 +115,8 @@ for attack in sign noise scale:100 alie:4; do
     # its honest neighbour rank 1 well below it
     grep -q 'rumor_neighbor_quarantined{rank="0",neighbor="4"} 1' "$tmp/prom.txt" 2>/dev/null ||
       fail "rank 0's Prometheus page never showed rank 4 in quarantine"
-    s4=$(sed -n 's/^rumor_neighbor_robust_score{rank="0",neighbor="4"} //p' "$tmp/prom.txt")
-    s1=$(sed -n 's/^rumor_neighbor_robust_score{rank="0",neighbor="1"} //p' "$tmp/prom.txt")
+    s4=$(rank0_gauge "$tmp/prom.txt" rumor_neighbor_robust_score 4)
+    s1=$(rank0_gauge "$tmp/prom.txt" rumor_neighbor_robust_score 1)
     echo "robust: rank 0's Prometheus page: rank 4's score ${s4:-none}, rank 1's ${s1:-none}"
     expect_num_ge "${s4:-0}" 0.6 "rank 4's robust score on rank 0's page"
     expect_num_le "${s1:-1}" 0.3 "rank 1's robust score on rank 0's page"
@@ -178,8 +180,8 @@ if [ -n "$PROM" ]; then
   wait "$scraper"
   # rank 0's page: the liar's share of far probes past the threshold, its
   # honest neighbour rank 1's below it
-  v4=$(sed -n 's/^rumor_neighbor_robust_val_score{rank="0",neighbor="4"} //p' "$tmp/prom-val.txt")
-  v1=$(sed -n 's/^rumor_neighbor_robust_val_score{rank="0",neighbor="1"} //p' "$tmp/prom-val.txt")
+  v4=$(rank0_gauge "$tmp/prom-val.txt" rumor_neighbor_robust_val_score 4)
+  v1=$(rank0_gauge "$tmp/prom-val.txt" rumor_neighbor_robust_val_score 1)
   echo "robust: rank 0's Prometheus page with --robust-val: rank 4's probe score ${v4:-none}, rank 1's ${v1:-none}"
   expect_num_ge "${v4:-0}" 0.6 "rank 4's probe score on rank 0's page"
   expect_num_le "${v1:-1}" 0.3 "rank 1's probe score on rank 0's page"
