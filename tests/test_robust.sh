@@ -99,8 +99,16 @@ while time.time() < end:
 EOF
   scraper=$!
 }
-# rank0_gauge FILE METRIC NEIGHBOUR: its value on rank 0's page (FILE)
-rank0_gauge() { sed -n "s/^$2{rank=\"0\",neighbor=\"$3\"} //p" "$1"; }
+# liar_on_page FILE METRIC: on rank 0's page (FILE), the liar rank 4's
+# METRIC (a share, 0 to 1) past the threshold 0.6, its honest neighbour
+# rank 1's below 0.3
+liar_on_page() {
+  g4=$(sed -n "s/^$2{rank=\"0\",neighbor=\"4\"} //p" "$1")
+  g1=$(sed -n "s/^$2{rank=\"0\",neighbor=\"1\"} //p" "$1")
+  echo "robust: rank 0's Prometheus page: $2 of rank 4 ${g4:-none}, of rank 1 ${g1:-none}"
+  expect_num_ge "${g4:-0}" 0.6 "rank 4's $2 on rank 0's page"
+  expect_num_le "${g1:-1}" 0.3 "rank 1's $2 on rank 0's page"
+}
 
 for attack in sign noise scale:100 alie:4; do
   PROM=
@@ -115,11 +123,7 @@ for attack in sign noise scale:100 alie:4; do
     # its honest neighbour rank 1 well below it
     grep -q 'rumor_neighbor_quarantined{rank="0",neighbor="4"} 1' "$tmp/prom.txt" 2>/dev/null ||
       fail "rank 0's Prometheus page never showed rank 4 in quarantine"
-    s4=$(rank0_gauge "$tmp/prom.txt" rumor_neighbor_robust_score 4)
-    s1=$(rank0_gauge "$tmp/prom.txt" rumor_neighbor_robust_score 1)
-    echo "robust: rank 0's Prometheus page: rank 4's score ${s4:-none}, rank 1's ${s1:-none}"
-    expect_num_ge "${s4:-0}" 0.6 "rank 4's robust score on rank 0's page"
-    expect_num_le "${s1:-1}" 0.3 "rank 1's robust score on rank 0's page"
+    liar_on_page "$tmp/prom.txt" rumor_neighbor_robust_score
     grep -q '^rumor_quarantines_total{rank="0"} [1-9]' "$tmp/prom.txt" ||
       fail "rank 0's page does not count the quarantine"
   fi
@@ -180,11 +184,7 @@ if [ -n "$PROM" ]; then
   wait "$scraper"
   # rank 0's page: the liar's share of far probes past the threshold, its
   # honest neighbour rank 1's below it
-  v4=$(rank0_gauge "$tmp/prom-val.txt" rumor_neighbor_robust_val_score 4)
-  v1=$(rank0_gauge "$tmp/prom-val.txt" rumor_neighbor_robust_val_score 1)
-  echo "robust: rank 0's Prometheus page with --robust-val: rank 4's probe score ${v4:-none}, rank 1's ${v1:-none}"
-  expect_num_ge "${v4:-0}" 0.6 "rank 4's probe score on rank 0's page"
-  expect_num_le "${v1:-1}" 0.3 "rank 1's probe score on rank 0's page"
+  liar_on_page "$tmp/prom-val.txt" rumor_neighbor_robust_val_score
 fi
 got=$(honest alie-val)
 echo "robust: alie:4 liar, --robust clip --robust-val 4: honest peers $got% (attack-free $clean%)"
