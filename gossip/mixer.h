@@ -475,9 +475,8 @@ typedef struct rumor_robust_score {
 int rumor_mixer_robust_scores(rumor_mixer_t *m, rumor_robust_score_t *out, int cap);
 
 /* cfg.robust_probe, after a rumor_mixer_round_end: a probe to score, or 0.
- * A probe of round k is ready once round k + 1 closed (a neighbour in
- * quarantine, which no round waits for, and a late one have a round more
- * to send theirs): *k, the in-neighbours whose whole parameters of round k
+ * A probe of round k is ready once round k + 1 closed (what comes after
+ * round k closed has a round more to come): *k, the in-neighbours whose whole parameters of round k
  * came, as they sent them, at most cap of them (their nodes in node[],
  * vectors in x[]), and *own this peer's x(k) as it went out; the mixer's
  * memory, read-only, valid until rumor_mixer_probe_done. */

@@ -193,17 +193,19 @@ int mx_probe_slot(rumor_mixer_t *m, struct mx_slot *s)
 }
 
 void mx_probe_hold(rumor_mixer_t *m, long r, int node, const rumor_wire_hdr_t *h,
-                   const void *data)
+                   const void *data, size_t nbytes, int checked)
 {
     struct mx_probe *p = m->probe;
     if (!p || p->round != r || p->pos[node] < 0 ||
-        atomic_load_explicit(&p->state, memory_order_relaxed) != PB_HOLD ||
-        h->dtype != RUMOR_WIRE_DT_F32)
+        atomic_load_explicit(&p->state, memory_order_relaxed) != PB_HOLD)
+        return;
+    /* a late or quarantined neighbour's range, which the round did not check */
+    if (!checked && (h->dtype != RUMOR_WIRE_DT_F32 || nbytes != h->length * sizeof(float) ||
+                     !rumor_wire_payload_finite(data, h->length)))
         return;
     uint64_t lo = h->offset, hi = h->offset + h->length;
-    if (mx_cover_check(&p->cov[node], lo, hi) != 0 ||
-        !rumor_wire_payload_finite(data, h->length))
-        return; /* a late or quarantined neighbour's range, not checked by the round */
+    if (mx_cover_check(&p->cov[node], lo, hi) != 0)
+        return;
     mx_cover_add(&p->cov[node], lo, hi);
     float *to = p->buf + (size_t)p->pos[node] * m->n + h->offset;
     mx_payload_blocks(m, h->dtype, h->aux, data, h->length, mx_copy_block, to);
@@ -211,8 +213,8 @@ void mx_probe_hold(rumor_mixer_t *m, long r, int node, const rumor_wire_hdr_t *h
 
 /* A round closes. The probe's: this peer's own x(k) is copied (the mix's
  * self-term, as sent). The one after it: the caller may take the vectors
- * that came whole (a round late, so that a quarantined neighbour's, which
- * no round waits for, and late ones have a round more to come). */
+ * that came whole (a round late, so that ranges that come after the
+ * probe's round closed have a round more to come). */
 void mx_probe_close(rumor_mixer_t *m, const struct mx_slot *s)
 {
     struct mx_probe *p = m->probe;
@@ -280,7 +282,7 @@ static int others_pass(const struct mx_probe *p, const struct probe_verdict *v, 
             others++;
             far += p->score[v->node[i]] >= PB_OTHERS;
         }
-    return 2 * far < others || (others == 0 && p->spread > 0);
+    return others > 0 && 2 * far < others; /* alone, it cannot be told apart */
 }
 
 /* The comm thread applies the caller's verdicts (MX_OP_PROBE). */

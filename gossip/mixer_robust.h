@@ -44,9 +44,10 @@ int mx_probe_alloc(rumor_mixer_t *m);
 void mx_probe_free(rumor_mixer_t *m);
 void mx_probe_forget(rumor_mixer_t *m, int node);
 int mx_probe_slot(rumor_mixer_t *m, struct mx_slot *s);
-/* node's f32 range of round r: held when r is the probe's */
+/* node's range of round r (nbytes of data): held when r is the probe's;
+ * checked: the round accepted it (f32, finite), else the probe checks */
 void mx_probe_hold(rumor_mixer_t *m, long r, int node, const rumor_wire_hdr_t *h,
-                   const void *data);
+                   const void *data, size_t nbytes, int checked);
 void mx_probe_close(rumor_mixer_t *m, const struct mx_slot *s);
 /* MX_OP_PROBE: the caller's verdicts; as rumor_mixer_probe_done */
 int mx_probe_verdict(rumor_mixer_t *m, const void *verdict);

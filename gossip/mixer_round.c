@@ -399,8 +399,8 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
     }
     long r = (long)h->round;
     /* a probe's round holds what comes late (mixer_probe.c) */
-    if (r < m->cur && h->dtype == RUMOR_WIRE_DT_F32 && nbytes == h->length * sizeof(float))
-        mx_probe_hold(m, r, node, h, data);
+    if (r < m->cur)
+        mx_probe_hold(m, r, node, h, data, nbytes, 0);
     if (r < m->cur) {
         mx_tell_behind(m, node);
         rumor_err_set(RUMOR_EPROTO, "round %ld already mixed (at %ld)", r, m->cur);
@@ -431,8 +431,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
     if (m->probe && mx_robust_quarantined(m, node)) {
         /* --robust-val: a neighbour in quarantine is waited for and probed,
          * not mixed (mx_round_done; mixer_probe.c): its way out */
-        if (h->dtype == RUMOR_WIRE_DT_F32 && nbytes == h->length * sizeof(float))
-            mx_probe_hold(m, r, node, h, data);
+        mx_probe_hold(m, r, node, h, data, nbytes, 0);
         s->qgot[node] += h->length; /* not s->cov: the mix counts that as its weight */
         s->outlier[node] = 1;
         rumor_err_set(RUMOR_EPROTO, "round %ld: quarantined (robust mixing)", r);
@@ -493,7 +492,7 @@ int mx_on_params(rumor_mixer_t *m, const rumor_wire_hdr_t *h, int node, const vo
     }
     if (m->cfg.robust == RUMOR_ROBUST_TRIMMED) /* held whole: mixed by the trimmed mean */
         mx_robust_hold(m, s, node, h, data);
-    mx_probe_hold(m, r, node, h, data); /* a validation probe's round: held whole */
+    mx_probe_hold(m, r, node, h, data, nbytes, 1); /* a probe's round: held whole */
     double sc = m->rb.scale; /* robust mixing: W (s x_j + (1 - s) x_i) */
     struct acc_ctx a = { s, (float)(w * sc), lo };
     if (m->cfg.robust != RUMOR_ROBUST_TRIMMED)

@@ -382,7 +382,7 @@ static int parse_robust_val(const char *s, rumor_mixer_config_t *mc, int *batche
 {
     char *end;
     errno = 0;
-    long n = strtol(s, &end, 10), b = 4;
+    long n = strtol(s, &end, 10), b = *batches; /* the default unless :B */
     if (end != s && !errno && *end == ':') {
         const char *bs = end + 1;
         b = strtol(bs, &end, 10);

@@ -39,6 +39,7 @@ void rumor_peer_config_default(rumor_peer_config_t *c)
     c->merge = -1;
     c->balance_max = 4;
     c->send_ahead = 1;
+    c->robust_val_batches = 4;
     c->throttle = 1;
     c->catch_up_rounds = 50;
     c->start_timeout = 60;
@@ -153,6 +154,9 @@ int rumor_peer_config_check(const rumor_peer_config_t *c)
     if (codec->kind == RUMOR_CODEC_NONE && c->mixer.consensus_step > 0)
         return rumor_err_set(RUMOR_EINVAL, "--consensus-step is compressed gossip's "
                                            "(CHOCO-SGD's) step: it needs --compress");
+    if (c->mixer.robust_probe > 0 && c->robust_val_batches < 1)
+        return rumor_err_set(RUMOR_EINVAL, "--robust-val: %d validation batches a probe (1 or "
+                             "more)", c->robust_val_batches);
     if (c->mixer.min_round_timeout > c->mixer.round_timeout)
         return rumor_err_set(RUMOR_EINVAL, "--min-round-timeout %g is above --round-timeout %g "
                                            "(the shortest deadline and the longest)",

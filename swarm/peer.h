@@ -108,7 +108,7 @@ typedef struct rumor_peer_config {
     int balance;            /* batches a round fill the wait (balance.h) */
     int balance_max;
     int send_ahead;         /* step the mix cell by cell and send on at once */
-    int robust_val_batches; /* with mixer.robust_probe: validation batches a probe */
+    int robust_val_batches; /* with mixer.robust_probe: validation batches a probe (4) */
     double throttle;        /* testing: F >= 1 times slower than this machine */
     double link_mbit;       /* this peer's upload rate in Mbit/s (0: not known), for the
                              * link utilization figure */

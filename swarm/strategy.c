@@ -30,7 +30,7 @@ static int probe(rumor_peer_t *p)
     int n = rumor_mixer_probe_take(p->mixer, &k, &self, node, x, RUMOR_PEER_ROBUST_MAX);
     if (n <= 0)
         return 0;
-    int b = p->cfg.robust_val_batches > 0 ? p->cfg.robust_val_batches : 4, rc = 0;
+    int b = p->cfg.robust_val_batches, rc = 0;
     rumor_eval_t e;
     if ((rc = rumor_trainer_evaluate(p->tr, self, b, &e)) == 0) {
         own = e.loss;
