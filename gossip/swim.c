@@ -185,12 +185,16 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
     rumor_swim_config_t c = *cfg;
     if (!(c.probe_interval >= 0) || !(c.probe_timeout >= 0) || !(c.suspicion_timeout >= 0) ||
         !(c.suspicion_mult >= 0) || !(c.tombstone_timeout >= 0) || isnan(c.gossip_interval) ||
+        !(c.suspicion_max_mult == 0 || (c.suspicion_max_mult >= 1 && c.suspicion_max_mult <= 100)) ||
+        c.suspicion_confirm < 0 || c.suspicion_confirm > SWIM_CONFIRM_MAX ||
         c.indirect_k < 0 || c.indirect_k > SWIM_MAX_HELPERS || c.gossip_fanout < 0 ||
         c.retransmit_mult < 0 || c.max_members < 0 || (c.max_members && c.max_members < 2) ||
         c.max_members > RUMOR_TOPO_MAX_NODES)
         return rumor_err_set(RUMOR_EINVAL, "swim: a config value is out of range (indirect_k "
-                                           "<= %d, 2 <= max_members <= %d, times >= 0)",
-                             SWIM_MAX_HELPERS, RUMOR_TOPO_MAX_NODES);
+                                           "<= %d, 2 <= max_members <= %d, times >= 0, "
+                                           "1 <= suspicion_max_mult <= 100, "
+                                           "suspicion_confirm <= %d)",
+                             SWIM_MAX_HELPERS, RUMOR_TOPO_MAX_NODES, SWIM_CONFIRM_MAX);
     if (!c.probe_interval)
         c.probe_interval = 0.5;
     if (!c.probe_timeout)
@@ -202,6 +206,10 @@ int rumor_swim_create(const rumor_swim_config_t *cfg, rumor_swim_send_fn send, v
         c.indirect_k = 3;
     if (!c.suspicion_mult)
         c.suspicion_mult = 5;
+    if (!c.suspicion_max_mult)
+        c.suspicion_max_mult = 6;
+    if (!c.suspicion_confirm)
+        c.suspicion_confirm = 3;
     if (!c.gossip_interval)
         c.gossip_interval = c.probe_interval / 2;
     if (!c.gossip_fanout)
@@ -494,8 +502,10 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
         sw->stats.late_ticks++;
         sw->probe.active = 0;
         for (size_t i = 0; i < sw->nmem; i++)
-            if (sw->mem[i].m.state == RUMOR_SWIM_SUSPECT)
+            if (sw->mem[i].m.state == RUMOR_SWIM_SUSPECT) {
                 sw->mem[i].deadline += late;
+                sw->mem[i].susp_since += late;
+            }
         if (sw->next_probe < now)
             sw->next_probe = now;
         sw->timers_at = now; /* rescan below */
@@ -515,11 +525,14 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
             struct swim_mem *t = swim_find(sw, sw->probe.target);
             if (!sw->probe.heard_other) /* nobody at all was heard: maybe it is us */
                 swim_health(sw, +1);
+            sw->failed_seq[sw->failed_pos++ % 4] = sw->probe.seq;
             if (t && t->m.state == RUMOR_SWIM_ALIVE) {
                 sw->stats.suspected++;
                 rumor_debug("swim: %016llx missed probe %u: suspect",
                             (unsigned long long)t->m.id, sw->probe.seq);
                 swim_declare(sw, now, t, RUMOR_SWIM_SUSPECT);
+            } else if (t && t->m.state == RUMOR_SWIM_SUSPECT) {
+                swim_confirm(sw, t, sw->cfg.self_id); /* we find it silent too */
             }
             sw->probe.active = 0;
         }
@@ -616,6 +629,16 @@ static void on_ack(rumor_swim_t *sw, uint64_t sender, uint32_t seq)
             sw->probe.acked = 1;
             swim_health(sw, -1);
         }
+    } else {
+        /* an answer to a probe that already failed: the member lives, and
+         * our times are too short for how slowly the swarm answers now
+         * (Lifeguard's missed NACK, seen from the other side) */
+        for (int i = 0; i < 4; i++)
+            if (sw->failed_seq[i] == seq) {
+                sw->failed_seq[i] = 0;
+                sw->stats.late_acks++;
+                swim_health(sw, +1);
+            }
     }
     for (int i = 0; i < SWIM_NRELAYS; i++) {
         struct swim_relay *r = &sw->relays[i];
@@ -701,6 +724,7 @@ void rumor_swim_heard(rumor_swim_t *sw, double now, uint64_t sender, uint64_t in
     if (sw->probe.active && !sw->probe.acked && sw->probe.target == sender) {
         sw->probe.acked = 1;
         sw->stats.acks_direct++;
+        swim_health(sw, -1); /* answered, as by an ACK */
         sw->due = compute_due(sw);
     }
 }

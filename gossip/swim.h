@@ -68,6 +68,13 @@ typedef struct rumor_swim_config {
     double suspicion_timeout;  /* s a suspect has to refute (0: auto, suspicion_mult *
                                   max(1, log10 n) * probe_interval, n = view size) */
     double suspicion_mult;     /* (0: 5) */
+    double suspicion_max_mult; /* Lifeguard's dynamic suspicion: a suspicion that no
+                                  other member confirms lasts this many times the
+                                  timeout above; each member that suspects it too
+                                  (up to suspicion_confirm) shortens it, down to the
+                                  timeout above (0: 6; 1: the timeout is fixed) */
+    int suspicion_confirm;     /* confirmations that bring it down (0: 3); a view with
+                                  fewer other members (n - 2) has the fixed timeout */
     double gossip_interval;    /* s between gossip rounds while updates are pending
                                   (0: probe_interval / 2; < 0: no gossip rounds) */
     int gossip_fanout;         /* members each gossip round sends to (0: 3) */
@@ -90,6 +97,9 @@ typedef struct rumor_swim_member {
     int state;                /* enum rumor_swim_state */
     unsigned reach;           /* RUMOR_SWIM_RELAYED, RUMOR_SWIM_RELAY */
     double since;             /* caller's time when this record last changed here */
+    uint64_t by;              /* SUSPECT: the member that suspected it, as this record
+                               * says (0: not said); others' suspicions of the same
+                               * version confirm it (Lifeguard) */
     char endpoint[RUMOR_SWIM_ENDPOINT_MAX];
     char relay[RUMOR_SWIM_ENDPOINT_MAX]; /* with RUMOR_SWIM_RELAY: its relay's control */
 } rumor_swim_member_t;
@@ -103,12 +113,14 @@ typedef struct rumor_swim_stats {
     uint64_t relayed;         /* probes made for another member, and acks forwarded */
     uint64_t suspected;       /* members this peer suspected itself */
     uint64_t declared_dead;   /* suspicions this peer saw expire */
+    uint64_t confirmations;   /* suspicions confirmed by another suspecter (Lifeguard) */
     uint64_t refuted;         /* times this peer raised its refutation number */
     uint64_t syncs;           /* full-state exchanges started */
     uint64_t messages_sent;   /* send callback calls */
     uint64_t send_failed;     /* ... that returned < 0 */
     uint64_t updates_applied; /* entries that changed the member table */
     uint64_t late_ticks;      /* ticks more than a probe interval late (the caller stalled) */
+    uint64_t late_acks;       /* answers to probes that had already failed (slow, not dead) */
     int health;               /* local health multiplier now (Lifeguard): 0 healthy, up to 8;
                                * this peer's probe interval and timeout are (health + 1)
                                * times the configured ones */

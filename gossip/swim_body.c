@@ -39,20 +39,24 @@ int swim_body_entry(struct body_w *w, const rumor_swim_member_t *m)
     size_t l = strlen(m->endpoint);
     int relay = (m->reach & RUMOR_SWIM_RELAY) != 0;
     size_t rl = relay ? strlen(m->relay) : 0;
-    size_t need = SWIM_ENTRY_FIXED + l + (relay ? 1 + rl : 0);
+    int by = m->state == RUMOR_SWIM_SUSPECT && m->by;
+    size_t need = SWIM_ENTRY_FIXED + l + (relay ? 1 + rl : 0) + (by ? 8 : 0);
     if (w->len + need > w->cap || w->count == UINT16_MAX)
         return -1;
     uint8_t *p = w->buf + w->len;
     put64(p, m->id);
     put64(p + 8, m->incarnation);
     put32(p + 16, m->refutation);
-    p[20] = (uint8_t)(m->state | (m->reach & (RUMOR_SWIM_RELAYED | RUMOR_SWIM_RELAY)));
+    p[20] = (uint8_t)(m->state | (m->reach & (RUMOR_SWIM_RELAYED | RUMOR_SWIM_RELAY)) |
+                      (by ? SWIM_BY : 0));
     p[21] = (uint8_t)l;
     memcpy(p + 22, m->endpoint, l);
     if (relay) {
         p[22 + l] = (uint8_t)rl;
         memcpy(p + 23 + l, m->relay, rl);
     }
+    if (by)
+        put64(p + need - 8, m->by);
     w->len += need;
     w->count++;
     return 0;
@@ -79,6 +83,10 @@ const uint8_t *swim_body_get(const uint8_t *p, rumor_swim_member_t *m)
         memcpy(m->relay, next + 1, next[0]);
         m->relay[next[0]] = 0;
         next += 1 + next[0];
+    }
+    if (p[20] & SWIM_BY) {
+        m->by = get64(next);
+        next += 8;
     }
     return next;
 }
@@ -130,8 +138,10 @@ int swim_body_parse(const void *body, size_t len, int type, uint64_t sender, uin
             return *why = "entry with id 0", BAD_BODY;
         int st = e[20] & SWIM_STATE_MASK;
         if (st > RUMOR_SWIM_LEFT || (e[20] & ~(SWIM_STATE_MASK | RUMOR_SWIM_RELAYED |
-                                               RUMOR_SWIM_RELAY)))
+                                               RUMOR_SWIM_RELAY | SWIM_BY)))
             return *why = "entry with an unknown state", BAD_BODY;
+        if ((e[20] & SWIM_BY) && st != RUMOR_SWIM_SUSPECT)
+            return *why = "a suspecter on an entry that is not a suspicion", BAD_BODY;
         if (len - pos - SWIM_ENTRY_FIXED < l)
             return *why = "entry endpoint truncated", BAD_BODY;
         if (!rumor_swim_endpoint_valid((const char *)e + SWIM_ENTRY_FIXED, l))
@@ -147,6 +157,14 @@ int swim_body_parse(const void *body, size_t len, int type, uint64_t sender, uin
             if (!rumor_swim_endpoint_valid((const char *)b + pos + 1, b[pos]))
                 return *why = "entry relay endpoint invalid", BAD_BODY;
             pos += 1 + (size_t)b[pos];
+        }
+        if (e[20] & SWIM_BY) {
+            if (len - pos < 8)
+                return *why = "entry suspecter truncated", BAD_BODY;
+            uint64_t by = get64(b + pos);
+            if (!by || by == get64(e))
+                return *why = "entry suspecter is 0 or the suspect itself", BAD_BODY;
+            pos += 8;
         }
     }
     if (pos != len)

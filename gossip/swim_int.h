@@ -12,11 +12,16 @@
 
 #define SWIM_MAX_HELPERS 16 /* indirect_k's bound */
 #define SWIM_NRELAYS 64     /* indirect probes in flight for others */
+#define SWIM_CONFIRM_MAX 8  /* suspicion_confirm's bound */
 
 /* One member: the public record plus its timer. */
 struct swim_mem {
     rumor_swim_member_t m;
     double deadline; /* SUSPECT: declared dead then; DEAD, LEFT: forgotten then */
+    double susp_since; /* SUSPECT: when this peer's suspicion (of this version) began */
+    int nsusp;         /* SUSPECT: the suspecters heard (susp_by), the first included */
+    int nconfirm;      /* SUSPECT: confirmations counted (swim_table.c) */
+    uint64_t susp_by[SWIM_CONFIRM_MAX + 1];
 };
 
 /* A pending update to disseminate: the member's current record is sent. */
@@ -67,6 +72,8 @@ struct rumor_swim {
         uint64_t helpers[SWIM_MAX_HELPERS];
     } probe;
 
+    uint32_t failed_seq[4]; /* the last probes that ended unanswered (0: none) */
+    int failed_pos;
     uint32_t seq;
     int started, left;
     int health;        /* Lifeguard's local health multiplier, 0 .. SWIM_HEALTH_MAX:
@@ -89,6 +96,7 @@ struct rumor_swim {
 #define SWIM_HEALTH_MAX 8 /* probe times stretch at most 9-fold */
 #define SWIM_ENTRY_FIXED 22 /* id, incarnation, refutation, state, endpoint length */
 #define SWIM_STATE_MASK 0x03u /* entry byte 20: the state; the high bits say how it is reached */
+#define SWIM_BY 0x04u         /* entry byte 20: a SUSPECT entry ends with its suspecter's id */
 #define SWIM_FLAGS_KNOWN (RUMOR_SWIM_F_SYNC | RUMOR_SWIM_F_STATE)
 
 /* A body being written into a caller's buffer. */
@@ -141,8 +149,13 @@ uint32_t swim_retransmit_limit(const rumor_swim_t *sw);
  * when the table changed. May move records: pointers into sw->mem are
  * stale afterwards, except for the record updated in place. */
 int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_state);
-/* Marks the member with record c as `state` at its current version. */
+/* Marks the member with record c as `state` at its current version (a
+ * suspicion names us as its suspecter). */
 void swim_declare(rumor_swim_t *sw, double now, struct swim_mem *c, int state);
+/* The suspicion timeout after `confirmations` other suspecters (Lifeguard). */
+double swim_suspicion_timeout(const rumor_swim_t *sw, int confirmations);
+/* Member `by` suspects c (SUSPECT) at its version too: shortens its timer. */
+void swim_confirm(rumor_swim_t *sw, struct swim_mem *c, uint64_t by);
 /* Reshuffles the probe order over the view. */
 void swim_order_rebuild(rumor_swim_t *sw);
 /* Queues (or requeues, as new) an update about id. */

@@ -47,12 +47,61 @@ size_t swim_view_size(const rumor_swim_t *sw)
     return sw->nview;
 }
 
-static double suspicion_timeout(const rumor_swim_t *sw)
+/* Lifeguard's dynamic suspicion (Dadgar et al. 2018, section IV-B; as
+ * memberlist does it). The base timeout is SWIM's; a suspicion starts at
+ * max = suspicion_max_mult times it and falls with each other member that
+ * suspects the same version, as max - (max - min) log(C + 1) / log(K + 1),
+ * to the base at K confirmations. A member that only one peer finds silent
+ * (often because one of the two is starved, not dead) has the long timeout
+ * to refute in; one that several find silent goes at the base timeout. */
+double swim_suspicion_timeout(const rumor_swim_t *sw, int confirmations)
 {
-    if (sw->cfg.suspicion_timeout > 0)
-        return sw->cfg.suspicion_timeout;
-    double n = (double)swim_view_size(sw), l = n > 10 ? log10(n) : 1.0;
-    return sw->cfg.suspicion_mult * l * sw->cfg.probe_interval;
+    double min;
+    if (sw->cfg.suspicion_timeout > 0) {
+        min = sw->cfg.suspicion_timeout;
+    } else {
+        double n = (double)swim_view_size(sw), l = n > 10 ? log10(n) : 1.0;
+        min = sw->cfg.suspicion_mult * l * sw->cfg.probe_interval;
+    }
+    double max = min * sw->cfg.suspicion_max_mult;
+    int k = sw->cfg.suspicion_confirm;
+    /* too few members to confirm it (all but us and the suspect): SWIM's
+     * fixed timeout, as memberlist does */
+    if ((int)swim_view_size(sw) - 2 < k || max <= min || confirmations >= k)
+        return min;
+    double t = max - (max - min) * log(confirmations + 1.0) / log(k + 1.0);
+    return t > min ? t : min;
+}
+
+/* Brings c's suspicion timer to what its confirmations allow. */
+static void shorten(rumor_swim_t *sw, struct swim_mem *c)
+{
+    double d = c->susp_since + swim_suspicion_timeout(sw, c->nconfirm);
+    if (d < c->deadline) {
+        c->deadline = d;
+        if (d < sw->timers_at)
+            sw->timers_at = d;
+    }
+}
+
+/* One more member, `by`, suspects c at its current version: counted once
+ * per suspecter, up to the confirmations that matter, and passed on (the
+ * record now names it) so that the others count it too. */
+void swim_confirm(rumor_swim_t *sw, struct swim_mem *c, uint64_t by)
+{
+    if (c->m.state != RUMOR_SWIM_SUSPECT || !by || by == c->m.id ||
+        c->nconfirm >= sw->cfg.suspicion_confirm)
+        return;
+    for (int i = 0; i < c->nsusp; i++)
+        if (c->susp_by[i] == by)
+            return;
+    if (c->nsusp < SWIM_CONFIRM_MAX + 1)
+        c->susp_by[c->nsusp++] = by;
+    c->nconfirm++;
+    sw->stats.confirmations++;
+    c->m.by = by;
+    swim_enqueue(sw, c->m.id);
+    shorten(sw, c);
 }
 
 uint32_t swim_retransmit_limit(const rumor_swim_t *sw)
@@ -108,7 +157,7 @@ void swim_order_rebuild(rumor_swim_t *sw)
 static void set_timer(rumor_swim_t *sw, struct swim_mem *c, double now)
 {
     if (c->m.state == RUMOR_SWIM_SUSPECT)
-        c->deadline = now + suspicion_timeout(sw);
+        c->deadline = c->susp_since + swim_suspicion_timeout(sw, c->nconfirm);
     else if (c->m.state >= RUMOR_SWIM_DEAD)
         c->deadline = now + sw->cfg.tombstone_timeout;
     else
@@ -187,8 +236,13 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
         about_self(sw, now, &u);
         return 0;
     }
-    if (from_state && u.state == RUMOR_SWIM_DEAD)
+    int was_dead = from_state && u.state == RUMOR_SWIM_DEAD;
+    if (was_dead) {
         u.state = RUMOR_SWIM_SUSPECT;
+        u.by = 0;
+    }
+    if (u.state != RUMOR_SWIM_SUSPECT)
+        u.by = 0;
     u.since = now;
     int found;
     size_t p = find_pos(sw, u.id, &found);
@@ -224,6 +278,15 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
         return 1;
     }
     struct swim_mem *c = &sw->mem[p];
+    if (u.state == RUMOR_SWIM_SUSPECT && c->m.state == RUMOR_SWIM_SUSPECT &&
+        u.incarnation == c->m.incarnation && u.refutation == c->m.refutation) {
+        if (was_dead && c->nconfirm < sw->cfg.suspicion_confirm) {
+            c->nconfirm = sw->cfg.suspicion_confirm; /* another peer declared it dead */
+            shorten(sw, c);
+        }
+        swim_confirm(sw, c, u.by); /* the same suspicion, maybe from another suspecter */
+        return 0;
+    }
     if (!supersedes(&u, &c->m))
         return 0;
     int was_in = swim_in_view(sw, c);
@@ -231,6 +294,15 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
                 u.reach != c->m.reach || strcmp(u.relay, c->m.relay);
     int old_state = c->m.state;
     c->m = u;
+    if (u.state == RUMOR_SWIM_SUSPECT) {
+        /* a new suspicion (of this version). A death another peer already
+         * declared, met in a full state, has been confirmed enough. */
+        c->susp_since = now;
+        c->nsusp = 0;
+        c->nconfirm = was_dead ? sw->cfg.suspicion_confirm : 0;
+        if (u.by)
+            c->susp_by[c->nsusp++] = u.by;
+    }
     set_timer(sw, c, now);
     int is_in = swim_in_view(sw, c);
     if (was_in != is_in || (is_in && moved))
@@ -253,6 +325,7 @@ void swim_declare(rumor_swim_t *sw, double now, struct swim_mem *c, int state)
 {
     rumor_swim_member_t u = c->m;
     u.state = state;
+    u.by = sw->cfg.self_id;
     swim_apply(sw, now, u, 0);
 }
 

@@ -1576,6 +1576,274 @@ static void test_timer_bound(void)
     rumor_swim_destroy(&sw);
 }
 
+/* A body from `from` (entry 0) carrying member x's record as SUSPECT,
+ * named as suspected by `by` (0: the suspecter not said, as before
+ * Lifeguard's confirmations); flags as in mk_body. */
+static size_t mk_suspect(uint8_t *b, int flags, const ent_t *from, ent_t x, uint64_t by)
+{
+    x.state = RUMOR_SWIM_SUSPECT;
+    ent_t e[2] = { *from, x };
+    size_t p = mk_body(b, flags, 2, e, 2, 0, NULL);
+    if (by) {
+        b[4 + 22 + strlen(from->ep) + 20] |= 0x04; /* the second entry's state byte */
+        p += put_le(b + p, by, 8);
+    }
+    return p;
+}
+
+/* The suspecter that member x's entry names in a captured body (0: none;
+ * ~0: x is not in it). */
+static uint64_t named_suspecter(uint64_t x)
+{
+    size_t p = 4;
+    int count = cap_buf[2] | cap_buf[3] << 8;
+    for (int i = 0; i < count && p + 22 <= cap_len; i++) {
+        uint64_t id = 0, by = 0;
+        for (int k = 7; k >= 0; k--)
+            id = id << 8 | cap_buf[p + k];
+        uint8_t st = cap_buf[p + 20];
+        p += 22 + cap_buf[p + 21];
+        if (st & 0x80)
+            p += 1 + cap_buf[p];
+        if (st & 0x04) {
+            for (int k = 7; k >= 0; k--)
+                by = by << 8 | cap_buf[p + k];
+            p += 8;
+        }
+        if (id == x)
+            return by;
+    }
+    return ~0ull;
+}
+
+/* Lifeguard's dynamic suspicion, by the clock: with base timeout 2 s,
+ * max_mult 6 (12 s) and 3 confirmations, a suspicion that B alone raised
+ * lasts 12 s; each other suspecter (counted once, whoever relays it) cuts
+ * it to 12 - 10 log(C + 1) / log 4: 7 s, 4.075 s, then the base 2 s from
+ * the suspicion's start. The record passed on names the latest
+ * suspecter; a new suspicion (after a refutation) starts over; a death
+ * met in a full state is a suspicion at the base timeout; a view too small
+ * to confirm keeps the fixed timeout; malformed suspecters are rejected
+ * and change nothing. */
+static void test_dynamic_suspicion(void)
+{
+    rumor_swim_config_t c = { 0 };
+    c.self_id = 0xA;
+    c.incarnation = 1;
+    c.self_endpoint = "tcp://10.8.0.1:1";
+    c.probe_interval = 100;
+    c.probe_timeout = 1;
+    c.suspicion_timeout = 2;
+    c.gossip_interval = -1;
+    c.sync_every = -1;
+    c.reprobe_every = -1;
+    rumor_swim_t *sw = NULL;
+    CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
+    if (!sw)
+        return;
+    ent_t e[5];
+    const char *eps[5] = { "tcp://10.8.0.2:1", "tcp://10.8.0.3:1", "tcp://10.8.0.4:1",
+                           "tcp://10.8.0.5:1", "tcp://10.8.0.6:1" };
+    for (int i = 0; i < 5; i++)
+        e[i] = (ent_t){ 0xB + (uint64_t)i, 1, 0, RUMOR_SWIM_ALIVE, eps[i] };
+    uint8_t b[512];
+    size_t len = mk_body(b, 0, 5, e, 5, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_view(sw, NULL, 0) == 6);
+    CHECK(rumor_swim_tick(sw, 0) == 0);
+    rumor_swim_heard(sw, 0.1, cap_to, 1);
+    CHECK(rumor_swim_next_deadline(sw) == 100);
+    const ent_t *B = &e[0], *C = &e[1], *D = &e[2], *E = &e[3], *F = &e[4];
+
+    /* B suspects C at t = 1: 12 s */
+    len = mk_suspect(b, 0, B, *C, 0xB);
+    CHECK(rumor_swim_on_message(sw, 1, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_SUSPECT);
+    CHECK(rumor_swim_find(sw, 0xC)->by == 0xB);
+    CHECKF(fabs(rumor_swim_next_deadline(sw) - 13) < 1e-9, "deadline %.4f, expected 13",
+           rumor_swim_next_deadline(sw));
+    /* B's suspicion again, and relayed by E: not a confirmation */
+    CHECK(rumor_swim_on_message(sw, 1.5, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    len = mk_suspect(b, 0, E, *C, 0xB);
+    CHECK(rumor_swim_on_message(sw, 1.5, 0xE, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    /* a suspicion that names no suspecter is no confirmation either */
+    len = mk_suspect(b, 0, E, *C, 0);
+    CHECK(rumor_swim_on_message(sw, 1.6, 0xE, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(fabs(rumor_swim_next_deadline(sw) - 13) < 1e-9);
+    rumor_swim_stats_t st;
+    rumor_swim_stats(sw, &st);
+    CHECK(st.confirmations == 0);
+
+    /* D's own suspicion, relayed by B at t = 2: 1 + 7 */
+    len = mk_suspect(b, 0, B, *C, 0xD);
+    CHECK(rumor_swim_on_message(sw, 2, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECKF(fabs(rumor_swim_next_deadline(sw) - 8) < 1e-9, "deadline %.4f after 1 confirmation, "
+           "expected 8", rumor_swim_next_deadline(sw));
+    CHECK(rumor_swim_find(sw, 0xC)->by == 0xD);
+    /* passed on naming D: A's answer to a probe from F carries it */
+    len = mk_body(b, 0, 1, F, 1, 0, NULL);
+    cap_n = 0;
+    CHECK(rumor_swim_on_message(sw, 2.1, 0xF, 1, RUMOR_WIRE_PROBE, 7, b, len) == 0);
+    CHECK(cap_n == 1 && cap_type == RUMOR_WIRE_ACK);
+    CHECKF(named_suspecter(0xC) == 0xD, "the ACK names %llx as C's suspecter",
+           (unsigned long long)named_suspecter(0xC));
+    /* E's at t = 3: 1 + 12 - 10 log 3 / log 4 */
+    len = mk_suspect(b, 0, E, *C, 0xE);
+    CHECK(rumor_swim_on_message(sw, 3, 0xE, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    double want = 1 + 12 - 10 * log(3.0) / log(4.0);
+    CHECKF(fabs(rumor_swim_next_deadline(sw) - want) < 1e-9, "deadline %.4f after 2, "
+           "expected %.4f", rumor_swim_next_deadline(sw), want);
+    CHECK(rumor_swim_tick(sw, 3.5) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_SUSPECT);
+    /* F's at t = 3.5: the base timeout from t = 1 has passed: dead now */
+    len = mk_suspect(b, 0, F, *C, 0xF);
+    CHECK(rumor_swim_on_message(sw, 3.5, 0xF, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_next_deadline(sw) <= 3.5);
+    CHECK(rumor_swim_tick(sw, 3.5) == 0);
+    CHECK(rumor_swim_find(sw, 0xC)->state == RUMOR_SWIM_DEAD);
+    rumor_swim_stats(sw, &st);
+    CHECK(st.confirmations == 3 && st.declared_dead == 1);
+
+    /* D is suspected by B at t = 4, then refutes; suspected again by B at
+     * t = 5 with refutation 1: the earlier suspicion's confirmers are gone */
+    len = mk_suspect(b, 0, B, *D, 0xB);
+    CHECK(rumor_swim_on_message(sw, 4, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    len = mk_suspect(b, 0, E, *D, 0xE);
+    CHECK(rumor_swim_on_message(sw, 4, 0xE, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    ent_t D1 = *D;
+    D1.ref = 1;
+    len = mk_body(b, 0, 1, &D1, 1, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 4.5, 0xD, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_find(sw, 0xD)->state == RUMOR_SWIM_ALIVE);
+    len = mk_suspect(b, 0, B, D1, 0xB);
+    CHECK(rumor_swim_on_message(sw, 5, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    len = mk_suspect(b, 0, F, D1, 0xE); /* E again, for this version: counted */
+    CHECK(rumor_swim_on_message(sw, 5, 0xF, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    double d = rumor_swim_next_deadline(sw);
+    if (d < 12) { /* the refuted suspicion's stale bound (test_timer_bound): one early tick */
+        CHECK(fabs(d - 11) < 1e-9);
+        CHECK(rumor_swim_tick(sw, d) == 0);
+        CHECK(rumor_swim_find(sw, 0xD)->state == RUMOR_SWIM_SUSPECT);
+        d = rumor_swim_next_deadline(sw);
+    }
+    CHECKF(fabs(d - 12) < 1e-9, "deadline %.4f for a new suspicion with 1 confirmation, "
+           "expected 5 + 7", d);
+
+    /* a death in F's full state (t = 11.5): the base timeout from the
+     * suspicion's start, 5 + 2, has passed */
+    ent_t Ddead = D1;
+    Ddead.state = RUMOR_SWIM_DEAD;
+    ent_t fs[2] = { *F, Ddead };
+    len = mk_body(b, RUMOR_SWIM_F_STATE, 2, fs, 2, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 11.5, 0xF, 1, RUMOR_WIRE_ACK, 3, b, len) == 0);
+    CHECK(rumor_swim_find(sw, 0xD)->state == RUMOR_SWIM_SUSPECT);
+    CHECKF(fabs(rumor_swim_next_deadline(sw) - 7) < 1e-9, "deadline %.4f after a death in a "
+           "full state, expected 5 + 2", rumor_swim_next_deadline(sw));
+    CHECK(rumor_swim_tick(sw, 11.5) == 0);
+    CHECK(rumor_swim_find(sw, 0xD)->state == RUMOR_SWIM_DEAD);
+
+    /* malformed suspecters: rejected, nothing changes */
+    uint64_t v = rumor_swim_view_version(sw);
+    rumor_swim_stats(sw, &st);
+    uint64_t conf = st.confirmations;
+    len = mk_suspect(b, 0, B, *E, 0xE); /* E as its own suspecter */
+    CHECK(rumor_swim_on_message(sw, 11.6, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) < 0);
+    len = mk_suspect(b, 0, B, *E, 0xB);
+    b[4 + 22 + strlen(B->ep) + 20] = RUMOR_SWIM_ALIVE | 0x04; /* a suspecter on an alive */
+    CHECK(rumor_swim_on_message(sw, 11.6, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) < 0);
+    len = mk_suspect(b, 0, B, *E, 0xB);
+    CHECK(rumor_swim_on_message(sw, 11.6, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len - 3) < 0);
+    len = mk_suspect(b, 0, B, *E, 0);
+    b[4 + 22 + strlen(B->ep) + 20] |= 0x04; /* says a suspecter follows; none does */
+    CHECK(rumor_swim_on_message(sw, 11.6, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) < 0);
+    CHECK(rumor_swim_find(sw, 0xE)->state == RUMOR_SWIM_ALIVE);
+    CHECK(rumor_swim_view_version(sw) == v);
+    rumor_swim_stats(sw, &st);
+    CHECK(st.confirmations == conf);
+    rumor_swim_destroy(&sw);
+
+    /* a view of 4 (2 members could confirm, fewer than 3): the fixed 2 s */
+    CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
+    if (!sw)
+        return;
+    len = mk_body(b, 0, 3, e, 3, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(rumor_swim_tick(sw, 0) == 0);
+    rumor_swim_heard(sw, 0.1, cap_to, 1);
+    len = mk_suspect(b, 0, B, *C, 0xB);
+    CHECK(rumor_swim_on_message(sw, 1, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(fabs(rumor_swim_next_deadline(sw) - 3) < 1e-9);
+    rumor_swim_destroy(&sw);
+
+    /* out of range */
+    c.suspicion_max_mult = 0.5;
+    CHECK(rumor_swim_create(&c, capture, NULL, &sw) < 0 && !sw);
+    c.suspicion_max_mult = 0;
+    c.suspicion_confirm = 99;
+    CHECK(rumor_swim_create(&c, capture, NULL, &sw) < 0 && !sw);
+}
+
+/* An answer to a probe that had already failed (the member was slow, not
+ * dead) raises the local health multiplier once: the next probe waits
+ * twice as long, direct and in all; a repeated or unknown late answer
+ * changes nothing; an answered probe brings it back down. */
+static void test_late_ack(void)
+{
+    rumor_swim_config_t c = { 0 };
+    c.self_id = 0xA;
+    c.incarnation = 1;
+    c.self_endpoint = "tcp://10.8.0.1:1";
+    c.gossip_interval = -1;
+    c.sync_every = -1;
+    c.reprobe_every = -1;
+    ent_t e[2];
+    rumor_swim_t *sw = with_b_and_c(&c, e);
+    if (!sw)
+        return;
+    cap_n = 0;
+    CHECK(rumor_swim_tick(sw, 0) == 0);
+    CHECK(cap_n == 1 && cap_log[0].type == RUMOR_WIRE_PROBE);
+    uint64_t t = cap_log[0].to;
+    uint32_t seq = cap_log[0].seq;
+    CHECK(rumor_swim_tick(sw, 0.25) == 0); /* helpers asked */
+    rumor_swim_heard(sw, 0.3, t == 0xB ? 0xC : 0xB, 1); /* others are heard meanwhile */
+    CHECK(rumor_swim_tick(sw, 0.5) == 0);  /* failed: suspected */
+    CHECK(rumor_swim_find(sw, t)->state == RUMOR_SWIM_SUSPECT);
+    rumor_swim_stats_t st;
+    rumor_swim_stats(sw, &st);
+    CHECK(st.health == 0 && st.late_acks == 0);
+    /* the target's answer to it comes at 0.6 */
+    ent_t me = e[t == 0xB ? 0 : 1];
+    uint8_t b[256];
+    size_t len = mk_body(b, 0, 1, &me, 1, 0, NULL);
+    CHECK(rumor_swim_on_message(sw, 0.6, t, 1, RUMOR_WIRE_ACK, seq, b, len) == 0);
+    rumor_swim_stats(sw, &st);
+    CHECKF(st.health == 1 && st.late_acks == 1, "health %d, late acks %llu", st.health,
+           (unsigned long long)st.late_acks);
+    CHECK(rumor_swim_on_message(sw, 0.7, t, 1, RUMOR_WIRE_ACK, seq, b, len) == 0);
+    CHECK(rumor_swim_on_message(sw, 0.7, t, 1, RUMOR_WIRE_ACK, seq + 1000, b, len) == 0);
+    rumor_swim_stats(sw, &st);
+    CHECK(st.health == 1 && st.late_acks == 1);
+    /* the probe after the one in flight: at 0.5 + 0.5, then 2 * 0.25 for the
+     * direct answer and 2 * 0.5 in all */
+    double d = rumor_swim_next_deadline(sw);
+    while (d < 1.0 - 1e-9) {
+        CHECK(rumor_swim_tick(sw, d) == 0);
+        d = rumor_swim_next_deadline(sw);
+    }
+    cap_n = 0;
+    CHECK(rumor_swim_tick(sw, 1.0) == 0);
+    CHECK(cap_n >= 1 && cap_log[cap_n - 1].type == RUMOR_WIRE_PROBE);
+    CHECKF(fabs(rumor_swim_next_deadline(sw) - 1.5) < 1e-9, "next deadline %.3f, expected the "
+           "direct answer's at 1.5", rumor_swim_next_deadline(sw));
+    rumor_swim_heard(sw, 1.1, cap_log[cap_n - 1].to, 1);
+    CHECKF(fabs(rumor_swim_next_deadline(sw) - 2.0) < 1e-9, "next deadline %.3f, expected the "
+           "next probe at 2", rumor_swim_next_deadline(sw));
+    rumor_swim_stats(sw, &st);
+    CHECK(st.health == 0);
+    rumor_swim_destroy(&sw);
+}
+
 /* Gossip targets in a large table (drawn by rejection, not a scan): never
  * self, never a tombstone, distinct within a round, and every live member
  * is reached. */
@@ -1682,6 +1950,8 @@ int main(void)
     test_leave();
     test_timers();
     test_timer_bound();
+    test_dynamic_suspicion();
+    test_late_ack();
     test_pick_large();
     test_big_state();
     fprintf(stderr, "test_swim: %.1f s wall\n", wall() - t0);
