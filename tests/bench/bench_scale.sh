@@ -28,10 +28,14 @@
 #                            declarations from before the kill, of a peer
 #                            wrongly held dead, are left out)
 #   scale_N_admit_s          a newcomer's start to its first round (mean)
+#   scale_N_false_deaths_per_s   SWIM's declarations of death, summed over the
+#                            peers, of members that were not killed, a second
+#                            of the run (false positives, refuted later)
 # and a table of them.
 # Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA;
 # RUMOR_SCALE_SIZES (default "8 32 128"), RUMOR_SCALE_STEADY (default 20),
-# RUMOR_SCALE_TOPOLOGY (the peers' --topology, default exp).
+# RUMOR_SCALE_TOPOLOGY (the peers' --topology, default exp), RUMOR_SCALE_ARGS
+# (more rumor-peer options for every peer, e.g. "--local-steps 8").
 set -u
 SRCDIR=${RUMOR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILDDIR=${RUMOR_BUILDDIR:-$SRCDIR/build}
@@ -72,7 +76,7 @@ start() {
   "$peer" --insecure --listen "127.0.0.1:$_p" --data "$FASHION" --model mlp:784-16-10 \
     --threads 1 --batch 32 --lr 0.05 --rounds 1000000 --progress 2 --topology "$TOPOLOGY" \
     --round-timeout 10 --start-timeout 300 --leave-timeout 30 --metrics "$tmp/$_n.jsonl" \
-    "$@" >"$tmp/$_n.log" 2>&1 &
+    ${RUMOR_SCALE_ARGS:-} "$@" >"$tmp/$_n.log" 2>&1 &
   echo $! >"$tmp/$_n.pid"
   now >"$tmp/$_n.t0"
 }
@@ -112,8 +116,8 @@ window() {
 sod() { echo "$1" | awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }'; }
 
 tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus | detect (first, median) s | admit s |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus | detect (first, median) s | admit s | false deaths/s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for N in $SIZES; do
   rm -f "$tmp"/*
   K=$((N / 10)); [ $K -ge 1 ] || K=1
@@ -204,6 +208,13 @@ for N in $SIZES; do
            grep '"event":"round"' "$tmp/$n.jsonl" | sed -n 's/.*"consensus":\([0-9.e+-]*\),.*/\1/p' |
              awk '$1 > 0' | tail -n 1
          done | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n; else print "nan" }')
+  # false positives: deaths declared of members that were not killed, over
+  # the run (from the founder's start to now)
+  run_s=$(echo "$(cat "$tmp/p0.t0") $(now)" | awk '{ print $2 - $1 }')
+  fdeaths=$(cat "$tmp"/p*.log "$tmp"/q*.log 2>/dev/null |
+            sed -n 's/.*info: swim: \([0-9a-f]*\) .*declared dead.*/\1/p' |
+            grep -v -x -F "$(echo $ids | tr ' ' '\n')" | wc -l)
+  fdps=$(echo "$fdeaths $run_s" | awk '{ printf "%.2f", ($2 > 0 ? $1 / $2 : 0) }')
   live="$survivors $fresh"
   for n in $live; do kill -TERM "$(cat "$tmp/$n.pid")" 2>/dev/null; done
   for n in $live; do wait "$(cat "$tmp/$n.pid")" 2>/dev/null; done
@@ -220,7 +231,8 @@ for N in $SIZES; do
   fig scale_${N}_detect_first_s "${det_first:-nan}" s
   fig scale_${N}_detect_median_s "${det_med:-nan}" s
   fig scale_${N}_admit_s "$admit" s
+  fig scale_${N}_false_deaths_per_s "$fdps" deaths/s
   table="$table
-| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons | ${det_first:-nan}, ${det_med:-nan} | $admit |"
+| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons | ${det_first:-nan}, ${det_med:-nan} | $admit | $fdps |"
 done
 echo "$table"
