@@ -153,6 +153,13 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
         return rumor_err_set(RUMOR_ENOMEM, "transport: cannot create a ZeroMQ context");
     }
     zmq_ctx_set(t->ctx, ZMQ_IO_THREADS, t->o.io_threads);
+    /* a socket a member, its monitor's two and room for those closed but
+     * not yet reaped: ZeroMQ's default of 1023 ran out at 128 members */
+    int want = 8 * (int)slots + 64, limit = zmq_ctx_get(t->ctx, ZMQ_SOCKET_LIMIT);
+    if (limit > 0 && want > limit)
+        want = limit;
+    if (want > zmq_ctx_get(t->ctx, ZMQ_MAX_SOCKETS))
+        zmq_ctx_set(t->ctx, ZMQ_MAX_SOCKETS, want);
     int rc = 0;
     if (o->keys)
         rc = secure_setup(t, o);
