@@ -1410,6 +1410,20 @@ static void tick_answering(rumor_swim_t *sw, double now, uint64_t who, const uin
                                         len) == 0);
 }
 
+/* Peer 0xA's config for the tests by the clock: only the probes' messages
+ * (no gossip rounds, syncs or re-probes). */
+static rumor_swim_config_t clock_config(void)
+{
+    rumor_swim_config_t c = { 0 };
+    c.self_id = 0xA;
+    c.incarnation = 1;
+    c.self_endpoint = "tcp://10.8.0.1:1";
+    c.gossip_interval = -1;
+    c.sync_every = -1;
+    c.reprobe_every = -1;
+    return c;
+}
+
 /* Timers with closed expectations: a member that answers is never
  * suspected, proof of life through rumor_swim_heard counts, a silent one
  * is asked about through helpers after probe_timeout, suspected at the end
@@ -1517,17 +1531,11 @@ static void test_timers(void)
  * and no state change, and expiry must happen at the named time. */
 static void test_timer_bound(void)
 {
-    rumor_swim_config_t c = { 0 };
-    c.self_id = 0xA;
-    c.incarnation = 1;
-    c.self_endpoint = "tcp://10.8.0.1:1";
+    rumor_swim_config_t c = clock_config();
     c.probe_interval = 10;
     c.probe_timeout = 1;
     c.suspicion_timeout = 2;
     c.tombstone_timeout = 3;
-    c.gossip_interval = -1;
-    c.sync_every = -1;
-    c.reprobe_every = -1;
     uint8_t b[256];
     ent_t e[2];
     size_t len;
@@ -1627,16 +1635,10 @@ static uint64_t named_suspecter(uint64_t x)
  * and change nothing. */
 static void test_dynamic_suspicion(void)
 {
-    rumor_swim_config_t c = { 0 };
-    c.self_id = 0xA;
-    c.incarnation = 1;
-    c.self_endpoint = "tcp://10.8.0.1:1";
+    rumor_swim_config_t c = clock_config();
     c.probe_interval = 100;
     c.probe_timeout = 1;
     c.suspicion_timeout = 2;
-    c.gossip_interval = -1;
-    c.sync_every = -1;
-    c.reprobe_every = -1;
     rumor_swim_t *sw = NULL;
     CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
     if (!sw)
@@ -1789,13 +1791,7 @@ static void test_dynamic_suspicion(void)
  * changes nothing; an answered probe brings it back down. */
 static void test_late_ack(void)
 {
-    rumor_swim_config_t c = { 0 };
-    c.self_id = 0xA;
-    c.incarnation = 1;
-    c.self_endpoint = "tcp://10.8.0.1:1";
-    c.gossip_interval = -1;
-    c.sync_every = -1;
-    c.reprobe_every = -1;
+    rumor_swim_config_t c = clock_config();
     ent_t e[2];
     rumor_swim_t *sw = with_b_and_c(&c, e);
     if (!sw)
