@@ -150,12 +150,12 @@ void mx_drop_serves(rumor_mixer_t *m, int node)
         }
 }
 
-/* A neighbour silent for 3 s gets a fresh connection, every 0.25 s at
- * first: after a partition heals (or a peer's machine comes back) the
- * kernel's SYN backoff would otherwise keep the link down for several more
- * seconds. The longer it stays silent the less often (an eighth of the
- * silence, at most every 2 s): a neighbour that is up but does not know
- * this peer yet (a newcomer's, in a large swarm) is silent for a while, and
+/* A neighbour silent for 3 s gets a fresh connection every 0.25 s: after
+ * a partition heals (or a peer's machine comes back) the kernel's SYN
+ * backoff would otherwise keep the link down for several more seconds.
+ * Past 10 s of silence, less often (a sixteenth of the silence, at most
+ * every second): a neighbour that is up but does not know this peer yet (a
+ * newcomer's, in a large swarm) can be silent for a long while, and
  * remaking 14 connections 4 times a second each left a starved newcomer's
  * ZeroMQ context without sockets for anyone (docs/scale.md). */
 void mx_redial(rumor_mixer_t *m)
@@ -169,8 +169,8 @@ void mx_redial(rumor_mixer_t *m)
     double now = rumor_now();
     int nin = -1; /* the round's in-neighbours, looked up once a peer is due */
     for (int j = 0; j < m->npeers; j++) {
-        double silent = now - m->last_heard[j], gap = silent / 8;
-        gap = gap < 0.25 ? 0.25 : gap > 2.0 ? 2.0 : gap;
+        double silent = now - m->last_heard[j], gap = silent < 10 ? 0.25 : silent / 16;
+        gap = gap > 1.0 ? 1.0 : gap;
         if (!m->talks_to[j] || silent < 3.0 || now - m->last_redial[j] < gap)
             continue;
         if (nin < 0)

@@ -73,8 +73,9 @@ typedef struct rumor_swim_config {
                                   timeout above; each member that suspects it too
                                   (up to suspicion_confirm) shortens it, down to the
                                   timeout above (0: 6; 1: the timeout is fixed) */
-    int suspicion_confirm;     /* confirmations that bring it down (0: 3); a view with
-                                  fewer other members (n - 2) has the fixed timeout */
+    int suspicion_confirm;     /* confirmations that bring it down (0: 3); a view of
+                                  fewer than 16, or with fewer other members (n - 2),
+                                  has the fixed timeout */
     double gossip_interval;    /* s between gossip rounds while updates are pending
                                   (0: probe_interval / 2; < 0: no gossip rounds) */
     int gossip_fanout;         /* members each gossip round sends to (0: 3) */

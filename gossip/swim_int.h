@@ -13,6 +13,7 @@
 #define SWIM_MAX_HELPERS 16 /* indirect_k's bound */
 #define SWIM_NRELAYS 64     /* indirect probes in flight for others */
 #define SWIM_CONFIRM_MAX 8  /* suspicion_confirm's bound */
+#define SWIM_DYNAMIC_MIN_VIEW 16 /* smaller views keep the fixed suspicion timeout */
 
 /* One member: the public record plus its timer. */
 struct swim_mem {

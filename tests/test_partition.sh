@@ -40,8 +40,8 @@ GAP_SLACK=1                    # scheduling slack on a loaded machine
 # about 100 ms rounds, a realistic round for a model that takes a while to
 # compute) so that rounds are paced by the peers, not by CPU contention.
 # Healing costs about a second whatever the round time (the cut links are
-# redialled once silent for 3 s, every eighth of the silence (1.3 s after a
-# partition of 10 s; gossip/mixer_state.c), then ZMTP and the round counters
+# redialled every 0.25 s once silent for 3 s (every sixteenth of the silence
+# past 10 s; gossip/mixer_state.c), then ZMTP and the round counters
 # get back in step): at 40 ms rounds that was 11-48 rounds, at 100 ms it fits
 # in 20. 2 epochs (234 rounds) leave time for the swarm to settle after the
 # heal (round ~100; the checks look 40 rounds past it). Rounds take ~0.3 s

@@ -1628,10 +1628,10 @@ static uint64_t named_suspecter(uint64_t x)
  * max_mult 6 (12 s) and 3 confirmations, a suspicion that B alone raised
  * lasts 12 s; each other suspecter (counted once, whoever relays it) cuts
  * it to 12 - 10 log(C + 1) / log 4: 7 s, 4.075 s, then the base 2 s from
- * the suspicion's start. The record passed on names the latest
- * suspecter; a new suspicion (after a refutation) starts over; a death
- * met in a full state is a suspicion at the base timeout; a view too small
- * to confirm keeps the fixed timeout; malformed suspecters are rejected
+ * the suspicion's start (in a view of 17). The record passed on names the
+ * latest suspecter; a new suspicion (after a refutation) starts over; a
+ * death met in a full state is a suspicion at the base timeout; a view
+ * under 16 keeps the fixed timeout; malformed suspecters are rejected
  * and change nothing. */
 static void test_dynamic_suspicion(void)
 {
@@ -1648,10 +1648,14 @@ static void test_dynamic_suspicion(void)
                            "tcp://10.8.0.5:1", "tcp://10.8.0.6:1" };
     for (int i = 0; i < 5; i++)
         e[i] = (ent_t){ 0xB + (uint64_t)i, 1, 0, RUMOR_SWIM_ALIVE, eps[i] };
-    uint8_t b[512];
-    size_t len = mk_body(b, 0, 5, e, 5, 0, NULL);
+    /* and 11 more members: a view of 17 (dynamic from 16) */
+    ent_t all[16];
+    for (int i = 0; i < 16; i++)
+        all[i] = i < 5 ? e[i] : (ent_t){ 0x20 + (uint64_t)i, 1, 0, RUMOR_SWIM_ALIVE, eps[i % 5] };
+    uint8_t b[1024];
+    size_t len = mk_body(b, 0, 16, all, 16, 0, NULL);
     CHECK(rumor_swim_on_message(sw, 0, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
-    CHECK(rumor_swim_view(sw, NULL, 0) == 6);
+    CHECK(rumor_swim_view(sw, NULL, 0) == 17);
     CHECK(rumor_swim_tick(sw, 0) == 0);
     rumor_swim_heard(sw, 0.1, cap_to, 1);
     CHECK(rumor_swim_next_deadline(sw) == 100);
@@ -1764,7 +1768,7 @@ static void test_dynamic_suspicion(void)
     CHECK(st.confirmations == conf);
     rumor_swim_destroy(&sw);
 
-    /* a view of 4 (2 members could confirm, fewer than 3): the fixed 2 s */
+    /* a view of 4 (under 16; 2 members could confirm, fewer than 3): the fixed 2 s */
     CHECK_OK(rumor_swim_create(&c, capture, NULL, &sw));
     if (!sw)
         return;
