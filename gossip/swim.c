@@ -525,7 +525,6 @@ int rumor_swim_tick(rumor_swim_t *sw, double now)
             struct swim_mem *t = swim_find(sw, sw->probe.target);
             if (!sw->probe.heard_other) /* nobody at all was heard: maybe it is us */
                 swim_health(sw, +1);
-            sw->failed_seq[sw->failed_pos++ % 4] = sw->probe.seq;
             if (t && t->m.state == RUMOR_SWIM_ALIVE) {
                 sw->stats.suspected++;
                 rumor_debug("swim: %016llx missed probe %u: suspect",
@@ -629,16 +628,6 @@ static void on_ack(rumor_swim_t *sw, uint64_t sender, uint32_t seq)
             sw->probe.acked = 1;
             swim_health(sw, -1);
         }
-    } else {
-        /* an answer to a probe that already failed: the member lives, and
-         * our times are too short for how slowly the swarm answers now
-         * (Lifeguard's missed NACK, seen from the other side) */
-        for (int i = 0; i < 4; i++)
-            if (sw->failed_seq[i] == seq) {
-                sw->failed_seq[i] = 0;
-                sw->stats.late_acks++;
-                swim_health(sw, +1);
-            }
     }
     for (int i = 0; i < SWIM_NRELAYS; i++) {
         struct swim_relay *r = &sw->relays[i];

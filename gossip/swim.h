@@ -121,7 +121,6 @@ typedef struct rumor_swim_stats {
     uint64_t send_failed;     /* ... that returned < 0 */
     uint64_t updates_applied; /* entries that changed the member table */
     uint64_t late_ticks;      /* ticks more than a probe interval late (the caller stalled) */
-    uint64_t late_acks;       /* answers to probes that had already failed (slow, not dead) */
     int health;               /* local health multiplier now (Lifeguard): 0 healthy, up to 8;
                                * this peer's probe interval and timeout are (health + 1)
                                * times the configured ones */

@@ -73,8 +73,6 @@ struct rumor_swim {
         uint64_t helpers[SWIM_MAX_HELPERS];
     } probe;
 
-    uint32_t failed_seq[4]; /* the last probes that ended unanswered (0: none) */
-    int failed_pos;
     uint32_t seq;
     int started, left;
     int health;        /* Lifeguard's local health multiplier, 0 .. SWIM_HEALTH_MAX:
