@@ -54,6 +54,17 @@ size_t swim_view_size(const rumor_swim_t *sw)
  * to the base at K confirmations. A member that only one peer finds silent
  * (often because one of the two is starved, not dead) has the long timeout
  * to refute in; one that several find silent goes at the base timeout. */
+/* Whether a suspicion is dynamic here: in a small view it keeps SWIM's
+ * fixed timeout. Too few members could confirm it (memberlist's rule: all
+ * but us and the suspect), or each probes the dead one so rarely that
+ * waiting for K of them costs seconds (a ring of 5 went from under 8 s to
+ * 8.1 s to see a death in test_open_membership). */
+static int dynamic(const rumor_swim_t *sw)
+{
+    int n = (int)swim_view_size(sw);
+    return n >= SWIM_DYNAMIC_MIN_VIEW && n - 2 >= sw->cfg.suspicion_confirm;
+}
+
 double swim_suspicion_timeout(const rumor_swim_t *sw, int confirmations)
 {
     double min;
@@ -65,13 +76,7 @@ double swim_suspicion_timeout(const rumor_swim_t *sw, int confirmations)
     }
     double max = min * sw->cfg.suspicion_max_mult;
     int k = sw->cfg.suspicion_confirm;
-    /* a small view: SWIM's fixed timeout. Too few members could confirm it
-     * (memberlist's rule: all but us and the suspect), or each probes the
-     * dead one so rarely that waiting for K of them costs seconds (a ring
-     * of 5 went from under 8 s to 8.1 s to see a death in
-     * test_open_membership) */
-    if ((int)swim_view_size(sw) < SWIM_DYNAMIC_MIN_VIEW || (int)swim_view_size(sw) - 2 < k ||
-        max <= min || confirmations >= k)
+    if (!dynamic(sw) || max <= min || confirmations >= k)
         return min;
     double t = max - (max - min) * log(confirmations + 1.0) / log(k + 1.0);
     return t > min ? t : min;
@@ -94,8 +99,8 @@ static void shorten(rumor_swim_t *sw, struct swim_mem *c)
 void swim_confirm(rumor_swim_t *sw, struct swim_mem *c, uint64_t by)
 {
     if (c->m.state != RUMOR_SWIM_SUSPECT || !by || by == c->m.id ||
-        c->nconfirm >= sw->cfg.suspicion_confirm)
-        return;
+        c->nconfirm >= sw->cfg.suspicion_confirm || !dynamic(sw))
+        return; /* nothing to shorten: nothing to pass on */
     for (int i = 0; i < c->nsusp; i++)
         if (c->susp_by[i] == by)
             return;

@@ -1779,6 +1779,13 @@ static void test_dynamic_suspicion(void)
     len = mk_suspect(b, 0, B, *C, 0xB);
     CHECK(rumor_swim_on_message(sw, 1, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
     CHECK(fabs(rumor_swim_next_deadline(sw) - 3) < 1e-9);
+    /* D suspects C too: nothing to shorten, so not counted nor passed on */
+    len = mk_suspect(b, 0, B, *C, 0xD);
+    CHECK(rumor_swim_on_message(sw, 1.5, 0xB, 1, RUMOR_WIRE_ACK, 0, b, len) == 0);
+    CHECK(fabs(rumor_swim_next_deadline(sw) - 3) < 1e-9);
+    rumor_swim_stats(sw, &st);
+    CHECKF(st.confirmations == 0, "%llu confirmation(s) counted in a view of 4",
+           (unsigned long long)st.confirmations);
     rumor_swim_destroy(&sw);
 
     /* out of range */
