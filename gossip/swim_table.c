@@ -246,6 +246,7 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
         return 0;
     }
     int was_dead = from_state && u.state == RUMOR_SWIM_DEAD;
+    int ours = u.by == sw->cfg.self_id; /* swim_declare's */
     if (was_dead) {
         u.state = RUMOR_SWIM_SUSPECT;
         u.by = 0;
@@ -322,7 +323,10 @@ int swim_apply(rumor_swim_t *sw, double now, rumor_swim_member_t u, int from_sta
         order_insert(sw, u.id);
     swim_enqueue(sw, u.id);
     sw->stats.updates_applied++;
-    if (old_state != u.state)
+    if (u.state == RUMOR_SWIM_DEAD && old_state != u.state && !ours)
+        rumor_info("swim: %016llx (%s) dead, as another member declared", (unsigned long long)u.id,
+                   u.endpoint);
+    else if (old_state != u.state)
         rumor_debug("swim: %016llx %s -> %s (incarnation %llu.%u)", (unsigned long long)u.id,
                     rumor_swim_state_name(old_state), rumor_swim_state_name(u.state),
                     (unsigned long long)u.incarnation, u.refutation);

@@ -23,10 +23,13 @@
 #   scale_N_swim_msgs_per_s SWIM messages a peer sends a second (mean)
 #   scale_N_consensus        the survivors' last consensus distance
 #   scale_N_detect_first_s, scale_N_detect_median_s   after the kill, when
-#                            the first survivor declared a killed peer dead
-#                            and when half of them had (SWIM's log lines;
-#                            declarations from before the kill, of a peer
-#                            wrongly held dead, are left out)
+#                            the first survivor held a killed peer dead (its
+#                            own declaration, or one it learned from another
+#                            member) and when half of those that did (by the
+#                            end of the window) did, for the killed peer
+#                            seen latest (SWIM's log lines;
+#                            lines from before the kill, of a peer wrongly
+#                            held dead, are left out)
 #   scale_N_admit_s          a newcomer's start to its first round (mean)
 #   scale_N_false_deaths_per_s   SWIM's declarations of death, summed over the
 #                            peers, of members that were not killed, a second
@@ -185,10 +188,10 @@ for N in $SIZES; do
     i=$((i + 1))
   done
   sleep "$STEADY"
-  # detection: when survivors declared each killed peer dead
+  # detection: when survivors held each killed peer dead
   for id in $ids; do
     for n in $survivors; do
-      sed -n "s/^rumor\[peer [0-9a-f]*\] \([0-9:.]*\) info: swim: $id .*declared dead.*/\1/p" \
+      sed -n "s/^rumor\[peer [0-9a-f]*\] \([0-9:.]*\) info: swim: $id .*\(declared dead\|dead, as another\).*/\1/p" \
         "$tmp/$n.log" | head -n 1
     done | while read -r t; do echo "$(sod "$t") $tk" | awk '{ d = $1 - $2; if (d < -43200) d += 86400; if (d >= 0) print d }'; done |
       sort -n >"$tmp/det-$id"
