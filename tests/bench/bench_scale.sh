@@ -25,9 +25,9 @@
 #   scale_N_detect_first_s, scale_N_detect_median_s   after the kill, when
 #                            the first survivor held a killed peer dead (its
 #                            own declaration, or one it learned from another
-#                            member) and when half of those that did (by the
-#                            end of the window) did, for the killed peer
-#                            seen latest (SWIM's log lines;
+#                            member), and the median over the killed peers
+#                            of when half of the survivors that held it dead
+#                            (by the end of the run) did (SWIM's log lines;
 #                            lines from before the kill, of a peer wrongly
 #                            held dead, are left out)
 #   scale_N_admit_s          a newcomer's start to its first round (mean)
@@ -199,7 +199,7 @@ for N in $SIZES; do
   det_first=$(cat "$tmp"/det-* 2>/dev/null | sort -n | head -n 1)
   det_med=$(for f in "$tmp"/det-*; do
               c=$(wc -l <"$f"); [ "$c" -gt 0 ] && sed -n "$(((c + 1) / 2))p" "$f"
-            done | sort -n | tail -n 1)
+            done | sort -n | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }')
   # admission: a newcomer's start to its first round
   admit=$(for n in $fresh; do
             a=$(cat "$tmp/$n.t0")
