@@ -150,15 +150,9 @@ void mx_drop_serves(rumor_mixer_t *m, int node)
         }
 }
 
-/* A neighbour silent for 3 s whose connection is down gets a fresh one
- * every 0.25 s: after a partition heals (or a peer's machine comes back)
- * the kernel's SYN backoff would otherwise keep the link down for several
- * more seconds. A connection that is up (ZeroMQ's heartbeats close one
- * whose other end stops answering within 2 s) is left alone: the
- * neighbour is silent by its own choice (it does not count this peer as
- * its neighbour yet, or holds it dead), and remaking the link drops what
- * was queued on it, SWIM's probes and answers included (at 128 peers, 60
- * 000 redials in 4 minutes made 3 of 4 lost SWIM messages; docs/scale.md).
+/* A neighbour silent for 3 s gets a fresh connection every 0.25 s: after
+ * a partition heals (or a peer's machine comes back) the kernel's SYN
+ * backoff would otherwise keep the link down for several more seconds.
  * Past 10 s of silence, less often (a sixteenth of the silence, at most
  * every second): a neighbour that is up but does not know this peer yet (a
  * newcomer's, in a large swarm) can be silent for a long while, and
@@ -177,8 +171,7 @@ void mx_redial(rumor_mixer_t *m)
     for (int j = 0; j < m->npeers; j++) {
         double silent = now - m->last_heard[j], gap = silent < 10 ? 0.25 : silent / 16;
         gap = gap > 1.0 ? 1.0 : gap;
-        if (!m->talks_to[j] || silent < 3.0 || now - m->last_redial[j] < gap ||
-            rumor_transport_linked(m->tr, j) > 0)
+        if (!m->talks_to[j] || silent < 3.0 || now - m->last_redial[j] < gap)
             continue;
         if (nin < 0)
             nin = mx_in_neighbors(m, m->cur, m->tmp_nbrs, m->tmp_w);

@@ -37,7 +37,6 @@ struct rumor_transport {
      * and the probe's (rumor_transport_probe_open) */
     void *mon;
     void **push_mon;       /* peers: each PUSH socket's connections (for their fds) */
-    int *links;            /* peers: its connections up (handshaken, not closed since); -1 unknown */
     unsigned push_mons;    /* monitors started: each one's inproc address is new */
     double push_mon_next;  /* when rumor_transport_events reads them next */
     void *probe, *probe_mon;
@@ -144,13 +143,12 @@ int rumor_transport_create(const rumor_transport_opts_t *o, int peers, rumor_tra
     size_t slots = (size_t)(peers ? peers : 1);
     t->push = calloc(slots, sizeof *t->push);
     t->push_mon = calloc(slots, sizeof *t->push_mon);
-    t->links = calloc(slots, sizeof *t->links);
     t->more_ep = calloc(slots, sizeof *t->more_ep);
     t->more_next = calloc(slots, sizeof *t->more_next);
     t->more_at = calloc(slots, sizeof *t->more_at);
     t->reconnect_ms = calloc(slots, sizeof *t->reconnect_ms);
     t->ctx = zmq_ctx_new();
-    if (!t->push || !t->push_mon || !t->links || !t->more_ep || !t->more_next || !t->more_at || !t->reconnect_ms || !t->ctx) {
+    if (!t->push || !t->push_mon || !t->more_ep || !t->more_next || !t->more_at || !t->reconnect_ms || !t->ctx) {
         rumor_transport_destroy(&t);
         return rumor_err_set(RUMOR_ENOMEM, "transport: cannot create a ZeroMQ context");
     }
@@ -255,7 +253,6 @@ void rumor_transport_destroy(rumor_transport_t **tp)
     free(t->has_pk);
     free(t->push);
     free(t->push_mon);
-    free(t->links);
     free(t);
     *tp = NULL;
 }
@@ -339,9 +336,6 @@ void rumor_transport_events(rumor_transport_t *t)
                     t->stats.lowat_set++;
             } else if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
                 t->stats.out_hs_ok++;
-                t->links[j]++;
-            } else if (ev == ZMQ_EVENT_DISCONNECTED && t->links[j] > 0) {
-                t->links[j]--;
             }
     while (t->mon && next_event(t->mon, &ev, &v)) {
         if (ev == ZMQ_EVENT_ACCEPTED)
@@ -504,16 +498,13 @@ int rumor_transport_connect(rumor_transport_t *t, int peer, const char *endpoint
                            zmq_strerror(zmq_errno()));
     if (rc == 0 && !strncmp(endpoint, "tcp://", 6)) {
         /* TCP_NOTSENT_LOWAT once a connection is up (an optimization: a
-         * connection without it still works), the handshakes that succeed
-         * (whether this peer can reach others) and the connections that
-         * close (whether the slot has a live one: rumor_transport_linked) */
+         * connection without it still works), and the handshakes that
+         * succeed (whether this peer can reach others) */
         char what[32];
         snprintf(what, sizeof what, "push%u", ++t->push_mons);
-        if (watch(t, s, what,
-                  ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED,
+        if (watch(t, s, what, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED,
                   &t->push_mon[peer]) < 0)
             rumor_debug("peer %d: no connection monitor: %s", peer, rumor_err_msg());
-        t->links[peer] = t->push_mon[peer] ? 0 : -1;
     }
     if (rc == 0)
         rc = connect_one(t, s, peer, 0, endpoint);
@@ -559,13 +550,6 @@ void rumor_transport_disconnect(rumor_transport_t *t, int peer)
 int rumor_transport_connected(const rumor_transport_t *t, int peer)
 {
     return peer >= 0 && peer < t->peers && t->push[peer] != NULL;
-}
-
-int rumor_transport_linked(const rumor_transport_t *t, int peer)
-{
-    if (peer < 0 || peer >= t->peers || !t->push[peer])
-        return 0;
-    return !t->push_mon[peer] ? -1 : t->links[peer] > 0;
 }
 
 int rumor_transport_set_peer_key(rumor_transport_t *t, int peer,

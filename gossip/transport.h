@@ -128,12 +128,6 @@ void rumor_transport_disconnect(rumor_transport_t *t, int peer);
  * each retry counted there: a key tried on a guess waits longer. */
 void rumor_transport_set_reconnect(rumor_transport_t *t, int peer, int ms);
 int rumor_transport_connected(const rumor_transport_t *t, int peer);
-/* Whether slot `peer`'s socket has a live connection: 1 when one of its
- * connections completed its handshake and has not been closed since (by
- * the other end, or by ZeroMQ's heartbeat timeout), 0 when none has, -1
- * when it is not known (not a tcp:// slot, or no monitor). As seen at the
- * last read of its monitor (every 20 ms, rumor_transport_events). */
-int rumor_transport_linked(const rumor_transport_t *t, int peer);
 
 /* Sockets, for zmq_poll. */
 void *rumor_transport_pull(rumor_transport_t *t);
