@@ -47,13 +47,6 @@ size_t swim_view_size(const rumor_swim_t *sw)
     return sw->nview;
 }
 
-/* Lifeguard's dynamic suspicion (Dadgar et al. 2018, section IV-B; as
- * memberlist does it). The base timeout is SWIM's; a suspicion starts at
- * max = suspicion_max_mult times it and falls with each other member that
- * suspects the same version, as max - (max - min) log(C + 1) / log(K + 1),
- * to the base at K confirmations. A member that only one peer finds silent
- * (often because one of the two is starved, not dead) has the long timeout
- * to refute in; one that several find silent goes at the base timeout. */
 /* Whether a suspicion is dynamic here: in a small view it keeps SWIM's
  * fixed timeout. Too few members could confirm it (memberlist's rule: all
  * but us and the suspect), or each probes the dead one so rarely that
@@ -65,6 +58,13 @@ static int dynamic(const rumor_swim_t *sw)
     return n >= SWIM_DYNAMIC_MIN_VIEW && n - 2 >= sw->cfg.suspicion_confirm;
 }
 
+/* Lifeguard's dynamic suspicion (Dadgar et al. 2018, section IV-B; as
+ * memberlist does it). The base timeout is SWIM's; a suspicion starts at
+ * max = suspicion_max_mult times it and falls with each other member that
+ * suspects the same version, as max - (max - min) log(C + 1) / log(K + 1),
+ * to the base at K confirmations. A member that only one peer finds silent
+ * (often because one of the two is starved, not dead) has the long timeout
+ * to refute in; one that several find silent goes at the base timeout. */
 double swim_suspicion_timeout(const rumor_swim_t *sw, int confirmations)
 {
     double min;
