@@ -231,15 +231,36 @@ void mx_take_commands(rumor_mixer_t *m)
 /* ------------------------------------------------------ the barrier */
 
 /* Open membership: until min_members peers are alive and every one of
- * them answered. */
-static int open_waiting(const rumor_mixer_t *m, int *ready)
+ * them answered. A newcomer to a swarm already running (its neighbours'
+ * answers name a round past 0) waits only for its in-neighbours of the
+ * swarm's round, and after MX_JOIN_GRACE seconds for any one member: the
+ * round logic does not wait for a member that never answered, and a view
+ * of a hundred members holds some that are dead and not yet declared, so
+ * waiting for all of them held a newcomer for the whole start timeout. */
+#define MX_JOIN_GRACE 2.0
+static int open_waiting(rumor_mixer_t *m, int *ready)
 {
     int want = m->cfg.min_members > 1 ? m->cfg.min_members : 1;
     int r = 0;
     for (int i = 0; m->swim && i < m->vn; i++)
         r += m->vslot[i] >= 0 && m->vslot[i] != m->self && m->ready[m->vslot[i]];
     *ready = r;
-    return m->rank_state >= 0 && (m->rank_state != 2 || m->vn < want || r < m->vn - 1);
+    if (m->rank_state < 0)
+        return 0;
+    if (m->rank_state != 2 || m->vn < want)
+        return 1;
+    if (r >= m->vn - 1)
+        return 0;
+    long sr = mx_swarm_round(m);
+    if (sr <= 0 || r == 0)
+        return 1;
+    if (rumor_now() - (m->barrier_deadline - m->barrier_timeout) >= MX_JOIN_GRACE)
+        return 0;
+    int k = mx_in_neighbors(m, sr, m->tmp_nbrs, NULL);
+    for (int i = 0; i < k; i++)
+        if (m->tmp_nbrs[i] != m->self && !m->ready[m->tmp_nbrs[i]])
+            return 1;
+    return k < 0;
 }
 
 /* A list: until the rank check passed and everyone answered; with
@@ -304,9 +325,13 @@ static void open_answer(rumor_mixer_t *m, struct mx_reply *r, int vready)
                      alive == 1 ? "" : "s", timeout, want);
         return;
     }
-    if (vready < alive - 1)
+    if (vready < alive - 1 && mx_swarm_round(m) <= 0)
         rumor_warn("%d of the %d peers alive did not answer within %.1f s: treated as absent "
                    "until they do", alive - 1 - vready, alive - 1, timeout);
+    else if (vready < alive - 1)
+        rumor_info("joined a swarm at round %ld with %d of the %d members in view answering; "
+                   "the others are treated as absent until they do", mx_swarm_round(m), vready,
+                   alive - 1);
     mx_reply(m, r, vready, NULL);
 }
 

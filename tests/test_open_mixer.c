@@ -9,8 +9,15 @@
  *     and the mixer's full state, sent to the address it announced;
  *   - a member it spreads (an entry in its gossip), never in any list, gets
  *     a slot too, and the mixer probes it at its own address;
- *   - every peer of the view is a node of the graph: the view grows to 3.
+ *   - every peer of the view is a node of the graph: the view grows to 3;
+ *   - a newcomer to a swarm already running (its members answer HELLO
+ *     from round 50) ends its barrier once its in-neighbours of the ring
+ *     answered, with a silent member still in its view (SWIM has not
+ *     declared it dead yet: that takes its 2.5-s suspicion at least), not
+ *     once every member answered or was declared dead.
  * The bodies are encoded here field by field from docs/membership.md. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -115,6 +122,110 @@ static void *bound_pull(void *ctx, char *ep, size_t cap)
     zmq_bind(pull, "tcp://127.0.0.1:*");
     zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, ep, &cap);
     return pull;
+}
+
+/* ---- the join barrier: members played by a thread that answers */
+
+typedef struct member {
+    void *pull;
+    ent_t e;
+    char ep[128];
+} member_t;
+
+typedef struct responder {
+    member_t *mem;
+    int n;
+    const char *target; /* the newcomer's address */
+    atomic_int stop;
+} responder_t;
+
+/* Answers, as each member, the newcomer's HELLOs (a reply from round 50)
+ * and its SWIM probes (an ACK naming the member), until told to stop. */
+static void *respond(void *arg)
+{
+    responder_t *r = arg;
+    void *ctx = zmq_ctx_new();
+    void *push = mu_push(ctx, r->target);
+    uint8_t b[256];
+    while (!atomic_load(&r->stop)) {
+        for (int i = 0; i < r->n; i++) {
+            rumor_wire_hdr_t h;
+            if (!recv_hdr(r->mem[i].pull, 0.01, &h))
+                continue;
+            if (h.type == RUMOR_WIRE_HELLO && h.aux < 2) {
+                rumor_wire_hdr_t a = { 0 };
+                a.type = RUMOR_WIRE_HELLO;
+                a.swarm = swarm;
+                a.sender = r->mem[i].e.id;
+                a.incarnation = r->mem[i].e.inc;
+                a.space = NP;
+                a.aux = 2;
+                a.round = 50;
+                mu_send_raw(push, &a, NULL, 0, 0);
+            } else if (h.type == RUMOR_WIRE_PROBE) {
+                size_t n = mk_body(b, 1, 0, 1, &r->mem[i].e, 1);
+                send_swim(push, RUMOR_WIRE_ACK, r->mem[i].e.id, r->mem[i].e.inc, h.aux, b, n);
+            }
+        }
+    }
+    zmq_close(push);
+    zmq_ctx_term(ctx);
+    return NULL;
+}
+
+/* A newcomer m (alone, barrier not called) meets a running swarm of four:
+ * its ring neighbours (the ids just below and above its own) and one more
+ * answer; one member, not a neighbour, never does. */
+static void join_barrier(rumor_mixer_t *m, void *ctx)
+{
+    uint64_t me = rumor_mixer_self_id(m);
+    if (me < 16 || me > UINT64_MAX - 4096) { /* 2^-59: ids picked around it would wrap */
+        fprintf(stderr, "open mixer: join barrier skipped (self id %llx at an end)\n",
+                (unsigned long long)me);
+        return;
+    }
+    /* sorted by id: lo, me, hi, silent, far (a ring: far and lo meet) */
+    const uint64_t ids[4] = { me + 1, me - 1, me + 2048, me + 1024 };
+    member_t mem[4];
+    for (int i = 0; i < 4; i++) {
+        mem[i].pull = bound_pull(ctx, mem[i].ep, sizeof mem[i].ep);
+        mem[i].e = (ent_t){ ids[i], 7, 0, RUMOR_SWIM_ALIVE, mem[i].ep };
+    }
+    void *push = mu_push(ctx, rumor_mixer_endpoint(m));
+    uint8_t b[1024];
+    rumor_wire_hdr_t h;
+    size_t n = mk_body(b, 1, 0x03, 1, &mem[0].e, 1); /* hi joins */
+    int got = 0;
+    for (uint32_t seq = 1; !got && seq < 11; seq++) {
+        send_swim(push, RUMOR_WIRE_PROBE, mem[0].e.id, 7, seq, b, n);
+        double until = rumor_now() + 0.3;
+        while (!got && recv_hdr(mem[0].pull, until - rumor_now(), &h))
+            got = h.type == RUMOR_WIRE_ACK && h.sender == me;
+    }
+    CHECK(got);
+    ent_t all[4] = { mem[0].e, mem[1].e, mem[2].e, mem[3].e };
+    n = mk_body(b, 1, 0, 4, all, 4); /* and spreads the others */
+    send_swim(push, RUMOR_WIRE_ACK, mem[0].e.id, 7, 0, b, n);
+    CHECKF(wait_members(m, 5, 3.0) == 5, "view of %d, expected 5", rumor_mixer_members(m));
+    zmq_close(push);
+
+    responder_t r = { mem, 3, rumor_mixer_endpoint(m), 0 }; /* mem[3] stays silent */
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, respond, &r) == 0);
+    double t0 = rumor_now();
+    int ready = rumor_mixer_barrier(m, 20.0);
+    double took = rumor_now() - t0;
+    int members = rumor_mixer_members(m);
+    atomic_store(&r.stop, 1);
+    pthread_join(th, NULL);
+    fprintf(stderr, "open mixer: a newcomer's barrier in a running swarm ended after %.2f s with "
+            "%d answering, a view of %d\n", took, ready, members);
+    CHECKF(ready >= 2 && ready <= 3, "%d members answered, expected the 2 neighbours or 3", ready);
+    CHECKF(members == 5, "the view held %d at the barrier's end: the silent member was waited "
+           "for until declared dead", members);
+    CHECKF(took < 1.5, "the barrier took %.2f s", took);
+    for (int i = 0; i < 4; i++)
+        zmq_close(mem[i].pull);
 }
 
 int main(void)
@@ -228,5 +339,14 @@ int main(void)
     zmq_close(py);
     zmq_ctx_term(ctx);
     rumor_mixer_destroy(&m, 0.5);
+
+    /* ---- a newcomer to a running swarm: a mixer of its own */
+    CHECK_OK(rumor_mixer_create(&c, init, &m));
+    if (m) {
+        void *ctx2 = zmq_ctx_new();
+        join_barrier(m, ctx2);
+        zmq_ctx_term(ctx2);
+        rumor_mixer_destroy(&m, 0.5);
+    }
     return tu_finish("test_open_mixer");
 }
