@@ -484,8 +484,9 @@ struct rumor_mixer {
     struct mx_held *hold;      /* (MX_HOLD_MAX) */
     int nhold;
     double next_hello;
-    int hello_active;
-    double next_heartbeat;     /* when the next HEARTBEAT goes to every neighbour */
+    int hello_active, hello_ticks;  /* HELLO passes so far (every 10th reaches all) */
+    double next_heartbeat;     /* when the next HEARTBEAT goes to the neighbours */
+    int hb_next;               /* the slot the next pass of heartbeats to others starts at */
 
     /* catching up (mixer_state.c) */
     long *peer_round;          /* (npeers) newest round heard from j, -1 none */

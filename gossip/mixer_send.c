@@ -403,6 +403,11 @@ void mx_drop_sends(rumor_mixer_t *m)
     }
 }
 
+/* HELLOs, 10 a second while the barrier lasts: to a member that has not
+ * answered or not been heard yet each time, to one that has every tenth
+ * time (it may still miss this peer's "I have heard you"). In an open swarm
+ * every member of the view is one: 64 founders waiting for each other on
+ * one machine would send 40 000 HELLOs a second. */
 void mx_send_hellos(rumor_mixer_t *m)
 {
     double now = rumor_now();
@@ -411,16 +416,44 @@ void mx_send_hellos(rumor_mixer_t *m)
     if (!m->hello_active || now < m->next_hello || m->rank_state != 2)
         return;
     m->next_hello = now + 0.1;
+    int all = m->hello_ticks++ % 10 == 0;
     for (int j = 0; j < m->npeers; j++)
-        if (m->talks_to[j])
+        if (m->talks_to[j] && (all || !m->ready[j] || !m->heard[j]))
             (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, m->heard[j]);
 }
 
 /* Every neighbour hears from this peer at least once a heartbeat interval
- * (the transport's, 0.5 s by default), between rounds too (an application that pauses gossip, a long local step): a
- * neighbour silent for 3 s is taken for gone and redialled (mx_redial),
- * which throws away what was queued for it, so a quiet link must not look
- * like a dead one. */
+ * (the transport's, 0.5 s by default), between rounds too (an application
+ * that pauses gossip, a long local step): a neighbour silent for 3 s is
+ * taken for gone and redialled (mx_redial), which throws away what was
+ * queued for it, so a quiet link must not look like a dead one. Each pass
+ * reaches the in- and out-neighbours of this peer's round and the next
+ * MX_HB_OTHERS other members it talks to in turn: they learn its round
+ * (mx_swarm_round) and have it heard when the graph makes them neighbours.
+ * In an open swarm every member of the view is one, and a heartbeat to
+ * each twice a second made each of 128 peers on one machine send 254 and
+ * receive as many a second, O(N) a peer; a view of up to MX_HB_OTHERS
+ * members beyond the neighbours still hears every pass. */
+#define MX_HB_OTHERS 16
+
+static void heartbeat(rumor_mixer_t *m, int j)
+{
+    if (m->incompatible[j] && !m->incompat_told[j])
+        /* its terms differ and it has not heard this peer's yet (its
+         * connection was not up): a HELLO instead, until it has */
+        (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, 2);
+    else
+        (void)mx_send_control(m, j, RUMOR_WIRE_HEARTBEAT, 0);
+}
+
+static int listed(const int *v, int n, int j)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == j)
+            return 1;
+    return 0;
+}
+
 void mx_send_heartbeats(rumor_mixer_t *m)
 {
     double now = rumor_now();
@@ -428,13 +461,26 @@ void mx_send_heartbeats(rumor_mixer_t *m)
         return;
     double ivl = m->cfg.heartbeat_ivl_ms > 0 ? m->cfg.heartbeat_ivl_ms / 1000.0 : 0.5;
     m->next_heartbeat = now + ivl;
-    for (int j = 0; j < m->npeers; j++)
-        if (m->talks_to[j] && m->incompatible[j] && !m->incompat_told[j])
-            /* its terms differ and it has not heard this peer's yet (its
-             * connection was not up): a HELLO instead, until it has */
-            (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, 2);
-        else if (m->talks_to[j])
-            (void)mx_send_control(m, j, RUMOR_WIRE_HEARTBEAT, 0);
+    long r = m->cur > 0 ? m->cur : 0;
+    int nin = mx_in_neighbors(m, r, m->tmp_nbrs, m->tmp_w);
+    int nout = mx_out_neighbors(m, r, m->out_nbrs);
+    nin = nin > 0 ? nin : 0;
+    nout = nout > 0 ? nout : 0;
+    for (int i = 0; i < nin; i++)
+        if (m->talks_to[m->tmp_nbrs[i]])
+            heartbeat(m, m->tmp_nbrs[i]);
+    for (int i = 0; i < nout; i++)
+        if (m->talks_to[m->out_nbrs[i]] && !listed(m->tmp_nbrs, nin, m->out_nbrs[i]))
+            heartbeat(m, m->out_nbrs[i]);
+    int sent = 0, j = m->hb_next % (m->npeers > 0 ? m->npeers : 1);
+    for (int s = 0; s < m->npeers && sent < MX_HB_OTHERS; s++, j = (j + 1) % m->npeers) {
+        if (!m->talks_to[j] || j == m->self || listed(m->tmp_nbrs, nin, j) ||
+            listed(m->out_nbrs, nout, j))
+            continue;
+        heartbeat(m, j);
+        sent++;
+    }
+    m->hb_next = j;
 }
 
 /* Whether every out-neighbour of this peer's last round has passed it (a

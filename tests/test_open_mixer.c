@@ -14,7 +14,9 @@
  *     from round 50) ends its barrier once its in-neighbours of the ring
  *     answered, with a silent member still in its view (SWIM has not
  *     declared it dead yet: that takes its 2.5-s suspicion at least), not
- *     once every member answered or was declared dead.
+ *     once every member answered or was declared dead;
+ *   - heartbeats in a view of 41 reach the two ring neighbours every pass
+ *     and the others 16 a pass in turn, not all 38 every pass.
  * The bodies are encoded here field by field from docs/membership.md. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -130,6 +132,7 @@ typedef struct member {
     void *pull;
     ent_t e;
     char ep[128];
+    atomic_int heartbeats; /* HEARTBEATs it received from the mixer */
 } member_t;
 
 typedef struct responder {
@@ -139,38 +142,102 @@ typedef struct responder {
     atomic_int stop;
 } responder_t;
 
+/* A message waiting on pull, its header decoded: 1, or 0 when none. */
+static int recv_now(void *pull, rumor_wire_hdr_t *h)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return 0;
+    }
+    int ok = rumor_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0;
+    int more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    while (more) { /* the body */
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, pull, 0);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+    if (!ok)
+        h->type = 0xff;
+    return 1;
+}
+
 /* Answers, as each member, the newcomer's HELLOs (a reply from round 50)
- * and its SWIM probes (an ACK naming the member), until told to stop. */
+ * and its SWIM probes (an ACK naming the member), and counts its
+ * heartbeats, until told to stop. */
 static void *respond(void *arg)
 {
     responder_t *r = arg;
     void *ctx = zmq_ctx_new();
     void *push = mu_push(ctx, r->target);
+    zmq_pollitem_t it[64];
+    for (int i = 0; i < r->n; i++)
+        it[i] = (zmq_pollitem_t){ r->mem[i].pull, 0, ZMQ_POLLIN, 0 };
     uint8_t b[256];
     while (!atomic_load(&r->stop)) {
+        if (zmq_poll(it, r->n, 10) <= 0)
+            continue;
         for (int i = 0; i < r->n; i++) {
             rumor_wire_hdr_t h;
-            if (!recv_hdr(r->mem[i].pull, 0.01, &h))
-                continue;
-            if (h.type == RUMOR_WIRE_HELLO && h.aux < 2) {
-                rumor_wire_hdr_t a = { 0 };
-                a.type = RUMOR_WIRE_HELLO;
-                a.swarm = swarm;
-                a.sender = r->mem[i].e.id;
-                a.incarnation = r->mem[i].e.inc;
-                a.space = NP;
-                a.aux = 2;
-                a.round = 50;
-                mu_send_raw(push, &a, NULL, 0, 0);
-            } else if (h.type == RUMOR_WIRE_PROBE) {
-                size_t n = mk_body(b, 1, 0, 1, &r->mem[i].e, 1);
-                send_swim(push, RUMOR_WIRE_ACK, r->mem[i].e.id, r->mem[i].e.inc, h.aux, b, n);
+            while (recv_now(r->mem[i].pull, &h)) {
+                if (h.type == RUMOR_WIRE_HEARTBEAT) {
+                    atomic_fetch_add(&r->mem[i].heartbeats, 1);
+                } else if (h.type == RUMOR_WIRE_HELLO && h.aux < 2) {
+                    rumor_wire_hdr_t a = { 0 };
+                    a.type = RUMOR_WIRE_HELLO;
+                    a.swarm = swarm;
+                    a.sender = r->mem[i].e.id;
+                    a.incarnation = r->mem[i].e.inc;
+                    a.space = NP;
+                    a.aux = 2;
+                    a.round = 50;
+                    mu_send_raw(push, &a, NULL, 0, 0);
+                } else if (h.type == RUMOR_WIRE_PROBE) {
+                    size_t n = mk_body(b, 1, 0, 1, &r->mem[i].e, 1);
+                    send_swim(push, RUMOR_WIRE_ACK, r->mem[i].e.id, r->mem[i].e.inc, h.aux, b, n);
+                }
             }
         }
     }
     zmq_close(push);
     zmq_ctx_term(ctx);
     return NULL;
+}
+
+/* Members ids[0..n) at bound sockets of their own; ids[0] joins m and
+ * spreads the others. 1 once m's view holds them all. */
+static int make_members(rumor_mixer_t *m, void *ctx, member_t *mem, const uint64_t *ids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mem[i].pull = bound_pull(ctx, mem[i].ep, sizeof mem[i].ep);
+        mem[i].e = (ent_t){ ids[i], 7, 0, RUMOR_SWIM_ALIVE, mem[i].ep };
+        atomic_init(&mem[i].heartbeats, 0);
+    }
+    uint64_t me = rumor_mixer_self_id(m);
+    void *push = mu_push(ctx, rumor_mixer_endpoint(m));
+    uint8_t b[8192];
+    rumor_wire_hdr_t h;
+    size_t len = mk_body(b, 1, 0x03, 1, &mem[0].e, 1); /* the first joins */
+    int got = 0;
+    for (uint32_t seq = 1; !got && seq < 11; seq++) {
+        send_swim(push, RUMOR_WIRE_PROBE, mem[0].e.id, 7, seq, b, len);
+        double until = rumor_now() + 0.3;
+        while (!got && recv_hdr(mem[0].pull, until - rumor_now(), &h))
+            got = h.type == RUMOR_WIRE_ACK && h.sender == me;
+    }
+    CHECK(got);
+    ent_t all[64];
+    for (int i = 0; i < n; i++)
+        all[i] = mem[i].e;
+    len = mk_body(b, 1, 0, n, all, n); /* and spreads the others */
+    send_swim(push, RUMOR_WIRE_ACK, mem[0].e.id, 7, 0, b, len);
+    zmq_close(push);
+    int v = wait_members(m, n + 1, 3.0);
+    CHECKF(v == n + 1, "view of %d, expected %d", v, n + 1);
+    return v == n + 1;
 }
 
 /* A newcomer m (alone, barrier not called) meets a running swarm of four:
@@ -187,27 +254,11 @@ static void join_barrier(rumor_mixer_t *m, void *ctx)
     /* sorted by id: lo, me, hi, silent, far (a ring: far and lo meet) */
     const uint64_t ids[4] = { me + 1, me - 1, me + 2048, me + 1024 };
     member_t mem[4];
-    for (int i = 0; i < 4; i++) {
-        mem[i].pull = bound_pull(ctx, mem[i].ep, sizeof mem[i].ep);
-        mem[i].e = (ent_t){ ids[i], 7, 0, RUMOR_SWIM_ALIVE, mem[i].ep };
+    if (!make_members(m, ctx, mem, ids, 4)) {
+        for (int i = 0; i < 4; i++)
+            zmq_close(mem[i].pull);
+        return;
     }
-    void *push = mu_push(ctx, rumor_mixer_endpoint(m));
-    uint8_t b[1024];
-    rumor_wire_hdr_t h;
-    size_t n = mk_body(b, 1, 0x03, 1, &mem[0].e, 1); /* hi joins */
-    int got = 0;
-    for (uint32_t seq = 1; !got && seq < 11; seq++) {
-        send_swim(push, RUMOR_WIRE_PROBE, mem[0].e.id, 7, seq, b, n);
-        double until = rumor_now() + 0.3;
-        while (!got && recv_hdr(mem[0].pull, until - rumor_now(), &h))
-            got = h.type == RUMOR_WIRE_ACK && h.sender == me;
-    }
-    CHECK(got);
-    ent_t all[4] = { mem[0].e, mem[1].e, mem[2].e, mem[3].e };
-    n = mk_body(b, 1, 0, 4, all, 4); /* and spreads the others */
-    send_swim(push, RUMOR_WIRE_ACK, mem[0].e.id, 7, 0, b, n);
-    CHECKF(wait_members(m, 5, 3.0) == 5, "view of %d, expected 5", rumor_mixer_members(m));
-    zmq_close(push);
 
     responder_t r = { mem, 3, rumor_mixer_endpoint(m), 0 }; /* mem[3] stays silent */
     pthread_t th;
@@ -225,6 +276,61 @@ static void join_barrier(rumor_mixer_t *m, void *ctx)
            "for until declared dead", members);
     CHECKF(took < 1.5, "the barrier took %.2f s", took);
     for (int i = 0; i < 4; i++)
+        zmq_close(mem[i].pull);
+}
+
+/* Heartbeats in a view of 41 (a ring): each pass reaches the mixer's two
+ * ring neighbours and 16 of the other 38 in turn, so every member hears
+ * it within 3 passes and the others together get at most 16 a pass (a
+ * heartbeat to every member, as before, sends 38 a pass). */
+static void heartbeat_spread(rumor_mixer_t *m, void *ctx)
+{
+    enum { K = 40 };
+    uint64_t me = rumor_mixer_self_id(m);
+    if (me > UINT64_MAX - 4096) { /* 2^-52: ids picked above it would wrap */
+        fprintf(stderr, "open mixer: heartbeat spread skipped (self id %llx at the end)\n",
+                (unsigned long long)me);
+        return;
+    }
+    uint64_t ids[K];
+    for (int i = 0; i < K; i++) /* sorted: me, me+1 .. me+K; the ring's ends meet */
+        ids[i] = me + 1 + (uint64_t)i;
+    member_t mem[K];
+    int ok = make_members(m, ctx, mem, ids, K);
+    responder_t r = { mem, K, rumor_mixer_endpoint(m), 0 };
+    pthread_t th;
+    if (ok && pthread_create(&th, NULL, respond, &r) == 0) {
+        CHECK(rumor_mixer_barrier(m, 10.0) >= 2); /* heartbeats start after it */
+        int before[K];
+        for (int i = 0; i < K; i++)
+            before[i] = atomic_load(&mem[i].heartbeats);
+        usleep(3000000);
+        int nb = K, lo = 1 << 30, others = 0, nbr_min = 1 << 30;
+        for (int i = 0; i < K; i++) {
+            int got = atomic_load(&mem[i].heartbeats) - before[i];
+            if (i == 0 || i == K - 1) {
+                nbr_min = got < nbr_min ? got : nbr_min;
+            } else {
+                others += got;
+                lo = got < lo ? got : lo;
+            }
+        }
+        atomic_store(&r.stop, 1);
+        pthread_join(th, NULL);
+        int members = rumor_mixer_members(m);
+        fprintf(stderr, "open mixer: heartbeats in 3 s in a view of %d: neighbours at least %d, "
+                "the other %d at least %d each and %d in all\n", members, nbr_min, nb - 2, lo,
+                others);
+        CHECKF(members == K + 1, "the view lost members: %d", members);
+        CHECKF(nbr_min >= 4, "a ring neighbour got %d heartbeats in 3 s (2 a second)", nbr_min);
+        CHECKF(lo >= 1, "a member got no heartbeat in 3 s");
+        /* 3 s: 6 passes, 7 at most with the one at the barrier's end */
+        CHECKF(others <= 16 * 7, "%d heartbeats to the 38 non-neighbours in 3 s, at most "
+               "16 a pass expected", others);
+    } else {
+        CHECK(ok);
+    }
+    for (int i = 0; i < K; i++)
         zmq_close(mem[i].pull);
 }
 
@@ -346,6 +452,16 @@ int main(void)
         void *ctx2 = zmq_ctx_new();
         join_barrier(m, ctx2);
         zmq_ctx_term(ctx2);
+        rumor_mixer_destroy(&m, 0.5);
+    }
+
+    /* ---- heartbeats in a view of 41 */
+    c.max_peers = 64;
+    CHECK_OK(rumor_mixer_create(&c, init, &m));
+    if (m) {
+        void *ctx3 = zmq_ctx_new();
+        heartbeat_spread(m, ctx3);
+        zmq_ctx_term(ctx3);
         rumor_mixer_destroy(&m, 0.5);
     }
     return tu_finish("test_open_mixer");
