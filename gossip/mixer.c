@@ -254,6 +254,10 @@ int rumor_mixer_create(const rumor_mixer_config_t *cfg, const float *init, rumor
     to.max_msg_size = rumor_wire_max_msg_size(2 * m->max_recv);
     to.heartbeat_ivl_ms = cfg->heartbeat_ivl_ms;
     to.heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
+    /* an open swarm has a socket to every member: SWIM and the mixer's
+     * heartbeats to its neighbours watch them, not ZeroMQ's to each (at
+     * 128 peers on one machine those took most of its CPU, docs/scale.md) */
+    to.no_heartbeats = open;
     to.dial = cfg->dial;
     to.dial_arg = cfg->reach_arg;
     if (rc == 0 && open && !to.listen)

@@ -66,7 +66,7 @@ static int watch(rumor_transport_t *t, void *s, const char *what, int events, vo
 static int common_opts(const rumor_transport_t *t, void *s, int sender)
 {
     RUMOR_CHECK(set_int(s, ZMQ_LINGER, 0, "LINGER"));
-    if (sender) {
+    if (sender && !t->o.no_heartbeats) {
         RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_IVL, t->o.heartbeat_ivl_ms, "HEARTBEAT_IVL"));
         RUMOR_CHECK(set_int(s, ZMQ_HEARTBEAT_TIMEOUT, t->o.heartbeat_timeout_ms,
                             "HEARTBEAT_TIMEOUT"));

@@ -3,9 +3,9 @@
  * A transport is one ZeroMQ context, one PULL socket bound at the peer's
  * listen address (every neighbour sends to it) and one PUSH socket per peer
  * this peer sends to. All sockets: LINGER 0 (closing never waits on a dead
- * peer), ZMTP heartbeats on the PUSH sockets (a frozen or partitioned
- * receiver is noticed in heartbeat_timeout instead of never; none on the
- * PULL socket, see transport.c), PUSH with ZMQ_IMMEDIATE (nothing
+ * peer), ZMTP heartbeats on the PUSH sockets unless opts.no_heartbeats (a
+ * frozen or partitioned receiver is noticed in heartbeat_timeout instead of
+ * never; none on the PULL socket, see transport.c), PUSH with ZMQ_IMMEDIATE (nothing
  * queues for a peer that is not connected: a send reports "would block"
  * instead) and a small send HWM, PULL with ZMQ_MAXMSGSIZE.
  *
@@ -45,6 +45,13 @@ typedef struct rumor_transport_opts {
     size_t max_msg_size;        /* largest message accepted (ZMQ_MAXMSGSIZE) */
     int heartbeat_ivl_ms;       /* default 500 */
     int heartbeat_timeout_ms;   /* default 2000 */
+    /* No ZMTP heartbeats at all. For an open swarm, where a peer holds a
+     * PUSH socket to every member of its view: libzmq's heartbeats cost
+     * every connection two messages and a timer each interval (and
+     * cancelling a timer scans an I/O thread's whole timer list), O(view)
+     * a peer, and SWIM's probes and the mixer's own HEARTBEATs already say
+     * who is alive. */
+    int no_heartbeats;
     int sndhwm;                 /* messages queued per peer (default 4) */
     int rcvhwm;                 /* default 64 */
     int io_threads;             /* ZeroMQ I/O threads (default 1) */

@@ -65,7 +65,9 @@ echo "the router masqueraded ${nat:-0} packets of B's"
 RUMOR_LOG=info ip netns exec $P-rt timeout -k 5 60 "$peer" --listen tcp://10.99.1.254:7001 --join 10.99.1.1:7000 \
   $(sec c) $common --epochs 1 --no-average >"$tmp/c.log" 2>&1 ||
   fail "the public joiner failed: $(tail -n 2 "$tmp/c.log")"
-grep -q "joined a swarm of 2 peers alive" "$tmp/c.log" ||
+# (B left A's swarm a moment ago and may still be in its view, not yet
+# declared dead: a newcomer to a running swarm does not wait for it)
+grep -q "joined a swarm of [23] peers alive" "$tmp/c.log" ||
   fail "the public joiner did not join A: $(grep -m2 'joined\|error' "$tmp/c.log")"
 grep -q "nothing came back\|cannot dial\|dialled its address" "$tmp/c.log" &&
   fail "the public joiner was called unreachable"

@@ -81,6 +81,28 @@ static void send_swim(void *push, int type, uint64_t sender, uint64_t inc, uint3
     mu_send_raw(push, &h, body, len, 0);
 }
 
+/* A message waiting on pull, drained whole: 1 with its header decoded, -1
+ * when it has none that decodes, 0 when nothing waits. */
+static int recv_now(void *pull, rumor_wire_hdr_t *h)
+{
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return 0;
+    }
+    int ok = rumor_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0;
+    int more = zmq_msg_more(&m);
+    zmq_msg_close(&m);
+    while (more) { /* the body */
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, pull, 0);
+        more = zmq_msg_more(&m);
+        zmq_msg_close(&m);
+    }
+    return ok ? 1 : -1;
+}
+
 /* Waits up to `s` seconds for a message on pull; 1 and its header, or 0. */
 static int recv_hdr(void *pull, double s, rumor_wire_hdr_t *h)
 {
@@ -89,20 +111,10 @@ static int recv_hdr(void *pull, double s, rumor_wire_hdr_t *h)
     while (rumor_now() < end) {
         if (zmq_poll(&it, 1, 50) <= 0)
             continue;
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        int ok = zmq_msg_recv(&m, pull, 0) >= 0 &&
-                 rumor_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0;
-        int more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-        while (more) { /* the body */
-            zmq_msg_init(&m);
-            zmq_msg_recv(&m, pull, 0);
-            more = zmq_msg_more(&m);
-            zmq_msg_close(&m);
-        }
-        if (ok)
-            return 1;
+        int got;
+        while ((got = recv_now(pull, h)) != 0)
+            if (got > 0)
+                return 1;
     }
     return 0;
 }
@@ -142,29 +154,6 @@ typedef struct responder {
     atomic_int stop;
 } responder_t;
 
-/* A message waiting on pull, its header decoded: 1, or 0 when none. */
-static int recv_now(void *pull, rumor_wire_hdr_t *h)
-{
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m);
-        return 0;
-    }
-    int ok = rumor_wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), h) == 0;
-    int more = zmq_msg_more(&m);
-    zmq_msg_close(&m);
-    while (more) { /* the body */
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, pull, 0);
-        more = zmq_msg_more(&m);
-        zmq_msg_close(&m);
-    }
-    if (!ok)
-        h->type = 0xff;
-    return 1;
-}
-
 /* Answers, as each member, the newcomer's HELLOs (a reply from round 50)
  * and its SWIM probes (an ACK naming the member), and counts its
  * heartbeats, until told to stop. */
@@ -182,7 +171,10 @@ static void *respond(void *arg)
             continue;
         for (int i = 0; i < r->n; i++) {
             rumor_wire_hdr_t h;
-            while (recv_now(r->mem[i].pull, &h)) {
+            int got;
+            while ((got = recv_now(r->mem[i].pull, &h)) != 0) {
+                if (got < 0)
+                    continue;
                 if (h.type == RUMOR_WIRE_HEARTBEAT) {
                     atomic_fetch_add(&r->mem[i].heartbeats, 1);
                 } else if (h.type == RUMOR_WIRE_HELLO && h.aux < 2) {
