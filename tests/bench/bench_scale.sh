@@ -21,7 +21,17 @@
 #                            share in which a neighbour's parameters covered
 #                            the space (complete > 0)
 #   scale_N_swim_msgs_per_s SWIM messages a peer sends a second (mean)
-#   scale_N_consensus        the survivors' last consensus distance
+#   scale_N_consensus        the survivors' last consensus distance (mean)
+#   scale_N_consensus_max    the largest survivor's
+#   scale_N_max_round_wait_s the longest wait of a round (survivors' and
+#                            newcomers' round events, steady window to the
+#                            end; --round-timeout is 10 s)
+#   scale_N_late_rounds_share  of their round events from 10 s after the
+#                            kill (past SWIM's detection) to the end, the
+#                            share that ran into their deadline (timed_out);
+#                            an event is the round in progress at a progress
+#                            line (every 2 s), so this is about the share of
+#                            the time spent in such rounds
 #   scale_N_detect_first_s, scale_N_detect_median_s   after the kill, when
 #                            the first survivor held a killed peer dead (its
 #                            own declaration, or one it learned from another
@@ -119,8 +129,8 @@ window() {
 sod() { echo "$1" | awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }'; }
 
 tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus | detect (first, median) s | admit s | false deaths/s |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus (mean, max) | longest wait s | late rounds | detect (first, median) s | admit s | false deaths/s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for N in $SIZES; do
   rm -f "$tmp"/*
   K=$((N / 10)); [ $K -ge 1 ] || K=1
@@ -178,6 +188,7 @@ for N in $SIZES; do
     ids="$ids $(sed -n 's/.*open membership: id \([0-9a-f]*\) .*/\1/p' "$tmp/$v.log" | head -n 1)"
   done
   tk=$(sod "$(date '+%H:%M:%S.%N')")
+  tkill=$(now)
   for v in $victims; do kill -KILL "$(cat "$tmp/$v.pid")"; done
   survivors=$(echo $names | tr ' ' '\n' | head -n $((N - K)))
   fresh=
@@ -211,6 +222,20 @@ for N in $SIZES; do
            grep '"event":"round"' "$tmp/$n.jsonl" | sed -n 's/.*"consensus":\([0-9.e+-]*\),.*/\1/p' |
              awk '$1 > 0' | tail -n 1
          done | awk '{ s += $1; n++ } END { if (n) printf "%.4f", s / n; else print "nan" }')
+  # rounds: the longest wait of any round event from the steady window on,
+  # and the share that ran into their deadline from 10 s after the kill
+  # (past SWIM's detection) to the end; the survivors' largest consensus
+  set -- $(for n in $survivors $fresh; do cat "$tmp/$n.jsonl" 2>/dev/null; done |
+           sed -n 's/^{"time":\([0-9.]*\),.*"event":"round".*"round_wait_s":\([0-9.e+-]*\),"timed_out":\([01]\).*/\1 \2 \3/p' |
+           awk -v t0="$t0" -v tb="$(echo "$tkill" | awk '{ printf "%.3f", $1 + 10 }')" '
+             $1 >= t0 && $2 > w { w = $2 }
+             $1 >= tb { n++; late += $3 }
+             END { printf "%.2f %s\n", w, n ? sprintf("%.3f", late / n) : "nan" }')
+  maxwait=$1 late=$2
+  consmax=$(for n in $survivors; do
+              grep '"event":"round"' "$tmp/$n.jsonl" | sed -n 's/.*"consensus":\([0-9.e+-]*\),.*/\1/p' |
+                awk '$1 > 0' | tail -n 1
+            done | awk '$1 > m { m = $1 } END { printf "%.4f", m }')
   # false positives: deaths declared of members that were not killed, over
   # the run (from the founder's start to now)
   run_s=$(echo "$(cat "$tmp/p0.t0") $(now)" | awk '{ print $2 - $1 }')
@@ -231,11 +256,14 @@ for N in $SIZES; do
   fig scale_${N}_mixed_share "$mixed" x
   fig scale_${N}_swim_msgs_per_s "$swim" msgs/s
   fig scale_${N}_consensus "$cons" distance
+  fig scale_${N}_consensus_max "$consmax" distance
+  fig scale_${N}_max_round_wait_s "$maxwait" s
+  fig scale_${N}_late_rounds_share "$late" x
   fig scale_${N}_detect_first_s "${det_first:-nan}" s
   fig scale_${N}_detect_median_s "${det_med:-nan}" s
   fig scale_${N}_admit_s "$admit" s
   fig scale_${N}_false_deaths_per_s "$fdps" deaths/s
   table="$table
-| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons | ${det_first:-nan}, ${det_med:-nan} | $admit | $fdps |"
+| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons, $consmax | $maxwait | $late | ${det_first:-nan}, ${det_med:-nan} | $admit | $fdps |"
 done
 echo "$table"
