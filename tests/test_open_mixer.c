@@ -326,6 +326,20 @@ static void heartbeat_spread(rumor_mixer_t *m, void *ctx)
         zmq_close(mem[i].pull);
 }
 
+/* Runs fn on a new mixer of config c, with a ZeroMQ context of its own. */
+static void on_fresh_mixer(const rumor_mixer_config_t *c, const float *init,
+                           void (*fn)(rumor_mixer_t *, void *))
+{
+    rumor_mixer_t *m = NULL;
+    CHECK_OK(rumor_mixer_create(c, init, &m));
+    if (!m)
+        return;
+    void *ctx = zmq_ctx_new();
+    fn(m, ctx);
+    zmq_ctx_term(ctx);
+    rumor_mixer_destroy(&m, 0.5);
+}
+
 int main(void)
 {
     /* every wait here is bounded (about 2 s in all); one made unbounded by
@@ -438,23 +452,10 @@ int main(void)
     zmq_ctx_term(ctx);
     rumor_mixer_destroy(&m, 0.5);
 
-    /* ---- a newcomer to a running swarm: a mixer of its own */
-    CHECK_OK(rumor_mixer_create(&c, init, &m));
-    if (m) {
-        void *ctx2 = zmq_ctx_new();
-        join_barrier(m, ctx2);
-        zmq_ctx_term(ctx2);
-        rumor_mixer_destroy(&m, 0.5);
-    }
-
-    /* ---- heartbeats in a view of 41 */
+    /* ---- a newcomer to a running swarm, then heartbeats in a view of 41:
+     * a mixer of its own each */
+    on_fresh_mixer(&c, init, join_barrier);
     c.max_peers = 64;
-    CHECK_OK(rumor_mixer_create(&c, init, &m));
-    if (m) {
-        void *ctx3 = zmq_ctx_new();
-        heartbeat_spread(m, ctx3);
-        zmq_ctx_term(ctx3);
-        rumor_mixer_destroy(&m, 0.5);
-    }
+    on_fresh_mixer(&c, init, heartbeat_spread);
     return tu_finish("test_open_mixer");
 }
