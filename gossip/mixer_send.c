@@ -403,11 +403,12 @@ void mx_drop_sends(rumor_mixer_t *m)
     }
 }
 
-/* HELLOs, 10 a second while the barrier lasts: to a member that has not
- * answered or not been heard yet each time, to one that has every tenth
- * time (it may still miss this peer's "I have heard you"). In an open swarm
- * every member of the view is one: 64 founders waiting for each other on
- * one machine would send 40 000 HELLOs a second. */
+/* HELLOs, 10 a second while the barrier lasts, to every peer this one
+ * talks to. In an open swarm that is every member of the view (64 founders
+ * waiting for each other on one machine would send 40 000 HELLOs a
+ * second), so there a member that has answered and been heard gets one
+ * every tenth time only (it may still miss this peer's "I have heard
+ * you"). */
 void mx_send_hellos(rumor_mixer_t *m)
 {
     double now = rumor_now();
@@ -416,7 +417,7 @@ void mx_send_hellos(rumor_mixer_t *m)
     if (!m->hello_active || now < m->next_hello || m->rank_state != 2)
         return;
     m->next_hello = now + 0.1;
-    int all = m->hello_ticks++ % 10 == 0;
+    int all = !m->open || m->hello_ticks++ % 10 == 0;
     for (int j = 0; j < m->npeers; j++)
         if (m->talks_to[j] && (all || !m->ready[j] || !m->heard[j]))
             (void)mx_send_control(m, j, RUMOR_WIRE_HELLO, m->heard[j]);
