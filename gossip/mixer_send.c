@@ -463,7 +463,7 @@ void mx_send_heartbeats(rumor_mixer_t *m)
     double ivl = m->cfg.heartbeat_ivl_ms > 0 ? m->cfg.heartbeat_ivl_ms / 1000.0 : 0.5;
     m->next_heartbeat = now + ivl;
     long r = m->cur > 0 ? m->cur : 0;
-    int nin = mx_in_neighbors(m, r, m->tmp_nbrs, m->tmp_w);
+    int nin = mx_in_neighbors(m, r, m->tmp_nbrs, NULL); /* who, not their weights */
     int nout = mx_out_neighbors(m, r, m->out_nbrs);
     nin = nin > 0 ? nin : 0;
     nout = nout > 0 ? nout : 0;

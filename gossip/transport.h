@@ -4,10 +4,11 @@
  * listen address (every neighbour sends to it) and one PUSH socket per peer
  * this peer sends to. All sockets: LINGER 0 (closing never waits on a dead
  * peer), ZMTP heartbeats on the PUSH sockets unless opts.no_heartbeats (a
- * frozen or partitioned receiver is noticed in heartbeat_timeout instead of
- * never; none on the PULL socket, see transport.c), PUSH with ZMQ_IMMEDIATE (nothing
- * queues for a peer that is not connected: a send reports "would block"
- * instead) and a small send HWM, PULL with ZMQ_MAXMSGSIZE.
+ * frozen or partitioned receiver is noticed in heartbeat_timeout instead
+ * of never; none on the PULL socket, see transport.c), PUSH with
+ * ZMQ_IMMEDIATE (nothing queues for a peer that is not connected: a send
+ * reports "would block" instead) and a small send HWM, PULL with
+ * ZMQ_MAXMSGSIZE.
  *
  * Sockets are not thread-safe: one thread (the mixer's comm thread) uses a
  * transport after creating it.
