@@ -46,8 +46,11 @@ eps=$(free_endpoints 4)
 for r in 0 1 2 3; do
   # no timeout(1) wrapper: $! must be the peer itself for the signals;
   # --eval-every 1000: no test-set pass at each epoch's end (only at the
-  # last), so a gap between rounds is waiting, not evaluating
-  "$peer" --rank $r --peers "$eps" --insecure --epochs 14 --eval-every 1000 --data "$FASHION" --progress 0.05 \
+  # last), so a gap between rounds is waiting, not evaluating; 20 epochs
+  # (4680 rounds): the neighbours run 2600-2900 rounds in the 10-s freeze,
+  # and with 14 epochs a fast machine left peer 1 65-200 rounds after its
+  # catch-up, too few to mix back within 2 points of the average
+  "$peer" --rank $r --peers "$eps" --insecure --epochs 20 --eval-every 1000 --data "$FASHION" --progress 0.05 \
     --log-level info --metrics "$tmp/p$r.jsonl" >"$tmp/p$r.log" 2>&1 &
   pids="$pids $!"
 done
