@@ -399,6 +399,20 @@ void rumor_mixer_set_caller_mixes(rumor_mixer_t *m, int on);
  * HELLO answers), -1 when none is known yet. */
 long rumor_mixer_swarm_round(rumor_mixer_t *m);
 
+/* The deadline of a synchronous round (the mixer's own rule, exported for
+ * rumor-sim): 4 x the median of the last round times, within [min_timeout,
+ * timeout] (the median, not a high percentile: a round that waited for a
+ * neighbour that was itself waiting out a deadline takes about that
+ * deadline, and a high percentile of such rounds would feed the deadline
+ * back into itself until it reached timeout); until 8 rounds were seen,
+ * 4 x min_timeout within timeout (the HELLO barrier has connected everyone,
+ * and a joiner that missed its first round's messages must not wait the
+ * longest deadline for them). `ring` holds the last min(n, cap) round times
+ * (cap <= 256) of the n ever recorded; *pace (may be NULL) gets the median
+ * when it was used. */
+double rumor_round_deadline(const double *ring, long n, int cap, double min_timeout,
+                            double timeout, double *pace);
+
 /* Moves this peer's round counter forward to `round` (> the last round
  * ended) without mixing: for a peer that fell a few rounds behind its
  * neighbours (frozen, cut off): it keeps its parameters and the rounds in

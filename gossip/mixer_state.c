@@ -214,33 +214,35 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The deadline of the next round: 4 x the median of the last 32 round
- * times (the median, not a high percentile: a round that waited for a
- * neighbour that was itself waiting out a deadline takes about that
- * deadline, and a high percentile of such rounds would feed the deadline
- * back into itself until it reached round_timeout), within [min_round_timeout, round_timeout]; until 8 rounds
- * were seen, 4 x min_round_timeout (within the same bounds): the HELLO
- * barrier has connected everyone, and a joiner that missed its first
- * round's messages must not wait the longest deadline for them. */
+double rumor_round_deadline(const double *ring, long n, int cap, double min_timeout,
+                            double timeout, double *pace)
+{
+    if (min_timeout >= timeout)
+        return timeout;
+    if (n < 8) {
+        double d = 4.0 * min_timeout;
+        return d < timeout ? d : timeout;
+    }
+    int k = n < cap ? (int)n : cap;
+    double v[256];
+    if (k > 256)
+        k = 256;
+    memcpy(v, ring, (size_t)k * sizeof *v);
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    if (pace)
+        *pace = v[k / 2];
+    double d = 4.0 * v[k / 2];
+    if (d < min_timeout)
+        d = min_timeout;
+    if (d > timeout)
+        d = timeout;
+    return d;
+}
+
 double mx_deadline(rumor_mixer_t *m)
 {
-    if (m->cfg.min_round_timeout >= m->timeout)
-        return m->timeout;
-    if (m->nsamples < 8) {
-        double d = 4.0 * m->cfg.min_round_timeout;
-        return d < m->timeout ? d : m->timeout;
-    }
-    int n = m->nsamples < MX_DEADLINE_SAMPLES ? m->nsamples : MX_DEADLINE_SAMPLES;
-    double v[MX_DEADLINE_SAMPLES];
-    memcpy(v, m->samples, (size_t)n * sizeof *v);
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    m->pace = v[n / 2];
-    double d = 4.0 * m->pace;
-    if (d < m->cfg.min_round_timeout)
-        d = m->cfg.min_round_timeout;
-    if (d > m->timeout)
-        d = m->timeout;
-    return d;
+    return rumor_round_deadline(m->samples, (long)m->nsamples, MX_DEADLINE_SAMPLES,
+                                m->cfg.min_round_timeout, m->timeout, &m->pace);
 }
 
 /* ------------------------------------------------------ serving */

@@ -1169,9 +1169,34 @@ static void new_endpoints(int n)
     }
 }
 
+/* The deadline rule (rumor_round_deadline, shared by the mixer and
+ * rumor-sim) against hand-computed values. */
+static void check_round_deadline(void)
+{
+    double ring[32] = { 0.3, 0.1, 0.2, 0.5, 0.4, 0.9, 0.6, 0.8 }, pace = -1;
+    /* fewer than 8 rounds: 4 x the shortest deadline, within the longest */
+    CHECKF(rumor_round_deadline(ring, 7, 32, 0.5, 10, &pace) == 2.0 && pace == -1,
+           "7 rounds: %g", rumor_round_deadline(ring, 7, 32, 0.5, 10, NULL));
+    CHECKF(rumor_round_deadline(ring, 7, 32, 0.5, 1.5, NULL) == 1.5, "7 rounds, capped");
+    /* 8 rounds: sorted 0.1 0.2 0.3 0.4 0.5 0.6 0.8 0.9, median v[4] = 0.5 */
+    double d = rumor_round_deadline(ring, 8, 32, 0.5, 10, &pace);
+    CHECKF(fabs(d - 2.0) < 1e-12 && pace == 0.5, "8 rounds: %g (pace %g)", d, pace);
+    CHECKF(rumor_round_deadline(ring, 8, 32, 0.5, 1.0, NULL) == 1.0, "8 rounds, capped");
+    CHECKF(rumor_round_deadline(ring, 8, 32, 3.0, 10, NULL) == 3.0, "8 rounds, floored");
+    /* a full ring of 32 after 1000 rounds: all 32 count (median v[16]) */
+    for (int i = 0; i < 32; i++)
+        ring[i] = 0.01 * (double)((i * 7) % 32 + 1); /* 0.01 .. 0.32, shuffled */
+    d = rumor_round_deadline(ring, 1000, 32, 0.001, 10, &pace);
+    CHECKF(fabs(pace - 0.17) < 1e-12 && fabs(d - 0.68) < 1e-12, "full ring: %g (pace %g)", d,
+           pace);
+    /* a fixed deadline */
+    CHECKF(rumor_round_deadline(ring, 1000, 32, 10, 10, NULL) == 10, "fixed deadline");
+}
+
 int main(int argc, char **argv)
 {
-    /* argv[1]: run one part only (exact, async, missing, hostile, outlier, slow, quiet, late), for
+    /* argv[1]: run one part only (deadline, exact, async, missing, hostile, outlier, slow, quiet,
+     * late), for
      * debugging */
     const char *only = argc > 1 ? argv[1] : "";
     signal(SIGPIPE, SIG_IGN);
@@ -1180,8 +1205,13 @@ int main(int argc, char **argv)
      * would take their whole time to say nothing new. Parts in this process
      * (hostile, slow) have a watchdog, the swarms' peers their own. */
     const char *failed = NULL;
+    if (runs(only, "deadline")) {
+        check_round_deadline();
+        if (tu_failures)
+            failed = "the deadline rule";
+    }
     new_endpoints(3);
-    if (runs(only, "exact") &&
+    if (!failed && runs(only, "exact") &&
         run_children("exact arithmetic / all-reduce", exact_child, 3) != 0)
         failed = "exact arithmetic / all-reduce";
     new_endpoints(3);
