@@ -16,6 +16,8 @@
 #include "log.h"
 #include "options.h"
 #include "sim.h"
+#include "swim.h"
+#include "topology.h"
 
 struct opts {
     int peers;
@@ -25,11 +27,15 @@ struct opts {
     double kill_rate;
     const char *lifetime;
     double leave_share, kill_at;
+    const char *burst;
     int observers, max_members;
     double sample, progress, wall_limit;
     long seed;
     int json, quiet;
     const char *svg;
+    int rounds, dim;
+    const char *topology;
+    double model, cpu_ms, cores, round_timeout, min_round_timeout, drift;
 };
 
 #define O(f) offsetof(struct opts, f)
@@ -46,6 +52,7 @@ static const rumor_opt_t table[] = {
     { "lifetime", 0, RUMOR_OPT_STR, O(lifetime), 0, 0, NULL, 0 },
     { "leave-share", 0, RUMOR_OPT_DOUBLE, O(leave_share), 0, 1, NULL, 0 },
     { "kill-at", 0, RUMOR_OPT_DOUBLE, O(kill_at), -1, 1e6, NULL, 0 },
+    { "burst", 0, RUMOR_OPT_STR, O(burst), 0, 0, NULL, 0 },
     { "observers", 0, RUMOR_OPT_INT, O(observers), 0, 100000, NULL, 0 },
     { "max-members", 0, RUMOR_OPT_INT, O(max_members), 0, 65536, NULL, 0 },
     { "sample", 0, RUMOR_OPT_DOUBLE, O(sample), 0.01, 3600, NULL, 0 },
@@ -55,6 +62,15 @@ static const rumor_opt_t table[] = {
     { "json", 0, RUMOR_OPT_FLAG, O(json), 0, 0, NULL, 1 },
     { "svg", 0, RUMOR_OPT_PATH, O(svg), 0, 0, NULL, 0 },
     { "quiet", 'q', RUMOR_OPT_FLAG, O(quiet), 0, 0, NULL, 1 },
+    { "rounds", 0, RUMOR_OPT_FLAG, O(rounds), 0, 0, NULL, 1 },
+    { "topology", 0, RUMOR_OPT_STR, O(topology), 0, 0, NULL, 0 },
+    { "model-params", 0, RUMOR_OPT_DOUBLE, O(model), 0, 1e12, NULL, 0 },
+    { "round-cpu-ms", 0, RUMOR_OPT_DOUBLE, O(cpu_ms), 0.001, 1e7, NULL, 0 },
+    { "cores", 0, RUMOR_OPT_DOUBLE, O(cores), 0, 1e6, NULL, 0 },
+    { "round-timeout", 0, RUMOR_OPT_DOUBLE, O(round_timeout), 0.001, 86400, NULL, 0 },
+    { "min-round-timeout", 0, RUMOR_OPT_DOUBLE, O(min_round_timeout), 0.001, 86400, NULL, 0 },
+    { "drift", 0, RUMOR_OPT_DOUBLE, O(drift), 0, 1e12, NULL, 0 },
+    { "dim", 0, RUMOR_OPT_INT, O(dim), 1, 64, NULL, 0 },
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
 
@@ -63,7 +79,9 @@ static const char usage[] =
     "Simulate the membership of a rumor open swarm: every simulated peer runs\n"
     "librumor's own SWIM (gossip/swim.h) with rumor-peer's settings, over a\n"
     "simulated network, with churn; print detection, join, traffic, view and\n"
-    "memory figures. Training rounds and parameter mixing are not simulated.\n"
+    "memory figures. With --rounds every peer also runs D-PSGD rounds over the\n"
+    "graph its view implies (librumor's topology and deadline rule): rounds a\n"
+    "second, waits, deadlines and consensus distance.\n"
     "\n"
     "Swarm and churn:\n"
     "  -n, --peers N          initial peers, 1 to 100000 (default 100)\n"
@@ -77,6 +95,8 @@ static const char usage[] =
     "  --leave-share P        share of departures that leave in order\n"
     "                         (rumor_swim_leave) instead of dying silently\n"
     "                         (default 0; 0 to 1)\n"
+    "  --burst T:K            kill K random peers together at T seconds and start\n"
+    "                         K newcomers (bench_scale's churn; default: none)\n"
     "  --kill-at T            also kill one random peer at T seconds of simulated\n"
     "                         time, not replaced (default -1: none)\n"
     "\n"
@@ -89,6 +109,23 @@ static const char usage[] =
     "  --net FILE             per-peer links instead: lines 'UP_MBIT DOWN_MBIT\n"
     "                         LATENCY_MS', one drawn per peer; a message takes\n"
     "                         the mean of its two ends' latencies ('#' comments)\n"
+    "\n"
+    "Training rounds (--rounds; docs/sim.md, \"Rounds\"):\n"
+    "  --rounds               simulate D-PSGD rounds as well (default: off)\n"
+    "  --topology SPEC        family laid over each peer's view, as rumor-peer's\n"
+    "                         --topology (default exp)\n"
+    "  --model-params N       parameters; a PARAMS message carries 4 bytes each\n"
+    "                         plus the header (default 12730: mlp:784-16-10)\n"
+    "  --round-cpu-ms MS      CPU a round's compute takes on a core of its own\n"
+    "                         (default 100; 0.001 to 1e7)\n"
+    "  --cores C              cores all peers share: with more live peers than C a\n"
+    "                         round's compute takes live/C times longer (default 0:\n"
+    "                         a core each)\n"
+    "  --round-timeout S      a round's longest deadline (default 10, rumor-peer's)\n"
+    "  --min-round-timeout S  its shortest (default 0.5, rumor-peer's)\n"
+    "  --drift D              norm of each peer's own step a round, its SGD step\n"
+    "                         (default 1: consensus in units of the step)\n"
+    "  --dim D                entries of the simulated parameters, 1 to 64 (default 16)\n"
     "\n"
     "Measurement and output:\n"
     "  --observers K          watch about K peers' tables for the 50%/100% figures\n"
@@ -115,6 +152,7 @@ static const char usage[] =
     "Examples:\n"
     "  rumor-sim --peers 1000 --duration 120\n"
     "  rumor-sim --peers 200 --lifetime exp:600 --loss 0.01 --json\n"
+    "  rumor-sim --peers 128 --rounds --round-cpu-ms 2 --cores 2 --latency 0.05\n"
     "\n"
     "Exit status: 0 on success, 1 on a runtime error, 2 on bad usage.\n";
 
@@ -191,7 +229,9 @@ int main(int argc, char **argv)
 {
     struct opts o = { .peers = 100, .join_over = 10, .duration = 60, .latency = 25,
                       .jitter = 5, .rate = 100, .kill_rate = 0.1, .kill_at = -1,
-                      .observers = 1000, .sample = 1, .progress = 5, .seed = 1 };
+                      .observers = 1000, .sample = 1, .progress = 5, .seed = 1,
+                      .topology = "exp", .model = 12730, .cpu_ms = 100, .round_timeout = 10,
+                      .min_round_timeout = 0.5, .drift = 1, .dim = 16 };
     switch (rumor_opts_parse("rumor-sim", table, &o, argc, argv)) {
     case RUMOR_OPTS_HELP:
         fputs(usage, stdout);
@@ -209,10 +249,16 @@ int main(int argc, char **argv)
     sim_config_t c = { .peers = o.peers, .join_over = o.join_over, .duration = o.duration,
                        .latency_ms = o.latency, .jitter_ms = o.jitter, .loss = o.loss,
                        .rate_mbit = o.rate, .kill_rate = o.kill_rate, .leave_share = o.leave_share,
-                       .kill_at = o.kill_at, .observers = o.observers,
+                       .kill_at = o.kill_at, .burst_at = -1, .observers = o.observers,
                        .max_members = o.max_members, .sample_every = o.sample,
                        .progress = o.quiet ? 0 : o.progress, .wall_limit = o.wall_limit,
-                       .seed = (uint64_t)o.seed };
+                       .seed = (uint64_t)o.seed, .rounds = o.rounds, .topology = o.topology,
+                       .model_params = o.model, .round_cpu_ms = o.cpu_ms, .cores = o.cores,
+                       .round_timeout = o.round_timeout,
+                       .min_round_timeout = o.min_round_timeout < o.round_timeout
+                                                ? o.min_round_timeout
+                                                : o.round_timeout,
+                       .drift = o.drift, .dim = o.dim };
     if (o.lifetime) {
         /* only exponential lifetimes so far: the prefix leaves room for others */
         char *end = NULL;
@@ -223,6 +269,30 @@ int main(int argc, char **argv)
             c.lifetime_mean > 1e9)
             return bad("--lifetime '%s': expected exp:MEAN, MEAN seconds in (0, 1e9]",
                        o.lifetime);
+    }
+    if (o.rounds) { /* the family must lay over a view: tried on 2 and 9 members */
+        char spec[256];
+        for (size_t n = 2; n <= 9; n += 7) {
+            rumor_topo_t *t = NULL;
+            if (rumor_swim_topology_spec(o.topology, n, spec, sizeof spec) < 0 ||
+                rumor_topo_parse(spec, &t) < 0) {
+                fprintf(stderr, "rumor-sim: --topology '%s': %s\n", o.topology, rumor_err_msg());
+                fprintf(stderr, "Try 'rumor-sim --help' for more information.\n");
+                return 2;
+            }
+            rumor_topo_destroy(&t);
+        }
+    }
+    if (o.burst) {
+        char *end = NULL;
+        errno = 0;
+        c.burst_at = strtod(o.burst, &end);
+        long k = end && *end == ':' ? strtol(end + 1, &end, 10) : -1;
+        if (!end || *end || errno || !(c.burst_at >= 0 && c.burst_at <= 1e6) || k < 1 ||
+            k >= o.peers)
+            return bad("--burst '%s': expected T:K, T seconds in [0, 1e6] and K peers in "
+                       "[1, --peers)", o.burst);
+        c.burst_n = (int)k;
     }
     if (o.max_members == 1)
         return bad("--max-members '%s': expected 0 (the default) or at least 2", "1");

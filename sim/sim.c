@@ -19,7 +19,7 @@ static int ev_less(const sim_event_t *a, const sim_event_t *b)
     return a->at < b->at || (a->at == b->at && a->order < b->order);
 }
 
-int sim_push(sim_t *s, double at, int kind, int peer, sim_msg_t *msg)
+static int push_ev(sim_t *s, double at, int kind, int peer, long arg, sim_msg_t *msg)
 {
     if (s->nheap == s->capheap) {
         size_t cap = s->capheap ? s->capheap * 2 : 4096;
@@ -29,7 +29,9 @@ int sim_push(sim_t *s, double at, int kind, int peer, sim_msg_t *msg)
         s->heap = h;
         s->capheap = cap;
     }
-    sim_event_t e = { .at = at, .order = s->order++, .kind = kind, .peer = peer, .msg = msg };
+    sim_event_t e = {
+        .at = at, .order = s->order++, .kind = kind, .peer = peer, .arg = arg, .msg = msg
+    };
     size_t i = s->nheap++;
     while (i > 0) { /* sift up */
         size_t p = (i - 1) / 2;
@@ -40,6 +42,16 @@ int sim_push(sim_t *s, double at, int kind, int peer, sim_msg_t *msg)
     }
     s->heap[i] = e;
     return 0;
+}
+
+int sim_push(sim_t *s, double at, int kind, int peer, sim_msg_t *msg)
+{
+    return push_ev(s, at, kind, peer, 0, msg);
+}
+
+int sim_push_arg(sim_t *s, double at, int kind, int peer, long arg)
+{
+    return push_ev(s, at, kind, peer, arg, NULL);
 }
 
 static sim_event_t pop(sim_t *s)
@@ -126,6 +138,30 @@ static int map_next(const sim_map_t *m, uint64_t key, size_t *pos)
     return -1;
 }
 
+double sim_steady_from(const sim_t *s) { return s->t_churn + 5; }
+
+double sim_steady_end(const sim_t *s)
+{
+    return s->cfg.burst_at >= 0 && s->cfg.burst_n > 0 ? s->cfg.burst_at : s->t_end;
+}
+
+/* SWIM messages a live peer sends a second in the steady window [5 s
+ * after the last initial join, sim_steady_end): the joins' storm left out,
+ * as bench_scale measures real peers. */
+static void steady_rate(sim_t *s)
+{
+    double w0 = sim_steady_from(s), w1 = sim_steady_end(s), peer_s = 0;
+    for (size_t i = 0; i < s->npeers && w1 > w0; i++) {
+        const sim_peer_t *p = s->peers[i];
+        double a = p->born > w0 ? p->born : w0, b = p->alive ? w1 : p->died;
+        if (b > w1)
+            b = w1;
+        if (b > a)
+            peer_s += b - a;
+    }
+    s->res.msg_rate_steady = peer_s > 0 ? (double)s->win_msgs / peer_s : NAN;
+}
+
 int sim_peer_by_id(const sim_t *s, uint64_t id)
 {
     size_t pos = 0;
@@ -154,29 +190,17 @@ static double expo(sim_t *s, double mean)
     return -mean * log(1.0 - sim_unit(s));
 }
 
-/* SWIM's transport: the message leaves the sender's uplink after those
- * before it (one message at a time, at its upload rate), crosses the
- * one-way latency of the two ends, and is received after those queued at
- * the receiver's downlink (reserved in send order, a simplification). */
-static int on_send(void *ctx, uint64_t to_id, const char *endpoint, int type, uint32_t seq,
-                   const void *body, size_t len)
+/* The network: the message leaves the sender's uplink after those before
+ * it (one message at a time, at its upload rate), crosses the one-way
+ * latency of the two ends, and is received after those queued at the
+ * receiver's downlink (reserved in send order, a simplification). */
+int sim_transmit(sim_t *s, sim_peer_t *p, int to, int type, uint32_t seq, const void *body,
+                 size_t len, double wire)
 {
-    sim_peer_t *p = ctx;
-    sim_t *s = p->sim;
-    double bytes = (double)(RUMOR_WIRE_HDR_LEN + len);
-    p->sent++;
-    p->bytes += (uint64_t)bytes;
-    s->res.messages++;
-    s->res.bytes += (uint64_t)bytes;
     double start = p->send_free > s->now ? p->send_free : s->now;
-    p->send_free = start + (p->up_bps > 0 ? bytes * 8 / p->up_bps : 0);
-    int to = peer_by_endpoint(s, endpoint);
-    if (to < 0) {
-        s->res.unknown_endpoint++;
-        return 0;
-    }
+    p->send_free = start + (p->up_bps > 0 ? wire * 8 / p->up_bps : 0);
     sim_peer_t *q = s->peers[to];
-    if (!q->alive || (to_id && to_id != q->id)) {
+    if (!q->alive) {
         s->res.to_dead++;
         return 0;
     }
@@ -189,7 +213,7 @@ static int on_send(void *ctx, uint64_t to_id, const char *endpoint, int type, ui
         lat += (2 * sim_unit(s) - 1) * s->cfg.jitter_ms * 1e-3;
     double at = p->send_free + (lat > 0 ? lat : 0);
     if (q->down_bps > 0) {
-        at = (q->recv_free > at ? q->recv_free : at) + bytes * 8 / q->down_bps;
+        at = (q->recv_free > at ? q->recv_free : at) + wire * 8 / q->down_bps;
         q->recv_free = at;
     }
     sim_msg_t *m = malloc(sizeof *m + len);
@@ -206,6 +230,31 @@ static int on_send(void *ctx, uint64_t to_id, const char *endpoint, int type, ui
         return -1;
     }
     return 0;
+}
+
+/* SWIM's send callback: counted as SWIM's traffic, then transmitted. */
+static int on_send(void *ctx, uint64_t to_id, const char *endpoint, int type, uint32_t seq,
+                   const void *body, size_t len)
+{
+    sim_peer_t *p = ctx;
+    sim_t *s = p->sim;
+    double bytes = (double)(RUMOR_WIRE_HDR_LEN + len);
+    p->sent++;
+    p->bytes += (uint64_t)bytes;
+    s->res.messages++;
+    s->res.bytes += (uint64_t)bytes;
+    if (s->now >= sim_steady_from(s) && s->now < sim_steady_end(s))
+        s->win_msgs++;
+    int to = peer_by_endpoint(s, endpoint);
+    if (to < 0) {
+        s->res.unknown_endpoint++;
+        return 0;
+    }
+    if (to_id && to_id != s->peers[to]->id) {
+        s->res.to_dead++;
+        return 0;
+    }
+    return sim_transmit(s, p, to, type, seq, body, len, bytes);
 }
 
 /* Makes sure a tick is scheduled no later than the instance's deadline.
@@ -312,6 +361,8 @@ static int peer_start(sim_t *s)
         RUMOR_CHECK(sim_push(s, from + expo(s, s->cfg.lifetime_mean), SIM_DEATH, idx, NULL));
     }
     RUMOR_CHECK(sim_watch_join(s, p));
+    if (s->cfg.rounds)
+        RUMOR_CHECK(sim_round_start(s, p));
     return schedule_tick(s, p);
 }
 
@@ -324,6 +375,7 @@ static int peer_stop(sim_t *s, sim_peer_t *p, int may_leave)
     if (leave && rumor_swim_leave(p->sw, s->now) < 0)
         rumor_err_clear(); /* already left: nothing to tell */
     rumor_swim_destroy(&p->sw);
+    sim_round_stop(s, p);
     p->alive = 0;
     p->died = s->now;
     alive_remove(s, p);
@@ -375,16 +427,26 @@ static int step(sim_t *s, sim_event_t e)
         p->tick_at = -1;
         RUMOR_CHECK(rumor_swim_tick(p->sw, s->now));
         RUMOR_CHECK(schedule_tick(s, p));
+        if (p->tr)
+            RUMOR_CHECK(sim_round_seen(s, p));
         return sim_watch_peer(s, p);
     case SIM_DELIVER: {
         sim_msg_t *m = e.msg;
         int rc = 0;
-        if (p->alive) {
+        if (p->alive && m->type == RUMOR_WIRE_PARAMS) {
+            /* proof of life, as every accepted message of a member is */
+            rumor_swim_heard(p->sw, s->now, m->sender, 1);
+            rc = sim_round_params(s, p, m);
+            if (rc == 0)
+                rc = schedule_tick(s, p);
+        } else if (p->alive) {
             /* a rejected message is SWIM's business (counted in its stats) */
             if (rumor_swim_on_message(p->sw, s->now, m->sender, 1, m->type, m->seq,
                                       m->len ? m->body : NULL, m->len) < 0)
                 rumor_err_clear();
             rc = schedule_tick(s, p);
+            if (rc == 0 && p->tr)
+                rc = sim_round_seen(s, p);
             if (rc == 0)
                 rc = sim_watch_peer(s, p);
         }
@@ -402,9 +464,19 @@ static int step(sim_t *s, sim_event_t e)
         return peer_start(s);
     case SIM_KILL_AT:
         return kill_random(s, 0);
+    case SIM_BURST: /* bench_scale's churn: killed together, then as many newcomers */
+        for (int i = 0; i < s->cfg.burst_n; i++)
+            RUMOR_CHECK(kill_random(s, 0));
+        for (int i = 0; i < s->cfg.burst_n; i++)
+            RUMOR_CHECK(peer_start(s));
+        return 0;
     case SIM_SAMPLE:
         RUMOR_CHECK(sim_watch_sample(s));
         return sim_push(s, s->now + s->cfg.sample_every, SIM_SAMPLE, -1, NULL);
+    case SIM_TRAIN:
+    case SIM_COMPUTED:
+    case SIM_DEADLINE:
+        return p->alive && p->tr ? sim_round_event(s, p, e.kind, e.arg) : 0;
     }
     return rumor_err_set(RUMOR_ESTATE, "sim: unknown event kind %d", e.kind);
 }
@@ -413,6 +485,7 @@ static void sim_free(sim_t *s)
 {
     for (size_t i = 0; i < s->npeers; i++) {
         rumor_swim_destroy(&s->peers[i]->sw);
+        sim_round_free(s->peers[i]);
         free(s->peers[i]);
     }
     free(s->peers);
@@ -425,6 +498,7 @@ static void sim_free(sim_t *s)
     free(s->by_ep.key);
     free(s->by_ep.val);
     sim_watch_free(s);
+    free(s->admit);
 }
 
 int sim_run(const sim_config_t *cfg, sim_result_t *res)
@@ -446,6 +520,8 @@ int sim_run(const sim_config_t *cfg, sim_result_t *res)
                       -1, NULL);
     if (rc == 0 && cfg->kill_at >= 0)
         rc = sim_push(&s, cfg->kill_at, SIM_KILL_AT, -1, NULL);
+    if (rc == 0 && cfg->burst_at >= 0 && cfg->burst_n > 0)
+        rc = sim_push(&s, cfg->burst_at, SIM_BURST, -1, NULL);
     if (rc == 0)
         rc = sim_push(&s, 0, SIM_SAMPLE, -1, NULL);
     double next_progress = s.wall0 + cfg->progress;
@@ -479,9 +555,14 @@ int sim_run(const sim_config_t *cfg, sim_result_t *res)
     s.now = s.t_end;
     if (rc == 0)
         rc = sim_watch_finish(&s);
+    steady_rate(&s);
+    if (rc == 0 && cfg->rounds)
+        rc = sim_round_finish(&s);
     s.res.t_end = s.t_end;
     s.res.wall_s = rumor_now() - s.wall0;
     s.res.events_per_s = s.res.wall_s > 0 ? (double)s.res.events / s.res.wall_s : 0;
+    s.res.peer_rounds_per_wall_s =
+        s.res.wall_s > 0 ? (double)s.res.peer_rounds / s.res.wall_s : 0;
     *res = s.res;
     memset(&s.res, 0, sizeof s.res); /* the arrays are the caller's now */
     sim_free(&s);

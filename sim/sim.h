@@ -36,6 +36,8 @@ typedef struct sim_config {
     double lifetime_mean; /* > 0: exponential lifetimes of this mean instead */
     double leave_share;   /* fraction of departures that call rumor_swim_leave */
     double kill_at;       /* >= 0: one extra death at this time, not replaced */
+    double burst_at;      /* >= 0: burst_n peers killed at this time, as many newcomers */
+    int burst_n;
     int observers;        /* peers whose tables are watched (0: every peer) */
     int max_members;      /* SWIM's table bound (0: swim.h's 4096) */
     double sample_every;  /* s of simulated time between samples of the curve */
@@ -43,6 +45,15 @@ typedef struct sim_config {
     double wall_limit;    /* > 0: stop after this many s of wall time and report
                            * what was simulated until then */
     uint64_t seed;
+    /* training rounds (sim_round.c); rounds == 0: membership only */
+    int rounds;
+    const char *topology;     /* family laid over each peer's view (rumor-peer's --topology) */
+    double model_params;      /* parameters; a PARAMS message carries 4 bytes each */
+    double round_cpu_ms;      /* CPU a round takes a peer on a core of its own */
+    double cores;             /* cores all peers share (0: a core each) */
+    double round_timeout, min_round_timeout; /* rumor-peer's, s */
+    double drift;             /* norm of a peer's own step a round (its SGD step) */
+    int dim;                  /* entries of the simulated parameter vector */
 } sim_config_t;
 
 /* Distribution of a measure over items; the times are seconds. `missing`
@@ -57,6 +68,7 @@ typedef struct sim_point {
     double t;
     int live;
     double cov_median, cov_min; /* of watched peers: live members in view / live peers */
+    double cons_mean;           /* training peers' last disagreement, mean (-1: none) */
 } sim_point_t;
 
 typedef struct sim_result {
@@ -73,6 +85,8 @@ typedef struct sim_result {
     sim_dist_t churn_half, churn_all, churn_own90;    /* newcomers during churn */
     /* traffic, per peer over its lifetime (peers that lived >= 5 s) */
     double msg_rate_mean, msg_rate_max, byte_rate_mean, byte_rate_max;
+    double msg_rate_steady; /* a live peer's a second from 5 s after the joins to a --burst
+                             * or the end (NaN: no such window) */
     uint64_t messages, bytes, lost, to_dead, unknown_endpoint;
     /* live members in view / live peers, over the watched live peers at the end */
     double cov_min, cov_median, cov_max;
@@ -85,6 +99,22 @@ typedef struct sim_result {
     size_t table_bytes; /* at least this much table per peer when full */
     double wall_s, events_per_s;
     uint64_t events;
+    /* training rounds (cfg.rounds); the steady window is [join_over + 5, --burst or end] */
+    uint64_t peer_rounds;       /* rounds closed, all peers, whole run */
+    double rounds_per_s;        /* a peer's rounds a second in the steady window, mean over
+                                 * the peers that trained there >= 5 s */
+    double mixed_share;         /* of the steady window's rounds: a neighbour's parameters came */
+    double late_share;          /* of the rounds from 10 s after a --burst (the churn phase
+                                 * without one): ran into their deadline */
+    double max_wait;            /* longest wait after a round's compute, from the steady
+                                 * window's start to the end, s */
+    double consensus_mean, consensus_max; /* live training peers' last disagreement */
+    double consensus_rms;       /* RMS of every round's disagreement, steady window */
+    int training_end;           /* live peers training at the end */
+    sim_dist_t admit;           /* a newcomer's start to its first round (churn phase) */
+    double params_bytes_per_s;  /* PARAMS bytes a peer sends a second, mean (lived >= 5 s) */
+    uint64_t jumps;             /* rounds skipped by a peer far behind (told where the swarm is) */
+    double peer_rounds_per_wall_s; /* the simulator's speed */
     /* the curve and the times of first detections, for --svg */
     sim_point_t *curve;
     int ncurve;

@@ -13,7 +13,11 @@ enum {
     SIM_KILL,    /* the kill-rate process fires */
     SIM_DEATH,   /* a peer's lifetime ends */
     SIM_KILL_AT, /* --kill-at */
-    SIM_SAMPLE   /* a point of the curve */
+    SIM_BURST,   /* --burst */
+    SIM_SAMPLE,  /* a point of the curve */
+    SIM_TRAIN,   /* sim_round.c: a peer ends its barrier and starts training */
+    SIM_COMPUTED, /* ... : a round's compute is done (arg: the round) */
+    SIM_DEADLINE /* ... : a round's deadline (arg: the round) */
 };
 
 typedef struct sim_msg {
@@ -28,10 +32,12 @@ typedef struct sim_event {
     double at;
     uint64_t order; /* ties run in scheduling order: determinism */
     int kind, peer;
+    long arg;
     sim_msg_t *msg;
 } sim_event_t;
 
 typedef struct sim sim_t;
+typedef struct sim_train sim_train_t; /* sim_round.c */
 
 typedef struct sim_peer {
     sim_t *sim;
@@ -50,6 +56,8 @@ typedef struct sim_peer {
     uint64_t suspected_seen;
     int watch_slot;           /* bit index in the items' bitmaps, -1: not watched */
     int join_item;            /* its join item while it is pending, else -1 */
+    sim_train_t *tr;          /* training state (cfg.rounds), NULL otherwise */
+    uint64_t pbytes;          /* PARAMS bytes sent */
 } sim_peer_t;
 
 /* Open addressing from a 64-bit key to a peer index; keys stay. */
@@ -96,12 +104,27 @@ struct sim {
     rumor_swim_member_t *vbuf; /* a view's worth */
     size_t vcap;
     size_t cap_curve, cap_deaths, cap_detect;
+    /* training rounds (sim_round.c) */
+    double win_rounds, win_mixed, win_late, win_late_n, win_wait, win_dis2;
+    uint64_t win_msgs; /* SWIM messages sent in the steady window */
+    double *admit;
+    size_t nadmit, capadmit;
     sim_result_t res;
 };
 
 int sim_push(sim_t *s, double at, int kind, int peer, sim_msg_t *msg);
+int sim_push_arg(sim_t *s, double at, int kind, int peer, long arg);
+/* Sends a message from p to peer `to` over the simulated network: `wire`
+ * bytes on the links; body/len is what is delivered. SWIM's messages and
+ * PARAMS alike. */
+int sim_transmit(sim_t *s, sim_peer_t *p, int to, int type, uint32_t seq, const void *body,
+                 size_t len, double wire);
 double sim_unit(sim_t *s);
 int sim_peer_by_id(const sim_t *s, uint64_t id);
+/* The steady window (bench_scale's): from 5 s after the last initial join
+ * to a --burst, or the run's end. */
+double sim_steady_from(const sim_t *s);
+double sim_steady_end(const sim_t *s);
 
 /* sim_watch.c */
 int sim_watch_join(sim_t *s, sim_peer_t *p);
@@ -110,5 +133,17 @@ int sim_watch_peer(sim_t *s, sim_peer_t *p);
 int sim_watch_sample(sim_t *s);
 int sim_watch_finish(sim_t *s);
 void sim_watch_free(sim_t *s);
+/* The distribution of v[0..n) (sorted in place); NAN figures when n is 0. */
+sim_dist_t sim_dist(double *v, int n, int missing);
+
+/* sim_round.c: training rounds over the view (cfg.rounds) */
+int sim_round_start(sim_t *s, sim_peer_t *p);   /* the peer started: its barrier */
+int sim_round_seen(sim_t *s, sim_peer_t *p);    /* its SWIM table may have changed */
+int sim_round_event(sim_t *s, sim_peer_t *p, int kind, long arg);
+int sim_round_params(sim_t *s, sim_peer_t *p, const sim_msg_t *m);
+void sim_round_stop(sim_t *s, sim_peer_t *p);   /* the peer stops */
+int sim_round_finish(sim_t *s);                 /* the figures, at the end */
+double sim_round_consensus(const sim_t *s);     /* live peers' last disagreement, mean */
+void sim_round_free(sim_peer_t *p);
 
 #endif

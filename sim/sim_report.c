@@ -57,6 +57,8 @@ void sim_report_table(FILE *f, const sim_config_t *c, const sim_result_t *r)
             (unsigned long long)r->false_positives, (unsigned long long)r->suspicions);
     fprintf(f, "  messages/s per peer      mean %9.2f   max %9.2f\n", r->msg_rate_mean,
             r->msg_rate_max);
+    fprintf(f, "  messages/s, steady window %8.2f   (5 s after the joins to the %s)\n",
+            r->msg_rate_steady, c->burst_n > 0 ? "burst" : "end");
     fprintf(f, "  bytes/s per peer         mean %9.0f   max %9.0f\n", r->byte_rate_mean,
             r->byte_rate_max);
     fprintf(f, "  messages %llu (%llu bytes), lost %llu, to stopped peers %llu\n",
@@ -69,9 +71,28 @@ void sim_report_table(FILE *f, const sim_config_t *c, const sim_result_t *r)
                "table bound %d members (%zu KiB full)\n",
             r->rss_kb / 1024.0, r->hwm_kb / 1024.0, r->rss_per_peer_kb, r->max_members,
             r->table_bytes / 1024);
+    if (c->rounds) {
+        fprintf(f, "\n  rounds (%s over each view; %g ms of compute a round%s):\n",
+                c->topology, c->round_cpu_ms, c->cores > 0 ? " on shared cores" : "");
+        fprintf(f, "    rounds a second a peer   %9.2f   (steady window; all peers: %llu rounds)\n",
+                r->rounds_per_s, (unsigned long long)r->peer_rounds);
+        fprintf(f, "    mixed rounds             %9.3f   late (ran into the deadline) %.4f%s\n",
+                r->mixed_share, r->late_share,
+                c->burst_n > 0 ? " (from 10 s after the burst)" : "");
+        fprintf(f, "    longest wait after compute %7.2f s   jumps %llu\n", r->max_wait,
+                (unsigned long long)r->jumps);
+        fprintf(f, "    consensus distance       mean %.4f  max %.4f  (%d live peers training, "
+                   "last rounds); RMS %.4f (steady window)\n",
+                r->consensus_mean, r->consensus_max, r->training_end, r->consensus_rms);
+        fprintf(f, "    PARAMS bytes/s per peer  %9.0f\n", r->params_bytes_per_s);
+        row(f, "newcomer: start to first round", &r->admit);
+    }
     fprintf(f, "  simulator                 %.2f s wall for %g s simulated, %llu events, %.0f "
-               "events/s\n",
+               "events/s",
             r->wall_s, r->t_end, (unsigned long long)r->events, r->events_per_s);
+    if (c->rounds)
+        fprintf(f, ", %.0f peer-rounds/s", r->peer_rounds_per_wall_s);
+    fprintf(f, "\n");
 }
 
 /* NaN (nothing measured) is null in JSON. */
@@ -139,6 +160,7 @@ int sim_report_json(FILE *f, const sim_config_t *c, const sim_result_t *r)
     cJSON_AddNumberToObject(o, "suspicions", (double)r->suspicions);
     cJSON_AddNumberToObject(o, "msgs_per_s_mean", r->msg_rate_mean);
     cJSON_AddNumberToObject(o, "msgs_per_s_max", r->msg_rate_max);
+    num(o, "msgs_per_s_steady", r->msg_rate_steady);
     cJSON_AddNumberToObject(o, "bytes_per_s_mean", r->byte_rate_mean);
     cJSON_AddNumberToObject(o, "bytes_per_s_max", r->byte_rate_max);
     cJSON_AddNumberToObject(o, "messages", (double)r->messages);
@@ -152,6 +174,23 @@ int sim_report_json(FILE *f, const sim_config_t *c, const sim_result_t *r)
     cJSON_AddNumberToObject(o, "stale_per_view", r->stale_mean);
     cJSON_AddNumberToObject(o, "max_members", r->max_members);
     cJSON_AddNumberToObject(o, "table_bytes_full", (double)r->table_bytes);
+    if (c->rounds) {
+        cJSON_AddStringToObject(o, "topology", c->topology);
+        cJSON_AddNumberToObject(o, "round_cpu_ms", c->round_cpu_ms);
+        cJSON_AddNumberToObject(o, "cores", c->cores);
+        cJSON_AddNumberToObject(o, "peer_rounds", (double)r->peer_rounds);
+        num(o, "rounds_per_s", r->rounds_per_s);
+        num(o, "mixed_share", r->mixed_share);
+        num(o, "late_share", r->late_share);
+        num(o, "max_wait_s", r->max_wait);
+        num(o, "consensus_mean", r->consensus_mean);
+        num(o, "consensus_max", r->consensus_max);
+        num(o, "consensus_rms", r->consensus_rms);
+        cJSON_AddNumberToObject(o, "training_end", r->training_end);
+        num(o, "params_bytes_per_s", r->params_bytes_per_s);
+        cJSON_AddNumberToObject(o, "jumps", (double)r->jumps);
+        jdist(o, "admit", &r->admit);
+    }
     /* the run's own cost varies from machine to machine and run to run:
      * kept apart so that equal seeds give equal objects without it */
     cJSON *cost = cJSON_AddObjectToObject(o, "simulator");
@@ -162,6 +201,8 @@ int sim_report_json(FILE *f, const sim_config_t *c, const sim_result_t *r)
         cJSON_AddNumberToObject(cost, "wall_s", r->wall_s);
         cJSON_AddNumberToObject(cost, "events", (double)r->events);
         cJSON_AddNumberToObject(cost, "events_per_s", r->events_per_s);
+        if (c->rounds)
+            cJSON_AddNumberToObject(cost, "peer_rounds_per_s", r->peer_rounds_per_wall_s);
     }
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -219,6 +260,20 @@ int sim_report_svg(const char *path, const sim_config_t *c, const sim_result_t *
             fprintf(f, "%.1f,%.1f ", SX(p->t), Y0 + PH - PH * v);
         }
         fprintf(f, "\"/>\n");
+    }
+    /* with rounds: the consensus distance, scaled to its largest value */
+    double cmax = 0;
+    for (int i = 0; i < r->ncurve; i++)
+        cmax = r->curve[i].cons_mean > cmax ? r->curve[i].cons_mean : cmax;
+    if (c->rounds && cmax > 0) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"#9467bd\" stroke-width=\"1.5\" points=\"");
+        for (int i = 0; i < r->ncurve; i++)
+            if (r->curve[i].cons_mean >= 0)
+                fprintf(f, "%.1f,%.1f ", SX(r->curve[i].t),
+                        Y0 + PH - PH * r->curve[i].cons_mean / cmax);
+        fprintf(f, "\"/>\n");
+        fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#9467bd\">consensus distance, mean "
+                   "(right axis x %.3g)</text>\n", X0 + 330, H - 28, cmax);
     }
     /* departures (red) and their first detections (black) as ticks under the plot */
     for (int i = 0; i < r->ndeaths; i++)

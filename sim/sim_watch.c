@@ -246,6 +246,7 @@ int sim_watch_sample(sim_t *s)
     pt->t = s->now;
     pt->live = (int)s->nalive;
     pt->cov_median = pt->cov_min = 0;
+    pt->cons_mean = s->cfg.rounds ? sim_round_consensus(s) : -1;
     double c[64];
     int m = 0;
     size_t stride = s->nalive > 64 ? s->nalive / 64 : 1; /* at most 64 peers a point */
@@ -265,7 +266,7 @@ int sim_watch_sample(sim_t *s)
     return 0;
 }
 
-static sim_dist_t dist(double *v, int n, int missing)
+sim_dist_t sim_dist(double *v, int n, int missing)
 {
     sim_dist_t d = { .n = n, .missing = missing };
     if (n == 0) {
@@ -297,7 +298,7 @@ static sim_dist_t measure(sim_t *s, double *tmp, int kind, size_t field)
         else
             missing++;
     }
-    return dist(tmp, n, missing);
+    return sim_dist(tmp, n, missing);
 }
 
 static void read_rss(long *rss, long *hwm)
@@ -370,7 +371,7 @@ int sim_watch_finish(sim_t *s)
         stale += st;
         r->view_max = vn > r->view_max ? vn : r->view_max;
     }
-    sim_dist_t cov = dist(tmp, m, 0);
+    sim_dist_t cov = sim_dist(tmp, m, 0);
     r->cov_min = m ? tmp[0] : NAN;
     r->cov_median = cov.p50;
     r->cov_max = cov.max;

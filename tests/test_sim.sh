@@ -5,8 +5,9 @@
 # outputs: joins complete and views cover everyone without loss or churn; a
 # silent death is declared no earlier than the suspicion timeout and within
 # a few probe intervals after it; an orderly leave is known at once; total
-# loss isolates every peer; equal seeds give equal runs; bad flags exit 2
-# naming the flag. About 5 s on 2 cores.
+# loss isolates every peer; equal seeds give equal runs; training rounds
+# match closed forms (rates, the consensus distance of a ring, the
+# deadline); bad flags exit 2 naming the flag. About 5 s on 2 cores.
 set -u
 . "${RUMOR_SRCDIR:-$(dirname "$0")/..}/tests/shutil.sh"
 : "${RUMOR_BUILDDIR:?RUMOR_BUILDDIR must be set (make check sets it)}"
@@ -94,12 +95,57 @@ grep -q "2 link kinds" "$tmp/net.out" || fail "--net: links not read: $(head -3 
 grep -q "^<svg" "$tmp/p.svg" && grep -q "</svg>" "$tmp/p.svg" && grep -q "<polyline" "$tmp/p.svg" ||
   fail "--svg: not a plot"
 
-# 6. bad usage exits 2 and names the flag; a bad input file exits 1
+# 6. rounds (--rounds) against closed forms. A ring of 8 whose views are
+# complete runs the static ring with Metropolis weights (1/3 each):
+# a. compute 100 ms, latency 5 ms: the neighbours' PARAMS come before the
+#    compute ends, so a round takes the compute, 10 rounds a second; with
+#    a step of norm 1 a round (isotropic, 64 entries) the disagreement
+#    ||Wx - x||'s mean square over peers and rounds is, in the stationary
+#    state of x(k+1) = W x(k) + noise, (1/N) sum over W's eigenvalues
+#    l != 1 of (1 - l) / (1 + l), l = (1 + 2 cos(2 pi k / N)) / 3
+R="--rounds --topology ring --kill-rate 0 --jitter 0 --rate-mbit 0 --json -q"
+"$sim" --peers 8 --join-over 2 --duration 60 --round-cpu-ms 100 --latency 5 --dim 64 $R \
+  >"$tmp/r1.json" 2>"$tmp/err" || fail "rounds run: $(cat "$tmp/err")"
+expect_num_close "$(j "$tmp/r1.json" rounds_per_s)" 10 0.001 "rounds: compute-bound rate"
+rms=$(awk 'BEGIN { N = 8; for (k = 1; k < N; k++) { l = (1 + 2 * cos(2 * 3.14159265358979 * k / N)) / 3
+                                                   s += (1 - l) / (1 + l) }; print sqrt(s / N) }')
+expect_num_close "$(j "$tmp/r1.json" consensus_rms)" "$rms" 0.03 "rounds: consensus RMS vs closed form"
+[ "$(j "$tmp/r1.json" mixed_share)" = "1" ] || fail "rounds: not every round mixed"
+echo "rounds: consensus RMS $(j "$tmp/r1.json" consensus_rms), closed form $rms"
+# b. compute 10 ms, latency 50 ms: a round waits for its neighbours' (one
+#    latency after they opened the same round): 20 rounds a second
+"$sim" --peers 8 --join-over 2 --duration 30 --round-cpu-ms 10 --latency 50 $R >"$tmp/r2.json" ||
+  fail "rounds run 2 failed"
+expect_num_close "$(j "$tmp/r2.json" rounds_per_s)" 20 0.001 "rounds: latency-bound rate"
+# c. 8 peers sharing 2 cores, 10 ms of compute each: 40 ms a round
+"$sim" --peers 8 --join-over 2 --duration 30 --round-cpu-ms 10 --cores 2 --latency 0.05 $R \
+  >"$tmp/r3.json" || fail "rounds run 3 failed"
+expect_num_close "$(j "$tmp/r3.json" rounds_per_s)" 25 0.001 "rounds: shared cores"
+# d. a silent death: its neighbours' rounds run into the deadline (4 x the
+#    median round time, 0.4 s) until it is not waited for, and none waits
+#    longer than that
+"$sim" --peers 8 --join-over 2 --duration 30 --round-cpu-ms 100 --latency 5 --kill-at 15 $R \
+  >"$tmp/r4.json" || fail "rounds run 4 failed"
+expect_num_ge "$(j "$tmp/r4.json" late_share)" 0.001 "rounds: late rounds after a death"
+expect_num_le "$(j "$tmp/r4.json" max_wait_s)" 0.4000001 "rounds: longest wait vs the deadline"
+expect_num_ge "$(j "$tmp/r4.json" max_wait_s)" 0.29 "rounds: a round waited out its deadline"
+[ "$(j "$tmp/r4.json" training_end)" = "7" ] || fail "rounds: $(j "$tmp/r4.json" training_end) of 7 train at the end"
+# e. bench_scale's churn: a burst of 2 killed, 2 newcomers that train
+"$sim" --peers 16 --join-over 4 --duration 30 --round-cpu-ms 50 --latency 1 --burst 15:2 $R \
+  >"$tmp/r5.json" || fail "rounds run 5 failed"
+[ "$(j "$tmp/r5.json" killed)" = "2" ] || fail "burst: killed $(j "$tmp/r5.json" killed)"
+[ "$(j "$tmp/r5.json" training_end)" = "16" ] || fail "burst: $(j "$tmp/r5.json" training_end) of 16 train"
+[ "$(j "$tmp/r5.json" admit_n)" = "2" ] || fail "burst: $(j "$tmp/r5.json" admit_n) newcomers trained"
+
+# 7. bad usage exits 2 and names the flag; a bad input file exits 1
 run_expect 2 "--peers" "$sim" --peers 0
 run_expect 2 "--loss" "$sim" --loss 1.5
 run_expect 2 "--lifetime 'weibull:3'" "$sim" --lifetime weibull:3
 run_expect 2 "unknown option '--bogus'" "$sim" --bogus
 run_expect 2 "--svg" "$sim" --svg /nonexistent/dir/p.svg
+run_expect 2 "--topology 'nosuch'" "$sim" --rounds --topology nosuch
+run_expect 2 "--burst '5'" "$sim" --burst 5
+run_expect 2 "--dim" "$sim" --rounds --dim 65
 printf '100 fast 20\n' >"$tmp/bad.net"
 run_expect 1 "bad.net:1" "$sim" --net "$tmp/bad.net"
 run_expect 0 "--kill-rate" "$sim" --help
