@@ -44,6 +44,14 @@
 #   scale_N_false_deaths_per_s   SWIM's declarations of death, summed over the
 #                            peers, of members that were not killed, a second
 #                            of the run (false positives, refuted later)
+#   scale_N_sim_rounds_ratio, scale_N_sim_swim_ratio, scale_N_sim_detect_ratio
+#                            rumor-sim's rounds a second, SWIM messages a
+#                            second (steady window) and detection median
+#                            (half of the views) for the same swarm, joins,
+#                            kill and CPU a round, divided by the measured
+#   scale_N_sim_late_rounds_share, scale_N_sim_max_round_wait_s,
+#   scale_N_sim_consensus_rms   its late rounds, longest wait and consensus
+#                            distance (RMS, in units of a peer's step)
 # and a table of them.
 # Environment: RUMOR_BUILDDIR, RUMOR_SRCDIR (make bench); RUMOR_DATA;
 # RUMOR_SCALE_SIZES (default "8 32 128"), RUMOR_SCALE_STEADY (default 20),
@@ -263,6 +271,27 @@ for N in $SIZES; do
   fig scale_${N}_detect_median_s "${det_med:-nan}" s
   fig scale_${N}_admit_s "$admit" s
   fig scale_${N}_false_deaths_per_s "$fdps" deaths/s
+  # the same swarm in rumor-sim (docs/sim.md "Against real peers"): joins
+  # over as long, the steady window, the kill of K with K newcomers; each
+  # round's compute is the CPU a round measured above on this machine's
+  # cores, so the ratio says how much the rounds' waiting (graph, views,
+  # deadlines), not the CPU, costs against the real peers
+  if [ -x "$BUILDDIR/rumor-sim" ] && [ "$cpr" != "0.00" ]; then
+    J=$(awk -v n="$N" -v g="$JOIN_GAP" 'BEGIN { print (n - 1) * g }')
+    "$BUILDDIR/rumor-sim" --peers "$N" --join-over "$J" --duration $((5 + 2 * STEADY)) \
+      --kill-rate 0 --burst "$(awk -v j="$J" -v s="$STEADY" 'BEGIN { print j + 5 + s }'):$K" \
+      --rounds --topology "$TOPOLOGY" --round-cpu-ms "$cpr" --cores "$(nproc)" \
+      --latency 0.05 --jitter 0 --rate-mbit 0 --json -q >"$tmp/sim.json" 2>"$tmp/sim.err" ||
+      echo "bench_scale: rumor-sim: $(cat "$tmp/sim.err")"
+    sj() { tr -d ' \t\n' <"$tmp/sim.json" | grep -o "\"$1\":[^,}]*" | head -1 | cut -d: -f2; }
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "nan" }'; }
+    fig scale_${N}_sim_rounds_ratio "$(ratio "$(sj rounds_per_s)" "$rps")" x
+    fig scale_${N}_sim_swim_ratio "$(ratio "$(sj msgs_per_s_steady)" "$swim")" x
+    fig scale_${N}_sim_detect_ratio "$(ratio "$(sj gone_half_p50_s)" "${det_med:-0}")" x
+    fig scale_${N}_sim_late_rounds_share "$(sj late_share)" x
+    fig scale_${N}_sim_max_round_wait_s "$(sj max_wait_s)" s
+    fig scale_${N}_sim_consensus_rms "$(sj consensus_rms)" steps
+  fi
   table="$table
 | $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons, $consmax | $maxwait | $late | ${det_first:-nan}, ${det_med:-nan} | $admit | $fdps |"
 done
