@@ -19,8 +19,12 @@ common="--insecure --peers $eps --data text:$text --model gpt:layers=3,dim=32,he
   --batch 8 --rounds 800 --optimizer adamw --lr 3e-3 --round-timeout 5 --progress 0.2
   --no-average"
 for r in 0 2; do
+  # --throttle 4: alone while peer 1 restarts, the neighbours would run the
+  # rounds left in the second or two its restart takes, and it would rejoin
+  # a swarm with none left to mix back into (a fast machine did that)
   # shellcheck disable=SC2086
-  timeout 300 "$RUMOR_PEER" $common --rank $r --metrics "$tmp/p$r.jsonl" >"$tmp/p$r.log" 2>&1 &
+  timeout 300 "$RUMOR_PEER" $common --rank $r --throttle 4 --metrics "$tmp/p$r.jsonl" \
+    >"$tmp/p$r.log" 2>&1 &
   pids="$pids $!"
 done
 # shellcheck disable=SC2086
