@@ -5,6 +5,7 @@
  * graph and weights bit for bit (topology.h). */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +67,16 @@ int rumor_swim_topology_spec(const char *spec, size_t n, char *buf, size_t cap)
     const char *fam = f[0];
     static const char *const known[] = { "ring",     "exp",  "torus", "grid", "hypercube",
                                          "complete", "star", "rreg",  "er",   "ws",
-                                         "base",     "onepeer-exp" };
+                                         "base",     "onepeer-exp", "chord" };
     int ok = 0;
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         ok |= !strcmp(fam, known[i]);
     if (!ok)
         return rumor_err_set(RUMOR_EINVAL,
                              "spec '%s': family '%s' cannot follow a changing view (expected "
-                             "ring, exp, torus, grid, hypercube, complete, star, rreg:D, er:P, "
-                             "ws:K:P, base:K or onepeer-exp, without N or with N in its place)",
+                             "ring, exp, chord, torus, grid, hypercube, complete, star, rreg:D, "
+                             "er:P, ws:K:P, base:K or onepeer-exp, without N or with N in its "
+                             "place)",
                              spec, fam);
     /* the arguments each family takes besides N */
     int lo = 0, hi = 0;
@@ -150,6 +152,69 @@ int rumor_swim_topology_spec(const char *spec, size_t n, char *buf, size_t cap)
     return len;
 }
 
+/* The first member at or after `target` in the id space (wrapping). */
+static size_t successor(const rumor_swim_member_t *view, size_t n, uint64_t target)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (view[mid].id < target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == n ? 0 : lo;
+}
+
+/* "chord": neighbours by distance in the id space, not by rank in the
+ * sorted view. Member i links to the first member at or after id_i +
+ * 2^64 / 2^k for k = 1, 2, ..., 63 (Chord's fingers; once one is i's
+ * successor all later ones are), undirected, with MH weights. Whether an
+ * edge exists depends only on the ids between its ends and its targets,
+ * never on the view's size or ranks: a member that joins or leaves moves
+ * the fingers that pointed across its place, about log2(n) + 1 of them.
+ * Laid over ranks (exp), the same change shifts every later member's rank
+ * and rewires many peers, and peers whose views differ for a moment wait
+ * for neighbours that do not send to them (docs/scale.md, "Graphs that
+ * survive churn"). */
+static int chord(const rumor_swim_member_t *view, size_t n, rumor_topo_t **out)
+{
+    rumor_edges_t e = { 0 };
+    int rc = 0;
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        size_t next = (i + 1) % n;
+        rc = rumor_edges_add(&e, (int)i, (int)next, NAN, 0);
+        for (int k = 1; k < 64 && rc >= 0; k++) {
+            size_t j = successor(view, n, view[i].id + ((uint64_t)1 << (64 - k))); /* mod 2^64 */
+            if (j == next)
+                break;
+            if (j != i)
+                rc = rumor_edges_add(&e, (int)i, (int)j, NAN, 0);
+        }
+    }
+    rumor_topo_t *t = rc >= 0 ? calloc(1, sizeof *t) : NULL;
+    if (rc >= 0 && (!t || !(t->spec = strdup("chord")) || !(t->w = calloc(1, sizeof *t->w))))
+        rc = rumor_err_set(RUMOR_ENOMEM, "out of memory");
+    if (rc >= 0)
+        rc = rumor_graph_from_edges((int)n, &e, &t->graph);
+    if (rc >= 0)
+        rc = rumor_mix_from_graph(t->graph, RUMOR_MIX_MH, &t->w[0]);
+    rumor_edges_free(&e);
+    if (rc < 0) {
+        if (t)
+            rumor_topo_destroy(&t);
+        return rc;
+    }
+    snprintf(t->family, sizeof t->family, "chord");
+    snprintf(t->desc, sizeof t->desc, "chord of %zu peers (fingers in the id space), MH weights",
+             n);
+    t->scheme = RUMOR_MIX_MH;
+    t->period = 1;
+    t->n = (int)n;
+    *out = t;
+    return 0;
+}
+
 /* A lone peer: one node, no edges, W = [1]. */
 static int alone(const char *family, rumor_topo_t **out)
 {
@@ -200,6 +265,8 @@ int rumor_swim_topology(const char *spec, const rumor_swim_member_t *view, size_
     RUMOR_CHECK(rumor_swim_topology_spec(spec, n, buf, sizeof buf));
     if (n == 1)
         RUMOR_CHECK(alone(spec, topo));
+    else if (!strncmp(buf, "chord:", 6))
+        RUMOR_CHECK(chord(view, n, topo));
     else
         RUMOR_CHECK(rumor_topo_parse(buf, topo));
     *self_node = self;

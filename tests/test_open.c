@@ -166,7 +166,7 @@ static void check_agree(struct peer *ps, const int *alive_idx, size_t n, const c
 
 static void test_open_view(void)
 {
-    const char *fams[] = { "ring", "exp", "torus", "rreg:3:seed=9", "complete" };
+    const char *fams[] = { "ring", "exp", "torus", "rreg:3:seed=9", "complete", "chord" };
     for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
         struct peer ps[MAXP];
         unsigned long long s = 11 + f;

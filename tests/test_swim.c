@@ -4,6 +4,7 @@
  * chain of seeds, crash detection, no false deaths under 10% loss, a frozen
  * member refuting, a restart, a healed partition, leaving, the neighbours a
  * view implies, the body layout, and malformed bodies. Deterministic. */
+#include "rng.h"
 #include "swim.h"
 
 #include <math.h>
@@ -946,6 +947,108 @@ static void check_weights(rumor_topo_t *t)
     }
 }
 
+/* Edges (by id pair) of graph a that graph b lacks, leaving out those
+ * touching `gone`. */
+static int edges_missing(const rumor_topo_t *a, const rumor_swim_member_t *va,
+                         const rumor_topo_t *b, const rumor_swim_member_t *vb, size_t nb,
+                         uint64_t gone)
+{
+    int missing = 0;
+    for (int i = 0; i < a->n; i++)
+        for (long p = a->graph->off[i]; p < a->graph->off[i + 1]; p++) {
+            uint64_t u = va[i].id, v = va[a->graph->adj[p]].id;
+            if (u > v || u == gone || v == gone)
+                continue;
+            int found = 0;
+            for (size_t j = 0; j < nb && !found; j++)
+                if (vb[j].id == u)
+                    for (long q = b->graph->off[j]; q < b->graph->off[j + 1] && !found; q++)
+                        found = vb[b->graph->adj[q]].id == v;
+            missing += !found;
+        }
+    return missing;
+}
+
+/* "chord": the neighbours by distance in the id space, against a brute
+ * force of the rule (successor, and the first member at or after id +
+ * 2^64/2^k for every k in 1..63, either way round),
+ * and how few edges a departure moves, against exp laid over ranks. */
+static void test_chord(void)
+{
+    enum { N = 256 };
+    static rumor_swim_member_t v[N], w[N - 1];
+    uint64_t st = 42;
+    memset(v, 0, sizeof v);
+    for (int i = 0; i < N; i++)
+        v[i].id = rumor_splitmix64(&st) | 1;
+    for (int i = 1; i < N; i++) /* insertion sort: ids increasing */
+        for (int j = i; j > 0 && v[j].id < v[j - 1].id; j--) {
+            rumor_swim_member_t x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    rumor_topo_t *t = NULL, *u = NULL;
+    int self;
+    CHECK_OK(rumor_swim_topology("chord", v, N, v[5].id, &t, &self));
+    if (!t)
+        return;
+    CHECK(self == 5 && t->n == N && !strcmp(t->family, "chord"));
+    check_weights(t);
+    /* brute force: adjacency from the rule, linear scans */
+    static unsigned char adj[N][N];
+    memset(adj, 0, sizeof adj);
+    for (int i = 0; i < N; i++) {
+        int s = (i + 1) % N;
+        adj[i][s] = adj[s][i] = 1;
+        for (int k = 1; k < 64; k++) {
+            uint64_t target = v[i].id + ((uint64_t)1 << (64 - k));
+            int j = 0; /* the first id >= target, else the smallest (wrap) */
+            while (j < N && v[j].id < target)
+                j++;
+            j %= N;
+            if (j != i)
+                adj[i][j] = adj[j][i] = 1;
+        }
+    }
+    int wrong = 0, deg_sum = 0;
+    for (int i = 0; i < N; i++) {
+        int nb[N];
+        int k = rumor_topo_neighbors(t, i, 0, nb, NULL, N), want = 0;
+        for (int j = 0; j < N; j++)
+            want += adj[i][j];
+        wrong += k != want;
+        for (int q = 0; q < k && q < N; q++)
+            wrong += !adj[i][nb[q]];
+        deg_sum += k;
+    }
+    CHECKF(wrong == 0, "chord over %d: %d neighbours differ from the rule", N, wrong);
+    double mean_deg = (double)deg_sum / N;
+    CHECKF(mean_deg > 6 && mean_deg < 24, "chord over %d: mean degree %.1f", N, mean_deg);
+    /* a departure (member 100): edges among the others that it moved */
+    for (int i = 0, k = 0; i < N; i++)
+        if (i != 100)
+            w[k++] = v[i];
+    CHECK_OK(rumor_swim_topology("chord", w, N - 1, w[5].id, &u, &self));
+    int moved = u ? edges_missing(t, v, u, w, N - 1, v[100].id) +
+                        edges_missing(u, w, t, v, N, v[100].id)
+                  : -1;
+    rumor_topo_destroy(&t);
+    rumor_topo_destroy(&u);
+    CHECK_OK(rumor_swim_topology("exp", v, N, v[5].id, &t, &self));
+    CHECK_OK(rumor_swim_topology("exp", w, N - 1, w[5].id, &u, &self));
+    int moved_exp = t && u ? edges_missing(t, v, u, w, N - 1, v[100].id) +
+                                 edges_missing(u, w, t, v, N, v[100].id)
+                           : -1;
+    rumor_topo_destroy(&t);
+    rumor_topo_destroy(&u);
+    fprintf(stderr, "a departure from %d members moved %d edges of chord (mean degree %.1f), %d "
+                    "of exp\n", N, moved, mean_deg, moved_exp);
+    /* the fingers that pointed at it move to its successor: about one a
+     * finger level, log2(256) + 1 of them, each an edge gone and one new */
+    CHECKF(moved >= 0 && moved <= 4 * 9, "chord: a departure moved %d edges", moved);
+    CHECKF(moved_exp > 10 * moved, "exp moved %d edges, chord %d", moved_exp, moved);
+}
+
 static void test_topology(void)
 {
     rumor_swim_member_t v[64];
@@ -993,7 +1096,7 @@ static void test_topology(void)
     rumor_topo_destroy(&t);
     const char *fams[] = { "ring", "exp", "torus", "grid", "hypercube", "complete", "star",
                            "rreg:3", "er:0.5:seed=2", "ws:2:0.1", "base:1", "onepeer-exp",
-                           "exp:directed" };
+                           "exp:directed", "chord" };
     for (size_t f = 0; f < sizeof fams / sizeof *fams; f++) {
         view_of(v, 2, 0);
         CHECK_OK(rumor_swim_topology(fams[f], v, 2, v[1].id, &t, &self));
@@ -1920,6 +2023,7 @@ int main(void)
     double t0 = wall();
     test_bodies();
     test_topology();
+    test_chord();
     test_join();
     test_crash();
     test_new_endpoint();
