@@ -35,7 +35,8 @@ struct opts {
     const char *svg;
     int rounds, dim;
     const char *topology;
-    double model, cpu_ms, cores, round_timeout, min_round_timeout, drift;
+    double model, cpu_ms, cores, round_timeout, min_round_timeout, drift, heartbeat_timeout;
+    double grace;
 };
 
 #define O(f) offsetof(struct opts, f)
@@ -70,6 +71,8 @@ static const rumor_opt_t table[] = {
     { "round-timeout", 0, RUMOR_OPT_DOUBLE, O(round_timeout), 0.001, 86400, NULL, 0 },
     { "min-round-timeout", 0, RUMOR_OPT_DOUBLE, O(min_round_timeout), 0.001, 86400, NULL, 0 },
     { "drift", 0, RUMOR_OPT_DOUBLE, O(drift), 0, 1e12, NULL, 0 },
+    { "heartbeat-timeout", 0, RUMOR_OPT_DOUBLE, O(heartbeat_timeout), 0.001, 3600, NULL, 0 },
+    { "new-edge-grace", 0, RUMOR_OPT_DOUBLE, O(grace), 0, 3600, NULL, 0 },
     { "dim", 0, RUMOR_OPT_INT, O(dim), 1, 64, NULL, 0 },
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -123,6 +126,11 @@ static const char usage[] =
     "                         a core each)\n"
     "  --round-timeout S      a round's longest deadline (default 10, rumor-peer's)\n"
     "  --min-round-timeout S  its shortest (default 0.5, rumor-peer's)\n"
+    "  --heartbeat-timeout S  silence after which a neighbour is not waited for\n"
+    "                         (default 2, rumor-peer's; a what-if for the mixer)\n"
+    "  --new-edge-grace S     an in-neighbour of a static graph that became one less\n"
+    "                         than S s ago is mixed if its PARAMS come, not waited\n"
+    "                         for (default 0: rumor-peer's rule; a what-if)\n"
     "  --drift D              norm of each peer's own step a round, its SGD step\n"
     "                         (default 1: consensus in units of the step)\n"
     "  --dim D                entries of the simulated parameters, 1 to 64 (default 16)\n"
@@ -231,7 +239,8 @@ int main(int argc, char **argv)
                       .jitter = 5, .rate = 100, .kill_rate = 0.1, .kill_at = -1,
                       .observers = 1000, .sample = 1, .progress = 5, .seed = 1,
                       .topology = "exp", .model = 12730, .cpu_ms = 100, .round_timeout = 10,
-                      .min_round_timeout = 0.5, .drift = 1, .dim = 16 };
+                      .min_round_timeout = 0.5, .drift = 1, .dim = 16,
+                      .heartbeat_timeout = 2 };
     switch (rumor_opts_parse("rumor-sim", table, &o, argc, argv)) {
     case RUMOR_OPTS_HELP:
         fputs(usage, stdout);
@@ -258,7 +267,8 @@ int main(int argc, char **argv)
                        .min_round_timeout = o.min_round_timeout < o.round_timeout
                                                 ? o.min_round_timeout
                                                 : o.round_timeout,
-                       .drift = o.drift, .dim = o.dim };
+                       .drift = o.drift, .dim = o.dim,
+                       .heartbeat_timeout = o.heartbeat_timeout, .new_edge_grace = o.grace };
     if (o.lifetime) {
         /* only exponential lifetimes so far: the prefix leaves room for others */
         char *end = NULL;
@@ -271,11 +281,14 @@ int main(int argc, char **argv)
                        o.lifetime);
     }
     if (o.rounds) { /* the family must lay over a view: tried on 2 and 9 members */
-        char spec[256];
+        rumor_swim_member_t v[9];
+        memset(v, 0, sizeof v);
+        for (int i = 0; i < 9; i++)
+            v[i].id = (uint64_t)(i + 1) << 59;
         for (size_t n = 2; n <= 9; n += 7) {
             rumor_topo_t *t = NULL;
-            if (rumor_swim_topology_spec(o.topology, n, spec, sizeof spec) < 0 ||
-                rumor_topo_parse(spec, &t) < 0) {
+            int self;
+            if (rumor_swim_topology(o.topology, v, n, v[0].id, &t, &self) < 0) {
                 fprintf(stderr, "rumor-sim: --topology '%s': %s\n", o.topology, rumor_err_msg());
                 fprintf(stderr, "Try 'rumor-sim --help' for more information.\n");
                 return 2;

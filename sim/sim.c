@@ -499,6 +499,7 @@ static void sim_free(sim_t *s)
     free(s->by_ep.val);
     sim_watch_free(s);
     free(s->admit);
+    free(s->xbar);
 }
 
 int sim_run(const sim_config_t *cfg, sim_result_t *res)

@@ -53,6 +53,8 @@ typedef struct sim_config {
     double cores;             /* cores all peers share (0: a core each) */
     double round_timeout, min_round_timeout; /* rumor-peer's, s */
     double drift;             /* norm of a peer's own step a round (its SGD step) */
+    double heartbeat_timeout; /* s of silence after which a neighbour is not waited for */
+    double new_edge_grace;    /* s an edge of a static graph is not waited for (0: always) */
     int dim;                  /* entries of the simulated parameter vector */
 } sim_config_t;
 
@@ -69,6 +71,7 @@ typedef struct sim_point {
     int live;
     double cov_median, cov_min; /* of watched peers: live members in view / live peers */
     double cons_mean;           /* training peers' last disagreement, mean (-1: none) */
+    double spread;              /* their RMS distance to their average (-1: none) */
 } sim_point_t;
 
 typedef struct sim_result {
@@ -110,6 +113,10 @@ typedef struct sim_result {
                                  * window's start to the end, s */
     double consensus_mean, consensus_max; /* live training peers' last disagreement */
     double consensus_rms;       /* RMS of every round's disagreement, steady window */
+    double spread_rms;          /* RMS distance of a training peer's parameters to the
+                                 * training peers' average (the consensus distance to the
+                                 * swarm's model), over the curve's points in the steady
+                                 * window */
     int training_end;           /* live peers training at the end */
     sim_dist_t admit;           /* a newcomer's start to its first round (churn phase) */
     double params_bytes_per_s;  /* PARAMS bytes a peer sends a second, mean (lived >= 5 s) */

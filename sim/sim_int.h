@@ -107,6 +107,8 @@ struct sim {
     /* training rounds (sim_round.c) */
     double win_rounds, win_mixed, win_late, win_late_n, win_wait, win_dis2;
     uint64_t win_msgs; /* SWIM messages sent in the steady window */
+    double win_spread2, win_spread_n; /* squared spread summed over the window's samples */
+    double *xbar;                     /* cfg.dim scratch */
     double *admit;
     size_t nadmit, capadmit;
     sim_result_t res;
@@ -144,6 +146,7 @@ int sim_round_params(sim_t *s, sim_peer_t *p, const sim_msg_t *m);
 void sim_round_stop(sim_t *s, sim_peer_t *p);   /* the peer stops */
 int sim_round_finish(sim_t *s);                 /* the figures, at the end */
 double sim_round_consensus(const sim_t *s);     /* live peers' last disagreement, mean */
+double sim_round_spread(sim_t *s);              /* RMS distance to the live peers' average */
 void sim_round_free(sim_peer_t *p);
 
 #endif

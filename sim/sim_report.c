@@ -84,6 +84,7 @@ void sim_report_table(FILE *f, const sim_config_t *c, const sim_result_t *r)
         fprintf(f, "    consensus distance       mean %.4f  max %.4f  (%d live peers training, "
                    "last rounds); RMS %.4f (steady window)\n",
                 r->consensus_mean, r->consensus_max, r->training_end, r->consensus_rms);
+        fprintf(f, "    distance to the average  RMS %.4f (steady window)\n", r->spread_rms);
         fprintf(f, "    PARAMS bytes/s per peer  %9.0f\n", r->params_bytes_per_s);
         row(f, "newcomer: start to first round", &r->admit);
     }
@@ -186,6 +187,7 @@ int sim_report_json(FILE *f, const sim_config_t *c, const sim_result_t *r)
         num(o, "consensus_mean", r->consensus_mean);
         num(o, "consensus_max", r->consensus_max);
         num(o, "consensus_rms", r->consensus_rms);
+        num(o, "spread_rms", r->spread_rms);
         cJSON_AddNumberToObject(o, "training_end", r->training_end);
         num(o, "params_bytes_per_s", r->params_bytes_per_s);
         cJSON_AddNumberToObject(o, "jumps", (double)r->jumps);

@@ -41,7 +41,6 @@
 #include "topology.h"
 
 #define RING 32       /* round times the deadline is taken from (the mixer's) */
-#define ALIVE_S 2.0   /* rumor-peer's heartbeat timeout */
 #define WINDOW 4      /* rounds ahead a PARAMS may be; further: this peer is behind */
 
 typedef struct inmsg {
@@ -70,6 +69,9 @@ struct sim_train {
     int nin, cap;
     uint64_t *in_id;
     double *in_w;
+    double *in_since; /* when each in-neighbour became one (a static graph's edge age) */
+    uint64_t *old_id;
+    double *old_since;
     int *nbr;
     double *w;
     inmsg_t *box; /* PARAMS of rounds >= cur */
@@ -150,25 +152,41 @@ static int refresh_graph(sim_t *s, sim_peer_t *p)
         if (id)
             t->in_id = id;
         double *iw = id ? realloc(t->in_w, n * sizeof *iw) : NULL;
-        if (!iw)
+        if (iw)
+            t->in_w = iw;
+        double *is = iw ? realloc(t->in_since, n * sizeof *is) : NULL;
+        if (is)
+            t->in_since = is;
+        uint64_t *oi = is ? realloc(t->old_id, n * sizeof *oi) : NULL;
+        if (oi)
+            t->old_id = oi;
+        double *os = oi ? realloc(t->old_since, n * sizeof *os) : NULL;
+        if (!os)
             return rumor_err_set(RUMOR_ENOMEM, "sim: out of memory for neighbours");
-        t->in_w = iw;
+        t->old_since = os;
         t->cap = (int)n;
     }
     return 0;
 }
 
 /* Round cur's in-neighbours (ids and weights) from the current graph. */
-static int take_in(sim_peer_t *p)
+static int take_in(const sim_t *s, sim_peer_t *p)
 {
     sim_train_t *t = p->tr;
     int k = rumor_topo_neighbors(t->topo, t->self, t->cur, t->nbr, t->w, t->cap);
     if (k < 0)
         return k;
+    int old = t->nin;
+    memcpy(t->old_id, t->in_id, (size_t)old * sizeof *t->old_id);
+    memcpy(t->old_since, t->in_since, (size_t)old * sizeof *t->old_since);
     t->nin = k;
     for (int i = 0; i < k; i++) {
         t->in_id[i] = t->view[t->nbr[i]].id;
         t->in_w[i] = t->w[i];
+        t->in_since[i] = s->now;
+        for (int j = 0; j < old; j++)
+            if (t->old_id[j] == t->in_id[i])
+                t->in_since[i] = t->old_since[j];
     }
     return 0;
 }
@@ -201,7 +219,8 @@ static int absent(const sim_t *s, const sim_train_t *t, uint64_t id, double *unt
     const sim_peer_t *q = s->peers[i];
     if (q->alive)
         return 0;
-    double alive = t->deadline_len > ALIVE_S ? t->deadline_len : ALIVE_S;
+    double hb = s->cfg.heartbeat_timeout;
+    double alive = t->deadline_len > hb ? t->deadline_len : hb;
     if (now_s(s) >= q->died + alive)
         return 1;
     *until = q->died + alive;
@@ -294,6 +313,11 @@ static int try_close(sim_t *s, sim_peer_t *p)
             uint64_t id = t->in_id[i];
             if (find(t, id, t->cur) || moved_on(t, id))
                 continue;
+            /* --new-edge-grace: an edge of a static graph younger than the
+             * grace is mixed when its PARAMS come, not waited for */
+            if (s->cfg.new_edge_grace > 0 && t->topo->period == 1 &&
+                s->now < t->in_since[i] + s->cfg.new_edge_grace)
+                continue;
             double u = -1;
             if (absent(s, t, id, &u))
                 continue;
@@ -313,7 +337,7 @@ static int open_round(sim_t *s, sim_peer_t *p)
     RUMOR_CHECK(refresh_graph(s, p));
     if (!t->topo)
         return rumor_err_set(RUMOR_ESTATE, "sim: peer %d has no graph", p->idx);
-    RUMOR_CHECK(take_in(p));
+    RUMOR_CHECK(take_in(s, p));
     t->got_any = 0;
     for (int i = 0; i < t->nin && !t->got_any; i++)
         t->got_any = find(t, t->in_id[i], t->cur) != NULL;
@@ -409,7 +433,7 @@ int sim_round_seen(sim_t *s, sim_peer_t *p)
     /* a round nothing has arrived for yet takes the new graph (the mixer
      * reweighs such a round); sends already made stand */
     if (!t->got_any) {
-        RUMOR_CHECK(take_in(p));
+        RUMOR_CHECK(take_in(s, p));
         return try_close(s, p);
     }
     return 0;
@@ -488,12 +512,18 @@ void sim_round_stop(sim_t *s, sim_peer_t *p)
     free(t->w);
     free(t->in_id);
     free(t->in_w);
+    free(t->in_since);
+    free(t->old_id);
+    free(t->old_since);
     rumor_topo_destroy(&t->topo);
     t->box = NULL;
     t->x = t->mix = t->w = t->in_w = NULL;
     t->view = NULL;
     t->nbr = NULL;
     t->in_id = NULL;
+    t->in_since = t->old_since = NULL;
+    t->old_id = NULL;
+    t->nin = 0;
     t->nbox = t->capbox = t->capview = 0;
     t->cap = 0;
     t->training = 0;
@@ -518,6 +548,35 @@ double sim_round_consensus(const sim_t *s)
         }
     }
     return n ? sum / n : -1;
+}
+
+double sim_round_spread(sim_t *s)
+{
+    int dim = s->cfg.dim, n = 0;
+    if (!s->xbar && !(s->xbar = malloc((size_t)dim * sizeof *s->xbar)))
+        return -1;
+    memset(s->xbar, 0, (size_t)dim * sizeof *s->xbar);
+    for (size_t a = 0; a < s->nalive; a++) {
+        const sim_train_t *t = s->peers[s->alive[a]]->tr;
+        if (!t || !t->training)
+            continue;
+        for (int d = 0; d < dim; d++)
+            s->xbar[d] += t->x[d];
+        n++;
+    }
+    if (!n)
+        return -1;
+    double sum = 0;
+    for (size_t a = 0; a < s->nalive; a++) {
+        const sim_train_t *t = s->peers[s->alive[a]]->tr;
+        if (!t || !t->training)
+            continue;
+        for (int d = 0; d < dim; d++) {
+            double v = t->x[d] - s->xbar[d] / n;
+            sum += v * v;
+        }
+    }
+    return sqrt(sum / n);
 }
 
 int sim_round_finish(sim_t *s)
@@ -547,6 +606,7 @@ int sim_round_finish(sim_t *s)
     r->params_bytes_per_s = nbytes ? bytes / nbytes : NAN;
     r->mixed_share = s->win_rounds > 0 ? s->win_mixed / s->win_rounds : NAN;
     r->consensus_rms = s->win_rounds > 0 ? sqrt(s->win_dis2 / s->win_rounds) : NAN;
+    r->spread_rms = s->win_spread_n > 0 ? sqrt(s->win_spread2 / s->win_spread_n) : NAN;
     r->late_share = s->win_late_n > 0 ? s->win_late / s->win_late_n : NAN;
     r->max_wait = s->win_wait;
     r->consensus_mean = sim_round_consensus(s);

@@ -247,6 +247,11 @@ int sim_watch_sample(sim_t *s)
     pt->live = (int)s->nalive;
     pt->cov_median = pt->cov_min = 0;
     pt->cons_mean = s->cfg.rounds ? sim_round_consensus(s) : -1;
+    pt->spread = s->cfg.rounds ? sim_round_spread(s) : -1;
+    if (pt->spread >= 0 && s->now >= sim_steady_from(s) && s->now < sim_steady_end(s)) {
+        s->win_spread2 += pt->spread * pt->spread;
+        s->win_spread_n++;
+    }
     double c[64];
     int m = 0;
     size_t stride = s->nalive > 64 ? s->nalive / 64 : 1; /* at most 64 peers a point */

@@ -110,8 +110,13 @@ expect_num_close "$(j "$tmp/r1.json" rounds_per_s)" 10 0.001 "rounds: compute-bo
 rms=$(awk 'BEGIN { N = 8; for (k = 1; k < N; k++) { l = (1 + 2 * cos(2 * 3.14159265358979 * k / N)) / 3
                                                    s += (1 - l) / (1 + l) }; print sqrt(s / N) }')
 expect_num_close "$(j "$tmp/r1.json" consensus_rms)" "$rms" 0.03 "rounds: consensus RMS vs closed form"
+#    and the distance to the peers' average, sampled once a second: its
+#    mean square is (1/N) sum over l != 1 of 1 / (1 - l^2)
+spread=$(awk 'BEGIN { N = 8; for (k = 1; k < N; k++) { l = (1 + 2 * cos(2 * 3.14159265358979 * k / N)) / 3
+                                                      s += 1 / (1 - l * l) }; print sqrt(s / N) }')
+expect_num_close "$(j "$tmp/r1.json" spread_rms)" "$spread" 0.07 "rounds: distance to the average vs closed form"
 [ "$(j "$tmp/r1.json" mixed_share)" = "1" ] || fail "rounds: not every round mixed"
-echo "rounds: consensus RMS $(j "$tmp/r1.json" consensus_rms), closed form $rms"
+echo "rounds: consensus RMS $(j "$tmp/r1.json" consensus_rms), closed form $rms; distance to the average $(j "$tmp/r1.json" spread_rms), closed form $spread"
 # b. compute 10 ms, latency 50 ms: a round waits for its neighbours' (one
 #    latency after they opened the same round): 20 rounds a second
 "$sim" --peers 8 --join-over 2 --duration 30 --round-cpu-ms 10 --latency 50 $R >"$tmp/r2.json" ||
@@ -136,6 +141,19 @@ expect_num_ge "$(j "$tmp/r4.json" max_wait_s)" 0.29 "rounds: a round waited out 
 [ "$(j "$tmp/r5.json" killed)" = "2" ] || fail "burst: killed $(j "$tmp/r5.json" killed)"
 [ "$(j "$tmp/r5.json" training_end)" = "16" ] || fail "burst: $(j "$tmp/r5.json" training_end) of 16 train"
 [ "$(j "$tmp/r5.json" admit_n)" = "2" ] || fail "burst: $(j "$tmp/r5.json" admit_n) newcomers trained"
+
+# f. steady churn at 128 peers (10% a minute, unlimited links): laid over
+#    ranks, exp rewires many peers at each change and its rounds run into
+#    their deadlines; chord (edges by id distance) moves a few edges, and
+#    runs more rounds with fewer late ones (docs/scale.md, "Graphs that
+#    survive churn")
+for fam in exp chord; do
+  "$sim" --peers 128 --join-over 16 --duration 60 --round-cpu-ms 100 --latency 25 --rounds \
+    --topology $fam --jitter 0 --rate-mbit 0 --json -q >"$tmp/c$fam.json" || fail "churn run $fam failed"
+done
+expect_num_lt "$(j "$tmp/cchord.json" late_share)" "$(j "$tmp/cexp.json" late_share)" "churn: chord's late rounds vs exp's"
+expect_num_lt "$(j "$tmp/cexp.json" rounds_per_s)" "$(j "$tmp/cchord.json" rounds_per_s)" "churn: exp's rounds/s vs chord's"
+echo "churn at 128: rounds/s exp $(j "$tmp/cexp.json" rounds_per_s), chord $(j "$tmp/cchord.json" rounds_per_s); late exp $(j "$tmp/cexp.json" late_share), chord $(j "$tmp/cchord.json" late_share)"
 
 # 7. bad usage exits 2 and names the flag; a bad input file exits 1
 run_expect 2 "--peers" "$sim" --peers 0
