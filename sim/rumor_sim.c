@@ -36,7 +36,7 @@ struct opts {
     int rounds, dim;
     const char *topology;
     double model, cpu_ms, cores, round_timeout, min_round_timeout, drift, heartbeat_timeout;
-    double grace;
+    double grace, init_spread, target;
 };
 
 #define O(f) offsetof(struct opts, f)
@@ -73,6 +73,8 @@ static const rumor_opt_t table[] = {
     { "drift", 0, RUMOR_OPT_DOUBLE, O(drift), 0, 1e12, NULL, 0 },
     { "heartbeat-timeout", 0, RUMOR_OPT_DOUBLE, O(heartbeat_timeout), 0.001, 3600, NULL, 0 },
     { "new-edge-grace", 0, RUMOR_OPT_DOUBLE, O(grace), 0, 3600, NULL, 0 },
+    { "init-spread", 0, RUMOR_OPT_DOUBLE, O(init_spread), 0, 1e12, NULL, 0 },
+    { "target", 0, RUMOR_OPT_DOUBLE, O(target), 0, 1e12, NULL, 0 },
     { "dim", 0, RUMOR_OPT_INT, O(dim), 1, 64, NULL, 0 },
     { NULL, 0, 0, 0, 0, 0, NULL, 0 },
 };
@@ -134,6 +136,11 @@ static const char usage[] =
     "  --drift D              norm of each peer's own step a round, its SGD step\n"
     "                         (default 1: consensus in units of the step)\n"
     "  --dim D                entries of the simulated parameters, 1 to 64 (default 16)\n"
+    "  --init-spread S        the initial peers start from random parameters of norm\n"
+    "                         S (default 0: all equal; newcomers fetch a member's)\n"
+    "  --target X             report when the distance to the peers' average first\n"
+    "                         falls below X after the joins (time to consensus;\n"
+    "                         sampled every --sample s)\n"
     "\n"
     "Measurement and output:\n"
     "  --observers K          watch about K peers' tables for the 50%/100% figures\n"
@@ -268,7 +275,8 @@ int main(int argc, char **argv)
                                                 ? o.min_round_timeout
                                                 : o.round_timeout,
                        .drift = o.drift, .dim = o.dim,
-                       .heartbeat_timeout = o.heartbeat_timeout, .new_edge_grace = o.grace };
+                       .heartbeat_timeout = o.heartbeat_timeout, .new_edge_grace = o.grace,
+                       .init_spread = o.init_spread, .target = o.target };
     if (o.lifetime) {
         /* only exponential lifetimes so far: the prefix leaves room for others */
         char *end = NULL;

@@ -511,6 +511,7 @@ int sim_run(const sim_config_t *cfg, sim_result_t *res)
     s.rng = cfg->seed ^ 0x73696d756c61746full; /* "simulato": seed 0 is a seed too */
     s.t_churn = cfg->join_over;
     s.t_end = cfg->join_over + cfg->duration;
+    s.res.target_s = NAN;
     s.wall0 = rumor_now();
     int rc = 0;
     for (int i = 0; i < cfg->peers && rc == 0; i++)

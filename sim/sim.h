@@ -55,6 +55,9 @@ typedef struct sim_config {
     double drift;             /* norm of a peer's own step a round (its SGD step) */
     double heartbeat_timeout; /* s of silence after which a neighbour is not waited for */
     double new_edge_grace;    /* s an edge of a static graph is not waited for (0: always) */
+    double init_spread;       /* norm of the initial peers' random start (0: all equal) */
+    double target;            /* > 0: report when the distance to the average first falls
+                               * below it after the joins */
     int dim;                  /* entries of the simulated parameter vector */
 } sim_config_t;
 
@@ -113,6 +116,9 @@ typedef struct sim_result {
                                  * window's start to the end, s */
     double consensus_mean, consensus_max; /* live training peers' last disagreement */
     double consensus_rms;       /* RMS of every round's disagreement, steady window */
+    double target_s;            /* simulated s from the last initial join until the
+                                 * distance to the average fell below cfg.target with
+                                 * every live peer training (NaN: never, or no target) */
     double spread_rms;          /* RMS distance of a training peer's parameters to the
                                  * training peers' average (the consensus distance to the
                                  * swarm's model), over the curve's points in the steady

@@ -146,7 +146,8 @@ int sim_round_params(sim_t *s, sim_peer_t *p, const sim_msg_t *m);
 void sim_round_stop(sim_t *s, sim_peer_t *p);   /* the peer stops */
 int sim_round_finish(sim_t *s);                 /* the figures, at the end */
 double sim_round_consensus(const sim_t *s);     /* live peers' last disagreement, mean */
-double sim_round_spread(sim_t *s);              /* RMS distance to the live peers' average */
+/* RMS distance to the training peers' average; *all: every live peer trains */
+double sim_round_spread(sim_t *s, int *all);
 void sim_round_free(sim_peer_t *p);
 
 #endif

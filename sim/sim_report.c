@@ -85,6 +85,8 @@ void sim_report_table(FILE *f, const sim_config_t *c, const sim_result_t *r)
                    "last rounds); RMS %.4f (steady window)\n",
                 r->consensus_mean, r->consensus_max, r->training_end, r->consensus_rms);
         fprintf(f, "    distance to the average  RMS %.4f (steady window)\n", r->spread_rms);
+        if (c->target > 0)
+            fprintf(f, "    below %g after the joins %.2f s\n", c->target, r->target_s);
         fprintf(f, "    PARAMS bytes/s per peer  %9.0f\n", r->params_bytes_per_s);
         row(f, "newcomer: start to first round", &r->admit);
     }
@@ -188,6 +190,7 @@ int sim_report_json(FILE *f, const sim_config_t *c, const sim_result_t *r)
         num(o, "consensus_max", r->consensus_max);
         num(o, "consensus_rms", r->consensus_rms);
         num(o, "spread_rms", r->spread_rms);
+        num(o, "target_s", r->target_s);
         cJSON_AddNumberToObject(o, "training_end", r->training_end);
         num(o, "params_bytes_per_s", r->params_bytes_per_s);
         cJSON_AddNumberToObject(o, "jumps", (double)r->jumps);

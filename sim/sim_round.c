@@ -377,6 +377,11 @@ int sim_round_start(sim_t *s, sim_peer_t *p)
         return rumor_err_set(RUMOR_ENOMEM, "sim: out of memory for a peer's rounds");
     }
     t->t_train = t->t_first = -1;
+    if (s->cfg.init_spread > 0 && p->born <= s->t_churn) { /* the initial peers' own starts */
+        double sd = s->cfg.init_spread / sqrt((double)s->cfg.dim);
+        for (int d = 0; d < s->cfg.dim; d++)
+            t->x[d] = sd * gauss(s);
+    }
     p->tr = t;
     return 0;
 }
@@ -398,7 +403,8 @@ static int barrier(sim_t *s, sim_peer_t *p)
 }
 
 /* Starts training: the state and round of the most advanced training
- * member of its view (none: round 0 and its own zeros). */
+ * member of its view, when that is past round 0 (a joiner of a running
+ * swarm fetches its state); a founder keeps its own start. */
 static int train(sim_t *s, sim_peer_t *p)
 {
     sim_train_t *t = p->tr;
@@ -412,7 +418,7 @@ static int train(sim_t *s, sim_peer_t *p)
         if (u->training && (!src || u->cur > src->cur))
             src = u;
     }
-    if (src) {
+    if (src && src->cur > 0) {
         t->cur = src->cur;
         memcpy(t->x, src->x, (size_t)s->cfg.dim * sizeof *t->x);
     }
@@ -550,7 +556,7 @@ double sim_round_consensus(const sim_t *s)
     return n ? sum / n : -1;
 }
 
-double sim_round_spread(sim_t *s)
+double sim_round_spread(sim_t *s, int *all)
 {
     int dim = s->cfg.dim, n = 0;
     if (!s->xbar && !(s->xbar = malloc((size_t)dim * sizeof *s->xbar)))
@@ -564,6 +570,7 @@ double sim_round_spread(sim_t *s)
             s->xbar[d] += t->x[d];
         n++;
     }
+    *all = (size_t)n == s->nalive;
     if (!n)
         return -1;
     double sum = 0;

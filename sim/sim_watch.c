@@ -247,7 +247,11 @@ int sim_watch_sample(sim_t *s)
     pt->live = (int)s->nalive;
     pt->cov_median = pt->cov_min = 0;
     pt->cons_mean = s->cfg.rounds ? sim_round_consensus(s) : -1;
-    pt->spread = s->cfg.rounds ? sim_round_spread(s) : -1;
+    int all = 0;
+    pt->spread = s->cfg.rounds ? sim_round_spread(s, &all) : -1;
+    if (s->cfg.target > 0 && all && pt->spread >= 0 && pt->spread < s->cfg.target &&
+        s->now >= s->t_churn && !(s->res.target_s >= 0))
+        s->res.target_s = s->now - s->t_churn;
     if (pt->spread >= 0 && s->now >= sim_steady_from(s) && s->now < sim_steady_end(s)) {
         s->win_spread2 += pt->spread * pt->spread;
         s->win_spread_n++;

@@ -142,6 +142,21 @@ expect_num_ge "$(j "$tmp/r4.json" max_wait_s)" 0.29 "rounds: a round waited out 
 [ "$(j "$tmp/r5.json" training_end)" = "16" ] || fail "burst: $(j "$tmp/r5.json" training_end) of 16 train"
 [ "$(j "$tmp/r5.json" admit_n)" = "2" ] || fail "burst: $(j "$tmp/r5.json" admit_n) newcomers trained"
 
+# g. time to consensus: 8 peers on a ring starting apart (norm 100), no
+#    steps of their own, mix geometrically: the slowest mode shrinks by
+#    l2 = (1 + 2 cos(2 pi / 8)) / 3 a round, so falling 100-fold takes at
+#    least ln(100) / -ln(l2) of the 0.1 s rounds... only if that mode
+#    dominates; and with steps of norm 1 the distance never falls to 0.01
+"$sim" --peers 8 --join-over 0 --duration 20 --round-cpu-ms 100 --latency 5 --drift 0 \
+  --init-spread 100 --target 1 --sample 0.1 $R >"$tmp/t1.json" || fail "target run failed"
+k=$(awk 'BEGIN { l = (1 + 2 * cos(2 * 3.14159265358979 / 8)) / 3; print 0.1 * log(100) / -log(l) }')
+expect_num_ge "$(j "$tmp/t1.json" target_s)" "$(awk -v k="$k" 'BEGIN { print k / 2 }')" "target: faster than the ring mixes"
+expect_num_le "$(j "$tmp/t1.json" target_s)" "$(awk -v k="$k" 'BEGIN { print 2 * k + 1 }')" "target: slower than the ring mixes"
+echo "target: 100-fold in $(j "$tmp/t1.json" target_s) s; the ring's slowest mode takes $k s"
+"$sim" --peers 8 --join-over 0 --duration 20 --round-cpu-ms 100 --latency 5 --target 0.01 $R \
+  >"$tmp/t2.json" || fail "target run 2 failed"
+[ "$(j "$tmp/t2.json" target_s)" = "null" ] || fail "target: reached 0.01 with steps of norm 1"
+
 # f. steady churn at 128 peers (10% a minute, unlimited links): laid over
 #    ranks, exp rewires many peers at each change and its rounds run into
 #    their deadlines; chord (edges by id distance) moves a few edges, and
