@@ -26,6 +26,9 @@
 #   scale_N_max_round_wait_s the longest wait of a round (survivors' and
 #                            newcomers' round events, steady window to the
 #                            end; --round-timeout is 10 s)
+#   scale_N_rounds_past_deadline  of the same round events, how many waited
+#                            more than 0.1 s past their own deadline
+#                            (deadline_s): none should
 #   scale_N_late_rounds_share  of their round events from 10 s after the
 #                            kill (past SWIM's detection) to the end, the
 #                            share that ran into their deadline (timed_out);
@@ -137,8 +140,8 @@ window() {
 sod() { echo "$1" | awk -F: '{ print $1 * 3600 + $2 * 60 + $3 }'; }
 
 tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus (mean, max) | longest wait s | late rounds | detect (first, median) s | admit s | false deaths/s |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+table="| peers | trained | RSS MB | anon MB | fds | threads | CPU ms/round | rounds/s | mixed | SWIM msgs/s | consensus (mean, max) | longest wait s | past deadline | late rounds | detect (first, median) s | admit s | false deaths/s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for N in $SIZES; do
   rm -f "$tmp"/*
   K=$((N / 10)); [ $K -ge 1 ] || K=1
@@ -234,12 +237,13 @@ for N in $SIZES; do
   # and the share that ran into their deadline from 10 s after the kill
   # (past SWIM's detection) to the end; the survivors' largest consensus
   set -- $(for n in $survivors $fresh; do cat "$tmp/$n.jsonl" 2>/dev/null; done |
-           sed -n 's/^{"time":\([0-9.]*\),.*"event":"round".*"round_wait_s":\([0-9.e+-]*\),"timed_out":\([01]\).*/\1 \2 \3/p' |
+           sed -n 's/^{"time":\([0-9.]*\),.*"event":"round".*"deadline_s":\([0-9.e+-]*\),.*"round_wait_s":\([0-9.e+-]*\),"timed_out":\([01]\).*/\1 \3 \4 \2/p' |
            awk -v t0="$t0" -v tb="$(echo "$tkill" | awk '{ printf "%.3f", $1 + 10 }')" '
              $1 >= t0 && $2 > w { w = $2 }
+             $1 >= t0 && $2 > $4 + 0.1 { past++ }
              $1 >= tb { n++; late += $3 }
-             END { printf "%.2f %s\n", w, n ? sprintf("%.3f", late / n) : "nan" }')
-  maxwait=$1 late=$2
+             END { printf "%.2f %s %d\n", w, n ? sprintf("%.3f", late / n) : "nan", past }')
+  maxwait=$1 late=$2 past=$3
   consmax=$(for n in $survivors; do
               grep '"event":"round"' "$tmp/$n.jsonl" | sed -n 's/.*"consensus":\([0-9.e+-]*\),.*/\1/p' |
                 awk '$1 > 0' | tail -n 1
@@ -267,6 +271,7 @@ for N in $SIZES; do
   fig scale_${N}_consensus_max "$consmax" distance
   fig scale_${N}_max_round_wait_s "$maxwait" s
   fig scale_${N}_late_rounds_share "$late" x
+  fig scale_${N}_rounds_past_deadline "$past" rounds
   fig scale_${N}_detect_first_s "${det_first:-nan}" s
   fig scale_${N}_detect_median_s "${det_med:-nan}" s
   fig scale_${N}_admit_s "$admit" s
@@ -293,6 +298,6 @@ for N in $SIZES; do
     fig scale_${N}_sim_consensus_rms "$(sj consensus_rms)" steps
   fi
   table="$table
-| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons, $consmax | $maxwait | $late | ${det_first:-nan}, ${det_med:-nan} | $admit | $fdps |"
+| $N | $trained of $N | $rss | $anon | $fds | $thr | $cpr | $rps | $mixed | $swim | $cons, $consmax | $maxwait | $past | $late | ${det_first:-nan}, ${det_med:-nan} | $admit | $fdps |"
 done
 echo "$table"
