@@ -135,6 +135,8 @@ int sim_watch_peer(sim_t *s, sim_peer_t *p);
 int sim_watch_sample(sim_t *s);
 int sim_watch_finish(sim_t *s);
 void sim_watch_free(sim_t *s);
+/* Makes *a hold at least `need` elements of `size` bytes, doubling *cap. */
+int sim_grow(void **a, size_t *cap, size_t need, size_t size);
 /* The distribution of v[0..n) (sorted in place); NAN figures when n is 0. */
 sim_dist_t sim_dist(double *v, int n, int missing);
 

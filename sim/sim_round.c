@@ -141,29 +141,16 @@ static int refresh_graph(sim_t *s, sim_peer_t *p)
     t->topo = g;
     t->self = self;
     t->nview = n;
-    if ((int)n > t->cap) {
-        int *nb = realloc(t->nbr, n * sizeof *nb);
-        if (nb)
-            t->nbr = nb;
-        double *w = nb ? realloc(t->w, n * sizeof *w) : NULL;
-        if (w)
-            t->w = w;
-        uint64_t *id = w ? realloc(t->in_id, n * sizeof *id) : NULL;
-        if (id)
-            t->in_id = id;
-        double *iw = id ? realloc(t->in_w, n * sizeof *iw) : NULL;
-        if (iw)
-            t->in_w = iw;
-        double *is = iw ? realloc(t->in_since, n * sizeof *is) : NULL;
-        if (is)
-            t->in_since = is;
-        uint64_t *oi = is ? realloc(t->old_id, n * sizeof *oi) : NULL;
-        if (oi)
-            t->old_id = oi;
-        double *os = oi ? realloc(t->old_since, n * sizeof *os) : NULL;
-        if (!os)
-            return rumor_err_set(RUMOR_ENOMEM, "sim: out of memory for neighbours");
-        t->old_since = os;
+    if ((int)n > t->cap) { /* the neighbour arrays, each n long */
+        void **a[] = { (void **)&t->nbr,      (void **)&t->w,      (void **)&t->in_id,
+                       (void **)&t->in_w,     (void **)&t->in_since, (void **)&t->old_id,
+                       (void **)&t->old_since };
+        size_t size[] = { sizeof *t->nbr,  sizeof *t->w,      sizeof *t->in_id, sizeof *t->in_w,
+                          sizeof *t->in_since, sizeof *t->old_id, sizeof *t->old_since };
+        for (size_t i = 0; i < sizeof a / sizeof *a; i++) {
+            size_t cap = (size_t)t->cap;
+            RUMOR_CHECK(sim_grow(a[i], &cap, n, size[i]));
+        }
         t->cap = (int)n;
     }
     return 0;
@@ -285,14 +272,8 @@ static int close_round(sim_t *s, sim_peer_t *p)
     if (t->t_first < 0) {
         t->t_first = s->now;
         if (p->born > s->t_churn) {
-            if (s->nadmit == s->capadmit) {
-                size_t c = s->capadmit ? 2 * s->capadmit : 64;
-                double *a = realloc(s->admit, c * sizeof *a);
-                if (!a)
-                    return rumor_err_set(RUMOR_ENOMEM, "sim: out of memory");
-                s->admit = a;
-                s->capadmit = c;
-            }
+            RUMOR_CHECK(
+                sim_grow((void **)&s->admit, &s->capadmit, s->nadmit + 1, sizeof *s->admit));
             s->admit[s->nadmit++] = s->now - p->born;
         }
     }
@@ -482,14 +463,7 @@ int sim_round_params(sim_t *s, sim_peer_t *p, const sim_msg_t *m)
         drop_before(t, t->cur);
         RUMOR_CHECK(open_round(s, p));
     }
-    if (t->nbox == t->capbox) {
-        size_t c = t->capbox ? 2 * t->capbox : 16;
-        inmsg_t *a = realloc(t->box, c * sizeof *a);
-        if (!a)
-            return rumor_err_set(RUMOR_ENOMEM, "sim: out of memory for PARAMS");
-        t->box = a;
-        t->capbox = c;
-    }
+    RUMOR_CHECK(sim_grow((void **)&t->box, &t->capbox, t->nbox + 1, sizeof *t->box));
     double *x = malloc((size_t)s->cfg.dim * sizeof *x);
     if (!x)
         return rumor_err_set(RUMOR_ENOMEM, "sim: out of memory for PARAMS");

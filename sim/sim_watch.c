@@ -23,7 +23,7 @@
 enum { ITEM_DEPART = 0, ITEM_JOIN = 1, ITEM_CHURN_JOIN = 2, ITEM_LEAVE = 3 };
 #define GOING(kind) ((kind) == ITEM_DEPART || (kind) == ITEM_LEAVE)
 
-static int grow(void **a, size_t *cap, size_t need, size_t size)
+int sim_grow(void **a, size_t *cap, size_t need, size_t size)
 {
     if (need <= *cap)
         return 0;
@@ -61,8 +61,8 @@ static int bit_set(sim_item_t *it, int slot)
 
 static int item_add(sim_t *s, int kind, const sim_peer_t *p)
 {
-    RUMOR_CHECK(grow((void **)&s->items, &s->capitems, s->nitems + 1, sizeof *s->items));
-    RUMOR_CHECK(grow((void **)&s->pending, &s->cappending, s->npending + 1, sizeof *s->pending));
+    RUMOR_CHECK(sim_grow((void **)&s->items, &s->capitems, s->nitems + 1, sizeof *s->items));
+    RUMOR_CHECK(sim_grow((void **)&s->pending, &s->cappending, s->npending + 1, sizeof *s->pending));
     sim_item_t *it = &s->items[s->nitems];
     memset(it, 0, sizeof *it);
     it->kind = kind;
@@ -96,7 +96,7 @@ static void pending_drop(sim_t *s, size_t k)
 
 static int add_time(double **a, int *n, size_t *cap, double t)
 {
-    RUMOR_CHECK(grow((void **)a, cap, (size_t)*n + 1, sizeof **a));
+    RUMOR_CHECK(sim_grow((void **)a, cap, (size_t)*n + 1, sizeof **a));
     (*a)[(*n)++] = t;
     return 0;
 }
@@ -240,7 +240,7 @@ static double coverage(sim_t *s, const sim_peer_t *p, size_t *n_out, int *stale)
 
 int sim_watch_sample(sim_t *s)
 {
-    RUMOR_CHECK(grow((void **)&s->res.curve, &s->cap_curve, (size_t)s->res.ncurve + 1,
+    RUMOR_CHECK(sim_grow((void **)&s->res.curve, &s->cap_curve, (size_t)s->res.ncurve + 1,
                      sizeof *s->res.curve));
     sim_point_t *pt = &s->res.curve[s->res.ncurve++];
     pt->t = s->now;
