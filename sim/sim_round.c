@@ -81,8 +81,6 @@ struct sim_train {
     long rounds_phase; /* rounds closed in the churn phase */
 };
 
-static double now_s(const sim_t *s) { return s->now; }
-
 /* The windows of the figures (bench_scale's): rounds a second, mixed
  * rounds and the consensus distance's RMS in the steady window; late
  * rounds from 10 s after a --burst (past SWIM's detection) to the end, or
@@ -208,7 +206,7 @@ static int absent(const sim_t *s, const sim_train_t *t, uint64_t id, double *unt
         return 0;
     double hb = s->cfg.heartbeat_timeout;
     double alive = t->deadline_len > hb ? t->deadline_len : hb;
-    if (now_s(s) >= q->died + alive)
+    if (s->now >= q->died + alive)
         return 1;
     *until = q->died + alive;
     return 0;
@@ -289,7 +287,6 @@ static int try_close(sim_t *s, sim_peer_t *p)
     if (!t->computed)
         return 0;
     if (!t->late) {
-        double until = -1;
         for (int i = 0; i < t->nin; i++) {
             uint64_t id = t->in_id[i];
             if (find(t, id, t->cur) || moved_on(t, id))
@@ -299,11 +296,9 @@ static int try_close(sim_t *s, sim_peer_t *p)
             if (s->cfg.new_edge_grace > 0 && t->topo->period == 1 &&
                 s->now < t->in_since[i] + s->cfg.new_edge_grace)
                 continue;
-            double u = -1;
-            if (absent(s, t, id, &u))
+            double until = -1;
+            if (absent(s, t, id, &until))
                 continue;
-            if (u > 0 && (until < 0 || u < until))
-                until = u;
             if (until > 0) /* wake when it stops being waited for */
                 RUMOR_CHECK(sim_push_arg(s, until, SIM_DEADLINE, p->idx, 2 * t->cur + 1));
             return 0;
